@@ -1,0 +1,98 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Backends wrap them (with %w or a typed error whose Is
+// matches), so callers test with errors.Is.
+var (
+	// ErrVersionMismatch: an expected per-tag version did not match the stream's
+	// current version, or another writer claimed the version first.
+	ErrVersionMismatch = errors.New("journal: version mismatch")
+	// ErrAppendConditionFailed: an event matching the DCB condition's query
+	// exists after the condition's position.
+	ErrAppendConditionFailed = errors.New("journal: append condition failed")
+	// ErrSessionExpired: the writer's lease or node session has expired.
+	ErrSessionExpired = errors.New("journal: session expired")
+	// ErrInvalidSession: the lease is not the stream's current lease (another
+	// writer acquired it since: a newer epoch), or it was released.
+	ErrInvalidSession = errors.New("journal: invalid session")
+	// ErrStoreNotOpen: the journal is closed, or (Postgres) not migrated.
+	ErrStoreNotOpen = errors.New("journal: store not open")
+	// ErrOpenTimeout: a stream's lease could not be acquired within the open
+	// timeout because another live holder has it.
+	ErrOpenTimeout = errors.New("journal: open timeout")
+	// ErrInvalidEvent: an event (or the event list) failed validation; nothing was written.
+	ErrInvalidEvent = errors.New("journal: invalid event")
+	// ErrDuplicateMismatch: some but not all of an append's event IDs are
+	// already stored, or a stored ID holds a different event.
+	ErrDuplicateMismatch = errors.New("journal: duplicate mismatch")
+	// ErrInvalidQuery: a query or read option is malformed.
+	ErrInvalidQuery = errors.New("journal: invalid query")
+	// ErrNotFound: the requested event, snapshot or stream does not exist.
+	ErrNotFound = errors.New("journal: not found")
+	// ErrOutcomeUnknown: the connection failed while the commit was in flight;
+	// the append may or may not be stored. Retrying the same append (same event
+	// IDs) resolves it: a stored append comes back marked Duplicate.
+	ErrOutcomeUnknown = errors.New("journal: append outcome unknown")
+)
+
+// VersionMismatchError details ErrVersionMismatch for one stream.
+type VersionMismatchError struct {
+	Stream   StreamID
+	Expected uint64
+	Actual   uint64
+}
+
+func (e *VersionMismatchError) Error() string {
+	return fmt.Sprintf("journal: version mismatch on stream %s: expected version %d, found %d; reload the stream and decide again", e.Stream, e.Expected, e.Actual)
+}
+
+// Is matches ErrVersionMismatch.
+func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersionMismatch }
+
+// InvalidEventError details ErrInvalidEvent: which event (Index, -1 for the list
+// as a whole) and which field was wrong, and why.
+type InvalidEventError struct {
+	Index  int
+	Field  string
+	Reason string
+}
+
+func (e *InvalidEventError) Error() string {
+	if e.Index < 0 {
+		return fmt.Sprintf("journal: invalid event: %s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("journal: invalid event %d: %s: %s", e.Index, e.Field, e.Reason)
+}
+
+// Is matches ErrInvalidEvent.
+func (e *InvalidEventError) Is(target error) bool { return target == ErrInvalidEvent }
+
+// SessionError details ErrSessionExpired or ErrInvalidSession for one stream.
+type SessionError struct {
+	Stream StreamID
+	Err    error // ErrSessionExpired or ErrInvalidSession
+	Detail string
+}
+
+func (e *SessionError) Error() string {
+	return fmt.Sprintf("%v on stream %s: %s", e.Err, e.Stream, e.Detail)
+}
+
+// Unwrap returns the sentinel.
+func (e *SessionError) Unwrap() error { return e.Err }
+
+// ChainError reports the first broken link of a stream's hash chain.
+type ChainError struct {
+	Stream   StreamID
+	Version  uint64
+	Position Position
+	Reason   string
+}
+
+func (e *ChainError) Error() string {
+	return fmt.Sprintf("journal: hash chain of stream %s broken at version %d (position %s): %s", e.Stream, e.Version, e.Position, e.Reason)
+}

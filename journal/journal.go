@@ -1,0 +1,137 @@
+package journal
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// AppendOptions control one Append. All fields are optional.
+type AppendOptions struct {
+	// Expect maps a tag to the version its stream (in the events' partition) must
+	// have before this append; 0 means the stream must be empty. Tags not in the
+	// map are not checked. This is the actor path: cheap and exact.
+	Expect map[Tag]uint64
+	// Condition, if set, is a DCB append condition checked atomically with the write.
+	Condition *AppendCondition
+	// Leases fence the append: each lease must be the current, unexpired lease of
+	// its stream, or the append fails with ErrSessionExpired or ErrInvalidSession.
+	Leases []Lease
+}
+
+// AppendResult reports a successful append.
+type AppendResult struct {
+	// Records are the stored events, in append order, with positions, per-tag
+	// versions, recorded-at and hash chain links.
+	Records []Record
+	// Duplicate is true when every event ID was already stored: the original
+	// records are returned and nothing was written.
+	Duplicate bool
+}
+
+// Last returns the position of the last record (zero when there are none).
+func (r AppendResult) Last() Position {
+	if len(r.Records) == 0 {
+		return Position{}
+	}
+	return r.Records[len(r.Records)-1].Position
+}
+
+// ReadOptions shape a DCB Read. They never change which events match.
+type ReadOptions struct {
+	// From is inclusive: forwards, the first position returned is ≥ From;
+	// backwards, the first position returned is ≤ From (zero From means the head).
+	From Position
+	// Limit caps the number of records, applied after filtering; 0 means no limit.
+	Limit int
+	// Backwards returns matches in descending position order.
+	Backwards bool
+}
+
+// Appender writes events.
+type Appender interface {
+	// Append stores events atomically: all or nothing. The events share one
+	// partition. Per-tag versions are assigned without gaps. It fails with
+	// ErrInvalidEvent (nothing written), ErrVersionMismatch, ErrAppendConditionFailed,
+	// ErrSessionExpired / ErrInvalidSession, ErrDuplicateMismatch,
+	// ErrOutcomeUnknown, or the context's error. When every event ID is already
+	// stored it returns the original records with Duplicate set and writes
+	// nothing (no condition, expectation or lease is checked in that case).
+	// Safe for concurrent use.
+	Append(ctx context.Context, events []Event, opts AppendOptions) (AppendResult, error)
+}
+
+// Reader reads stored events. Every method is safe for concurrent use. Iterators
+// yield records in ascending position order unless stated otherwise; an error
+// ends the iteration as the last (zero Record, err) pair. A caller may stop early.
+// Returned records are owned by the caller.
+type Reader interface {
+	// ReadStream yields the records of a tag stream with version ≥ fromVersion
+	// (versions start at 1), at most limit of them (0: no limit).
+	ReadStream(ctx context.Context, stream StreamID, fromVersion uint64, limit int) iter.Seq2[Record, error]
+	// Read yields the records matching q (a DCB read). An invalid query yields ErrInvalidQuery.
+	Read(ctx context.Context, q Query, opts ReadOptions) iter.Seq2[Record, error]
+	// ReadAll yields every record of every partition with position > after, at
+	// most limit (0: no limit). It never yields a position below one it or an
+	// earlier call has already shown (gap-free for catch-up readers).
+	ReadAll(ctx context.Context, after Position, limit int) iter.Seq2[Record, error]
+	// ReadEvent returns the record with the given event ID, or ErrNotFound.
+	ReadEvent(ctx context.Context, id uuid.UUID) (Record, error)
+	// Head returns the position of the newest visible event (zero when empty).
+	Head(ctx context.Context) (Position, error)
+	// ReadByCorrelation yields the records whose Metadata.CorrelationID equals id.
+	ReadByCorrelation(ctx context.Context, correlationID string) iter.Seq2[Record, error]
+	// ReadByTypes yields the records of the given types (in any partition) whose
+	// RecordedAt is in [from, to).
+	ReadByTypes(ctx context.Context, types []string, from, to time.Time) iter.Seq2[Record, error]
+}
+
+// Subscriber streams matching events as they are stored.
+type Subscriber interface {
+	// Subscribe yields every record matching q with position > after: first the
+	// stored ones (catch-up), then new ones as they commit (live), in ascending
+	// position order without gaps, until ctx ends (the last pair is then
+	// (zero, ctx.Err())) or the consumer stops. Delivery is at-least-once across
+	// resumptions: resume from the last position processed.
+	Subscribe(ctx context.Context, q Query, after Position) iter.Seq2[Record, error]
+}
+
+// TagSummary describes one tag stream.
+type TagSummary struct {
+	Stream StreamID
+	// Version is the stream's current version, which is also its event count.
+	Version       uint64
+	FirstPosition Position
+	LastPosition  Position
+}
+
+// TypeSummary counts the events of one type.
+type TypeSummary struct {
+	Type  string
+	Count uint64
+}
+
+// Inspector answers summary questions. Safe for concurrent use.
+type Inspector interface {
+	// TagSummary returns the summary of one stream; an unknown stream has
+	// Version 0 and zero positions (no error).
+	TagSummary(ctx context.Context, stream StreamID) (TagSummary, error)
+	// TagsOfGroup lists the streams of a partition whose tag group is group,
+	// ordered by tag.
+	TagsOfGroup(ctx context.Context, partition, group string) ([]TagSummary, error)
+	// TypeSummaries counts events per type across the journal, ordered by type.
+	TypeSummaries(ctx context.Context) ([]TypeSummary, error)
+	// CountAfter counts the events with position > after.
+	CountAfter(ctx context.Context, after Position) (uint64, error)
+}
+
+// Journal is the whole storage contract. Implementations are safe for
+// concurrent use by many goroutines.
+type Journal interface {
+	Appender
+	Reader
+	Subscriber
+	Inspector
+}

@@ -1,0 +1,3 @@
+// Package postgres implements journal.Journal, journal.Sessions and
+// snapshots.Store on PostgreSQL with pgx/v5.
+package postgres
