@@ -1,0 +1,279 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// MaxPartitionLength bounds a partition name, in bytes.
+const MaxPartitionLength = 256
+
+// Limits bounds what an append may carry.
+type Limits struct {
+	// MaxDataSize is the largest Data an event may carry, in bytes, measured
+	// after compaction. 0 means DefaultMaxDataSize.
+	MaxDataSize int
+}
+
+func (l Limits) maxDataSize() int {
+	if l.MaxDataSize <= 0 {
+		return DefaultMaxDataSize
+	}
+	return l.MaxDataSize
+}
+
+// PrepareAppend validates an append and returns normalized copies of the events
+// and their partition. Backends call it before they write anything; it never
+// modifies the caller's events, slices or options.
+//
+// Normalization: Tags are sorted ascending (nil when there are none); Data is
+// compacted with json.Compact (backends store and return exactly these bytes);
+// Metadata.Partition is set ("" becomes DefaultPartition); Metadata.CreatedAt is
+// converted to UTC and truncated to microseconds; empty Scopes become nil.
+//
+// A malformed event or event list fails with an *InvalidEventError (errors.Is
+// ErrInvalidEvent) naming the event's index (-1 for the list or the options) and
+// the field. A malformed Condition query fails with an error wrapping
+// ErrInvalidQuery.
+func PrepareAppend(events []Event, opts AppendOptions, limits Limits) ([]Event, string, error) {
+	if len(events) == 0 {
+		return nil, "", &InvalidEventError{Index: -1, Field: "events", Reason: "the event list is empty; append at least one event"}
+	}
+	out := make([]Event, len(events))
+	seen := make(map[uuid.UUID]int, len(events))
+	partition := ""
+	for i := range events {
+		ev, err := prepareEvent(i, &events[i], limits)
+		if err != nil {
+			return nil, "", err
+		}
+		if j, dup := seen[ev.ID]; dup {
+			return nil, "", &InvalidEventError{Index: i, Field: "ID", Reason: fmt.Sprintf("event ID %s is also the ID of event %d of this append; give every event its own ID (NewEventID)", ev.ID, j)}
+		}
+		seen[ev.ID] = i
+		if i == 0 {
+			partition = ev.Metadata.Partition
+		} else if ev.Metadata.Partition != partition {
+			return nil, "", &InvalidEventError{Index: i, Field: "Metadata.Partition", Reason: fmt.Sprintf("partition %q differs from partition %q of event 0; all events of one append must share a partition, so append them separately", ev.Metadata.Partition, partition)}
+		}
+		out[i] = ev
+	}
+	if err := checkOptions(opts, partition); err != nil {
+		return nil, "", err
+	}
+	return out, partition, nil
+}
+
+func prepareEvent(i int, in *Event, limits Limits) (Event, error) {
+	fail := func(field, format string, args ...any) (Event, error) {
+		return Event{}, &InvalidEventError{Index: i, Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if in.ID == uuid.Nil {
+		return fail("ID", "the event ID is the nil UUID; set it with NewEventID()")
+	}
+	if in.Type == "" {
+		return fail("Type", "the event type is empty; name the event type (e.g. \"AccountOpened\")")
+	}
+	if len(in.Type) > MaxTypeLength {
+		return fail("Type", "the event type is %d bytes long, over the limit of %d; use a shorter type name", len(in.Type), MaxTypeLength)
+	}
+	if reason := badText(in.Type); reason != "" {
+		return fail("Type", "the event type %s", reason)
+	}
+	if in.SchemaVersion < 0 {
+		return fail("SchemaVersion", "the schema version is %d; use 0 or a positive version", in.SchemaVersion)
+	}
+
+	ev := Event{ID: in.ID, Type: in.Type, SchemaVersion: in.SchemaVersion}
+
+	if len(in.Tags) > 0 {
+		tags := slices.Clone(in.Tags)
+		for k, t := range tags {
+			field := fmt.Sprintf("Tags[%d]", k)
+			if t == "" {
+				return fail(field, "the tag is empty; remove it or give it a \"group:value\" name")
+			}
+			if len(t) > MaxTagLength {
+				return fail(field, "the tag is %d bytes long, over the limit of %d; use a shorter tag", len(t), MaxTagLength)
+			}
+			if reason := badText(string(t)); reason != "" {
+				return fail(field, "the tag %s", reason)
+			}
+		}
+		slices.Sort(tags)
+		for k := 1; k < len(tags); k++ {
+			if tags[k] == tags[k-1] {
+				return fail("Tags", "tag %q appears more than once; tags are a set, list each tag once", tags[k])
+			}
+		}
+		ev.Tags = tags
+	}
+
+	data, err := prepareData(in.Data, limits)
+	if err != "" {
+		return fail("Data", "%s", err)
+	}
+	ev.Data = data
+
+	md, field, reason := prepareMetadata(in.Metadata)
+	if reason != "" {
+		return fail(field, "%s", reason)
+	}
+	ev.Metadata = md
+	return ev, nil
+}
+
+// prepareData compacts raw and checks that it is one JSON object within the
+// size limit. It returns a reason on failure.
+func prepareData(raw json.RawMessage, limits Limits) (json.RawMessage, string) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, "the event data is empty; give it a JSON object (use {} for no fields)"
+	}
+	if !utf8.Valid(raw) {
+		return nil, "the event data is not valid UTF-8; encode text as UTF-8 JSON"
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(raw))
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, fmt.Sprintf("the event data is not valid JSON (%v); give it a JSON object", err)
+	}
+	data := buf.Bytes()
+	if data[0] != '{' {
+		return nil, fmt.Sprintf("the event data is a JSON %s, not an object; wrap it in an object such as {\"value\": ...}", jsonKind(data[0]))
+	}
+	if max := limits.maxDataSize(); len(data) > max {
+		return nil, fmt.Sprintf("the event data is %d bytes (compacted), over the limit of %d bytes; store large payloads elsewhere and reference them", len(data), max)
+	}
+	return json.RawMessage(data), ""
+}
+
+func jsonKind(first byte) string {
+	switch first {
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "boolean"
+	default:
+		return "number"
+	}
+}
+
+// prepareMetadata returns a normalized copy of md, or the failing field and reason.
+func prepareMetadata(md Metadata) (Metadata, string, string) {
+	texts := []struct {
+		field string
+		value string
+	}{
+		{"Metadata.CorrelationID", md.CorrelationID},
+		{"Metadata.CausationID", md.CausationID},
+		{"Metadata.UserID", md.UserID},
+		{"Metadata.IdempotencyKey", md.IdempotencyKey},
+		{"Metadata.Partition", md.Partition},
+		{"Metadata.TraceParent", md.TraceParent},
+		{"Metadata.TraceState", md.TraceState},
+	}
+	for _, t := range texts {
+		if reason := badText(t.value); reason != "" {
+			return Metadata{}, t.field, "the value " + reason
+		}
+	}
+	if len(md.Partition) > MaxPartitionLength {
+		return Metadata{}, "Metadata.Partition", fmt.Sprintf("the partition is %d bytes long, over the limit of %d; use a shorter partition name", len(md.Partition), MaxPartitionLength)
+	}
+	for k, s := range md.Scopes {
+		if reason := badText(s); reason != "" {
+			return Metadata{}, fmt.Sprintf("Metadata.Scopes[%d]", k), "the scope " + reason
+		}
+	}
+	if md.Partition == "" {
+		md.Partition = DefaultPartition
+	}
+	if len(md.Scopes) == 0 {
+		md.Scopes = nil
+	} else {
+		md.Scopes = slices.Clone(md.Scopes)
+	}
+	if !md.CreatedAt.IsZero() {
+		md.CreatedAt = md.CreatedAt.UTC().Truncate(time.Microsecond)
+	} else {
+		md.CreatedAt = time.Time{}
+	}
+	return md, "", ""
+}
+
+// badText explains why s cannot be stored portably (every backend must return
+// it byte for byte), or returns "".
+func badText(s string) string {
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8; use UTF-8 text"
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return "contains a NUL byte; remove it"
+	}
+	return ""
+}
+
+func checkOptions(opts AppendOptions, partition string) error {
+	for tag := range opts.Expect {
+		if tag == "" {
+			return &InvalidEventError{Index: -1, Field: "Expect", Reason: "an expected version is keyed by the empty tag; key each expectation by a stream's tag"}
+		}
+	}
+	if opts.Condition != nil {
+		if err := opts.Condition.FailIfEventsMatch.Validate(); err != nil {
+			return fmt.Errorf("journal: append condition: %w", err)
+		}
+	}
+	for k, l := range opts.Leases {
+		field := fmt.Sprintf("Leases[%d]", k)
+		if l.Stream.Tag == "" {
+			return &InvalidEventError{Index: -1, Field: field, Reason: "the lease's stream tag is empty; pass the lease returned by Sessions.Acquire"}
+		}
+		if p := l.Stream.Normalize().Partition; p != partition {
+			return &InvalidEventError{Index: -1, Field: field, Reason: fmt.Sprintf("the lease is for stream %s in partition %q but the events are in partition %q; fence with leases of the events' partition", l.Stream, p, partition)}
+		}
+	}
+	return nil
+}
+
+// SameContent reports whether two events prepared by PrepareAppend carry the
+// same content: ID, type, schema version, tags, data and metadata. Backends use
+// it to tell a retried append from a different event reusing a stored ID.
+func SameContent(a, b *Event) bool {
+	return a.ID == b.ID &&
+		a.Type == b.Type &&
+		a.SchemaVersion == b.SchemaVersion &&
+		slices.Equal(a.Tags, b.Tags) &&
+		bytes.Equal(a.Data, b.Data) &&
+		sameMetadata(&a.Metadata, &b.Metadata)
+}
+
+func sameMetadata(a, b *Metadata) bool {
+	return a.CorrelationID == b.CorrelationID &&
+		a.CausationID == b.CausationID &&
+		a.UserID == b.UserID &&
+		a.IdempotencyKey == b.IdempotencyKey &&
+		slices.Equal(a.Scopes, b.Scopes) &&
+		partitionOrDefault(a.Partition) == partitionOrDefault(b.Partition) &&
+		a.CreatedAt.Equal(b.CreatedAt) &&
+		a.TraceParent == b.TraceParent &&
+		a.TraceState == b.TraceState
+}
+
+func partitionOrDefault(p string) string {
+	if p == "" {
+		return DefaultPartition
+	}
+	return p
+}
