@@ -11,13 +11,20 @@ import (
 // ErrNotFound is returned by Load when no snapshot matches.
 var ErrNotFound = errors.New("snapshots: not found")
 
+// ErrInvalidArgument is wrapped by every error a Store returns for input the
+// caller got wrong (version 0, an empty stream tag, a negative keep): nothing
+// was read or written. Validate and ValidateStream produce such errors.
+var ErrInvalidArgument = errors.New("snapshots: invalid argument")
+
 // Snapshot is a stream's serialized state at Version.
 type Snapshot struct {
 	Stream        journal.StreamID
 	Version       uint64 // the stream version the state includes; ≥ 1
 	SchemaVersion int    // the state's schema version
 	State         []byte // opaque to the store; owned by the caller after Load
-	CreatedAt     time.Time
+	// CreatedAt is when the snapshot was taken. Save stores it to the
+	// microsecond; when it is zero, Save records the store's current time.
+	CreatedAt time.Time
 }
 
 // Info describes a stored snapshot without its state (the snapshot index).
