@@ -1,0 +1,118 @@
+package bank
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Event type names, as stored in the journal.
+const (
+	TypeAccountOpened    = "AccountOpened"
+	TypeMoneyDeposited   = "MoneyDeposited"
+	TypeMoneyWithdrawn   = "MoneyWithdrawn"
+	TypeMoneyTransferred = "MoneyTransferred"
+)
+
+// EventTypes lists every event type of the domain.
+var EventTypes = []string{TypeAccountOpened, TypeMoneyDeposited, TypeMoneyWithdrawn, TypeMoneyTransferred}
+
+// TagGroupAccount and TagGroupTransfer are the tag groups of the domain.
+const (
+	TagGroupAccount  = "account"
+	TagGroupTransfer = "transfer"
+)
+
+// AccountTag returns the tag of account id's stream: "account:<id>".
+func AccountTag(id string) journal.Tag { return journal.NewTag(TagGroupAccount, id) }
+
+// TransferTag returns the tag of a transfer: "transfer:<id>".
+func TransferTag(id string) journal.Tag { return journal.NewTag(TagGroupTransfer, id) }
+
+// Event is a domain event. Its JSON encoding is the stored event's Data.
+type Event interface {
+	// EventType returns the stored type name (one of EventTypes).
+	EventType() string
+	// EventTags returns the tags the stored event carries.
+	EventTags() []journal.Tag
+}
+
+// AccountOpened records that an account was opened with a zero balance.
+type AccountOpened struct {
+	AccountID string `json:"accountId"`
+}
+
+// MoneyDeposited records a credit of Amount to an account.
+type MoneyDeposited struct {
+	AccountID string `json:"accountId"`
+	Amount    int64  `json:"amount"`
+}
+
+// MoneyWithdrawn records a debit of Amount from an account.
+type MoneyWithdrawn struct {
+	AccountID string `json:"accountId"`
+	Amount    int64  `json:"amount"`
+}
+
+// MoneyTransferred records a transfer of Amount from one account to another:
+// one event in both accounts' streams.
+type MoneyTransferred struct {
+	TransferID string `json:"transferId"`
+	From       string `json:"from"`
+	To         string `json:"to"`
+	Amount     int64  `json:"amount"`
+}
+
+// EventType implements Event.
+func (AccountOpened) EventType() string { return TypeAccountOpened }
+
+// EventType implements Event.
+func (MoneyDeposited) EventType() string { return TypeMoneyDeposited }
+
+// EventType implements Event.
+func (MoneyWithdrawn) EventType() string { return TypeMoneyWithdrawn }
+
+// EventType implements Event.
+func (MoneyTransferred) EventType() string { return TypeMoneyTransferred }
+
+// EventTags implements Event: the account's tag.
+func (e AccountOpened) EventTags() []journal.Tag { return []journal.Tag{AccountTag(e.AccountID)} }
+
+// EventTags implements Event: the account's tag.
+func (e MoneyDeposited) EventTags() []journal.Tag { return []journal.Tag{AccountTag(e.AccountID)} }
+
+// EventTags implements Event: the account's tag.
+func (e MoneyWithdrawn) EventTags() []journal.Tag { return []journal.Tag{AccountTag(e.AccountID)} }
+
+// EventTags implements Event: both accounts' tags and the transfer's tag.
+func (e MoneyTransferred) EventTags() []journal.Tag {
+	return []journal.Tag{AccountTag(e.From), AccountTag(e.To), TransferTag(e.TransferID)}
+}
+
+// DecodeEvent decodes a stored event's Data given its type. Unknown types and
+// data that does not match the type's fields are errors.
+func DecodeEvent(eventType string, data []byte) (Event, error) {
+	switch eventType {
+	case TypeAccountOpened:
+		return decodeInto[AccountOpened](eventType, data)
+	case TypeMoneyDeposited:
+		return decodeInto[MoneyDeposited](eventType, data)
+	case TypeMoneyWithdrawn:
+		return decodeInto[MoneyWithdrawn](eventType, data)
+	case TypeMoneyTransferred:
+		return decodeInto[MoneyTransferred](eventType, data)
+	}
+	return nil, fmt.Errorf("bank: unknown event type %q; known types are %v", eventType, EventTypes)
+}
+
+func decodeInto[E Event](eventType string, data []byte) (Event, error) {
+	var e E
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return nil, fmt.Errorf("bank: decode %s event: %w", eventType, err)
+	}
+	return e, nil
+}
