@@ -1,0 +1,79 @@
+package tagconsistency
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Sentinel errors of the executor; match them with errors.Is.
+var (
+	// ErrConflict: the DCB append was rejected because events reached a
+	// reserved tag, or matched the command's query, without passing through
+	// the tags' owners (something bypassed the actors). The executor never
+	// retries it: the owners reload and the caller decides whether to run the
+	// command again. A ConflictError also matches
+	// journal.ErrAppendConditionFailed or journal.ErrVersionMismatch,
+	// whichever the journal reported.
+	ErrConflict = errors.New("tagconsistency: conflict")
+	// ErrReservationTimeout: a tag stayed busy longer than the reservation
+	// timeout. A ReservationTimeoutError names the tag.
+	ErrReservationTimeout = errors.New("tagconsistency: reservation timeout")
+	// ErrInvalidCommand: the command is malformed (nothing was reserved or
+	// written), or its decision is (nothing was written).
+	ErrInvalidCommand = errors.New("tagconsistency: invalid command")
+)
+
+// ConflictError details ErrConflict: the command, the reserved streams and
+// the journal's error.
+type ConflictError struct {
+	Command string
+	Streams []journal.StreamID
+	Err     error // wraps journal.ErrAppendConditionFailed or journal.ErrVersionMismatch
+}
+
+func (e *ConflictError) Error() string {
+	names := make([]string, len(e.Streams))
+	for i, s := range e.Streams {
+		names[i] = s.String()
+	}
+	return fmt.Sprintf("tagconsistency: conflict in command %q on %s: events were appended without passing through the tags' owners (%v); the owners reload from the journal, run the command again if it still applies",
+		e.Command, strings.Join(names, ", "), e.Err)
+}
+
+// Is matches ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Unwrap returns the journal's error.
+func (e *ConflictError) Unwrap() error { return e.Err }
+
+// ReservationTimeoutError details ErrReservationTimeout: the tag that stayed
+// busy and how long the command waited for it.
+type ReservationTimeoutError struct {
+	Command string
+	Stream  journal.StreamID
+	Waited  time.Duration
+}
+
+func (e *ReservationTimeoutError) Error() string {
+	return fmt.Sprintf("tagconsistency: command %q waited %s to reserve tag %s, longer than the reservation timeout; the tag is busy with other commands: raise Config.ReserveTimeout or reduce contention on that tag",
+		e.Command, e.Waited.Round(time.Millisecond), e.Stream)
+}
+
+// Is matches ErrReservationTimeout.
+func (e *ReservationTimeoutError) Is(target error) bool { return target == ErrReservationTimeout }
+
+// PanicError reports a panic in a command's Evolve or Decide: the command
+// failed, nothing was written, and the reservations were cancelled.
+type PanicError struct {
+	Command string
+	Func    string // "Evolve" or "Decide"
+	Value   any
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("tagconsistency: %s of command %q panicked: %v; nothing was written", e.Func, e.Command, e.Value)
+}

@@ -1,0 +1,573 @@
+package tagconsistency
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Journal is what the executor needs from the event store: DCB reads, event
+// lookups (idempotency) and appends. journal.Journal satisfies it.
+type Journal interface {
+	journal.Appender
+	Read(ctx context.Context, q journal.Query, opts journal.ReadOptions) func(yield func(journal.Record, error) bool)
+	ReadEvent(ctx context.Context, id uuid.UUID) (journal.Record, error)
+}
+
+// DefaultReserveTimeout is the default of Config.ReserveTimeout.
+const DefaultReserveTimeout = 5 * time.Second
+
+// DefaultReleaseTimeout is the default of Config.ReleaseTimeout.
+const DefaultReleaseTimeout = 5 * time.Second
+
+// Config configures an Executor.
+type Config struct {
+	// Journal stores and reads the events. Required.
+	Journal Journal
+	// Owners grants reservations of tag streams (in Scribe: the stream
+	// actors). Required.
+	Owners TagOwners
+	// ReserveTimeout bounds how long one reservation may wait for a busy tag
+	// before the command fails with a ReservationTimeoutError naming the tag.
+	// Default 5 s (DefaultReserveTimeout).
+	ReserveTimeout time.Duration
+	// ReleaseTimeout bounds each Confirm and Cancel call. They run even when
+	// the caller's context has ended, because the owners must learn the
+	// outcome. Default 5 s (DefaultReleaseTimeout).
+	ReleaseTimeout time.Duration
+	// TracerProvider receives the spans execute, reserve (one per tag, with
+	// the wait time), read, decide, append, confirm and cancel. Default: no
+	// tracing.
+	TracerProvider trace.TracerProvider
+	// MeterProvider receives the metrics scribe.dcb.commands (by outcome),
+	// scribe.dcb.reservation.wait (seconds) and scribe.dcb.conflicts.
+	// Default: no metrics.
+	MeterProvider metric.MeterProvider
+}
+
+// Executor runs DCB commands: reserve every tag of the command at its owner in
+// sorted order, read and fold the matching events, decide, append once, and
+// confirm or cancel. Safe for concurrent use; commands on disjoint tags run in
+// parallel, commands sharing a tag queue at that tag's owner.
+type Executor struct {
+	journal        Journal
+	owners         TagOwners
+	reserveTimeout time.Duration
+	releaseTimeout time.Duration
+	tel            telemetry
+}
+
+// New validates cfg, applies its defaults and returns an Executor.
+func New(cfg Config) (*Executor, error) {
+	if cfg.Journal == nil {
+		return nil, errors.New("tagconsistency: Config.Journal is nil; pass the journal the tags' owners write to")
+	}
+	if cfg.Owners == nil {
+		return nil, errors.New("tagconsistency: Config.Owners is nil; pass the tag owners (the runtime's stream actors)")
+	}
+	if cfg.ReserveTimeout < 0 || cfg.ReleaseTimeout < 0 {
+		return nil, errors.New("tagconsistency: Config.ReserveTimeout and Config.ReleaseTimeout must not be negative; use 0 for the default")
+	}
+	if cfg.ReserveTimeout == 0 {
+		cfg.ReserveTimeout = DefaultReserveTimeout
+	}
+	if cfg.ReleaseTimeout == 0 {
+		cfg.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	tel, err := newTelemetry(cfg.TracerProvider, cfg.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	return &Executor{
+		journal:        cfg.Journal,
+		owners:         cfg.Owners,
+		reserveTimeout: cfg.ReserveTimeout,
+		releaseTimeout: cfg.ReleaseTimeout,
+		tel:            tel,
+	}, nil
+}
+
+// Streams returns the tag streams cmd reserves, in reservation order
+// (ascending partition, then tag): every tag of every query item and every
+// tag of cmd.Tags, in the query's partition. It fails with ErrInvalidCommand
+// when the command is malformed.
+func Streams[S any](cmd Command[S]) ([]journal.StreamID, error) {
+	if err := validate(cmd); err != nil {
+		return nil, err
+	}
+	return streamsOf(cmd.Query, cmd.Tags), nil
+}
+
+func validate[S any](cmd Command[S]) error {
+	if cmd.Name == "" {
+		return fmt.Errorf("%w: the command has no Name; name it for errors, spans and metrics", ErrInvalidCommand)
+	}
+	if cmd.Evolve == nil || cmd.Decide == nil {
+		return fmt.Errorf("%w: command %q needs both Evolve and Decide", ErrInvalidCommand, cmd.Name)
+	}
+	if err := cmd.Query.Validate(); err != nil {
+		return fmt.Errorf("%w: command %q: %w", ErrInvalidCommand, cmd.Name, err)
+	}
+	if cmd.Query.All {
+		return fmt.Errorf("%w: command %q queries all events; a DCB command's query must name the tags it depends on so their owners can be reserved", ErrInvalidCommand, cmd.Name)
+	}
+	for i, it := range cmd.Query.Items {
+		if len(it.Tags) == 0 {
+			return fmt.Errorf("%w: command %q: query item %d names no tag; every item needs at least one tag, whose owner serializes the events the item matches", ErrInvalidCommand, cmd.Name, i)
+		}
+	}
+	for _, t := range cmd.Tags {
+		if t == "" {
+			return fmt.Errorf("%w: command %q lists an empty tag in Tags", ErrInvalidCommand, cmd.Name)
+		}
+	}
+	return nil
+}
+
+func streamsOf(q journal.Query, extra []journal.Tag) []journal.StreamID {
+	partition := q.PartitionOrDefault()
+	var tags []journal.Tag
+	for _, it := range q.Items {
+		tags = append(tags, it.Tags...)
+	}
+	tags = append(tags, extra...)
+	slices.Sort(tags)
+	tags = slices.Compact(tags)
+	out := make([]journal.StreamID, len(tags))
+	for i, t := range tags {
+		out[i] = journal.StreamID{Partition: partition, Tag: t}
+	}
+	return out
+}
+
+// Execute runs cmd once:
+//
+//  1. reserve every stream of cmd (see Streams) at its owner, in sorted
+//     order; a busy tag queues the command, for at most the reserve timeout;
+//  2. with an idempotency key, return the stored result of an earlier
+//     execution of the same key, if there is one;
+//  3. fold the events matching cmd.Query (from the owners' cached records
+//     when they cover the query, otherwise from the journal) and Decide;
+//  4. append the decided events in one call, expecting each reserved stream
+//     at the version its owner reported, carrying the owners' leases, with
+//     the AppendCondition "no event matches cmd.Query after the last position
+//     read" as a backstop;
+//  5. confirm each owner with the appended records carrying its tag, or,
+//     on any failure, cancel every reservation.
+//
+// A domain error from Decide is returned unchanged. A rejected append
+// condition or expected version means something bypassed the owners: it is
+// returned as a ConflictError (ErrConflict) and never retried. A command whose
+// context ends before its append starts writes nothing and returns an error
+// wrapping the context's error; if it ends during the append, the outcome is
+// whatever the journal reports (possibly journal.ErrOutcomeUnknown: run the
+// command again with the same idempotency key to resolve it).
+func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Options) (res Result, err error) {
+	if err := validate(cmd); err != nil {
+		return Result{}, err
+	}
+	streams := streamsOf(cmd.Query, cmd.Tags)
+
+	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.execute", trace.WithAttributes(
+		attribute.String("scribe.command", cmd.Name),
+		attribute.Int("scribe.dcb.tags", len(streams)),
+	))
+	outcome := outcomeError
+	defer func() {
+		x.tel.finishExecute(ctx, span, cmd.Name, outcome, err)
+	}()
+
+	held := make([]Reservation, 0, len(streams))
+	for _, s := range streams {
+		r, err := x.reserve(ctx, cmd.Name, s)
+		if err != nil {
+			x.cancelAll(ctx, held, nil)
+			return Result{}, err
+		}
+		held = append(held, r)
+	}
+
+	// From here on exactly one of confirm or cancelAll ends the reservations.
+	if opts.IdempotencyKey != "" {
+		prior, found, err := x.stored(ctx, cmd.Query.PartitionOrDefault(), cmd.Name, opts.IdempotencyKey)
+		if err != nil {
+			x.cancelAll(ctx, held, nil)
+			return Result{}, err
+		}
+		if found {
+			x.cancelAll(ctx, held, nil)
+			outcome = outcomeDuplicate
+			return Result{Records: prior, Duplicate: true}, nil
+		}
+	}
+
+	state, after, err := fold(ctx, x, cmd, held)
+	if err != nil {
+		x.cancelAll(ctx, held, nil)
+		return Result{}, err
+	}
+
+	events, rejected, err := decide(ctx, x, cmd, state)
+	if err != nil {
+		if rejected {
+			outcome = outcomeRejected
+		}
+		x.cancelAll(ctx, held, nil)
+		return Result{}, err
+	}
+	if len(events) == 0 {
+		x.cancelAll(ctx, held, nil)
+		outcome = outcomeOK
+		return Result{}, nil
+	}
+	if err := x.prepare(ctx, cmd.Name, cmd.Query.PartitionOrDefault(), streams, events, opts); err != nil {
+		x.cancelAll(ctx, held, nil)
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		x.cancelAll(ctx, held, nil)
+		return Result{}, fmt.Errorf("tagconsistency: command %q not executed: %w", cmd.Name, err)
+	}
+
+	appended, err := x.append(ctx, cmd.Name, cmd.Query, held, events, after)
+	if err != nil {
+		if errors.Is(err, ErrConflict) {
+			outcome = outcomeConflict
+		}
+		x.cancelAll(ctx, held, err)
+		return Result{}, err
+	}
+	if appended.Duplicate {
+		outcome = outcomeDuplicate
+		// Every event ID was stored before this execution reserved anything
+		// (an idempotent re-run with caller-chosen IDs): the owners already
+		// hold these records.
+		x.cancelAll(ctx, held, nil)
+		return Result{Records: appended.Records, Duplicate: true}, nil
+	}
+	x.confirmAll(ctx, held, appended.Records)
+	outcome = outcomeOK
+	return Result{Records: appended.Records}, nil
+}
+
+func (x *Executor) reserve(ctx context.Context, command string, s journal.StreamID) (Reservation, error) {
+	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.reserve", trace.WithAttributes(
+		attribute.String("scribe.stream", s.String()),
+	))
+	defer span.End()
+	rctx, cancel := context.WithTimeout(ctx, x.reserveTimeout)
+	defer cancel()
+	start := time.Now()
+	r, err := x.owners.Reserve(rctx, s)
+	waited := time.Since(start)
+	span.SetAttributes(attribute.Float64("scribe.reservation.wait_ms", float64(waited.Microseconds())/1000))
+	x.tel.reservationWait.Record(ctx, waited.Seconds(), metric.WithAttributes(attribute.String("scribe.tag.group", s.Tag.Group())))
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			err = fmt.Errorf("tagconsistency: command %q not executed while reserving tag %s: %w", command, s, ctx.Err())
+		case rctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+			err = &ReservationTimeoutError{Command: command, Stream: s, Waited: waited}
+		default:
+			err = fmt.Errorf("tagconsistency: command %q: reserving tag %s: %w", command, s, err)
+		}
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return Reservation{}, err
+	}
+	if r.Stream.Normalize() != s {
+		// An owner that grants another stream than asked is a bug in the
+		// owner; release what it granted and refuse to write.
+		_ = x.owners.Cancel(context.WithoutCancel(ctx), r, nil)
+		err := fmt.Errorf("tagconsistency: owner granted stream %s for a reservation of %s", r.Stream, s)
+		span.SetStatus(codes.Error, err.Error())
+		return Reservation{}, err
+	}
+	span.SetAttributes(attribute.Int64("scribe.stream.version", int64(r.Version)))
+	return r, nil
+}
+
+// idempotentID derives the ID of the index-th event of an execution with key.
+func idempotentID(partition, command, key string, index int) uuid.UUID {
+	name := partition + "\x00" + command + "\x00" + key + "\x00" + strconv.Itoa(index)
+	return uuid.NewSHA1(idempotencyNamespace, []byte(name))
+}
+
+// idempotencyNamespace is the UUIDv5 namespace of event IDs derived from
+// idempotency keys.
+var idempotencyNamespace = uuid.MustParse("6f1d2f8e-3f0a-5c4e-9b8e-2d6a1c7e5b40")
+
+// stored returns the records of an earlier execution of command with key:
+// the events whose IDs were derived from the key, in index order.
+func (x *Executor) stored(ctx context.Context, partition, command, key string) ([]journal.Record, bool, error) {
+	var out []journal.Record
+	for i := 0; ; i++ {
+		r, err := x.journal.ReadEvent(ctx, idempotentID(partition, command, key, i))
+		if errors.Is(err, journal.ErrNotFound) {
+			return out, len(out) > 0, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("tagconsistency: command %q: looking up idempotency key %q: %w", command, key, err)
+		}
+		out = append(out, r)
+	}
+}
+
+// fold builds the state from the events matching cmd.Query and returns it with
+// the position of the last matching event (zero when none matched).
+func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reservation) (state S, after journal.Position, err error) {
+	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.read")
+	defer span.End()
+	if cmd.Initial != nil {
+		if err := guard(cmd.Name, "Initial", func() { state = cmd.Initial() }); err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			return state, after, err
+		}
+	}
+	n := 0
+	apply := func(r journal.Record) error {
+		n++
+		after = r.Position
+		return guard(cmd.Name, "Evolve", func() { state = cmd.Evolve(state, r) })
+	}
+	if cached, ok := fromCache(cmd.Query, held); ok {
+		span.SetAttributes(attribute.String("scribe.dcb.source", "owners"))
+		for _, r := range cached {
+			if err := apply(r); err != nil {
+				span.SetStatus(codes.Error, err.Error())
+				return state, after, err
+			}
+		}
+	} else {
+		span.SetAttributes(attribute.String("scribe.dcb.source", "journal"))
+		for r, rerr := range x.journal.Read(ctx, cmd.Query, journal.ReadOptions{}) {
+			if rerr != nil {
+				err = fmt.Errorf("tagconsistency: command %q: reading its events: %w", cmd.Name, rerr)
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+				return state, after, err
+			}
+			if err := apply(r); err != nil {
+				span.SetStatus(codes.Error, err.Error())
+				return state, after, err
+			}
+		}
+	}
+	span.SetAttributes(attribute.Int("scribe.dcb.events", n))
+	return state, after, nil
+}
+
+// fromCache collects the records matching q from the owners' complete record
+// caches, in ascending position order. It reports false when some query item
+// has no reserved tag with a complete cache (then the journal is read).
+func fromCache(q journal.Query, held []Reservation) ([]journal.Record, bool) {
+	byTag := make(map[journal.Tag]*Reservation, len(held))
+	for i := range held {
+		if held[i].Complete {
+			byTag[held[i].Stream.Tag] = &held[i]
+		}
+	}
+	if len(byTag) == 0 {
+		return nil, false
+	}
+	var out []journal.Record
+	seen := make(map[uuid.UUID]bool)
+	for _, it := range q.Items {
+		var src *Reservation
+		for _, t := range it.Tags {
+			if r, ok := byTag[t]; ok {
+				src = r
+				break
+			}
+		}
+		if src == nil {
+			return nil, false
+		}
+		for i := range src.Records {
+			r := &src.Records[i]
+			if !seen[r.ID] && it.Matches(&r.Event) {
+				seen[r.ID] = true
+				out = append(out, *r)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b journal.Record) int { return a.Position.Compare(b.Position) })
+	return out, true
+}
+
+// decide runs cmd.Decide; rejected reports that err is Decide's own (domain) error.
+func decide[S any](ctx context.Context, x *Executor, cmd Command[S], state S) (events []journal.Event, rejected bool, err error) {
+	_, span := x.tel.tracer.Start(ctx, "tagconsistency.decide")
+	defer span.End()
+	var derr error
+	if err := guard(cmd.Name, "Decide", func() { events, derr = cmd.Decide(state) }); err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return nil, false, err
+	}
+	if derr != nil {
+		span.SetAttributes(attribute.Bool("scribe.rejected", true))
+		span.SetStatus(codes.Error, derr.Error())
+		return nil, true, derr
+	}
+	span.SetAttributes(attribute.Int("scribe.dcb.decided", len(events)))
+	return events, false, nil
+}
+
+// guard runs f, turning a panic into a PanicError.
+func guard(command, fn string, f func()) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Command: command, Func: fn, Value: v}
+		}
+	}()
+	f()
+	return nil
+}
+
+// prepare checks the decided events' tags and partition and fills in IDs and
+// metadata defaults. The events slice is Decide's; it is modified in place.
+func (x *Executor) prepare(ctx context.Context, command, partition string, streams []journal.StreamID, events []journal.Event, opts Options) error {
+	reserved := make(map[journal.Tag]bool, len(streams))
+	for _, s := range streams {
+		reserved[s.Tag] = true
+	}
+	sc := trace.SpanContextFromContext(ctx)
+	for i := range events {
+		e := &events[i]
+		for _, t := range e.Tags {
+			if !reserved[t] {
+				return fmt.Errorf("%w: command %q decided event %d (%s) with tag %q, which its query does not name and Command.Tags does not list; add the tag to Command.Tags so its owner is reserved", ErrInvalidCommand, command, i, e.Type, t)
+			}
+		}
+		m := &e.Metadata
+		if m.Partition == "" {
+			m.Partition = partition
+		}
+		if m.Partition != partition {
+			return fmt.Errorf("%w: command %q decided event %d (%s) in partition %q, but its query reads partition %q; DCB commands write to their query's partition", ErrInvalidCommand, command, i, e.Type, m.Partition, partition)
+		}
+		if e.ID == uuid.Nil {
+			if opts.IdempotencyKey != "" {
+				e.ID = idempotentID(partition, command, opts.IdempotencyKey, i)
+			} else {
+				e.ID = journal.NewEventID()
+			}
+		}
+		d := opts.Metadata
+		m.CorrelationID = cmp.Or(m.CorrelationID, d.CorrelationID)
+		m.CausationID = cmp.Or(m.CausationID, d.CausationID)
+		m.UserID = cmp.Or(m.UserID, d.UserID)
+		m.IdempotencyKey = cmp.Or(m.IdempotencyKey, opts.IdempotencyKey, d.IdempotencyKey)
+		if m.Scopes == nil {
+			m.Scopes = d.Scopes
+		}
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = d.CreatedAt
+		}
+		if m.TraceParent == "" {
+			m.TraceParent, m.TraceState = d.TraceParent, d.TraceState
+			if m.TraceParent == "" && sc.IsValid() {
+				m.TraceParent = "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+				m.TraceState = sc.TraceState().String()
+			}
+		}
+	}
+	return nil
+}
+
+// append writes the events once, fenced by the owners' leases and versions,
+// with the DCB condition as a backstop.
+func (x *Executor) append(ctx context.Context, command string, q journal.Query, held []Reservation, events []journal.Event, after journal.Position) (journal.AppendResult, error) {
+	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.append", trace.WithAttributes(
+		attribute.Int("scribe.dcb.events", len(events)),
+	))
+	defer span.End()
+	opts := journal.AppendOptions{
+		Expect:    make(map[journal.Tag]uint64, len(held)),
+		Leases:    make([]journal.Lease, len(held)),
+		Condition: &journal.AppendCondition{FailIfEventsMatch: q, After: after},
+	}
+	for i, r := range held {
+		opts.Expect[r.Stream.Tag] = r.Version
+		opts.Leases[i] = r.Lease
+	}
+	res, err := x.journal.Append(ctx, events, opts)
+	if err != nil {
+		if errors.Is(err, journal.ErrAppendConditionFailed) || errors.Is(err, journal.ErrVersionMismatch) {
+			streams := make([]journal.StreamID, len(held))
+			for i, r := range held {
+				streams[i] = r.Stream
+			}
+			err = &ConflictError{Command: command, Streams: streams, Err: err}
+			x.tel.conflicts.Add(ctx, 1, metric.WithAttributes(attribute.String("scribe.command", command)))
+		} else {
+			err = fmt.Errorf("tagconsistency: command %q: append: %w", command, err)
+		}
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return res, err
+	}
+	span.SetAttributes(attribute.String("scribe.position", res.Last().String()), attribute.Bool("scribe.duplicate", res.Duplicate))
+	return res, nil
+}
+
+// confirmAll hands every owner the appended records that carry its tag. The
+// records are durable whatever Confirm returns: a failed confirm is recorded
+// on the span (the owner reloads before writing again, and the journal fences
+// it meanwhile), not returned to the caller.
+func (x *Executor) confirmAll(ctx context.Context, held []Reservation, records []journal.Record) {
+	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.confirm", trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
+	defer span.End()
+	for _, r := range held {
+		var mine []journal.Record
+		for _, rec := range records {
+			if rec.HasTag(r.Stream.Tag) {
+				mine = append(mine, rec)
+			}
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.releaseTimeout)
+		err := x.owners.Confirm(cctx, r, mine)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("tagconsistency: confirming %s: %w", r.Stream, err)
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+}
+
+// cancelAll releases every reservation, in reverse order. cause is passed to
+// the owners (nil: nothing was written and their view is exact).
+func (x *Executor) cancelAll(ctx context.Context, held []Reservation, cause error) {
+	if len(held) == 0 {
+		return
+	}
+	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.cancel", trace.WithAttributes(
+		attribute.Int("scribe.dcb.tags", len(held)),
+		attribute.Bool("scribe.dcb.reload", cause != nil),
+	))
+	defer span.End()
+	for i := len(held) - 1; i >= 0; i-- {
+		r := held[i]
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.releaseTimeout)
+		err := x.owners.Cancel(cctx, r, cause)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("tagconsistency: cancelling %s: %w", r.Stream, err)
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+}
