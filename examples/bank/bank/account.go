@@ -126,7 +126,7 @@ func Fold(events []Event) Account {
 }
 
 // Transfer asks to move Amount from account From to account To. TransferID
-// names the transfer (its tag is "transfer:<TransferID>").
+// names the transfer; it is stored in the event's data.
 type Transfer struct {
 	TransferID string
 	From       string

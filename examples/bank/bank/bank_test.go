@@ -204,7 +204,7 @@ func TestEventTagsAndCodec(t *testing.T) {
 		require.Equal(t, e, back)
 		require.Contains(t, e.EventTags(), bank.AccountTag("alice"))
 	}
-	require.Equal(t, []journal.Tag{"account:alice", "account:bob", "transfer:t1"}, events[3].EventTags())
+	require.Equal(t, []journal.Tag{"account:alice", "account:bob"}, events[3].EventTags())
 	require.ElementsMatch(t, bank.EventTypes, []string{events[0].EventType(), events[1].EventType(), events[2].EventType(), events[3].EventType()})
 
 	_, err := bank.DecodeEvent("Nope", []byte(`{}`))

@@ -15,6 +15,6 @@
 //
 // Every event of an account carries the tag "account:<id>" (see AccountTag), so
 // an account's stream is the tag stream of that tag. A transfer is one
-// MoneyTransferred event tagged with both accounts and "transfer:<id>": it sits
-// in both account streams, and each account's Evolve applies its own side.
+// MoneyTransferred event tagged with both accounts: it sits in both account
+// streams, and each account's Evolve applies its own side.
 package bank
