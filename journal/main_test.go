@@ -1,0 +1,13 @@
+package journal_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any goroutine outlives them: Memory
+// starts none, and subscriptions and waiting Acquires must not leave one behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}

@@ -1,0 +1,754 @@
+package journal
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Compile-time checks that *Memory is a complete backend.
+var (
+	_ Journal  = (*Memory)(nil)
+	_ Sessions = (*Memory)(nil)
+)
+
+const (
+	// memPageSize is how many records a reader copies per lock hold.
+	memPageSize = 256
+	// memScanBudget bounds how many records a reader examines per lock hold,
+	// so a selective scan does not starve writers.
+	memScanBudget = 8192
+	// memLeasePoll is how often a waiting Acquire re-checks its holder's expiry
+	// by the configured clock.
+	memLeasePoll = 5 * time.Millisecond
+)
+
+// MemoryConfig configures NewMemoryWithConfig. The zero value is valid.
+type MemoryConfig struct {
+	// Clock returns the current time. It stamps RecordedAt and judges node
+	// session expiry. Default: time.Now.
+	Clock func() time.Time
+	// MaxDataSize is the largest Data an event may carry, in bytes after
+	// compaction. Default (0): DefaultMaxDataSize.
+	MaxDataSize int
+}
+
+// Memory is a complete, concurrency-safe in-memory Journal and Sessions. It
+// keeps everything in process memory, so it suits tests, examples and
+// benchmarks, not durable storage.
+//
+// One mutex guards all state, so every Append (validation aside) and every
+// session call is atomic; positions are assigned at commit, in order, so
+// "everything after P" never misses a later-committed event. Readers copy
+// records in pages under the lock and never hold it while the consumer runs.
+// Memory starts no goroutines.
+type Memory struct {
+	clock  func() time.Time
+	limits Limits
+
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{} // closed by Close
+
+	records       []Record // position order; records[i].Position.Seq == i+1
+	byID          map[uuid.UUID]int
+	streams       map[StreamID]*memStream
+	byType        map[string][]int
+	byCorrelation map[string][]int
+	commit        uint64
+	appended      chan struct{} // closed and replaced on every commit
+
+	nodes        map[string]*memNode
+	leases       map[StreamID]*memLease
+	leaseChanged chan struct{} // closed and replaced when a lease may have become free
+}
+
+type memStream struct {
+	records []int // record index of version v at v-1
+	head    Hash
+}
+
+type memNode struct {
+	incarnation uint64
+	timeout     time.Duration
+	expiresAt   time.Time
+	closed      bool
+}
+
+type memLease struct {
+	held        bool
+	nodeID      string
+	incarnation uint64
+	epoch       uint64
+}
+
+// NewMemory returns an empty in-memory journal with the default configuration.
+func NewMemory() *Memory { return NewMemoryWithConfig(MemoryConfig{}) }
+
+// NewMemoryWithConfig returns an empty in-memory journal configured by cfg;
+// zero fields take their documented defaults.
+func NewMemoryWithConfig(cfg MemoryConfig) *Memory {
+	clock := cfg.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Memory{
+		clock:         clock,
+		limits:        Limits{MaxDataSize: cfg.MaxDataSize},
+		done:          make(chan struct{}),
+		byID:          make(map[uuid.UUID]int),
+		streams:       make(map[StreamID]*memStream),
+		byType:        make(map[string][]int),
+		byCorrelation: make(map[string][]int),
+		appended:      make(chan struct{}),
+		nodes:         make(map[string]*memNode),
+		leases:        make(map[StreamID]*memLease),
+		leaseChanged:  make(chan struct{}),
+	}
+}
+
+// Close closes the journal. Afterwards every call fails with ErrStoreNotOpen,
+// running subscriptions end with it and waiting Acquires fail with it. Close
+// is idempotent and always returns nil.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.closed {
+		m.closed = true
+		close(m.done)
+	}
+	return nil
+}
+
+func errClosed() error {
+	return fmt.Errorf("%w: the in-memory journal is closed; create a new one with NewMemory", ErrStoreNotOpen)
+}
+
+// lock takes the mutex and fails when the journal is closed or ctx has ended.
+// On success the caller must unlock.
+func (m *Memory) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return errClosed()
+	}
+	return nil
+}
+
+func (m *Memory) now() time.Time { return m.clock().UTC().Truncate(time.Microsecond) }
+
+// Append implements Appender.
+func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions) (AppendResult, error) {
+	if err := m.lock(ctx); err != nil {
+		return AppendResult{}, err
+	}
+	m.mu.Unlock()
+
+	prepared, partition, err := PrepareAppend(events, opts, m.limits)
+	if err != nil {
+		return AppendResult{}, err
+	}
+
+	if err := m.lock(ctx); err != nil {
+		return AppendResult{}, err
+	}
+	defer m.mu.Unlock()
+
+	if res, done, err := m.duplicateLocked(prepared); done {
+		return res, err
+	}
+	now := m.now()
+	for _, l := range opts.Leases {
+		if err := m.checkLeaseLocked(l, now); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	if err := m.checkExpectLocked(partition, opts.Expect); err != nil {
+		return AppendResult{}, err
+	}
+	if c := opts.Condition; c != nil {
+		if err := m.checkConditionLocked(c); err != nil {
+			return AppendResult{}, err
+		}
+	}
+
+	m.commit++
+	out := make([]Record, len(prepared))
+	for i := range prepared {
+		idx := len(m.records)
+		rec := Record{
+			Event:      prepared[i],
+			Position:   Position{Commit: m.commit, Seq: uint64(idx) + 1},
+			RecordedAt: now,
+		}
+		LinkRecord(&rec, func(tag Tag) (uint64, Hash) {
+			if s := m.streams[StreamID{Partition: partition, Tag: tag}]; s != nil {
+				return uint64(len(s.records)), s.head
+			}
+			return 0, Hash{}
+		})
+		m.records = append(m.records, rec)
+		m.byID[rec.ID] = idx
+		for _, l := range rec.Links {
+			id := StreamID{Partition: partition, Tag: l.Tag}
+			s := m.streams[id]
+			if s == nil {
+				s = &memStream{}
+				m.streams[id] = s
+			}
+			s.records = append(s.records, idx)
+			s.head = l.Hash
+		}
+		m.byType[rec.Type] = append(m.byType[rec.Type], idx)
+		if c := rec.Metadata.CorrelationID; c != "" {
+			m.byCorrelation[c] = append(m.byCorrelation[c], idx)
+		}
+		out[i] = cloneRecord(&m.records[idx])
+	}
+	close(m.appended)
+	m.appended = make(chan struct{})
+	return AppendResult{Records: out}, nil
+}
+
+// duplicateLocked resolves idempotency. done is true when the append is fully
+// answered: every ID stored (the originals, or ErrDuplicateMismatch when one
+// differs), or some but not all stored (ErrDuplicateMismatch).
+func (m *Memory) duplicateLocked(events []Event) (AppendResult, bool, error) {
+	stored, fresh := -1, -1
+	for i := range events {
+		if _, ok := m.byID[events[i].ID]; ok {
+			if stored < 0 {
+				stored = i
+			}
+		} else if fresh < 0 {
+			fresh = i
+		}
+	}
+	switch {
+	case stored < 0:
+		return AppendResult{}, false, nil
+	case fresh >= 0:
+		return AppendResult{}, true, fmt.Errorf("%w: event %s (index %d) is already stored but event %s (index %d) is not; an append is idempotent only as a whole: retry it unchanged, or give new events new IDs",
+			ErrDuplicateMismatch, events[stored].ID, stored, events[fresh].ID, fresh)
+	}
+	out := make([]Record, len(events))
+	for i := range events {
+		r := &m.records[m.byID[events[i].ID]]
+		if !SameContent(&events[i], &r.Event) {
+			return AppendResult{}, true, fmt.Errorf("%w: event %s (index %d) is already stored with different content (stored type %q); an event ID names one event: give a different event a new ID",
+				ErrDuplicateMismatch, events[i].ID, i, r.Type)
+		}
+		out[i] = cloneRecord(r)
+	}
+	return AppendResult{Records: out, Duplicate: true}, true, nil
+}
+
+func (m *Memory) checkLeaseLocked(l Lease, now time.Time) error {
+	stream := l.Stream.Normalize()
+	invalid := func(format string, args ...any) error {
+		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf(format, args...)}
+	}
+	cur := m.leases[stream]
+	switch {
+	case cur == nil || cur.epoch == 0:
+		return invalid("the stream was never acquired; acquire it with Sessions.Acquire and append with that lease")
+	case cur.epoch != l.Epoch:
+		return invalid("lease epoch %d is not the stream's current epoch %d: another writer acquired the stream; stop writing to it", l.Epoch, cur.epoch)
+	case !cur.held:
+		return invalid("lease epoch %d was released; acquire the stream again before writing", l.Epoch)
+	case cur.nodeID != l.NodeID || cur.incarnation != l.Incarnation:
+		return invalid("the stream is held by node %q incarnation %d, not node %q incarnation %d", cur.nodeID, cur.incarnation, l.NodeID, l.Incarnation)
+	}
+	return m.checkNodeLocked(stream, l.NodeID, l.Incarnation, now)
+}
+
+// checkNodeLocked reports whether incarnation inc of node nodeID is the live
+// session, as a *SessionError on stream.
+func (m *Memory) checkNodeLocked(stream StreamID, nodeID string, inc uint64, now time.Time) error {
+	n := m.nodes[nodeID]
+	switch {
+	case n == nil:
+		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf("node %q has no session; open one with OpenNode", nodeID)}
+	case n.incarnation != inc:
+		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was superseded by incarnation %d; this process must stop writing", nodeID, inc, n.incarnation)}
+	case n.closed:
+		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was closed; open a new node session", nodeID, inc)}
+	case !now.Before(n.expiresAt):
+		return &SessionError{Stream: stream, Err: ErrSessionExpired, Detail: fmt.Sprintf("node %q incarnation %d expired at %s; renew the node session well before its timeout, or open a new one", nodeID, inc, n.expiresAt.Format(time.RFC3339Nano))}
+	}
+	return nil
+}
+
+func (m *Memory) checkExpectLocked(partition string, expect map[Tag]uint64) error {
+	if len(expect) == 0 {
+		return nil
+	}
+	tags := make([]Tag, 0, len(expect))
+	for t := range expect {
+		tags = append(tags, t)
+	}
+	slices.Sort(tags)
+	for _, t := range tags {
+		id := StreamID{Partition: partition, Tag: t}
+		var actual uint64
+		if s := m.streams[id]; s != nil {
+			actual = uint64(len(s.records))
+		}
+		if actual != expect[t] {
+			return &VersionMismatchError{Stream: id, Expected: expect[t], Actual: actual}
+		}
+	}
+	return nil
+}
+
+func (m *Memory) checkConditionLocked(c *AppendCondition) error {
+	cur := m.queryCursorLocked(c.FailIfEventsMatch, m.firstAfterLocked(c.After), len(m.records), false)
+	for {
+		idx, ok := cur.next()
+		if !ok {
+			return nil
+		}
+		r := &m.records[idx]
+		if c.FailIfEventsMatch.Matches(r) {
+			return fmt.Errorf("%w: event %s (type %q) at position %s matches the condition's query and lies after position %s; read again and decide on the new state",
+				ErrAppendConditionFailed, r.ID, r.Type, r.Position, c.After)
+		}
+	}
+}
+
+// firstAfterLocked returns the index of the first record with position > p.
+func (m *Memory) firstAfterLocked(p Position) int {
+	return sort.Search(len(m.records), func(i int) bool { return m.records[i].Position.After(p) })
+}
+
+// firstFromLocked returns the index of the first record with position ≥ p.
+func (m *Memory) firstFromLocked(p Position) int {
+	return sort.Search(len(m.records), func(i int) bool { return m.records[i].Position.Compare(p) >= 0 })
+}
+
+// memCursor walks record indices: a range of them, or a slot range of an
+// ascending list of them, forwards or backwards.
+type memCursor struct {
+	list   []int // candidate record indices, ascending; nil when all
+	all    bool  // lo and hi bound record indices rather than slots of list
+	lo, hi int   // [lo, hi) still to visit
+	desc   bool
+}
+
+func (c *memCursor) next() (int, bool) {
+	if c.lo >= c.hi {
+		return 0, false
+	}
+	var k int
+	if c.desc {
+		c.hi--
+		k = c.hi
+	} else {
+		k = c.lo
+		c.lo++
+	}
+	if c.all {
+		return k, true
+	}
+	return c.list[k], true
+}
+
+// exhausted reports whether next would return false.
+func (c *memCursor) exhausted() bool { return c.lo >= c.hi }
+
+// queryCursorLocked returns a cursor over the record indices in [lo, hi) that
+// may match q: from the tag and type indexes when every item names a tag or a
+// type, else every index. Callers still filter with q.Matches.
+func (m *Memory) queryCursorLocked(q Query, lo, hi int, desc bool) memCursor {
+	list, indexed := m.candidatesLocked(q)
+	if !indexed {
+		return memCursor{all: true, lo: lo, hi: hi, desc: desc}
+	}
+	return memCursor{list: list, lo: sort.SearchInts(list, lo), hi: sort.SearchInts(list, hi), desc: desc}
+}
+
+func (m *Memory) candidatesLocked(q Query) ([]int, bool) {
+	if q.All {
+		return nil, false
+	}
+	partition := q.PartitionOrDefault()
+	var lists [][]int
+	for _, it := range q.Items {
+		if len(it.Tags) > 0 {
+			// Every tag must be present: the shortest stream bounds the matches.
+			var best []int
+			for k, t := range it.Tags {
+				s := m.streams[StreamID{Partition: partition, Tag: t}]
+				if s == nil {
+					best = nil
+					break
+				}
+				if k == 0 || len(s.records) < len(best) {
+					best = s.records
+				}
+			}
+			if len(best) > 0 {
+				lists = append(lists, best)
+			}
+			continue
+		}
+		for _, ty := range it.Types {
+			if l := m.byType[ty]; len(l) > 0 {
+				lists = append(lists, l)
+			}
+		}
+	}
+	return unionSorted(lists), true
+}
+
+// unionSorted merges ascending index lists into one without duplicates. A
+// single list is returned as is (callers only read it).
+func unionSorted(lists [][]int) []int {
+	switch len(lists) {
+	case 0:
+		return nil
+	case 1:
+		return lists[0]
+	}
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make([]int, 0, n)
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func cloneRecord(r *Record) Record {
+	c := *r
+	c.Tags = slices.Clone(r.Tags)
+	c.Data = slices.Clone(r.Data)
+	c.Links = slices.Clone(r.Links)
+	c.Metadata.Scopes = slices.Clone(r.Metadata.Scopes)
+	return c
+}
+
+// read yields copies of the records that the cursor from open (called once,
+// under the lock) visits and keep (nil: all) accepts, at most limit of them
+// (0: no limit). It copies a page at a time under the lock and yields with the
+// lock released.
+func (m *Memory) read(ctx context.Context, open func() (memCursor, error), keep func(*Record) bool, limit int) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		var (
+			cur    memCursor
+			opened bool
+			n      int
+			page   []Record
+		)
+		for {
+			if err := m.lock(ctx); err != nil {
+				yield(Record{}, err)
+				return
+			}
+			if !opened {
+				var err error
+				if cur, err = open(); err != nil {
+					m.mu.Unlock()
+					yield(Record{}, err)
+					return
+				}
+				opened = true
+			}
+			page = page[:0]
+			for budget := memScanBudget; budget > 0 && len(page) < memPageSize && (limit == 0 || n < limit); budget-- {
+				idx, ok := cur.next()
+				if !ok {
+					break
+				}
+				r := &m.records[idx]
+				if keep != nil && !keep(r) {
+					continue
+				}
+				page = append(page, cloneRecord(r))
+				n++
+			}
+			finished := cur.exhausted() || (limit > 0 && n >= limit)
+			m.mu.Unlock()
+			for _, r := range page {
+				if err := ctx.Err(); err != nil {
+					yield(Record{}, err)
+					return
+				}
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if finished {
+				return
+			}
+		}
+	}
+}
+
+func yieldErr(err error) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) { yield(Record{}, err) }
+}
+
+// ReadStream implements Reader. A fromVersion of 0 reads from version 1.
+func (m *Memory) ReadStream(ctx context.Context, stream StreamID, fromVersion uint64, limit int) iter.Seq2[Record, error] {
+	stream = stream.Normalize()
+	if stream.Tag == "" {
+		return yieldErr(fmt.Errorf("%w: ReadStream: the stream's tag is empty; name the stream to read", ErrInvalidQuery))
+	}
+	if limit < 0 {
+		return yieldErr(fmt.Errorf("%w: ReadStream: limit %d is negative; use 0 for no limit", ErrInvalidQuery, limit))
+	}
+	if fromVersion == 0 {
+		fromVersion = 1
+	}
+	return m.read(ctx, func() (memCursor, error) {
+		s := m.streams[stream]
+		if s == nil || fromVersion > uint64(len(s.records)) {
+			return memCursor{}, nil
+		}
+		return memCursor{list: s.records, lo: int(fromVersion - 1), hi: len(s.records)}, nil
+	}, nil, limit)
+}
+
+// Read implements Reader.
+func (m *Memory) Read(ctx context.Context, q Query, opts ReadOptions) iter.Seq2[Record, error] {
+	if err := q.Validate(); err != nil {
+		return yieldErr(err)
+	}
+	if opts.Limit < 0 {
+		return yieldErr(fmt.Errorf("%w: read limit %d is negative; use 0 for no limit", ErrInvalidQuery, opts.Limit))
+	}
+	return m.read(ctx, func() (memCursor, error) {
+		lo, hi := 0, len(m.records)
+		switch {
+		case !opts.Backwards:
+			lo = m.firstFromLocked(opts.From)
+		case !opts.From.IsZero():
+			hi = m.firstAfterLocked(opts.From)
+		}
+		return m.queryCursorLocked(q, lo, hi, opts.Backwards), nil
+	}, q.Matches, opts.Limit)
+}
+
+// ReadAll implements Reader.
+func (m *Memory) ReadAll(ctx context.Context, after Position, limit int) iter.Seq2[Record, error] {
+	if limit < 0 {
+		return yieldErr(fmt.Errorf("%w: ReadAll: limit %d is negative; use 0 for no limit", ErrInvalidQuery, limit))
+	}
+	return m.read(ctx, func() (memCursor, error) {
+		return memCursor{all: true, lo: m.firstAfterLocked(after), hi: len(m.records)}, nil
+	}, nil, limit)
+}
+
+// ReadEvent implements Reader.
+func (m *Memory) ReadEvent(ctx context.Context, id uuid.UUID) (Record, error) {
+	if err := m.lock(ctx); err != nil {
+		return Record{}, err
+	}
+	defer m.mu.Unlock()
+	idx, ok := m.byID[id]
+	if !ok {
+		return Record{}, fmt.Errorf("%w: no event with ID %s", ErrNotFound, id)
+	}
+	return cloneRecord(&m.records[idx]), nil
+}
+
+// Head implements Reader.
+func (m *Memory) Head(ctx context.Context) (Position, error) {
+	if err := m.lock(ctx); err != nil {
+		return Position{}, err
+	}
+	defer m.mu.Unlock()
+	if len(m.records) == 0 {
+		return Position{}, nil
+	}
+	return m.records[len(m.records)-1].Position, nil
+}
+
+// ReadByCorrelation implements Reader. An empty correlation ID yields ErrInvalidQuery.
+func (m *Memory) ReadByCorrelation(ctx context.Context, correlationID string) iter.Seq2[Record, error] {
+	if correlationID == "" {
+		return yieldErr(fmt.Errorf("%w: ReadByCorrelation: the correlation ID is empty; pass the ID to look up", ErrInvalidQuery))
+	}
+	return m.read(ctx, func() (memCursor, error) {
+		l := m.byCorrelation[correlationID]
+		return memCursor{list: l, hi: len(l)}, nil
+	}, nil, 0)
+}
+
+// ReadByTypes implements Reader. An empty type list, or an empty type in it,
+// yields ErrInvalidQuery.
+func (m *Memory) ReadByTypes(ctx context.Context, types []string, from, to time.Time) iter.Seq2[Record, error] {
+	if len(types) == 0 {
+		return yieldErr(fmt.Errorf("%w: ReadByTypes: no types given; name at least one event type", ErrInvalidQuery))
+	}
+	if slices.Contains(types, "") {
+		return yieldErr(fmt.Errorf("%w: ReadByTypes: an event type is empty", ErrInvalidQuery))
+	}
+	types = slices.Clone(types)
+	return m.read(ctx, func() (memCursor, error) {
+		lists := make([][]int, 0, len(types))
+		for _, ty := range types {
+			lists = append(lists, m.byType[ty])
+		}
+		l := unionSorted(lists)
+		return memCursor{list: l, hi: len(l)}, nil
+	}, func(r *Record) bool {
+		return !r.RecordedAt.Before(from) && r.RecordedAt.Before(to)
+	}, 0)
+}
+
+// Subscribe implements Subscriber. It starts no goroutine: the consumer's own
+// goroutine waits for new commits.
+func (m *Memory) Subscribe(ctx context.Context, q Query, after Position) iter.Seq2[Record, error] {
+	if err := q.Validate(); err != nil {
+		return yieldErr(err)
+	}
+	return func(yield func(Record, error) bool) {
+		var (
+			catchUp memCursor // indexed catch-up over records that existed at the start
+			next    int       // first record index the tail scan has not examined
+			opened  bool
+			page    []Record
+		)
+		for {
+			if err := m.lock(ctx); err != nil {
+				yield(Record{}, err)
+				return
+			}
+			if !opened {
+				start := m.firstAfterLocked(after)
+				catchUp = m.queryCursorLocked(q, start, len(m.records), false)
+				if catchUp.all {
+					// No index applies: the tail scan covers everything.
+					catchUp, next = memCursor{}, start
+				} else {
+					next = len(m.records)
+				}
+				opened = true
+			}
+			page = page[:0]
+			for budget := memScanBudget; budget > 0 && len(page) < memPageSize; budget-- {
+				idx, ok := catchUp.next()
+				if !ok {
+					if next >= len(m.records) {
+						break
+					}
+					idx = next
+					next++
+				}
+				if r := &m.records[idx]; q.Matches(r) {
+					page = append(page, cloneRecord(r))
+				}
+			}
+			caughtUp := catchUp.exhausted() && next >= len(m.records)
+			wake, done := m.appended, m.done
+			m.mu.Unlock()
+			for _, r := range page {
+				if err := ctx.Err(); err != nil {
+					yield(Record{}, err)
+					return
+				}
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if caughtUp {
+				select {
+				case <-wake:
+				case <-done: // the next lock reports ErrStoreNotOpen
+				case <-ctx.Done(): // the next lock reports ctx.Err()
+				}
+			}
+		}
+	}
+}
+
+// TagSummary implements Inspector.
+func (m *Memory) TagSummary(ctx context.Context, stream StreamID) (TagSummary, error) {
+	stream = stream.Normalize()
+	if err := m.lock(ctx); err != nil {
+		return TagSummary{}, err
+	}
+	defer m.mu.Unlock()
+	return m.summaryLocked(stream, m.streams[stream]), nil
+}
+
+func (m *Memory) summaryLocked(id StreamID, s *memStream) TagSummary {
+	sum := TagSummary{Stream: id}
+	if s == nil || len(s.records) == 0 {
+		return sum
+	}
+	sum.Version = uint64(len(s.records))
+	sum.FirstPosition = m.records[s.records[0]].Position
+	sum.LastPosition = m.records[s.records[len(s.records)-1]].Position
+	return sum
+}
+
+// TagsOfGroup implements Inspector. An empty partition means DefaultPartition.
+func (m *Memory) TagsOfGroup(ctx context.Context, partition, group string) ([]TagSummary, error) {
+	partition = partitionOrDefault(partition)
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []TagSummary
+	for id, s := range m.streams {
+		if id.Partition == partition && id.Tag.Group() == group {
+			out = append(out, m.summaryLocked(id, s))
+		}
+	}
+	slices.SortFunc(out, func(a, b TagSummary) int {
+		switch {
+		case a.Stream.Tag < b.Stream.Tag:
+			return -1
+		case a.Stream.Tag > b.Stream.Tag:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// TypeSummaries implements Inspector.
+func (m *Memory) TypeSummaries(ctx context.Context) ([]TypeSummary, error) {
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	out := make([]TypeSummary, 0, len(m.byType))
+	for ty, l := range m.byType {
+		out = append(out, TypeSummary{Type: ty, Count: uint64(len(l))})
+	}
+	slices.SortFunc(out, func(a, b TypeSummary) int {
+		switch {
+		case a.Type < b.Type:
+			return -1
+		case a.Type > b.Type:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// CountAfter implements Inspector.
+func (m *Memory) CountAfter(ctx context.Context, after Position) (uint64, error) {
+	if err := m.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	return uint64(len(m.records) - m.firstAfterLocked(after)), nil
+}
