@@ -157,8 +157,12 @@ func collectErr(seq iter.Seq2[journal.Record, error]) ([]journal.Record, error) 
 	return out, nil
 }
 
-// ids returns the event IDs of recs, in order.
+// ids returns the event IDs of recs, in order (nil when there are none, like
+// eventIDs and recordIDs, so empty results compare equal).
 func ids(recs []journal.Record) []uuid.UUID {
+	if len(recs) == 0 {
+		return nil
+	}
 	out := make([]uuid.UUID, len(recs))
 	for i, r := range recs {
 		out[i] = r.ID
@@ -168,6 +172,9 @@ func ids(recs []journal.Record) []uuid.UUID {
 
 // eventIDs returns the IDs of events, in order.
 func eventIDs(events ...journal.Event) []uuid.UUID {
+	if len(events) == 0 {
+		return nil
+	}
 	out := make([]uuid.UUID, len(events))
 	for i, e := range events {
 		out[i] = e.ID
@@ -177,6 +184,9 @@ func eventIDs(events ...journal.Event) []uuid.UUID {
 
 // recordIDs returns the IDs of recs picked by index.
 func recordIDs(recs []journal.Record, idx ...int) []uuid.UUID {
+	if len(idx) == 0 {
+		return nil
+	}
 	out := make([]uuid.UUID, len(idx))
 	for i, k := range idx {
 		out[i] = recs[k].ID

@@ -221,7 +221,7 @@ func testReadByTypesInTimeRange(t *testing.T, h Harness) {
 		require.True(t, time.Now().Before(deadline), "RecordedAt never advanced past %s", first[1].RecordedAt)
 		filler = append(filler, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Filler")).Records...)
 	}
-	second := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Deposited", "a:1"), inPartition(newEvent("Withdrawn", "a:2"), "tenant-b")).Records
+	second := appendEach(t, ctx, j, newEvent("Deposited", "a:1"), inPartition(newEvent("Withdrawn", "a:2"), "tenant-b"))
 	second = append(second, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Closed", "a:1")).Records...)
 	require.False(t, second[0].RecordedAt.Before(filler[len(filler)-1].RecordedAt), "RecordedAt does not go back in time")
 
