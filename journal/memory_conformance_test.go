@@ -1,0 +1,41 @@
+package journal_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/journaltest"
+)
+
+// TestMemoryConformance runs the whole journal conformance suite against the
+// in-memory journal with a small data limit, so the limit cases stay cheap.
+func TestMemoryConformance(t *testing.T) {
+	t.Parallel()
+	const maxData = 4 << 10
+	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
+		m := journal.NewMemoryWithConfig(journal.MemoryConfig{MaxDataSize: maxData})
+		t.Cleanup(func() { _ = m.Close() })
+		return journaltest.Harness{
+			Journal:     m,
+			Sessions:    m,
+			MaxDataSize: maxData,
+			Tamper: func(_ context.Context, id uuid.UUID) error {
+				return journal.TamperMemory(m, id)
+			},
+		}
+	})
+}
+
+// TestMemoryConformanceDefaults runs the suite against NewMemory, whose data
+// limit is journal.DefaultMaxDataSize.
+func TestMemoryConformanceDefaults(t *testing.T) {
+	t.Parallel()
+	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
+		m := journal.NewMemory()
+		t.Cleanup(func() { _ = m.Close() })
+		return journaltest.Harness{Journal: m, Sessions: m}
+	})
+}
