@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/scribe-es/scribe/journal"
+)
+
+// backend is one measurement's storage: a fresh journal (and, on Postgres, the
+// pool and schema it lives in).
+type backend struct {
+	Journal  journal.Journal
+	Sessions journal.Sessions
+	Pool     *pgxpool.Pool // nil on the memory journal
+	Schema   string        // "" on the memory journal
+	closers  []func(context.Context) error
+}
+
+// close releases the backend in reverse order of acquisition.
+func (b *backend) close(ctx context.Context) error {
+	var errs []error
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		errs = append(errs, b.closers[i](ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// openBackend returns a fresh, empty journal for one measurement.
+func openBackend(ctx context.Context, o options) (*backend, error) {
+	if o.DB != "" {
+		return nil, errors.New("-db: the Postgres journal is not in this build yet; run without -db for the memory journal")
+	}
+	m := journal.NewMemory()
+	return &backend{Journal: m, Sessions: m, closers: []func(context.Context) error{
+		func(context.Context) error { return m.Close() },
+	}}, nil
+}

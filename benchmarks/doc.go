@@ -1,0 +1,56 @@
+// Command benchmarks measures Scribe's single-writer actors against the
+// optimistic-concurrency (OCC) retry loop that event stores ask callers to
+// write, and against the physical ceiling of the database, side by side in the
+// same process, on the same journal, with the same domain logic and the same
+// event sizes.
+//
+// Run it with
+//
+//	go run ./benchmarks -scenario hot -writers 1,8,64 -duration 5s -runs 3 \
+//	    -db postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+//
+// # Scenarios
+//
+//   - hot: every writer sends commands to one stream.
+//   - spread: each writer has its own stream.
+//   - skewed: writers pick one of 10,000 streams from a Zipf distribution.
+//   - transfer: DCB transfers between two of 100 accounts; a transfer's
+//     decision reads both accounts' events and its event carries both tags.
+//
+// # Modes
+//
+//   - actor: runtime.Execute; the stream's actor is the single writer and
+//     batches queued commands into one append (group commit).
+//   - occ: the naive caller's loop: read the whole stream (or, for transfers,
+//     every event of both accounts), decide, append with the expected version
+//     (or a DCB append condition); on conflict back off exponentially from
+//     1 ms to 50 ms and retry, up to 200 attempts.
+//   - occ-fast: the strongest OCC loop: no backoff, state cached between
+//     commands and attempts (only the stream's tail is read), the version
+//     mismatch is detected by the journal's own expected-version check.
+//   - raw: multi-row INSERTs of rows the size of the events, straight through
+//     pgx into a scratch table, with the same connection pool: what Postgres can
+//     physically take. Postgres only.
+//
+// Every mode runs the same pure decide function on the same state; each
+// command appends one event with a JSON payload of about 100 bytes.
+//
+// # Method
+//
+// For each writer count, each run measures every mode in turn (the mode order
+// rotates from run to run so no mode always goes first). -duration is the
+// measured time of one (mode, writer count) pair over all runs, split evenly
+// across -runs; each measurement is preceded by an unmeasured warm-up
+// (-warmup). With -db, every measurement gets a fresh schema, migrated before
+// and dropped after, and every mode uses one connection pool of -pool
+// connections. The table reports, per writer count and mode, the medians over
+// runs and the median of the per-run ratios actor ÷ mode.
+//
+// # Output
+//
+// A progress line on stderr every second; the table on stdout at the end (on
+// stderr with -json, which makes stdout one JSON object per run, writer count
+// and mode). -out DIR writes results.csv (one row per run, writer count and
+// mode) and chart.svg (median commands/s against writers, one line per mode,
+// log scales).
+package main

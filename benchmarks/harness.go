@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// target is what one command addresses: stream A (the counter scenarios) or a
+// transfer from account A to account B.
+type target struct{ A, B int }
+
+// outcome is what one call of a worker's do achieved.
+type outcome struct {
+	Commands int // commands completed (raw: rows inserted)
+	Events   int // events appended
+	Retries  int // attempts beyond the first
+}
+
+// worker executes commands for one writer goroutine. A worker is used by one
+// goroutine only; it may keep state between calls (occ-fast does).
+type worker interface {
+	do(ctx context.Context, t target) (outcome, error)
+}
+
+// mode is one way of writing, set up on one cell's backend.
+type mode interface {
+	// newWorker returns the worker of writer id (0-based).
+	newWorker(id int) worker
+	// close releases what the mode holds (actors, statements); the backend is
+	// closed after it.
+	close(ctx context.Context) error
+}
+
+// cell identifies one measurement.
+type cell struct {
+	Scenario string
+	Journal  string
+	Mode     string
+	Writers  int
+	Streams  int
+	Run      int
+}
+
+// cellResult is one measurement's outcome.
+type cellResult struct {
+	cell
+	Elapsed  time.Duration
+	Commands int64
+	Events   int64
+	Retries  int64
+	Errors   int64
+	FirstErr string
+	P50, P99 time.Duration
+}
+
+// CommandsPerSec is the measured command rate.
+func (r cellResult) CommandsPerSec() float64 { return float64(r.Commands) / r.Elapsed.Seconds() }
+
+// EventsPerSec is the measured event rate.
+func (r cellResult) EventsPerSec() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
+
+// RetriesPerCommand is the mean number of retries of a completed command.
+func (r cellResult) RetriesPerCommand() float64 {
+	if r.Commands == 0 {
+		return 0
+	}
+	return float64(r.Retries) / float64(r.Commands)
+}
+
+// streamsOf returns how many streams a scenario addresses with n writers.
+func streamsOf(scenario string, writers int) int {
+	switch scenario {
+	case scenarioHot:
+		return 1
+	case scenarioSpread:
+		return writers
+	case scenarioSkewed:
+		return skewedStreams
+	default:
+		return transferAccounts
+	}
+}
+
+// picker returns writer id's sequence of targets for a scenario.
+func picker(scenario string, id, run int) func() target {
+	rng := rand.New(rand.NewPCG(uint64(id)+1, uint64(run)+1))
+	switch scenario {
+	case scenarioHot:
+		return func() target { return target{} }
+	case scenarioSpread:
+		return func() target { return target{A: id} }
+	case scenarioSkewed:
+		z := rand.NewZipf(rng, skewedZipfS, 1, skewedStreams-1)
+		return func() target { return target{A: int(z.Uint64())} }
+	default:
+		return func() target {
+			a := rng.IntN(transferAccounts)
+			b := rng.IntN(transferAccounts - 1)
+			if b >= a {
+				b++
+			}
+			return target{A: a, B: b}
+		}
+	}
+}
+
+// writerStats is one writer's tally; only its goroutine writes it until the
+// measurement ends, except done, which the progress line reads.
+type writerStats struct {
+	done     atomic.Int64 // commands completed, warm-up included
+	commands int64
+	events   int64
+	retries  int64
+	errors   int64
+	firstErr error
+	hist     histogram
+	_        [64]byte // keep neighbours' counters off this cache line
+}
+
+// measure runs writers workers of m for warmup+window and tallies what
+// completes inside the window. Errors of commands cut off by the end of the
+// window are not counted.
+func measure(ctx context.Context, c cell, m mode, warmup, window, progressEvery time.Duration, progress io.Writer) cellResult {
+	stats := make([]writerStats, c.Writers)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	from := start.Add(warmup)
+	until := from.Add(window)
+	var wg sync.WaitGroup
+	for id := range c.Writers {
+		w := m.newWorker(id)
+		pick := picker(c.Scenario, id, c.Run)
+		st := &stats[id]
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if !t0.Before(until) {
+					return
+				}
+				out, err := w.do(ctx, pick())
+				t1 := time.Now()
+				if t1.Before(from) || !t1.Before(until) {
+					// Warm-up, or finished after the window closed.
+					st.done.Add(int64(out.Commands))
+					continue
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					st.errors++
+					if st.firstErr == nil {
+						st.firstErr = err
+					}
+					continue
+				}
+				st.commands += int64(out.Commands)
+				st.events += int64(out.Events)
+				st.retries += int64(out.Retries)
+				st.hist.record(t1.Sub(t0))
+				st.done.Add(int64(out.Commands))
+			}
+		})
+	}
+	stopProgress := make(chan struct{})
+	var progressDone sync.WaitGroup
+	if progressEvery > 0 {
+		progressDone.Go(func() {
+			tick := time.NewTicker(progressEvery)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stopProgress:
+					return
+				case now := <-tick.C:
+					var done int64
+					for i := range stats {
+						done += stats[i].done.Load()
+					}
+					phase := "measuring"
+					if now.Before(from) {
+						phase = "warming up"
+					}
+					fmt.Fprintf(progress, "  %s/%s/%s writers=%d run=%d %s elapsed=%.1fs of %.1fs ops=%d\n",
+						c.Scenario, c.Journal, c.Mode, c.Writers, c.Run, phase,
+						now.Sub(start).Seconds(), until.Sub(start).Seconds(), done)
+				}
+			}
+		})
+	}
+	// End the window on time even when a command blocks: cancel at until.
+	timer := time.AfterFunc(time.Until(until), cancel)
+	wg.Wait()
+	timer.Stop()
+	close(stopProgress)
+	progressDone.Wait()
+
+	res := cellResult{cell: c, Elapsed: window}
+	var h histogram
+	for i := range stats {
+		st := &stats[i]
+		res.Commands += st.commands
+		res.Events += st.events
+		res.Retries += st.retries
+		res.Errors += st.errors
+		if st.firstErr != nil && res.FirstErr == "" {
+			res.FirstErr = st.firstErr.Error()
+		}
+		h.merge(&st.hist)
+	}
+	res.P50 = h.quantile(0.50)
+	res.P99 = h.quantile(0.99)
+	return res
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errSkipped marks a mode that cannot run on the chosen journal.
+var errSkipped = errors.New("skipped")

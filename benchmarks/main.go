@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	goruntime "runtime"
+	"slices"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "benchmarks:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole harness: parse args, measure every run × writer count ×
+// mode, and report. Results and the table go to stdout, progress to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		return err
+	}
+	info := runInfo{
+		Scenario: o.Scenario, Journal: o.journalName(), Pool: o.Pool, Runs: o.Runs,
+		Cell: o.cellDuration(), Warmup: o.Warmup,
+		Machine: fmt.Sprintf("%s/%s, %d CPUs (GOMAXPROCS %d), %s", goruntime.GOOS, goruntime.GOARCH,
+			goruntime.NumCPU(), goruntime.GOMAXPROCS(0), goruntime.Version()),
+	}
+	modes := slices.Clone(o.Modes)
+	if o.DB == "" && slices.Contains(modes, modeRaw) {
+		modes = slices.DeleteFunc(modes, func(m string) bool { return m == modeRaw })
+		info.Notes = append(info.Notes, "raw skipped: it measures Postgres inserts and needs -db")
+	}
+	for _, m := range modes {
+		if why := unavailable(m, o.Scenario); why != "" {
+			modes = slices.DeleteFunc(modes, func(x string) bool { return x == m })
+			info.Notes = append(info.Notes, m+" skipped: "+why)
+		}
+	}
+	if len(modes) == 0 {
+		return fmt.Errorf("no mode can run: %v", info.Notes)
+	}
+	if o.OutDir != "" {
+		// Fail before measuring, not after.
+		if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+			return fmt.Errorf("-out %s: %w", o.OutDir, err)
+		}
+	}
+	table := stdout
+	if o.JSON {
+		table = stderr
+	}
+	total := time.Duration(o.Runs*len(o.Writers)*len(modes)) * (o.cellDuration() + o.Warmup)
+	fmt.Fprintf(stderr, "benchmarks: %s; modes %v, writers %v; about %v of measuring\n",
+		headerLine(info), modes, o.Writers, total.Round(time.Second))
+	for _, n := range info.Notes {
+		fmt.Fprintln(stderr, "note:", n)
+	}
+
+	var results []cellResult
+	for r := 1; r <= o.Runs; r++ {
+		// Rotate the mode order from run to run so no mode always goes first.
+		order := slices.Concat(modes[(r-1)%len(modes):], modes[:(r-1)%len(modes)])
+		for _, w := range o.Writers {
+			for _, m := range order {
+				c := cell{Scenario: o.Scenario, Journal: o.journalName(), Mode: m, Writers: w, Streams: streamsOf(o.Scenario, w), Run: r}
+				res, err := runCell(ctx, o, c, stderr)
+				if err != nil {
+					return fmt.Errorf("%s/%s, %d writers, run %d: %w", c.Scenario, c.Mode, c.Writers, c.Run, err)
+				}
+				fmt.Fprintf(stderr, "%s/%s/%s writers=%d run=%d: %s commands/s, %.3f retries/cmd, p99 %.2f ms, %d errors\n",
+					c.Scenario, c.Journal, c.Mode, c.Writers, c.Run, human(res.CommandsPerSec()), res.RetriesPerCommand(), ms(res.P99), res.Errors)
+				if o.JSON {
+					if err := writeJSONLine(stdout, res, o.Pool); err != nil {
+						return err
+					}
+				}
+				results = append(results, res)
+			}
+		}
+	}
+	sortResults(results, modes)
+	rows := summarize(results, modes)
+	if err := writeTable(table, info, rows); err != nil {
+		return err
+	}
+	if o.OutDir != "" {
+		if err := writeOutDir(o.OutDir, info, results, rows, modes); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s/results.csv and %s/chart.svg\n", o.OutDir, o.OutDir)
+	}
+	return nil
+}
+
+func headerLine(info runInfo) string {
+	s := fmt.Sprintf("scenario %s, journal %s", info.Scenario, info.Journal)
+	if info.Journal == "postgres" {
+		s += fmt.Sprintf(", pool %d", info.Pool)
+	}
+	return s + fmt.Sprintf(", %d run(s) × %v per mode and writer count (+%v warm-up), %s", info.Runs, info.Cell, info.Warmup, info.Machine)
+}
+
+// runCell measures one mode at one writer count on a fresh backend.
+func runCell(ctx context.Context, o options, c cell, progress io.Writer) (cellResult, error) {
+	b, err := openBackend(ctx, o)
+	if err != nil {
+		return cellResult{}, err
+	}
+	m, err := newMode(ctx, c, o, b)
+	if err != nil {
+		return cellResult{}, errors.Join(err, b.close(context.WithoutCancel(ctx)))
+	}
+	res := measure(ctx, c, m, o.Warmup, o.cellDuration(), o.Progress, progress)
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := errors.Join(m.close(closeCtx), b.close(closeCtx)); err != nil {
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// unavailable says why mode cannot run scenario ("" when it can).
+func unavailable(mode, scenario string) string { return "" }
+
+// newMode sets up mode c.Mode on backend b.
+func newMode(ctx context.Context, c cell, o options, b *backend) (mode, error) {
+	switch c.Mode {
+	case modeOCC, modeOCCFast:
+		return &occMode{j: b.Journal, scenario: c.Scenario, fast: c.Mode == modeOCCFast}, nil
+	}
+	return nil, fmt.Errorf("mode %s is not built into this harness", c.Mode)
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Scenario and mode names, as given on the command line.
+const (
+	scenarioHot      = "hot"
+	scenarioSpread   = "spread"
+	scenarioSkewed   = "skewed"
+	scenarioTransfer = "transfer"
+
+	modeActor   = "actor"
+	modeOCC     = "occ"
+	modeOCCFast = "occ-fast"
+	modeRaw     = "raw"
+)
+
+var (
+	allScenarios = []string{scenarioHot, scenarioSpread, scenarioSkewed, scenarioTransfer}
+	allModes     = []string{modeActor, modeOCC, modeOCCFast, modeRaw}
+)
+
+// Fixed sizes of the scenarios.
+const (
+	skewedStreams    = 10_000
+	skewedZipfS      = 1.1 // Zipf exponent: the hottest stream takes about 11% of writes
+	transferAccounts = 100
+)
+
+// options is the parsed command line.
+type options struct {
+	Scenario string
+	Modes    []string
+	Writers  []int
+	Duration time.Duration // measured time per (mode, writers), over all runs
+	Warmup   time.Duration // unmeasured time before each measurement
+	Runs     int
+	JSON     bool
+	OutDir   string
+	DB       string
+	Pool     int
+	RawBatch int
+	Progress time.Duration
+}
+
+// cellDuration is the measured time of one (run, writers, mode) cell.
+func (o options) cellDuration() time.Duration { return o.Duration / time.Duration(o.Runs) }
+
+// journalName is "postgres" with -db and "memory" without.
+func (o options) journalName() string {
+	if o.DB != "" {
+		return "postgres"
+	}
+	return "memory"
+}
+
+// parseOptions parses args (without the program name). Usage goes to w.
+func parseOptions(args []string, w io.Writer) (options, error) {
+	fs := flag.NewFlagSet("benchmarks", flag.ContinueOnError)
+	fs.SetOutput(w)
+	var o options
+	var modes, writers string
+	fs.StringVar(&o.Scenario, "scenario", scenarioHot, "scenario: "+strings.Join(allScenarios, ", "))
+	fs.StringVar(&modes, "mode", strings.Join(allModes, ","), "comma-separated modes: "+strings.Join(allModes, ", ")+" (raw needs -db)")
+	fs.StringVar(&writers, "writers", "1,8,64", "comma-separated numbers of concurrent writers")
+	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "measured time of each (mode, writers) pair, split evenly across -runs")
+	fs.DurationVar(&o.Warmup, "warmup", 250*time.Millisecond, "unmeasured warm-up before each measurement")
+	fs.IntVar(&o.Runs, "runs", 3, "runs; modes alternate within each run, the table reports medians")
+	fs.BoolVar(&o.JSON, "json", false, "print one JSON object per run, writers and mode on stdout (the table goes to stderr)")
+	fs.StringVar(&o.OutDir, "out", "", "directory to write results.csv and chart.svg into (created if missing)")
+	fs.StringVar(&o.DB, "db", "", "Postgres URL; each measurement gets a fresh schema, dropped after (empty: in-memory journal)")
+	fs.IntVar(&o.Pool, "pool", 16, "Postgres connection pool size, the same for every mode")
+	fs.IntVar(&o.RawBatch, "raw-batch", 64, "rows per multi-row INSERT in raw mode")
+	fs.DurationVar(&o.Progress, "progress", time.Second, "interval of the progress line on stderr (0: none)")
+	fs.Usage = func() {
+		fmt.Fprintf(w, "Usage: go run ./benchmarks [flags]\n\nMeasures Scribe's actors against OCC retry loops and raw inserts (see doc.go).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q: every setting is a flag (see -help)", fs.Args())
+	}
+	if !slices.Contains(allScenarios, o.Scenario) {
+		return o, fmt.Errorf("-scenario %q: want one of %s", o.Scenario, strings.Join(allScenarios, ", "))
+	}
+	for _, m := range strings.Split(modes, ",") {
+		m = strings.TrimSpace(m)
+		if m == "" {
+			continue
+		}
+		if !slices.Contains(allModes, m) {
+			return o, fmt.Errorf("-mode %q: want a comma-separated list of %s", m, strings.Join(allModes, ", "))
+		}
+		if !slices.Contains(o.Modes, m) {
+			o.Modes = append(o.Modes, m)
+		}
+	}
+	if len(o.Modes) == 0 {
+		return o, errors.New("-mode is empty: name at least one of " + strings.Join(allModes, ", "))
+	}
+	for _, s := range strings.Split(writers, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 10_000 {
+			return o, fmt.Errorf("-writers %q: want comma-separated integers between 1 and 10000", s)
+		}
+		if !slices.Contains(o.Writers, n) {
+			o.Writers = append(o.Writers, n)
+		}
+	}
+	if len(o.Writers) == 0 {
+		return o, errors.New("-writers is empty: give at least one writer count, e.g. 1,8,64")
+	}
+	slices.Sort(o.Writers)
+	switch {
+	case o.Runs < 1:
+		return o, fmt.Errorf("-runs %d: want at least 1", o.Runs)
+	case o.Duration <= 0:
+		return o, fmt.Errorf("-duration %v: want a positive duration such as 5s", o.Duration)
+	case o.cellDuration() < 10*time.Millisecond:
+		return o, fmt.Errorf("-duration %v over %d runs leaves %v per measurement: want at least 10ms", o.Duration, o.Runs, o.cellDuration())
+	case o.Warmup < 0:
+		return o, fmt.Errorf("-warmup %v: want zero or a positive duration", o.Warmup)
+	case o.Pool < 1:
+		return o, fmt.Errorf("-pool %d: want at least 1 connection", o.Pool)
+	case o.RawBatch < 1:
+		return o, fmt.Errorf("-raw-batch %d: want at least 1 row", o.RawBatch)
+	case o.Progress < 0:
+		return o, fmt.Errorf("-progress %v: want zero (off) or a positive interval", o.Progress)
+	}
+	return o, nil
+}
