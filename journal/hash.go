@@ -39,8 +39,13 @@ const canonicalDomain = "scribe.event.v1"
 // Position and Links are not covered: the hash is what the links are made of.
 func CanonicalBytes(r *Record) []byte {
 	md := &r.Metadata
-	n := 8 + len(canonicalDomain) + 16 + 8 + len(r.Type) + 8 + 8 + len(r.Data) + 9*2 + 8*7 + len(md.CorrelationID) + len(md.CausationID) +
-		len(md.UserID) + len(md.IdempotencyKey) + len(md.Partition) + len(DefaultPartition) + len(md.TraceParent) + len(md.TraceState) + 8
+	partition := partitionOrDefault(md.Partition)
+	// Exact size: 12 length or count prefixes of 8 bytes, the 16-byte ID, the
+	// 8-byte schema version, two times of at most 9 bytes, the bytes themselves,
+	// and a prefix per tag and per scope.
+	n := 12*8 + 16 + 8 + 2*9 + len(canonicalDomain) + len(r.Type) + len(r.Data) +
+		len(md.CorrelationID) + len(md.CausationID) + len(md.UserID) + len(md.IdempotencyKey) +
+		len(partition) + len(md.TraceParent) + len(md.TraceState)
 	for _, t := range r.Tags {
 		n += 8 + len(t)
 	}
@@ -66,7 +71,7 @@ func CanonicalBytes(r *Record) []byte {
 	for _, s := range md.Scopes {
 		b = appendStr(b, s)
 	}
-	b = appendStr(b, partitionOrDefault(md.Partition))
+	b = appendStr(b, partition)
 	b = appendTime(b, md.CreatedAt)
 	b = appendStr(b, md.TraceParent)
 	b = appendStr(b, md.TraceState)
