@@ -1,0 +1,428 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/scribe-es/scribe/examples/bank/bank"
+	"github.com/scribe-es/scribe/journal"
+)
+
+// HTTP-layer error codes (the domain's codes are in package bank).
+const (
+	// codeIdempotencyKeyReused: the Idempotency-Key was first used with a
+	// different request (another operation, account or amount). HTTP 422.
+	codeIdempotencyKeyReused bank.Code = "idempotency_key_reused"
+	// codeNotFound: no such route. HTTP 404.
+	codeNotFound bank.Code = "not_found"
+	// codeMethodNotAllowed: the route exists but not for this method. HTTP 405.
+	codeMethodNotAllowed bank.Code = "method_not_allowed"
+	// codeUnavailable: the service is starting, shutting down, overloaded or
+	// timed out; the request may be retried (with the same Idempotency-Key). HTTP 503.
+	codeUnavailable bank.Code = "unavailable"
+	// codeInternal: a server fault; the body says nothing more. HTTP 500.
+	codeInternal bank.Code = "internal"
+)
+
+// errUnavailable marks a service error as transient (HTTP 503): the request
+// may be retried.
+var errUnavailable = errors.New("service unavailable")
+
+// maxIdempotencyKeyLength bounds the Idempotency-Key header.
+const maxIdempotencyKeyLength = 255
+
+// statusOf maps an error code to its HTTP status.
+func statusOf(code bank.Code) int {
+	switch code {
+	case bank.CodeInvalidRequest, bank.CodeInvalidAmount, bank.CodeSameAccount:
+		return http.StatusBadRequest
+	case bank.CodeAccountNotFound, codeNotFound:
+		return http.StatusNotFound
+	case bank.CodeAccountExists, bank.CodeInsufficientFunds, bank.CodeBalanceLimit:
+		return http.StatusConflict
+	case codeIdempotencyKeyReused:
+		return http.StatusUnprocessableEntity
+	case codeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case codeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// errorBody is the JSON body of every error response.
+type errorBody struct {
+	Error string    `json:"error"`
+	Code  bank.Code `json:"code"`
+}
+
+// apiConfig configures the HTTP API.
+type apiConfig struct {
+	Service Service
+	Logger  *slog.Logger
+	// Ready reports whether /healthz answers 200.
+	Ready *atomic.Bool
+	// RequestTimeout bounds each request's work (default 10 s).
+	RequestTimeout time.Duration
+	// IdempotencyEntries and IdempotencyTTL bound the replay cache (defaults
+	// 100,000 entries and 24 h).
+	IdempotencyEntries int
+	IdempotencyTTL     time.Duration
+	TracerProvider     trace.TracerProvider
+	MeterProvider      metric.MeterProvider
+}
+
+type api struct {
+	svc     Service
+	log     *slog.Logger
+	ready   *atomic.Bool
+	timeout time.Duration
+	idem    *idempotencyCache
+	tracer  trace.Tracer
+	prop    propagation.TextMapPropagator
+
+	requests metric.Int64Counter
+	duration metric.Float64Histogram
+}
+
+// newAPI returns the bank's HTTP handler.
+func newAPI(cfg apiConfig) (http.Handler, error) {
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.IdempotencyEntries <= 0 {
+		cfg.IdempotencyEntries = 100_000
+	}
+	if cfg.IdempotencyTTL <= 0 {
+		cfg.IdempotencyTTL = 24 * time.Hour
+	}
+	a := &api{
+		svc:     cfg.Service,
+		log:     cfg.Logger,
+		ready:   cfg.Ready,
+		timeout: cfg.RequestTimeout,
+		idem:    newIdempotencyCache(cfg.IdempotencyEntries, cfg.IdempotencyTTL, time.Now),
+		tracer:  cfg.TracerProvider.Tracer("github.com/scribe-es/scribe/examples/bank"),
+		prop:    propagation.TraceContext{},
+	}
+	meter := cfg.MeterProvider.Meter("github.com/scribe-es/scribe/examples/bank")
+	var err error
+	if a.requests, err = meter.Int64Counter("bank.http.requests", metric.WithDescription("HTTP requests by route, status and error code")); err != nil {
+		return nil, err
+	}
+	if a.duration, err = meter.Float64Histogram("bank.http.duration", metric.WithUnit("s"), metric.WithDescription("HTTP request duration by route")); err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	route := func(pattern, path, allow string, h func(http.ResponseWriter, *http.Request) response) {
+		mux.Handle(pattern, a.instrument(h))
+		// The same path with any other method: 405 with a JSON body.
+		mux.Handle(path, a.instrument(func(w http.ResponseWriter, r *http.Request) response {
+			w.Header().Set("Allow", allow)
+			return errorResponse(codeMethodNotAllowed, fmt.Sprintf("%s %s is not supported; use %s", r.Method, path, allow))
+		}))
+	}
+	route("POST /accounts", "/accounts", "POST", a.createAccount)
+	route("POST /accounts/{id}/deposit", "/accounts/{id}/deposit", "POST", a.deposit)
+	route("POST /accounts/{id}/withdraw", "/accounts/{id}/withdraw", "POST", a.withdraw)
+	route("POST /transfers", "/transfers", "POST", a.transfer)
+	route("GET /accounts/{id}", "/accounts/{id}", "GET, HEAD", a.getAccount)
+	route("GET /accounts/{id}/events", "/accounts/{id}/events", "GET, HEAD", a.getEvents)
+	route("GET /healthz", "/healthz", "GET, HEAD", a.healthz)
+	mux.Handle("/", a.instrument(func(w http.ResponseWriter, r *http.Request) response {
+		return errorResponse(codeNotFound, fmt.Sprintf("no route for %s %s; see the README for the API", r.Method, truncate(r.URL.Path, 200)))
+	}))
+	return mux, nil
+}
+
+// instrument wraps a handler with a span, metrics, a request timeout, an
+// access log line and panic recovery, and writes its response.
+func (a *api) instrument(h func(http.ResponseWriter, *http.Request) response) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		route := r.Pattern
+		ctx := a.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := a.tracer.Start(ctx, route, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
+		defer span.End()
+		ctx, cancel := context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+
+		resp := func() (resp response) {
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler {
+						panic(v)
+					}
+					a.log.ErrorContext(ctx, "handler panicked", "route", route, "panic", fmt.Sprint(v))
+					resp = errorResponse(codeInternal, internalMessage)
+				}
+			}()
+			return h(w, r)
+		}()
+
+		if len(resp.body) > 0 {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		if sc := span.SpanContext(); sc.HasTraceID() {
+			w.Header().Set("Trace-Id", sc.TraceID().String())
+		}
+		w.WriteHeader(resp.status)
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(resp.body)
+		}
+
+		code := ""
+		if resp.status >= 400 {
+			var eb errorBody
+			if json.Unmarshal(resp.body, &eb) == nil {
+				code = string(eb.Code)
+			}
+		}
+		elapsed := time.Since(start)
+		attrs := []attribute.KeyValue{attribute.String("http.route", route), attribute.Int("http.response.status_code", resp.status)}
+		if code != "" {
+			attrs = append(attrs, attribute.String("error.code", code))
+		}
+		span.SetAttributes(attrs...)
+		if resp.status >= 500 {
+			span.SetStatus(codes.Error, code)
+		}
+		a.requests.Add(ctx, 1, metric.WithAttributes(attrs...))
+		a.duration.Record(ctx, elapsed.Seconds(), metric.WithAttributes(attribute.String("http.route", route)))
+		level := slog.LevelDebug
+		if resp.status >= 500 {
+			level = slog.LevelWarn
+		}
+		a.log.Log(ctx, level, "request", "method", r.Method, "route", route, "path", r.URL.Path,
+			"status", resp.status, "code", code, "duration_ms", float64(elapsed.Microseconds())/1000)
+	})
+}
+
+const internalMessage = "internal error; the request may or may not have taken effect: retry it with the same Idempotency-Key, and report the Trace-Id header if it keeps failing"
+
+func jsonResponse(status int, v any) response {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return errorResponse(codeInternal, internalMessage)
+	}
+	return response{status: status, body: append(body, '\n')}
+}
+
+func errorResponse(code bank.Code, msg string) response {
+	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
+	return response{status: statusOf(code), body: append(body, '\n')}
+}
+
+// failure turns a service error into a response: domain errors keep their
+// code and message; transient errors become 503; anything else is logged
+// and becomes a 500 whose body says nothing about internals.
+func (a *api) failure(ctx context.Context, op string, err error) response {
+	var be *bank.Error
+	if errors.As(err, &be) {
+		return errorResponse(be.Code, be.Message)
+	}
+	span := trace.SpanFromContext(ctx)
+	span.RecordError(err)
+	if errors.Is(err, errUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		a.log.WarnContext(ctx, "request not served", "op", op, "err", err)
+		return errorResponse(codeUnavailable, "the service could not complete the request in time or is shutting down; retry it with the same Idempotency-Key")
+	}
+	a.log.ErrorContext(ctx, "request failed", "op", op, "err", err)
+	return errorResponse(codeInternal, internalMessage)
+}
+
+// command runs a state-changing request through the idempotency cache when
+// it carries an Idempotency-Key. fingerprint identifies the operation and its
+// parameters; run executes it.
+func (a *api) command(r *http.Request, op, fingerprint string, run func(context.Context, CommandOptions) (any, error)) response {
+	ctx := r.Context()
+	key := r.Header.Get("Idempotency-Key")
+	opts := CommandOptions{IdempotencyKey: key, CorrelationID: r.Header.Get("X-Correlation-Id")}
+	exec := func() response {
+		v, err := run(ctx, opts)
+		if err != nil {
+			return a.failure(ctx, op, err)
+		}
+		status := http.StatusOK
+		if op == "create" {
+			status = http.StatusCreated
+		}
+		return jsonResponse(status, v)
+	}
+	if key == "" {
+		return exec()
+	}
+	if err := validateIdempotencyKey(key); err != nil {
+		return errorResponse(bank.CodeInvalidRequest, err.Error())
+	}
+	sum := sha256.Sum256([]byte(fingerprint))
+	resp, outcome, err := a.idem.do(ctx, key, hex.EncodeToString(sum[:]), exec)
+	switch {
+	case err != nil:
+		return a.failure(ctx, op, err)
+	case outcome == idemMismatch:
+		return errorResponse(codeIdempotencyKeyReused, fmt.Sprintf("Idempotency-Key %s was already used for a different request; use a new key for a new request, and the same key only to retry the identical request", strconv.Quote(key)))
+	case outcome == idemReplayed:
+		trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("idempotency.replayed", true))
+	}
+	return resp
+}
+
+func validateIdempotencyKey(key string) error {
+	if len(key) > maxIdempotencyKeyLength {
+		return fmt.Errorf("the Idempotency-Key header is %d characters long; use at most %d (a UUID is a good key)", len(key), maxIdempotencyKeyLength)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return fmt.Errorf("the Idempotency-Key header contains a character other than printable ASCII at byte %d; use a UUID or another printable ASCII token", i)
+		}
+	}
+	return nil
+}
+
+// pathAccountID reads and validates the {id} path segment.
+func pathAccountID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if err := bank.ValidateAccountID(id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func (a *api) clientError(err error) response {
+	var be *bank.Error
+	if errors.As(err, &be) {
+		return errorResponse(be.Code, be.Message)
+	}
+	return errorResponse(bank.CodeInvalidRequest, err.Error())
+}
+
+func (a *api) createAccount(w http.ResponseWriter, r *http.Request) response {
+	fields, err := readObject(w, r, "id")
+	if err != nil {
+		return a.clientError(err)
+	}
+	id, err := accountIDField(fields, "id")
+	if err != nil {
+		return a.clientError(err)
+	}
+	return a.command(r, "create", "create\x00"+id, func(ctx context.Context, opts CommandOptions) (any, error) {
+		return a.svc.CreateAccount(ctx, id, opts)
+	})
+}
+
+func (a *api) deposit(w http.ResponseWriter, r *http.Request) response {
+	return a.amountCommand(w, r, "deposit", a.svc.Deposit)
+}
+
+func (a *api) withdraw(w http.ResponseWriter, r *http.Request) response {
+	return a.amountCommand(w, r, "withdraw", a.svc.Withdraw)
+}
+
+func (a *api) amountCommand(w http.ResponseWriter, r *http.Request, op string, call func(context.Context, string, int64, CommandOptions) (AccountView, error)) response {
+	id, err := pathAccountID(r)
+	if err != nil {
+		return a.clientError(err)
+	}
+	fields, err := readObject(w, r, "amount")
+	if err != nil {
+		return a.clientError(err)
+	}
+	amount, err := bank.ParseAmount(fields["amount"])
+	if err != nil {
+		return a.clientError(err)
+	}
+	fp := op + "\x00" + id + "\x00" + strconv.FormatInt(amount, 10)
+	return a.command(r, op, fp, func(ctx context.Context, opts CommandOptions) (any, error) {
+		return call(ctx, id, amount, opts)
+	})
+}
+
+func (a *api) transfer(w http.ResponseWriter, r *http.Request) response {
+	fields, err := readObject(w, r, "from", "to", "amount")
+	if err != nil {
+		return a.clientError(err)
+	}
+	from, err := accountIDField(fields, "from")
+	if err != nil {
+		return a.clientError(err)
+	}
+	to, err := accountIDField(fields, "to")
+	if err != nil {
+		return a.clientError(err)
+	}
+	amount, err := bank.ParseAmount(fields["amount"])
+	if err != nil {
+		return a.clientError(err)
+	}
+	if from == to {
+		return errorResponse(bank.CodeSameAccount, fmt.Sprintf("cannot transfer from account %q to itself; give two different accounts", from))
+	}
+	fp := "transfer\x00" + from + "\x00" + to + "\x00" + strconv.FormatInt(amount, 10)
+	return a.command(r, "transfer", fp, func(ctx context.Context, opts CommandOptions) (any, error) {
+		return a.svc.Transfer(ctx, from, to, amount, opts)
+	})
+}
+
+func (a *api) getAccount(_ http.ResponseWriter, r *http.Request) response {
+	id, err := pathAccountID(r)
+	if err != nil {
+		return a.clientError(err)
+	}
+	v, err := a.svc.Account(r.Context(), id)
+	if err != nil {
+		return a.failure(r.Context(), "get", err)
+	}
+	return jsonResponse(http.StatusOK, v)
+}
+
+func (a *api) getEvents(_ http.ResponseWriter, r *http.Request) response {
+	id, err := pathAccountID(r)
+	if err != nil {
+		return a.clientError(err)
+	}
+	events, err := a.svc.Events(r.Context(), id)
+	if err != nil {
+		return a.failure(r.Context(), "events", err)
+	}
+	if events == nil {
+		events = []EventView{}
+	}
+	return jsonResponse(http.StatusOK, events)
+}
+
+func (a *api) healthz(_ http.ResponseWriter, _ *http.Request) response {
+	if a.ready == nil || !a.ready.Load() {
+		return errorResponse(codeUnavailable, "the service is starting or shutting down; retry shortly")
+	}
+	return jsonResponse(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// eventView renders a stored record of account id's stream.
+func eventView(rec journal.Record, id string) EventView {
+	return EventView{
+		Position:   rec.Position.String(),
+		Version:    rec.Version(bank.AccountTag(id)),
+		Type:       rec.Type,
+		Data:       rec.Data,
+		RecordedAt: rec.RecordedAt,
+	}
+}

@@ -1,0 +1,477 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/scribe-es/scribe/examples/bank/bank"
+)
+
+// loadConfig configures a load run.
+type loadConfig struct {
+	URL      string
+	Workers  int
+	Duration time.Duration
+	Accounts int
+	// Initial is each account's opening deposit.
+	Initial int64
+	// MaxAmount bounds each random transfer (amounts are 1..MaxAmount).
+	MaxAmount int64
+	// Prefix starts every account ID, so runs do not collide (default random).
+	Prefix string
+	// Progress, when set, receives one line per second.
+	Progress io.Writer
+	// Client sends the requests (default: one tuned for Workers connections).
+	Client *http.Client
+}
+
+// loadReport is the outcome of a load run.
+type loadReport struct {
+	Accounts    []string
+	Total       int64 // money put into the accounts
+	Elapsed     time.Duration
+	OK          int64 // transfers answered 200
+	Rejected    int64 // transfers answered 409 insufficient_funds
+	Failed      int64 // transfers that got no definite answer after retries
+	Retries     int64 // retries with the same Idempotency-Key
+	Latencies   []time.Duration
+	Acked       []ackedTransfer // every transfer answered 200
+	Invariant   invariantResult
+	InvariantOK bool
+}
+
+// ackedTransfer is a transfer the service acknowledged with 200.
+type ackedTransfer struct {
+	ID string
+}
+
+// invariantResult is the outcome of the invariant check.
+type invariantResult struct {
+	Sum          int64
+	Negative     []string // accounts with a negative balance
+	FoldMismatch []string // accounts whose balance differs from the fold of their events
+	Problems     []string
+}
+
+// runLoadgen is the loadgen subcommand: it parses flags, runs the load,
+// prints the report to stdout and returns the exit code (1 when the
+// invariant check fails).
+func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bank loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := loadConfig{Progress: stderr}
+	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8080", "base URL of a running bank service")
+	fs.IntVar(&cfg.Workers, "workers", 32, "concurrent clients")
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to drive transfers")
+	fs.IntVar(&cfg.Accounts, "accounts", 100, "accounts to create and transfer between")
+	fs.Int64Var(&cfg.Initial, "initial", 1_000_000, "opening deposit of each account, in cents")
+	fs.Int64Var(&cfg.MaxAmount, "max-amount", 10_000, "largest transfer, in cents")
+	fs.StringVar(&cfg.Prefix, "prefix", "", "account ID prefix (default: random, so runs do not collide)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bank loadgen [flags]\n\nCreates accounts, drives random transfers against a running bank service,\nthen prints throughput, latency percentiles and an invariant check.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loadgen: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	rep, err := runLoad(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "loadgen: %v\n", err)
+		return 1
+	}
+	printReport(stdout, cfg, rep)
+	if !rep.InvariantOK {
+		return 1
+	}
+	return 0
+}
+
+func (c *loadConfig) validate() error {
+	switch {
+	case c.Workers < 1:
+		return fmt.Errorf("-workers is %d; give at least 1", c.Workers)
+	case c.Accounts < 2:
+		return fmt.Errorf("-accounts is %d; give at least 2 (transfers need two accounts)", c.Accounts)
+	case c.Duration <= 0:
+		return fmt.Errorf("-duration is %s; give a positive duration such as 10s", c.Duration)
+	case c.Initial < 1 || c.Initial > bank.MaxAmount:
+		return fmt.Errorf("-initial is %d; give 1 to %d", c.Initial, bank.MaxAmount)
+	case c.MaxAmount < 1 || c.MaxAmount > bank.MaxAmount:
+		return fmt.Errorf("-max-amount is %d; give 1 to %d", c.MaxAmount, bank.MaxAmount)
+	case !strings.HasPrefix(c.URL, "http://") && !strings.HasPrefix(c.URL, "https://"):
+		return fmt.Errorf("-url %q is not an http:// or https:// URL", c.URL)
+	}
+	return nil
+}
+
+// runLoad creates the accounts, drives random transfers for the duration and
+// checks the invariants through the GET endpoints.
+func runLoad(ctx context.Context, cfg loadConfig) (*loadReport, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.URL = strings.TrimRight(cfg.URL, "/")
+	if cfg.Prefix == "" {
+		cfg.Prefix = "lg-" + randomHex(4) + "-"
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{
+			Timeout:   30 * time.Second,
+			Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Workers + 4, MaxIdleConns: cfg.Workers + 4, IdleConnTimeout: 30 * time.Second},
+		}
+	}
+	c := &loadClient{base: cfg.URL, http: cfg.Client}
+	rep := &loadReport{}
+	for i := range cfg.Accounts {
+		rep.Accounts = append(rep.Accounts, fmt.Sprintf("%s%d", cfg.Prefix, i))
+	}
+
+	// Create and fund the accounts, Workers at a time.
+	if err := parallel(ctx, cfg.Workers, len(rep.Accounts), func(i int) error {
+		id := rep.Accounts[i]
+		if _, err := c.post(ctx, "/accounts", map[string]any{"id": id}, http.StatusCreated); err != nil {
+			return fmt.Errorf("create account %s: %w", id, err)
+		}
+		if _, err := c.post(ctx, "/accounts/"+id+"/deposit", map[string]any{"amount": cfg.Initial}, http.StatusOK); err != nil {
+			return fmt.Errorf("fund account %s: %w", id, err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	rep.Total = cfg.Initial * int64(cfg.Accounts)
+
+	// Drive transfers.
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var ok, rejected, failed, retries atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	progressDone := make(chan struct{})
+	if cfg.Progress != nil {
+		go func() {
+			defer close(progressDone)
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			var last int64
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case now := <-tick.C:
+					n := ok.Load() + rejected.Load()
+					fmt.Fprintf(cfg.Progress, "loadgen: %4.0fs  %8d transfers  %7d/s  (ok %d, insufficient funds %d, failed %d, retries %d)\n",
+						now.Sub(start).Seconds(), n, n-last, ok.Load(), rejected.Load(), failed.Load(), retries.Load())
+					last = n
+				}
+			}
+		}()
+	} else {
+		close(progressDone)
+	}
+	for w := range cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(w)))
+			var lats []time.Duration
+			var acked []ackedTransfer
+			defer func() {
+				mu.Lock()
+				rep.Latencies = append(rep.Latencies, lats...)
+				rep.Acked = append(rep.Acked, acked...)
+				mu.Unlock()
+			}()
+			for runCtx.Err() == nil {
+				from := rng.IntN(cfg.Accounts)
+				to := rng.IntN(cfg.Accounts - 1)
+				if to >= from {
+					to++
+				}
+				body := map[string]any{"from": rep.Accounts[from], "to": rep.Accounts[to], "amount": rng.Int64N(cfg.MaxAmount) + 1}
+				key := randomHex(16)
+				t0 := time.Now()
+				// Retry with the same key until a definite answer: at most
+				// once in effect thanks to the Idempotency-Key. The retries
+				// use ctx, not runCtx, so a request in flight at the end of
+				// the run still gets its definite answer.
+				var res httpResult
+				var err error
+				for attempt := 0; attempt < 5; attempt++ {
+					if attempt > 0 {
+						retries.Add(1)
+					}
+					res, err = c.postKey(ctx, "/transfers", key, body)
+					if err == nil && res.status < 500 {
+						break
+					}
+				}
+				lats = append(lats, time.Since(t0))
+				switch {
+				case err == nil && res.status == http.StatusOK:
+					ok.Add(1)
+					var tv TransferView
+					if json.Unmarshal(res.body, &tv) == nil {
+						acked = append(acked, ackedTransfer{ID: tv.ID})
+					}
+				case err == nil && res.status == http.StatusConflict && res.code == bank.CodeInsufficientFunds:
+					rejected.Add(1)
+				default:
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rep.Elapsed = time.Since(start)
+	cancel()
+	<-progressDone
+	rep.OK, rep.Rejected, rep.Failed, rep.Retries = ok.Load(), rejected.Load(), failed.Load(), retries.Load()
+
+	inv, err := checkInvariants(ctx, c, rep.Accounts, rep.Total)
+	if err != nil {
+		return nil, err
+	}
+	rep.Invariant = inv
+	rep.InvariantOK = len(inv.Problems) == 0
+	return rep, nil
+}
+
+// checkInvariants reads every account and its events: money is conserved,
+// no balance is negative, and each balance equals the fold of its events.
+func checkInvariants(ctx context.Context, c *loadClient, accounts []string, total int64) (invariantResult, error) {
+	var res invariantResult
+	var mu sync.Mutex
+	err := parallel(ctx, 8, len(accounts), func(i int) error {
+		id := accounts[i]
+		var acct AccountView
+		if err := c.get(ctx, "/accounts/"+id, &acct); err != nil {
+			return err
+		}
+		var events []EventView
+		if err := c.get(ctx, "/accounts/"+id+"/events", &events); err != nil {
+			return err
+		}
+		folded, version, err := foldEvents(events)
+		if err != nil {
+			return fmt.Errorf("account %s: %w", id, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		res.Sum += acct.Balance
+		if acct.Balance < 0 {
+			res.Negative = append(res.Negative, id)
+			res.Problems = append(res.Problems, fmt.Sprintf("account %s has a negative balance %d", id, acct.Balance))
+		}
+		if folded.Balance != acct.Balance || version < acct.Version {
+			res.FoldMismatch = append(res.FoldMismatch, id)
+			res.Problems = append(res.Problems, fmt.Sprintf("account %s: balance %d (version %d) but the fold of its %d events gives %d", id, acct.Balance, acct.Version, len(events), folded.Balance))
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	if res.Sum != total {
+		res.Problems = append(res.Problems, fmt.Sprintf("money not conserved: the accounts hold %d, %d was deposited", res.Sum, total))
+	}
+	return res, nil
+}
+
+// foldEvents folds an account's events as the API returns them; versions
+// must run 1, 2, 3 … without gaps.
+func foldEvents(events []EventView) (bank.Account, uint64, error) {
+	var a bank.Account
+	for i, ev := range events {
+		if ev.Version != uint64(i+1) {
+			return a, 0, fmt.Errorf("event %d has version %d, want %d", i, ev.Version, i+1)
+		}
+		e, err := bank.DecodeEvent(ev.Type, ev.Data)
+		if err != nil {
+			return a, 0, err
+		}
+		a = bank.Evolve(a, e)
+	}
+	return a, uint64(len(events)), nil
+}
+
+func printReport(w io.Writer, cfg loadConfig, rep *loadReport) {
+	n := rep.OK + rep.Rejected
+	fmt.Fprintf(w, "transfers: %d in %.1fs with %d workers over %d accounts: %.0f/s\n", n, rep.Elapsed.Seconds(), cfg.Workers, cfg.Accounts, float64(n)/rep.Elapsed.Seconds())
+	fmt.Fprintf(w, "  ok %d, insufficient funds %d, failed %d, retries %d\n", rep.OK, rep.Rejected, rep.Failed, rep.Retries)
+	p := percentiles(rep.Latencies, 0.50, 0.95, 0.99)
+	fmt.Fprintf(w, "latency: p50 %s  p95 %s  p99 %s\n", p[0], p[1], p[2])
+	status := "OK"
+	if !rep.InvariantOK {
+		status = "FAILED"
+	}
+	fmt.Fprintf(w, "invariants %s: %d accounts hold %d (deposited %d), %d negative, %d differ from the fold of their events\n",
+		status, len(rep.Accounts), rep.Invariant.Sum, rep.Total, len(rep.Invariant.Negative), len(rep.Invariant.FoldMismatch))
+	for _, p := range rep.Invariant.Problems {
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+}
+
+// percentiles returns the q-quantiles of ds (nearest rank).
+func percentiles(ds []time.Duration, qs ...float64) []time.Duration {
+	out := make([]time.Duration, len(qs))
+	if len(ds) == 0 {
+		return out
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	for i, q := range qs {
+		k := int(q*float64(len(s)) + 0.5)
+		if k < 1 {
+			k = 1
+		}
+		if k > len(s) {
+			k = len(s)
+		}
+		out[i] = s[k-1].Round(10 * time.Microsecond)
+	}
+	return out
+}
+
+// parallel runs f(0..n-1) on up to workers goroutines and returns the first error.
+func parallel(ctx context.Context, workers, n int, f func(int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// loadClient speaks the bank's HTTP API.
+type loadClient struct {
+	base string
+	http *http.Client
+}
+
+type httpResult struct {
+	status int
+	code   bank.Code
+	body   []byte
+}
+
+// postKey sends a JSON POST with an Idempotency-Key (when key is not empty).
+func (c *loadClient) postKey(ctx context.Context, path, key string, body any) (httpResult, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return httpResult{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(data))
+	if err != nil {
+		return httpResult{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return c.do(req)
+}
+
+// post sends a POST (retrying with one Idempotency-Key on transport errors
+// and 5xx) and requires the given status.
+func (c *loadClient) post(ctx context.Context, path string, body any, want int) (httpResult, error) {
+	key := randomHex(16)
+	var res httpResult
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		res, err = c.postKey(ctx, path, key, body)
+		if err == nil && res.status < 500 {
+			break
+		}
+	}
+	if err != nil {
+		return res, err
+	}
+	if res.status != want {
+		return res, fmt.Errorf("POST %s: status %d, want %d: %s", path, res.status, want, strings.TrimSpace(string(res.body)))
+	}
+	return res, nil
+}
+
+// get fetches path and decodes the 200 response into v.
+func (c *loadClient) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	res, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	if res.status != http.StatusOK {
+		return fmt.Errorf("GET %s: status %d: %s", path, res.status, strings.TrimSpace(string(res.body)))
+	}
+	return json.Unmarshal(res.body, v)
+}
+
+func (c *loadClient) do(req *http.Request) (httpResult, error) {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return httpResult{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return httpResult{}, err
+	}
+	res := httpResult{status: resp.StatusCode, body: body}
+	if resp.StatusCode >= 400 {
+		var eb errorBody
+		if json.Unmarshal(body, &eb) == nil {
+			res.code = eb.Code
+		}
+	}
+	return res, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// AccountView is an account as the API returns it: its ID, its balance in
+// minor units and its version (the number of events in its stream).
+type AccountView struct {
+	ID      string `json:"id"`
+	Balance int64  `json:"balance"`
+	Version uint64 `json:"version"`
+}
+
+// TransferView is the result of a transfer: its ID and both accounts right
+// after it.
+type TransferView struct {
+	ID   string      `json:"id"`
+	From AccountView `json:"from"`
+	To   AccountView `json:"to"`
+}
+
+// EventView is one stored event of an account's stream.
+type EventView struct {
+	// Position is the event's global journal position ("commit.seq").
+	Position string `json:"position"`
+	// Version is the event's version within the account's stream.
+	Version    uint64          `json:"version"`
+	Type       string          `json:"type"`
+	Data       json.RawMessage `json:"data"`
+	RecordedAt time.Time       `json:"recordedAt"`
+}
+
+// CommandOptions carry the per-request context of a command.
+type CommandOptions struct {
+	// IdempotencyKey, when set, makes the command idempotent across process
+	// restarts: executing it again with the same key appends nothing and
+	// returns the first result, or fails with code idempotency_key_reused
+	// when the key was first used for a different command.
+	IdempotencyKey string
+	// CorrelationID is stored in the events' metadata.
+	CorrelationID string
+}
+
+// Service is the bank's application service: what the HTTP layer calls.
+// Every method is safe for concurrent use. Errors a client caused are
+// *bank.Error values (with a code); any other error is a server fault.
+type Service interface {
+	// CreateAccount opens account id with a zero balance.
+	CreateAccount(ctx context.Context, id string, opts CommandOptions) (AccountView, error)
+	// Deposit credits amount to account id.
+	Deposit(ctx context.Context, id string, amount int64, opts CommandOptions) (AccountView, error)
+	// Withdraw debits amount from account id.
+	Withdraw(ctx context.Context, id string, amount int64, opts CommandOptions) (AccountView, error)
+	// Transfer moves amount from account from to account to, atomically.
+	Transfer(ctx context.Context, from, to string, amount int64, opts CommandOptions) (TransferView, error)
+	// Account returns account id as of every command acknowledged before the call.
+	Account(ctx context.Context, id string) (AccountView, error)
+	// Events returns the events of account id's stream in version order.
+	Events(ctx context.Context, id string) ([]EventView, error)
+}
