@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	goruntime "runtime"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -34,7 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	info := runInfo{
 		Scenario: o.Scenario, Journal: o.journalName(), Pool: o.Pool, Runs: o.Runs,
-		Cell: o.cellDuration(), Warmup: o.Warmup,
+		Cell: o.cellDuration(), Warmup: o.Warmup, Command: commandLine(args),
 		Machine: fmt.Sprintf("%s/%s, %d CPUs (GOMAXPROCS %d), %s", goruntime.GOOS, goruntime.GOARCH,
 			goruntime.NumCPU(), goruntime.GOMAXPROCS(0), goruntime.Version()),
 	}
@@ -105,6 +107,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// commandLine renders the invocation for the report, with any password in a
+// -db URL replaced by "xxxxx".
+func commandLine(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if u, err := url.Parse(a); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+				a = u.String()
+			}
+		}
+		if strings.ContainsAny(a, " ?&*") {
+			a = "'" + a + "'"
+		}
+		out[i] = a
+	}
+	return strings.TrimSpace("go run ./benchmarks " + strings.Join(out, " "))
+}
+
 func headerLine(info runInfo) string {
 	s := fmt.Sprintf("scenario %s, journal %s", info.Scenario, info.Journal)
 	if info.Journal == "postgres" {
@@ -143,6 +164,8 @@ func newMode(ctx context.Context, c cell, o options, b *backend) (mode, error) {
 	switch c.Mode {
 	case modeOCC, modeOCCFast:
 		return &occMode{j: b.Journal, scenario: c.Scenario, fast: c.Mode == modeOCCFast}, nil
+	case modeRaw:
+		return newRawMode(ctx, c, o, b)
 	}
 	return nil, fmt.Errorf("mode %s is not built into this harness", c.Mode)
 }

@@ -183,6 +183,7 @@ type runInfo struct {
 	Runs              int
 	Cell, Warmup      time.Duration
 	Machine           string
+	Command           string
 	Notes             []string
 }
 
@@ -196,6 +197,9 @@ func writeTable(w io.Writer, info runInfo, rows []summary) error {
 	}
 	fmt.Fprintf(&b, " · %d run(s) × %v measured per mode and writer count (after %v warm-up) · %s\n\n",
 		info.Runs, info.Cell, info.Warmup, info.Machine)
+	if info.Command != "" {
+		fmt.Fprintf(&b, "`%s`\n\n", info.Command)
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.Debug)
 	fmt.Fprintln(tw, "| writers\t mode\t commands/s\t events/s\t retries/cmd\t p50 ms\t p99 ms\t errors\t actor ÷ mode\t")
 	fmt.Fprintln(tw, "|--------\t------\t-----------\t---------\t------------\t-------\t-------\t-------\t-------------\t")
