@@ -2,5 +2,85 @@
 // of one tag stream. It holds the stream's lease and version counter, recovers
 // state from a snapshot and the journal, decides commands in arrival order,
 // persists them with group commit, serves DCB reservations, and passivates when
-// idle. protoactor-go types never leave this package and package runtime.
+// idle. protoactor-go types never leave this package: its API (Host, Command,
+// Result, Reservation, Model) is plain Go, used by package runtime and package
+// tagconsistency.
+//
+// # Host and sessions
+//
+// A Host runs the actors of one node. NewHost opens ONE node session
+// (journal.Sessions.OpenNode with Config.NodeID and Config.SessionTimeout) and
+// one goroutine renews it every SessionTimeout/3: stream leases are valid while
+// the node session is, so renewal costs one call per period whatever the number
+// of streams. A host opened with the NodeID of a crashed process gets a new
+// incarnation and takes over that process's leases at once; other nodes wait
+// for the session timeout. When renewal reports the session expired or
+// superseded, every actor stops and fails its pending work with
+// journal.ErrSessionExpired, and the host opens a new incarnation.
+//
+// # The stream actor
+//
+// The first request for a stream spawns its actor (named "stream/<partition>/<tag>").
+// Activation: acquire the stream's lease (waiting up to Config.OpenTimeout for
+// another live node; then queued requests fail with journal.ErrOpenTimeout and
+// the actor stops), load the newest snapshot whose schema version matches the
+// model's (older or other-schema snapshots are skipped: never a wrong state),
+// replay the tail with ReadStream, serve. At most Config.RecoveryConcurrency
+// actors of a host load and replay at once. Requests that arrive meanwhile
+// queue in arrival order.
+//
+// Group commit: the actor never blocks its mailbox on I/O. Journal calls run on
+// goroutines whose completion returns to the actor as a message. While an append
+// is in flight commands queue; when it completes, the actor decides every queued
+// command (up to Config.MaxBatch) in order against the confirmed state plus the
+// batch's earlier events, appends all their events in ONE journal.Append with
+// Expect{tag: version} and the lease, and replies to each caller with its own
+// records or its own domain error. No reply precedes durability. A failed
+// append fails every command of the batch and leaves the confirmed state
+// untouched; after a version mismatch or an unknown outcome the actor re-reads
+// its tail before deciding again; after a fencing error (lease or session lost)
+// it stops and fails pending work with journal.ErrSessionExpired.
+//
+// Context: a command whose context ends before it is decided is never executed
+// (Execute returns ctx.Err()). If the context ends after the command was
+// decided, the caller cannot know whether the append is stored: Execute returns
+// an error matching ctx.Err() and journal.ErrOutcomeUnknown. Execute again with
+// the same idempotency key to find out.
+//
+// Idempotency: a command with Metadata.IdempotencyKey gets event IDs derived
+// from (stream, key, index) with UUIDv5, so its events are stored at most once,
+// even across restarts (the journal's idempotent append). Before deciding a
+// keyed command the actor checks the keys it has seen and, for keys it may not
+// have seen, the journal (ReadEvent of the derived first ID); a repeat returns
+// the first result with Duplicate set. Commands that failed or produced no
+// events leave no trace and run again on repeat.
+//
+// Panics in user code (Decide, Evolve, codecs) are recovered: only the command
+// concerned fails, with a *PanicError carrying the panic value; the actor
+// rebuilds its state from the snapshot and journal before serving the others.
+//
+// Passivation: after Config.IdleTimeout without messages the actor saves a
+// snapshot if the policy says so, releases its lease and stops. Snapshots are
+// also saved every SnapshotPolicy.Every events, off the command path.
+//
+// # DCB reservations
+//
+// Host.Reserve asks a stream's actor for a Reservation: it is granted after the
+// requests queued before it and hands out the actor's lease, version, last
+// position and state. While it is held, the actor queues its own commands and
+// further reservations (contenders wait, they do not fail). The holder appends
+// with the lease and the expected version, then calls Confirm with the stored
+// records (the actor evolves its state with those carrying its tag) or Cancel.
+// Reserve fails with a *ReservationTimeoutError naming the tag after
+// Config.ReservationTimeout; a reservation held longer than
+// Config.ReservationHold is cancelled by the actor, which re-reads its tail.
+//
+// # Observability
+//
+// Spans: scribe.execute (with the mailbox wait), scribe.decide (child of
+// execute), scribe.append (child of the batch's first execute, linked to the
+// others), scribe.recovery (child of the request that spawned the actor),
+// scribe.reserve. Metrics: scribe.commands (by outcome), scribe.batch.size,
+// scribe.append.duration, scribe.actors.active, scribe.actors.activations,
+// scribe.actors.passivations, scribe.actors.recoveries, scribe.fence.rejections.
 package actors

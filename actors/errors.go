@@ -1,0 +1,70 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+var (
+	// ErrShutdown is returned for requests made after Host.Shutdown started.
+	ErrShutdown = errors.New("actors: host is shut down; create a new runtime to execute commands")
+	// ErrNoAggregate is returned for a command on a stream whose tag group has
+	// no registered aggregate.
+	ErrNoAggregate = errors.New("actors: no aggregate is registered for the stream's tag group")
+	// ErrPanic matches every *PanicError.
+	ErrPanic = errors.New("actors: user code panicked")
+	// ErrReservationTimeout matches every *ReservationTimeoutError.
+	ErrReservationTimeout = errors.New("actors: reservation timed out")
+	// ErrReservationLost is returned by Confirm or Cancel when the reservation
+	// is no longer held: it outlived the reservation timeout and was cancelled
+	// by the actor, or the actor stopped (session lost).
+	ErrReservationLost = errors.New("actors: reservation no longer held")
+)
+
+// PanicError reports that user code (Decide, Evolve or a codec) panicked. Only
+// the command that triggered it fails; the actor rebuilds its state from the
+// journal before it serves again.
+type PanicError struct {
+	Stream journal.StreamID
+	// Phase names the user function: "decide", "evolve", "encode", "decode".
+	Phase string
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("actors: user code panicked in %s on stream %s: %v (fix the aggregate's %s function; the command was not applied)", e.Phase, e.Stream, e.Value, e.Phase)
+}
+
+// Is matches ErrPanic.
+func (e *PanicError) Is(target error) bool { return target == ErrPanic }
+
+// ReservationTimeoutError reports a DCB reservation that waited longer than
+// its timeout for the stream's actor, naming the tag.
+type ReservationTimeoutError struct {
+	Stream journal.StreamID
+	Tag    journal.Tag
+}
+
+func (e *ReservationTimeoutError) Error() string {
+	return fmt.Sprintf("actors: reservation of tag %q (stream %s) timed out waiting for the stream's actor; the tag is busy: retry later or raise the reservation timeout", e.Tag, e.Stream)
+}
+
+// Is matches ErrReservationTimeout.
+func (e *ReservationTimeoutError) Is(target error) bool { return target == ErrReservationTimeout }
+
+// sessionLost wraps cause so that errors.Is matches both journal.ErrSessionExpired
+// and cause.
+func sessionLost(stream journal.StreamID, cause error) error {
+	if errors.Is(cause, journal.ErrSessionExpired) {
+		return fmt.Errorf("actors: stream %s lost its lease, the actor stopped: %w", stream, cause)
+	}
+	return fmt.Errorf("actors: stream %s lost its lease, the actor stopped: %w (%w)", stream, journal.ErrSessionExpired, cause)
+}
+
+// isSessionError reports a fencing failure.
+func isSessionError(err error) bool {
+	return errors.Is(err, journal.ErrSessionExpired) || errors.Is(err, journal.ErrInvalidSession)
+}

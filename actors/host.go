@@ -1,0 +1,503 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/snapshots"
+)
+
+// Defaults of Config.
+const (
+	DefaultSessionTimeout      = time.Minute
+	DefaultOpenTimeout         = 5 * time.Second
+	DefaultIdleTimeout         = 2 * time.Minute
+	DefaultRequestTimeout      = 30 * time.Second
+	DefaultReservationTimeout  = 10 * time.Second
+	DefaultReservationHold     = 10 * time.Second
+	DefaultRecoveryConcurrency = 64
+	DefaultMaxBatch            = 1000
+)
+
+// Config configures a Host. Zero durations and counts take the documented
+// defaults; NewHost validates the rest.
+type Config struct {
+	// Journal stores the events. Required.
+	Journal journal.Journal
+	// Sessions grants the node session and stream leases. Required.
+	Sessions journal.Sessions
+	// Snapshots stores state snapshots; nil disables snapshots.
+	Snapshots snapshots.Store
+	// SnapshotPolicy says when snapshots are saved; used as given (the zero
+	// Policy never snapshots).
+	SnapshotPolicy snapshots.Policy
+	// Resolve maps a stream's tag group to its aggregate Model. Required.
+	Resolve Resolver
+	// NodeID identifies this node across restarts. Required. A host opened
+	// with the NodeID of a crashed one takes over its leases at once.
+	NodeID string
+	// SessionTimeout is the node session's lifetime without renewal; the host
+	// renews it every SessionTimeout/3. Default DefaultSessionTimeout (1 min).
+	SessionTimeout time.Duration
+	// OpenTimeout bounds the wait for a stream lease held by another live
+	// node. Default DefaultOpenTimeout (5 s).
+	OpenTimeout time.Duration
+	// IdleTimeout passivates an actor that received nothing for this long.
+	// Default DefaultIdleTimeout (2 min).
+	IdleTimeout time.Duration
+	// RequestTimeout bounds every journal and snapshot call an actor makes.
+	// Default DefaultRequestTimeout (30 s).
+	RequestTimeout time.Duration
+	// ReservationTimeout bounds how long Reserve waits for a busy stream.
+	// Default DefaultReservationTimeout (10 s).
+	ReservationTimeout time.Duration
+	// ReservationHold bounds how long a granted reservation may be held; the
+	// actor then cancels it and re-reads its tail from the journal. Default
+	// DefaultReservationHold (10 s).
+	ReservationHold time.Duration
+	// RecoveryConcurrency bounds how many actors of this host load snapshots
+	// and replay at the same time. Default DefaultRecoveryConcurrency (64).
+	RecoveryConcurrency int
+	// MaxBatch caps the commands decided and appended in one journal call.
+	// Default DefaultMaxBatch (1000).
+	MaxBatch int
+	// Logger receives operational logs. Default: discard.
+	Logger *slog.Logger
+	// TracerProvider and MeterProvider receive spans and metrics. Default: no-op.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+}
+
+func (c *Config) setDefaults() error {
+	switch {
+	case c.Journal == nil:
+		return errors.New("actors: Config.Journal is nil; pass a journal (journal.NewMemory() or a postgres journal)")
+	case c.Sessions == nil:
+		return errors.New("actors: Config.Sessions is nil; pass the journal's session service")
+	case c.Resolve == nil:
+		return errors.New("actors: Config.Resolve is nil; pass a function mapping tag groups to aggregate models")
+	case c.NodeID == "":
+		return errors.New("actors: Config.NodeID is empty; give every node a stable ID")
+	}
+	durations := []struct {
+		name string
+		d    *time.Duration
+		def  time.Duration
+	}{
+		{"SessionTimeout", &c.SessionTimeout, DefaultSessionTimeout},
+		{"OpenTimeout", &c.OpenTimeout, DefaultOpenTimeout},
+		{"IdleTimeout", &c.IdleTimeout, DefaultIdleTimeout},
+		{"RequestTimeout", &c.RequestTimeout, DefaultRequestTimeout},
+		{"ReservationTimeout", &c.ReservationTimeout, DefaultReservationTimeout},
+		{"ReservationHold", &c.ReservationHold, DefaultReservationHold},
+	}
+	for _, d := range durations {
+		if *d.d < 0 {
+			return fmt.Errorf("actors: Config.%s is negative (%s); use 0 for the default (%s) or a positive duration", d.name, *d.d, d.def)
+		}
+		if *d.d == 0 {
+			*d.d = d.def
+		}
+	}
+	if c.RecoveryConcurrency < 0 {
+		return fmt.Errorf("actors: Config.RecoveryConcurrency is negative (%d); use 0 for the default (%d)", c.RecoveryConcurrency, DefaultRecoveryConcurrency)
+	}
+	if c.RecoveryConcurrency == 0 {
+		c.RecoveryConcurrency = DefaultRecoveryConcurrency
+	}
+	if c.MaxBatch < 0 {
+		return fmt.Errorf("actors: Config.MaxBatch is negative (%d); use 0 for the default (%d)", c.MaxBatch, DefaultMaxBatch)
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Command is one command for a stream's aggregate.
+type Command struct {
+	// Payload is passed to the aggregate's Decide.
+	Payload any
+	// Metadata is copied onto every event the command produces (the actor sets
+	// Partition, CreatedAt when zero, and the trace context). A non-empty
+	// IdempotencyKey makes the command execute at most once per stream: a
+	// repeat returns the first result (Duplicate set).
+	Metadata journal.Metadata
+}
+
+// Result is the outcome of a command that was decided and, if it produced
+// events, durably appended.
+type Result struct {
+	// Records are the command's own stored events (none when Decide returned none).
+	Records []journal.Record
+	// Version is the stream's version after the command's events.
+	Version uint64
+	// State is the aggregate state after the command's events. For a duplicate
+	// it is the actor's current state.
+	State any
+	// Duplicate reports that the idempotency key was already executed: Records
+	// are the events stored the first time.
+	Duplicate bool
+}
+
+const shardCount = 64
+
+type shard struct {
+	mu      sync.Mutex
+	entries map[journal.StreamID]*entry
+}
+
+// entry is the host's record of one stream actor. draining is set (under the
+// shard lock) when the actor is about to stop; from then on no message is
+// sent to it, and requests wait for done and spawn a fresh actor.
+type entry struct {
+	pid      *actor.PID
+	draining bool
+	done     chan struct{}
+}
+
+// Host runs the stream actors of one node: it owns the protoactor-go actor
+// system, the node session (renewed by one goroutine every SessionTimeout/3,
+// whatever the number of streams), and the map from stream to actor. Actors
+// are spawned on first use and passivate when idle. All methods are safe for
+// concurrent use.
+type Host struct {
+	cfg    Config
+	system *actor.ActorSystem
+	seed   maphash.Seed
+	shards [shardCount]shard
+	closed atomic.Bool
+	node   atomic.Pointer[journal.NodeSession]
+	sem    chan struct{}
+	tel    *telemetry
+	idNS   uuid.UUID
+
+	// ctx bounds all I/O of the actors; cancelled at the end of Shutdown.
+	ctx    context.Context
+	cancel context.CancelFunc
+	io     sync.WaitGroup
+
+	renewStop chan struct{}
+	renewDone chan struct{}
+	shutdown  sync.Once
+	resSeq    atomic.Uint64
+}
+
+// NewHost validates cfg, opens the node session (superseding a previous
+// incarnation of the same NodeID) and starts its renewal.
+func NewHost(ctx context.Context, cfg Config) (*Host, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	tel, err := newTelemetry(cfg.TracerProvider, cfg.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("actors: creating instruments: %w", err)
+	}
+	node, err := cfg.Sessions.OpenNode(ctx, cfg.NodeID, cfg.SessionTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("actors: opening the session of node %q: %w", cfg.NodeID, err)
+	}
+	logger := cfg.Logger
+	system := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(warnOnly{logger.Handler()}).With("component", "protoactor")
+		}),
+		actor.WithDeadLetterRequestLogging(false),
+	)
+	h := &Host{
+		cfg:       cfg,
+		system:    system,
+		seed:      maphash.MakeSeed(),
+		sem:       make(chan struct{}, cfg.RecoveryConcurrency),
+		tel:       tel,
+		idNS:      uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/scribe-es/scribe/idempotency")),
+		renewStop: make(chan struct{}),
+		renewDone: make(chan struct{}),
+	}
+	for i := range h.shards {
+		h.shards[i].entries = make(map[journal.StreamID]*entry)
+	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.node.Store(&node)
+	go h.renewLoop()
+	return h, nil
+}
+
+// Node returns the current node session.
+func (h *Host) Node() journal.NodeSession { return *h.node.Load() }
+
+// Config returns the host's configuration with defaults applied.
+func (h *Host) Config() Config { return h.cfg }
+
+// ActiveActors returns the number of stream actors currently alive.
+func (h *Host) ActiveActors() int {
+	n := 0
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		n += len(s.entries)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+func (h *Host) shardOf(stream journal.StreamID) *shard {
+	var mh maphash.Hash
+	mh.SetSeed(h.seed)
+	mh.WriteString(stream.Partition)
+	mh.WriteByte(0)
+	mh.WriteString(string(stream.Tag))
+	return &h.shards[mh.Sum64()%shardCount]
+}
+
+// deliver sends msg to the stream's actor, spawning it when absent and
+// waiting for a draining actor to stop first.
+func (h *Host) deliver(ctx context.Context, stream journal.StreamID, msg any) (*entry, error) {
+	s := h.shardOf(stream)
+	for {
+		s.mu.Lock()
+		if h.closed.Load() {
+			s.mu.Unlock()
+			return nil, ErrShutdown
+		}
+		e := s.entries[stream]
+		if e == nil {
+			var err error
+			e, err = h.spawn(ctx, stream)
+			if err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
+			s.entries[stream] = e
+		}
+		if e.draining {
+			done := e.done
+			s.mu.Unlock()
+			select {
+			case <-done:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		h.system.Root.Send(e.pid, msg)
+		s.mu.Unlock()
+		return e, nil
+	}
+}
+
+// spawn starts the actor of stream; called with the shard lock held.
+func (h *Host) spawn(ctx context.Context, stream journal.StreamID) (*entry, error) {
+	e := &entry{done: make(chan struct{})}
+	a := &streamActor{host: h, stream: stream, entry: e, spawnedBy: trace.SpanContextFromContext(ctx)}
+	if h.cfg.Resolve != nil {
+		a.model = h.cfg.Resolve(stream.Tag.Group())
+	}
+	props := actor.PropsFromProducer(func() actor.Actor { return a })
+	pid, err := h.system.Root.SpawnNamed(props, "stream/"+stream.String())
+	if err != nil {
+		return nil, fmt.Errorf("actors: spawning the actor of stream %s: %w", stream, err)
+	}
+	e.pid = pid
+	return e, nil
+}
+
+// drain marks e draining and sends msg (a *drainMsg) as the last message the
+// actor will receive. It reports false when e was already draining.
+func (h *Host) drain(stream journal.StreamID, e *entry, msg *drainMsg) bool {
+	s := h.shardOf(stream)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.draining {
+		return false
+	}
+	e.draining = true
+	h.system.Root.Send(e.pid, msg)
+	return true
+}
+
+// removed forgets a stopped actor and wakes requests waiting for it.
+func (h *Host) removed(stream journal.StreamID, e *entry) {
+	s := h.shardOf(stream)
+	s.mu.Lock()
+	if s.entries[stream] == e {
+		delete(s.entries, stream)
+	}
+	s.mu.Unlock()
+	close(e.done)
+}
+
+// send delivers an internal message straight to an actor's PID.
+func (h *Host) send(pid *actor.PID, msg any) { h.system.Root.Send(pid, msg) }
+
+// goIO runs fn on a goroutine tracked by Shutdown.
+func (h *Host) goIO(fn func()) {
+	h.io.Add(1)
+	go func() {
+		defer h.io.Done()
+		fn()
+	}()
+}
+
+// ioContext bounds one journal or snapshot call.
+func (h *Host) ioContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(h.ctx, h.cfg.RequestTimeout)
+}
+
+// renewLoop renews the node session every SessionTimeout/3. When the session
+// is lost (expired or superseded), every actor stops and fails its pending
+// work with journal.ErrSessionExpired, and a new incarnation is opened so new
+// commands can be served again.
+func (h *Host) renewLoop() {
+	defer close(h.renewDone)
+	interval := h.cfg.SessionTimeout / 3
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.renewStop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(h.ctx, interval)
+		cur := h.node.Load()
+		next, err := h.cfg.Sessions.RenewNode(ctx, *cur)
+		cancel()
+		switch {
+		case err == nil:
+			h.node.CompareAndSwap(cur, &next)
+		case isSessionError(err):
+			h.cfg.Logger.Error("node session lost; stopping every stream actor and opening a new session",
+				"node", h.cfg.NodeID, "incarnation", cur.Incarnation, "error", err)
+			h.tel.fenceRejections.Add(context.Background(), 1)
+			h.loseSession(err)
+			ctx, cancel := context.WithTimeout(h.ctx, interval)
+			fresh, oerr := h.cfg.Sessions.OpenNode(ctx, h.cfg.NodeID, h.cfg.SessionTimeout)
+			cancel()
+			if oerr != nil {
+				h.cfg.Logger.Error("reopening the node session failed; retrying at the next renewal", "node", h.cfg.NodeID, "error", oerr)
+				continue
+			}
+			h.node.Store(&fresh)
+		default:
+			h.cfg.Logger.Warn("renewing the node session failed; retrying", "node", h.cfg.NodeID, "error", err)
+		}
+	}
+}
+
+// loseSession stops every actor with a session error.
+func (h *Host) loseSession(cause error) {
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		for stream, e := range s.entries {
+			if !e.draining {
+				e.draining = true
+				h.system.Root.Send(e.pid, &drainMsg{err: sessionLost(stream, cause)})
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Shutdown passivates every actor (snapshot if due, release the lease), closes
+// the node session and stops the actor system. Requests made after Shutdown
+// started fail with ErrShutdown. When ctx ends first, the remaining actors'
+// I/O is cancelled and Shutdown returns ctx's error after cleaning up.
+func (h *Host) Shutdown(ctx context.Context) error {
+	var err error
+	h.shutdown.Do(func() { err = h.doShutdown(ctx) })
+	return err
+}
+
+func (h *Host) doShutdown(ctx context.Context) error {
+	var waits []chan struct{}
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		if i == 0 {
+			h.closed.Store(true)
+		}
+		for _, e := range s.entries {
+			if !e.draining {
+				e.draining = true
+				h.system.Root.Send(e.pid, &drainMsg{})
+			}
+			waits = append(waits, e.done)
+		}
+		s.mu.Unlock()
+	}
+	var errs []error
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("actors: shutdown did not finish passivating every actor: %w", ctx.Err()))
+			h.cancel() // unblock the remaining I/O; actors then stop
+			<-w
+		}
+		if len(errs) > 0 {
+			continue
+		}
+	}
+	close(h.renewStop)
+	<-h.renewDone
+	h.io.Wait()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.RequestTimeout)
+	if err := h.cfg.Sessions.CloseNode(cctx, *h.node.Load()); err != nil && !isSessionError(err) {
+		errs = append(errs, fmt.Errorf("actors: closing the node session: %w", err))
+	}
+	cancel()
+	h.cancel()
+	h.system.Shutdown()
+	return errors.Join(errs...)
+}
+
+// warnOnly drops protoactor-go's records below Warn.
+type warnOnly struct{ slog.Handler }
+
+func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{w.Handler.WithAttrs(as)} }
+func (w warnOnly) WithGroup(n string) slog.Handler       { return warnOnly{w.Handler.WithGroup(n)} }
+
+// Pending returns the number of commands and reservations queued at the
+// stream's actor (not counting a held reservation or the batch being
+// appended), or 0 when the stream has no active actor.
+func (h *Host) Pending(stream journal.StreamID) int {
+	stream = stream.Normalize()
+	s := h.shardOf(stream)
+	s.mu.Lock()
+	e := s.entries[stream]
+	if e == nil || e.draining {
+		s.mu.Unlock()
+		return 0
+	}
+	reply := make(chan int, 1)
+	h.system.Root.Send(e.pid, &pendingMsg{reply: reply})
+	done := e.done
+	s.mu.Unlock()
+	select {
+	case n := <-reply:
+		return n
+	case <-done:
+		return 0
+	}
+}

@@ -1,0 +1,126 @@
+package actors
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/snapshots"
+)
+
+// Request states: a caller abandons a pending request when its context ends;
+// the actor takes it when it decides (or grants) it. Exactly one wins.
+const (
+	reqPending int32 = iota
+	reqTaken
+	reqAbandoned
+)
+
+type reqStatus struct{ v atomic.Int32 }
+
+// take reports whether the actor may act on the request.
+func (s *reqStatus) take() bool {
+	return s.v.CompareAndSwap(reqPending, reqTaken) || s.v.Load() == reqTaken
+}
+
+// abandon reports whether the caller withdrew the request before the actor took it.
+func (s *reqStatus) abandon() bool { return s.v.CompareAndSwap(reqPending, reqAbandoned) }
+
+func (s *reqStatus) abandoned() bool { return s.v.Load() == reqAbandoned }
+
+type commandReply struct {
+	res Result
+	err error
+}
+
+// commandReq is a command on its way to, or queued in, a stream actor.
+type commandReq struct {
+	reqStatus
+	ctx      context.Context
+	cmd      Command
+	enqueued time.Time
+	reply    chan commandReply // buffered, size 1
+	// mailboxWait is written by the actor before it replies.
+	mailboxWait time.Duration
+}
+
+type reserveReply struct {
+	res *Reservation
+	err error
+}
+
+// reserveReq asks for a DCB reservation of a stream.
+type reserveReq struct {
+	reqStatus
+	ctx      context.Context
+	enqueued time.Time
+	reply    chan reserveReply // buffered, size 1
+}
+
+// drainMsg is the last message a draining actor receives. err is nil for a
+// passivation or shutdown, the session error when the node session was lost.
+type drainMsg struct{ err error }
+
+type confirmMsg struct {
+	id      uint64
+	records []journal.Record
+	reply   chan error
+}
+
+type cancelMsg struct {
+	id    uint64
+	cause error
+	reply chan error
+}
+
+type reservationExpiredMsg struct{ id uint64 }
+
+// activatedMsg ends activation.
+type activatedMsg struct {
+	lease    journal.Lease
+	leased   bool
+	rec      recovered
+	err      error
+	duration time.Duration
+}
+
+// recovered is a state rebuilt from a snapshot and the journal.
+type recovered struct {
+	state       any
+	version     uint64
+	lastPos     journal.Position
+	snapVersion uint64
+	keys        *keyCache
+}
+
+// rebuiltMsg ends a catch-up (tail replay) or a full rebuild.
+type rebuiltMsg struct {
+	full bool
+	rec  recovered
+	err  error
+}
+
+type appendDoneMsg struct {
+	b   *batch
+	res journal.AppendResult
+	err error
+}
+
+type lookupDoneMsg struct {
+	found map[string][]journal.Record
+	err   error
+}
+
+type snapshotDoneMsg struct {
+	snap snapshots.Snapshot
+	err  error
+}
+
+type finalDoneMsg struct{}
+
+// pendingMsg asks for the queue length (Host.Pending).
+type pendingMsg struct{ reply chan int }
+
+// NotInfluenceReceiveTimeout keeps Pending from delaying passivation.
+func (*pendingMsg) NotInfluenceReceiveTimeout() {}

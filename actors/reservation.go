@@ -1,0 +1,221 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Reservation is a DCB hold on one stream, granted by the stream's actor.
+// While it is held the actor decides none of its own commands and grants no
+// other reservation: they queue in arrival order. The holder appends with
+// Lease and Expect{Stream.Tag: Version}, then calls Confirm with the stored
+// records or Cancel. A reservation held longer than Config.ReservationHold
+// is cancelled by the actor, which then re-reads the stream's tail from the
+// journal before serving again.
+//
+// The exported fields are read-only. Confirm and Cancel may be called once,
+// from any goroutine.
+type Reservation struct {
+	// Stream is the reserved stream.
+	Stream journal.StreamID
+	// Lease is the actor's lease: the holder's append must carry it.
+	Lease journal.Lease
+	// Version is the stream's version the actor holds (its confirmed state).
+	Version uint64
+	// LastPosition is the position of the event at Version; zero when the
+	// stream is empty.
+	LastPosition journal.Position
+	// State is the aggregate's confirmed state at Version, nil when no
+	// aggregate owns the stream's tag group. Treat it as immutable.
+	State any
+
+	host     *Host
+	pid      *actor.PID
+	done     chan struct{}
+	id       uint64
+	finished atomic.Bool
+}
+
+// Reserve waits until the stream's actor grants a reservation: after the
+// commands and reservations queued before it. It fails with a
+// *ReservationTimeoutError (naming the tag) after Config.ReservationTimeout,
+// or with ctx's error; a reservation that was not granted leaves no trace.
+func (h *Host) Reserve(ctx context.Context, stream journal.StreamID) (*Reservation, error) {
+	stream = stream.Normalize()
+	ctx, span := h.tel.tracer.Start(ctx, SpanReserve, trace.WithAttributes(AttrStream.String(stream.String())))
+	defer span.End()
+	res, err := h.reserve(ctx, stream)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.SetAttributes(AttrVersion.Int64(int64(res.Version)))
+	}
+	return res, err
+}
+
+func (h *Host) reserve(ctx context.Context, stream journal.StreamID) (*Reservation, error) {
+	timer := time.NewTimer(h.cfg.ReservationTimeout)
+	defer timer.Stop()
+	dctx, cancel := context.WithTimeout(ctx, h.cfg.ReservationTimeout)
+	defer cancel()
+	req := &reserveReq{ctx: ctx, enqueued: time.Now(), reply: make(chan reserveReply, 1)}
+	if _, err := h.deliver(dctx, stream, req); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, &ReservationTimeoutError{Stream: stream, Tag: stream.Tag}
+		}
+		return nil, err
+	}
+	select {
+	case r := <-req.reply:
+		return r.res, r.err
+	case <-timer.C:
+		if req.abandon() {
+			return nil, &ReservationTimeoutError{Stream: stream, Tag: stream.Tag}
+		}
+	case <-ctx.Done():
+		if req.abandon() {
+			return nil, fmt.Errorf("actors: reservation of tag %q: %w", stream.Tag, ctx.Err())
+		}
+	}
+	// The actor took the request first: its reply is on the way.
+	r := <-req.reply
+	return r.res, r.err
+}
+
+// Confirm tells the actor that the holder appended records (as returned by
+// the journal): the actor adopts those carrying its tag, evolving its state
+// and version, and serves its queue again. Records must continue the
+// reserved version; otherwise the actor re-reads its tail from the journal.
+// It fails with ErrReservationLost when the reservation was no longer held.
+func (r *Reservation) Confirm(ctx context.Context, records []journal.Record) error {
+	reply := make(chan error, 1)
+	return r.finish(ctx, &confirmMsg{id: r.id, records: records, reply: reply}, reply)
+}
+
+// Cancel ends the reservation without an append. cause is nil when nothing
+// was appended; otherwise (an append failed or its outcome is unknown, a
+// condition failed) the actor re-reads its tail from the journal before
+// serving again.
+func (r *Reservation) Cancel(ctx context.Context, cause error) error {
+	reply := make(chan error, 1)
+	return r.finish(ctx, &cancelMsg{id: r.id, cause: cause, reply: reply}, reply)
+}
+
+func (r *Reservation) finish(ctx context.Context, msg any, reply chan error) error {
+	if !r.finished.CompareAndSwap(false, true) {
+		return fmt.Errorf("actors: the reservation of stream %s was already confirmed or cancelled", r.Stream)
+	}
+	r.host.send(r.pid, msg)
+	select {
+	case err := <-reply:
+		return err
+	case <-r.done:
+		select {
+		case err := <-reply:
+			return err
+		default:
+			return fmt.Errorf("%w: the actor of stream %s stopped", ErrReservationLost, r.Stream)
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *streamActor) grant(r *reserveReq) {
+	if err := r.ctx.Err(); err != nil {
+		if r.abandon() {
+			r.reply <- reserveReply{err: err}
+		}
+		return
+	}
+	if !r.take() {
+		return
+	}
+	h, self := a.host, a.self
+	id := h.resSeq.Add(1)
+	a.reserved = &heldReservation{id: id, timer: time.AfterFunc(h.cfg.ReservationHold, func() {
+		h.send(self, &reservationExpiredMsg{id: id})
+	})}
+	r.reply <- reserveReply{res: &Reservation{
+		Stream: a.stream, Lease: a.lease, Version: a.version, LastPosition: a.lastPos, State: a.state,
+		host: h, pid: self, done: a.entry.done, id: id,
+	}}
+}
+
+func (a *streamActor) held(id uint64) bool {
+	if a.reserved == nil || a.reserved.id != id {
+		return false
+	}
+	a.reserved.timer.Stop()
+	a.reserved = nil
+	return true
+}
+
+func (a *streamActor) onConfirm(m *confirmMsg) {
+	if !a.held(m.id) {
+		if len(m.records) > 0 {
+			a.stale = true
+		}
+		m.reply <- fmt.Errorf("%w: stream %s (it outlived the reservation timeout, or the actor lost its lease)", ErrReservationLost, a.stream)
+		return
+	}
+	tag := a.stream.Tag
+	for i := range m.records {
+		rec := &m.records[i]
+		v := rec.Version(tag)
+		if v == 0 || v <= a.version {
+			continue
+		}
+		if v != a.version+1 {
+			a.stale = true
+			break
+		}
+		if a.model != nil {
+			var ev any
+			err := safe(a.stream, "decode", func() (err error) { ev, err = a.model.DecodeEvent(rec); return err })
+			st := a.state
+			if err == nil {
+				err = safe(a.stream, "evolve", func() error { st = a.model.Evolve(st, ev); return nil })
+			}
+			if err != nil {
+				a.host.cfg.Logger.Error("applying a confirmed DCB event failed; rebuilding the stream's state", "stream", a.stream.String(), "error", err)
+				a.rebuild = true
+				break
+			}
+			a.state = st
+		}
+		a.version, a.lastPos = v, rec.Position
+	}
+	m.reply <- nil
+	a.maybeSnapshot()
+}
+
+func (a *streamActor) onCancel(m *cancelMsg) {
+	if !a.held(m.id) {
+		m.reply <- fmt.Errorf("%w: stream %s (it outlived the reservation timeout, or the actor lost its lease)", ErrReservationLost, a.stream)
+		return
+	}
+	if m.cause != nil {
+		a.stale = true
+	}
+	m.reply <- nil
+}
+
+func (a *streamActor) onReservationExpired(m *reservationExpiredMsg) {
+	if a.reserved == nil || a.reserved.id != m.id {
+		return
+	}
+	a.reserved = nil
+	a.stale = true
+	a.host.cfg.Logger.Warn("a DCB reservation was held longer than the reservation hold limit; cancelled it", "stream", a.stream.String(), "hold", a.host.cfg.ReservationHold)
+}

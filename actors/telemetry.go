@@ -1,0 +1,105 @@
+package actors
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// InstrumentationName is the OpenTelemetry scope of Scribe's spans and metrics.
+const InstrumentationName = "github.com/scribe-es/scribe"
+
+// Span names and attribute keys recorded by the actors.
+const (
+	SpanExecute  = "scribe.execute"
+	SpanDecide   = "scribe.decide"
+	SpanAppend   = "scribe.append"
+	SpanRecovery = "scribe.recovery"
+	SpanReserve  = "scribe.reserve"
+
+	AttrStream      = attribute.Key("scribe.stream")
+	AttrAggregate   = attribute.Key("scribe.aggregate")
+	AttrMailboxWait = attribute.Key("scribe.mailbox_wait_ms")
+	AttrBatchSize   = attribute.Key("scribe.batch.size")
+	AttrEvents      = attribute.Key("scribe.events")
+	AttrVersion     = attribute.Key("scribe.version")
+	AttrOutcome     = attribute.Key("scribe.outcome")
+	AttrDuplicate   = attribute.Key("scribe.duplicate")
+)
+
+// Metric names recorded by the actors.
+const (
+	MetricCommands        = "scribe.commands"
+	MetricBatchSize       = "scribe.batch.size"
+	MetricAppendLatency   = "scribe.append.duration"
+	MetricActiveActors    = "scribe.actors.active"
+	MetricActivations     = "scribe.actors.activations"
+	MetricPassivations    = "scribe.actors.passivations"
+	MetricRecoveries      = "scribe.actors.recoveries"
+	MetricFenceRejections = "scribe.fence.rejections"
+)
+
+// Command outcomes (the scribe.outcome attribute of scribe.commands).
+const (
+	OutcomeOK          = "ok"
+	OutcomeDuplicate   = "duplicate"
+	OutcomeDomainError = "domain_error"
+	OutcomeError       = "error"
+	OutcomeCanceled    = "canceled"
+)
+
+type telemetry struct {
+	tracer          trace.Tracer
+	commands        metric.Int64Counter
+	batchSize       metric.Int64Histogram
+	appendLatency   metric.Float64Histogram
+	active          metric.Int64UpDownCounter
+	activations     metric.Int64Counter
+	passivations    metric.Int64Counter
+	recoveries      metric.Int64Counter
+	fenceRejections metric.Int64Counter
+	outcomeOpts     map[string]metric.AddOption
+}
+
+func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	if mp == nil {
+		mp = metricnoop.NewMeterProvider()
+	}
+	m := mp.Meter(InstrumentationName)
+	t := &telemetry{tracer: tp.Tracer(InstrumentationName), outcomeOpts: map[string]metric.AddOption{}}
+	var err error
+	if t.commands, err = m.Int64Counter(MetricCommands, metric.WithDescription("Commands answered by stream actors, by outcome."), metric.WithUnit("{command}")); err != nil {
+		return nil, err
+	}
+	if t.batchSize, err = m.Int64Histogram(MetricBatchSize, metric.WithDescription("Commands whose events one journal append carried (group commit)."), metric.WithUnit("{command}"),
+		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)); err != nil {
+		return nil, err
+	}
+	if t.appendLatency, err = m.Float64Histogram(MetricAppendLatency, metric.WithDescription("Latency of the journal appends made by stream actors."), metric.WithUnit("s")); err != nil {
+		return nil, err
+	}
+	if t.active, err = m.Int64UpDownCounter(MetricActiveActors, metric.WithDescription("Stream actors alive."), metric.WithUnit("{actor}")); err != nil {
+		return nil, err
+	}
+	if t.activations, err = m.Int64Counter(MetricActivations, metric.WithDescription("Stream actors that acquired their lease and became ready."), metric.WithUnit("{actor}")); err != nil {
+		return nil, err
+	}
+	if t.passivations, err = m.Int64Counter(MetricPassivations, metric.WithDescription("Stream actors that passivated (idle or shutdown)."), metric.WithUnit("{actor}")); err != nil {
+		return nil, err
+	}
+	if t.recoveries, err = m.Int64Counter(MetricRecoveries, metric.WithDescription("State recoveries from snapshots and the journal (activation and rebuilds)."), metric.WithUnit("{recovery}")); err != nil {
+		return nil, err
+	}
+	if t.fenceRejections, err = m.Int64Counter(MetricFenceRejections, metric.WithDescription("Appends or renewals rejected because the lease or node session was lost."), metric.WithUnit("{rejection}")); err != nil {
+		return nil, err
+	}
+	for _, o := range []string{OutcomeOK, OutcomeDuplicate, OutcomeDomainError, OutcomeError, OutcomeCanceled} {
+		t.outcomeOpts[o] = metric.WithAttributeSet(attribute.NewSet(AttrOutcome.String(o)))
+	}
+	return t, nil
+}
