@@ -131,3 +131,27 @@ func BenchmarkOCCFastHotStream(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkActorExecute measures one command through the actor path on the
+// memory journal: each parallel goroutine owns one stream (spread).
+func BenchmarkActorExecute(b *testing.B) {
+	ctx := context.Background()
+	j := journal.NewMemory()
+	defer j.Close()
+	m, err := newActorMode(ctx, &backend{Journal: j, Sessions: j})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.close(ctx)
+	w := m.newWorker(0)
+	var next atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		t := target{A: int(next.Add(1))}
+		for pb.Next() {
+			if _, err := w.do(ctx, t); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -157,7 +157,12 @@ func runCell(ctx context.Context, o options, c cell, progress io.Writer) (cellRe
 }
 
 // unavailable says why mode cannot run scenario ("" when it can).
-func unavailable(mode, scenario string) string { return "" }
+func unavailable(mode, scenario string) string {
+	if mode == modeActor && scenario == scenarioTransfer {
+		return "actor transfers run through package runtime's DCB commands, which this build does not have yet"
+	}
+	return ""
+}
 
 // newMode sets up mode c.Mode on backend b.
 func newMode(ctx context.Context, c cell, o options, b *backend) (mode, error) {
@@ -166,6 +171,8 @@ func newMode(ctx context.Context, c cell, o options, b *backend) (mode, error) {
 		return &occMode{j: b.Journal, scenario: c.Scenario, fast: c.Mode == modeOCCFast}, nil
 	case modeRaw:
 		return newRawMode(ctx, c, o, b)
+	case modeActor:
+		return newActorMode(ctx, b)
 	}
 	return nil, fmt.Errorf("mode %s is not built into this harness", c.Mode)
 }

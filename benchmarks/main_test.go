@@ -42,7 +42,7 @@ func (s *syncBuffer) String() string {
 }
 
 // memoryModes are the modes that run on the memory journal.
-var memoryModes = []string{modeOCC, modeOCCFast}
+var memoryModes = []string{modeActor, modeOCC, modeOCCFast}
 
 // runHarness runs the harness with args and returns stdout and stderr.
 func runHarness(t *testing.T, args ...string) (string, string) {
@@ -119,6 +119,10 @@ func TestHarnessTableOnStdoutForEveryScenario(t *testing.T) {
 			"-duration", "300ms", "-runs", "1", "-warmup", "20ms", "-progress", "0")
 		require.Contains(t, stdout, "scenario "+sc+" · journal memory", sc)
 		for _, m := range memoryModes {
+			if why := unavailable(m, sc); why != "" {
+				require.Contains(t, stdout, why)
+				continue
+			}
 			require.Regexp(t, `\| 3 +\| `+m+` `, stdout, "row of %s in %s", m, sc)
 		}
 	}

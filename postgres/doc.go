@@ -1,3 +1,104 @@
 // Package postgres implements journal.Journal, journal.Sessions and
-// snapshots.Store on PostgreSQL with pgx/v5.
+// snapshots.Store on PostgreSQL with pgx/v5 (pgxpool).
+//
+// # Use
+//
+//	pool, _ := pgxpool.New(ctx, url)
+//	cfg := postgres.Config{Schema: "scribe"}
+//	if err := postgres.Migrate(ctx, pool, cfg); err != nil { ... } // explicit, idempotent
+//	j, _ := postgres.NewJournal(pool, cfg)       // no I/O
+//	defer j.Close()                               // stops batch workers and LISTEN
+//	store, _ := postgres.NewSnapshotStore(pool, cfg)
+//
+// Constructors never touch the database; calls on a schema that was not
+// migrated fail with journal.ErrStoreNotOpen saying to run Migrate. Migrate
+// applies the embedded migrations/NNNN_*.sql files newer than the version
+// recorded in the schema's schema_migrations table, in one transaction under an
+// advisory lock keyed by the schema, so concurrent migrators are safe.
+//
+// # Positions and gap-free reads
+//
+// An event's Position is (Commit, Seq) = (the appending transaction's ID from
+// pg_current_xact_id(), a bigint identity). Transaction IDs are assigned at a
+// transaction's first write, not at commit, so a lower position can commit
+// after a higher one. Catch-up reads (Read, ReadAll, Subscribe, Head,
+// CountAfter) therefore only show rows below a gate computed just before the
+// read: the least of the snapshot's xmax and the transaction IDs of the
+// sessions holding ROW EXCLUSIVE on this schema's events table. Every append
+// takes that table lock before it gets a transaction ID and holds it until its
+// commit ends, so any append that could still commit below the gate is seen
+// and holds the gate down (the argument is spelled out at gateSetSQL). Unlike
+// gating at pg_snapshot_xmin, long transactions elsewhere in the cluster do not
+// stall the feed. ReadStream, ReadEvent and the condition check are not gated:
+// they see every committed event.
+//
+// Within a stream, version order equals position order: every append takes an
+// exclusive transaction-scoped advisory lock per stream it touches before its
+// first write, so an append to a stream gets its transaction ID only after the
+// previous append to that stream committed.
+//
+// # Fencing
+//
+// One statement claims an append's versions: it raises each touched stream's
+// version by its event count only where the expected version matches and the
+// lease's node, incarnation and epoch are the stream's current, unreleased
+// holder whose node session is open and unexpired by clock_timestamp(). A
+// stream it skipped is diagnosed into *journal.SessionError
+// (ErrInvalidSession / ErrSessionExpired) or *journal.VersionMismatchError.
+// (partition, tag, version) is the primary key of event_tags: a unique
+// violation there is reported as ErrVersionMismatch.
+//
+// Sessions: nodes(node_id, incarnation, expires_at, closed) is renewed by one
+// UPDATE per node, whatever the number of its leases; a stream lease is valid
+// only while its node session is. Acquire is one conditional upsert that grants
+// (epoch+1) when the stream is free, released, held by a dead or superseded
+// session or by the same node ID; otherwise it polls every
+// AcquirePollInterval until the wait ends with ErrOpenTimeout naming the holder.
+//
+// # DCB conditions at READ COMMITTED
+//
+// Transaction-scoped advisory locks, taken before anything else in one
+// statement, in ascending key order (no deadlocks): every append takes an
+// EXCLUSIVE lock per tag it touches and SHARED locks on each of its event
+// types, its partition and the whole journal. An append with a condition also
+// takes EXCLUSIVE locks derived from its query: per item, the first of its
+// tags if it has tags (every matching event carries that tag), else each of its
+// types; Query.All takes the partition's key, AllPartitions the journal's. Once
+// the conditional append holds its locks, every append that could add a
+// matching event has either committed (and a fresh READ COMMITTED statement
+// sees it) or waits for this transaction, so the condition check and the write
+// are atomic without serializable retries.
+//
+// # Idempotency, hash chains, summaries
+//
+// Event IDs are unique. An append whose IDs are all stored returns the stored
+// records marked Duplicate (after checking their content is the same); a
+// partial overlap fails with ErrDuplicateMismatch. Data is stored as the exact
+// bytes PrepareAppend produced (bytea), metadata as JSON, RecordedAt from
+// Config.Clock truncated to microseconds, and each event's links (versions,
+// previous and own hashes) with it; streams keep each chain's head hash. Tag
+// summaries come from the streams table, type summaries from an index on type;
+// there is no hot counter row.
+//
+// # Subscriptions
+//
+// Subscribe reads page by page (gated), then waits for a wake-up: each append
+// sends pg_notify in its transaction (delivered after commit, coalesced), one
+// LISTEN connection per Journal fans out to all subscribers, and a lost
+// notification costs at most PollInterval.
+//
+// # Batching
+//
+// With Batching on (the default), concurrent Appends are queued; each of
+// Batching.Workers workers takes up to MaxBatch of them into one transaction:
+// BEGIN, the union of their advisory locks, then per append a SAVEPOINT with
+// its own duplicate check, condition, claim and insert, then one COMMIT. One
+// append's conflict rolls back its savepoint and fails only that append. A
+// failed COMMIT fails every member; a connection lost during COMMIT is
+// reported as journal.ErrOutcomeUnknown (retry with the same event IDs).
+//
+// # Tests
+//
+// Tests use internal/pgtest: SCRIBE_TEST_DATABASE_URL, a fresh schema per
+// test, a loud skip without a database unless SCRIBE_REQUIRE_POSTGRES=1.
 package postgres

@@ -1,0 +1,137 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// enqueue hands r to the batch workers and waits for its outcome.
+func (j *Journal) enqueue(ctx context.Context, r *appendReq) (journal.AppendResult, error) {
+	j.batchOnce.Do(j.startBatchers)
+	select {
+	case j.queue <- r:
+	case <-ctx.Done():
+		return journal.AppendResult{}, fmt.Errorf("postgres: append: %w", ctx.Err())
+	case <-j.closed:
+		return journal.AppendResult{}, j.checkOpen()
+	}
+	select {
+	case o := <-r.done:
+		return o.res, o.err
+	case <-ctx.Done():
+		return journal.AppendResult{}, fmt.Errorf("%w: postgres: the caller stopped waiting while its append was in flight (%w); retry the same append (same event IDs) to learn whether it was stored", journal.ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+func (j *Journal) startBatchers() {
+	j.queue = make(chan *appendReq)
+	for range j.cfg.Batching.Workers {
+		j.wg.Add(1)
+		go func() {
+			defer j.wg.Done()
+			j.batchWorker()
+		}()
+	}
+}
+
+// batchWorker takes one queued append, then whatever else is already queued
+// (up to MaxBatch), and runs them in one transaction.
+func (j *Journal) batchWorker() {
+	for {
+		var first *appendReq
+		select {
+		case <-j.closed:
+			return
+		case first = <-j.queue:
+		}
+		batch := []*appendReq{first}
+	drain:
+		for len(batch) < j.cfg.Batching.MaxBatch {
+			select {
+			case r := <-j.queue:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		live := batch[:0]
+		for _, r := range batch {
+			if err := r.ctx.Err(); err != nil {
+				r.done <- appendOutcome{err: fmt.Errorf("postgres: append: %w", err)}
+				continue
+			}
+			live = append(live, r)
+		}
+		if len(live) > 0 {
+			j.runBatch(live)
+		}
+	}
+}
+
+// runBatch runs appends in one transaction: BEGIN and every member's locks (one
+// sorted set, so batches never deadlock), then each member inside its own
+// savepoint with its own duplicate check, condition, claim and insert, then one
+// COMMIT. A member's failure rolls back its savepoint only and is reported to
+// that member; a broken transaction or failed COMMIT is reported to all.
+func (j *Journal) runBatch(batch []*appendReq) {
+	ctx := context.Background()
+	if len(batch) == 1 {
+		r := batch[0]
+		res, _, err := j.appendDirect(ctx, r, modeTx)
+		r.done <- appendOutcome{res: res, err: err}
+		return
+	}
+	conn, err := j.pool.Acquire(ctx)
+	if err != nil {
+		err = j.translate("append: acquire connection", err)
+		for _, r := range batch {
+			r.done <- appendOutcome{err: err}
+		}
+		return
+	}
+	defer conn.Release()
+	locks := map[int64]bool{}
+	for _, r := range batch {
+		for k, x := range r.locks {
+			locks[k] = locks[k] || x
+		}
+	}
+	prefix := &pgx.Batch{}
+	prefix.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	keys, modes := lockArgs(locks)
+	prefix.Queue(lockSQL, keys, modes)
+	prefix.Queue(j.sql(lockEventsSQL))
+	outcomes := make([]appendOutcome, len(batch))
+	for i, r := range batch {
+		p := prefix
+		prefix = nil
+		res, memberErr, fatal, _ := j.runMember(ctx, conn, r, p, modeSavepoint)
+		if fatal != nil {
+			err := j.fatalErr(fatal, false)
+			for k, r := range batch {
+				if k < i && outcomes[k].err != nil {
+					r.done <- outcomes[k]
+					continue
+				}
+				r.done <- appendOutcome{err: err}
+			}
+			return
+		}
+		outcomes[i] = appendOutcome{res: res, err: memberErr}
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		err = j.fatalErr(err, isConnErr(err))
+		for i := range outcomes {
+			if outcomes[i].err == nil {
+				outcomes[i] = appendOutcome{err: err}
+			}
+		}
+	}
+	for i, r := range batch {
+		r.done <- outcomes[i]
+	}
+}

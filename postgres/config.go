@@ -1,0 +1,109 @@
+package postgres
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Config configures a Journal and a SnapshotStore. The zero value is valid:
+// every field has a default.
+type Config struct {
+	// Schema is the Postgres schema holding Scribe's tables. Default "scribe".
+	Schema string
+	// MaxDataSize is the largest event Data accepted, in bytes after JSON
+	// compaction. Default journal.DefaultMaxDataSize (1 MiB).
+	MaxDataSize int
+	// Batching controls cross-stream batching of concurrent appends. Default: on.
+	Batching BatchingConfig
+	// PollInterval bounds how long a live subscription waits without a
+	// notification before it reads again: a lost NOTIFY delays delivery by at
+	// most this. Default 500ms.
+	PollInterval time.Duration
+	// AcquirePollInterval is how often Acquire retries while another live node
+	// holds the stream. Default 25ms.
+	AcquirePollInterval time.Duration
+	// PageSize is how many records a read fetches per round trip (reads stream
+	// page by page and hold no connection between pages). Default 512.
+	PageSize int
+	// Clock stamps RecordedAt on appended events and CreatedAt on snapshots
+	// saved without one. Lease expiry is always judged by the database clock.
+	// Default time.Now.
+	Clock func() time.Time
+}
+
+// BatchingConfig controls cross-stream batching: concurrent Appends are queued
+// and up to MaxBatch of them run in one transaction, each inside its own
+// savepoint with its own checks, so one append's conflict fails only that append.
+type BatchingConfig struct {
+	// Disabled makes every Append run in its own transaction. Default false.
+	Disabled bool
+	// MaxBatch is the most appends one transaction carries. Default 32; at most
+	// 60 (each member uses a subtransaction, and Postgres caches 64 per
+	// transaction before snapshots of every session become slower).
+	MaxBatch int
+	// Workers is how many batch transactions may run at once. Default 4.
+	Workers int
+}
+
+const (
+	defaultSchema       = "scribe"
+	defaultPoll         = 500 * time.Millisecond
+	defaultAcquirePoll  = 25 * time.Millisecond
+	defaultPageSize     = 512
+	defaultMaxBatch     = 32
+	maxMaxBatch         = 60
+	defaultBatchWorkers = 4
+)
+
+// withDefaults validates c and fills in defaults.
+func (c Config) withDefaults() (Config, error) {
+	if c.Schema == "" {
+		c.Schema = defaultSchema
+	}
+	if len(c.Schema) > 63 {
+		return c, fmt.Errorf("postgres: Config.Schema %q is %d bytes; Postgres identifiers are at most 63 bytes", c.Schema, len(c.Schema))
+	}
+	for _, r := range c.Schema {
+		if r == 0 {
+			return c, fmt.Errorf("postgres: Config.Schema contains a NUL byte; use a plain identifier such as \"scribe\"")
+		}
+	}
+	if c.MaxDataSize < 0 {
+		return c, fmt.Errorf("postgres: Config.MaxDataSize is %d; use a positive size in bytes or 0 for the default", c.MaxDataSize)
+	}
+	if c.MaxDataSize == 0 {
+		c.MaxDataSize = journal.DefaultMaxDataSize
+	}
+	if c.PollInterval < 0 || c.AcquirePollInterval < 0 || c.PageSize < 0 || c.Batching.MaxBatch < 0 || c.Batching.Workers < 0 {
+		return c, fmt.Errorf("postgres: Config has a negative interval, page size or batching option; use positive values or 0 for the defaults")
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = defaultPoll
+	}
+	if c.AcquirePollInterval == 0 {
+		c.AcquirePollInterval = defaultAcquirePoll
+	}
+	if c.PageSize == 0 {
+		c.PageSize = defaultPageSize
+	}
+	if c.Batching.MaxBatch == 0 {
+		c.Batching.MaxBatch = defaultMaxBatch
+	}
+	if c.Batching.MaxBatch > maxMaxBatch {
+		return c, fmt.Errorf("postgres: Config.Batching.MaxBatch is %d, over the limit of %d", c.Batching.MaxBatch, maxMaxBatch)
+	}
+	if c.Batching.Workers == 0 {
+		c.Batching.Workers = defaultBatchWorkers
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	return c, nil
+}
+
+// quotedSchema returns the schema as a quoted SQL identifier.
+func (c Config) quotedSchema() string { return pgx.Identifier{c.Schema}.Sanitize() }

@@ -1,0 +1,159 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Journal is the Postgres journal.Journal and journal.Sessions. Create it with
+// NewJournal after Migrate; it is safe for concurrent use by many goroutines.
+// Close stops its background goroutines (batch workers, the LISTEN
+// connection); the pool stays open and belongs to the caller.
+type Journal struct {
+	pool    *pgxpool.Pool
+	cfg     Config
+	s       string // quoted schema
+	channel string // NOTIFY channel
+	limits  journal.Limits
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	wg        sync.WaitGroup
+
+	batchOnce sync.Once
+	queue     chan *appendReq
+
+	listenOnce sync.Once
+	wake       *broadcaster
+
+	hooks testHooks
+}
+
+// testHooks are set only by this package's tests (export_test.go).
+type testHooks struct {
+	// afterChecks runs inside an unbatched append transaction after its
+	// checks passed and before its rows are inserted.
+	afterChecks func(ctx context.Context, conn *pgxpool.Conn) error
+	// beforeCommit runs right before COMMIT of an unbatched append.
+	beforeCommit func(ctx context.Context, conn *pgxpool.Conn) error
+}
+
+var (
+	_ journal.Journal  = (*Journal)(nil)
+	_ journal.Sessions = (*Journal)(nil)
+)
+
+// NewJournal returns a Journal on pool and cfg.Schema. It validates cfg and does
+// no I/O: run Migrate first, or calls fail with journal.ErrStoreNotOpen.
+func NewJournal(pool *pgxpool.Pool, cfg Config) (*Journal, error) {
+	if pool == nil {
+		return nil, errors.New("postgres: NewJournal: the pool is nil; pass a *pgxpool.Pool from pgxpool.New")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	j := &Journal{
+		pool:   pool,
+		cfg:    cfg,
+		s:      cfg.quotedSchema(),
+		limits: journal.Limits{MaxDataSize: cfg.MaxDataSize},
+		closed: make(chan struct{}),
+		wake:   newBroadcaster(),
+	}
+	j.channel = notifyChannel(cfg.Schema)
+	return j, nil
+}
+
+// notifyChannel returns the NOTIFY channel of a schema (an identifier of at
+// most 63 bytes, unique per schema).
+func notifyChannel(schema string) string {
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	return fmt.Sprintf("scribe_%x", h.Sum64())
+}
+
+// Close stops the journal's background goroutines and fails later calls with
+// journal.ErrStoreNotOpen. Appends queued for batching but not started fail
+// with journal.ErrStoreNotOpen. It does not close the pool. Idempotent.
+func (j *Journal) Close() error {
+	j.closeOnce.Do(func() { close(j.closed) })
+	j.wg.Wait()
+	return nil
+}
+
+// checkOpen fails with ErrStoreNotOpen after Close.
+func (j *Journal) checkOpen() error {
+	select {
+	case <-j.closed:
+		return fmt.Errorf("%w: the postgres journal was closed", journal.ErrStoreNotOpen)
+	default:
+		return nil
+	}
+}
+
+// t returns the qualified name of a table in the journal's schema.
+func (j *Journal) t(name string) string { return j.s + "." + name }
+
+// sql replaces every "__S__." in q with the journal's schema qualifier.
+func (j *Journal) sql(q string) string { return strings.ReplaceAll(q, "__S__.", j.s+".") }
+
+// translate maps a driver error to the journal's sentinels. op names the call.
+func (j *Journal) translate(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return translateErr(j.cfg.Schema, op, err)
+}
+
+func translateErr(schema, op string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42P01", "3F000": // undefined_table, invalid_schema_name
+			return fmt.Errorf("%w: postgres: %s: schema %q is not migrated (%s); run postgres.Migrate first", journal.ErrStoreNotOpen, op, schema, pgErr.Message)
+		case "23505": // unique_violation
+			switch pgErr.ConstraintName {
+			case "event_tags_pkey":
+				return fmt.Errorf("%w: postgres: %s: another writer claimed the same stream version (%s); reload the stream and decide again", journal.ErrVersionMismatch, op, pgErr.Detail)
+			case "events_id_key":
+				return fmt.Errorf("%w: postgres: %s: an event ID is already stored by a concurrent append (%s); use fresh event IDs, or retry the same append to get it back as a duplicate", journal.ErrDuplicateMismatch, op, pgErr.Detail)
+			}
+		}
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
+}
+
+// isConnErr reports whether err is a failure of the connection rather than a
+// statement error reported by the server.
+func isConnErr(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC" || strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "08")
+	}
+	return true
+}
+
+// lockKey returns the advisory lock key of a DCB/stream lock. The schema is part
+// of the key, so journals in different schemas never contend.
+func (j *Journal) lockKey(kind byte, partition, value string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(j.cfg.Schema))
+	h.Write([]byte{0, kind, 0})
+	h.Write([]byte(partition))
+	h.Write([]byte{0})
+	h.Write([]byte(value))
+	return int64(h.Sum64())
+}

@@ -1,0 +1,144 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one embedded, versioned SQL file.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in ascending version order. A
+// file is named NNNN_description.sql; NNNN is its version.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("postgres: migration file %q is not named NNNN_description.sql", e.Name())
+		}
+		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
+	for i := 1; i < len(out); i++ {
+		if out[i].version == out[i-1].version {
+			return nil, fmt.Errorf("postgres: migrations %q and %q share version %d", out[i-1].name, out[i].name, out[i].version)
+		}
+	}
+	return out, nil
+}
+
+// LatestVersion is the schema version Migrate brings a schema to.
+func LatestVersion() int {
+	ms, err := migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// Migrate creates cfg.Schema if needed and applies every embedded migration
+// newer than the schema's recorded version, in one transaction, recording each
+// applied version in schema_migrations. It is idempotent, and safe when several
+// processes migrate the same schema at once: a transaction-scoped advisory lock
+// keyed by the schema name serializes them, and the later ones find nothing to
+// do. Constructors never migrate; call Migrate (or the CLI) once at deployment
+// or startup.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
+	if pool == nil {
+		return errors.New("postgres: Migrate: the pool is nil; pass a *pgxpool.Pool from pgxpool.New")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	s := cfg.quotedSchema()
+	h := fnv.New64a()
+	h.Write([]byte("scribe-migrate\x00" + cfg.Schema))
+	lockKey := int64(h.Sum64())
+
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey); err != nil {
+			return fmt.Errorf("postgres: migrate schema %s: lock: %w", cfg.Schema, err)
+		}
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s); err != nil {
+			return fmt.Errorf("postgres: migrate: create schema %s: %w", cfg.Schema, err)
+		}
+		if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s+`.schema_migrations (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return fmt.Errorf("postgres: migrate schema %s: %w", cfg.Schema, err)
+		}
+		var current int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+s+".schema_migrations").Scan(&current); err != nil {
+			return fmt.Errorf("postgres: migrate schema %s: read version: %w", cfg.Schema, err)
+		}
+		if len(ms) > 0 && current > ms[len(ms)-1].version {
+			return fmt.Errorf("postgres: schema %s is at version %d, newer than this build's %d; upgrade the program", cfg.Schema, current, ms[len(ms)-1].version)
+		}
+		for _, m := range ms {
+			if m.version <= current {
+				continue
+			}
+			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", s)); err != nil {
+				return fmt.Errorf("postgres: migrate schema %s: apply %s: %w", cfg.Schema, m.name, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO "+s+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+				return fmt.Errorf("postgres: migrate schema %s: record %s: %w", cfg.Schema, m.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// SchemaVersion returns the migration version recorded in cfg.Schema, 0 when
+// the schema was never migrated.
+func SchemaVersion(ctx context.Context, pool *pgxpool.Pool, cfg Config) (int, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", cfg.quotedSchema()+".schema_migrations").Scan(&exists); err != nil {
+		return 0, fmt.Errorf("postgres: read schema version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	if err := pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+cfg.quotedSchema()+".schema_migrations").Scan(&v); err != nil {
+		return 0, fmt.Errorf("postgres: read schema version: %w", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,187 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// OpenNode starts a new incarnation of nodeID; see journal.Sessions. The
+// session expires timeout after now by the database clock unless renewed.
+func (j *Journal) OpenNode(ctx context.Context, nodeID string, timeout time.Duration) (journal.NodeSession, error) {
+	if err := j.checkOpen(); err != nil {
+		return journal.NodeSession{}, err
+	}
+	if nodeID == "" {
+		return journal.NodeSession{}, fmt.Errorf("%w: the node ID is empty; give every runtime a stable node ID", journal.ErrInvalidSession)
+	}
+	if timeout < time.Microsecond {
+		return journal.NodeSession{}, fmt.Errorf("%w: node session timeout %s is too short; use a positive timeout such as 1m", journal.ErrInvalidSession, timeout)
+	}
+	var inc int64
+	var exp time.Time
+	err := j.pool.QueryRow(ctx, j.sql(`INSERT INTO __S__.nodes (node_id, incarnation, timeout_us, expires_at, closed)
+		VALUES ($1, 1, $2::bigint, clock_timestamp() + $2::bigint * interval '1 microsecond', false)
+		ON CONFLICT (node_id) DO UPDATE SET incarnation = __S__.nodes.incarnation + 1, timeout_us = excluded.timeout_us,
+			expires_at = excluded.expires_at, closed = false
+		RETURNING incarnation, expires_at`), nodeID, timeout.Microseconds()).Scan(&inc, &exp)
+	if err != nil {
+		return journal.NodeSession{}, j.translate("open node", err)
+	}
+	return journal.NodeSession{NodeID: nodeID, Incarnation: uint64(inc), Timeout: timeout, ExpiresAt: exp.UTC()}, nil
+}
+
+// RenewNode extends the node session by its timeout from now (database clock).
+func (j *Journal) RenewNode(ctx context.Context, node journal.NodeSession) (journal.NodeSession, error) {
+	if err := j.checkOpen(); err != nil {
+		return journal.NodeSession{}, err
+	}
+	var exp time.Time
+	err := j.pool.QueryRow(ctx, j.sql(`UPDATE __S__.nodes SET expires_at = clock_timestamp() + timeout_us * interval '1 microsecond'
+		WHERE node_id = $1 AND incarnation = $2 AND NOT closed AND expires_at > clock_timestamp()
+		RETURNING expires_at`), node.NodeID, int64(node.Incarnation)).Scan(&exp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return journal.NodeSession{}, j.nodeError(ctx, node, "renew")
+	}
+	if err != nil {
+		return journal.NodeSession{}, j.translate("renew node", err)
+	}
+	node.ExpiresAt = exp.UTC()
+	return node, nil
+}
+
+// nodeError explains why node is not a live session.
+func (j *Journal) nodeError(ctx context.Context, node journal.NodeSession, op string) error {
+	var inc int64
+	var closed, live bool
+	err := j.pool.QueryRow(ctx, j.sql(`SELECT incarnation, closed, expires_at > clock_timestamp() FROM __S__.nodes WHERE node_id = $1`),
+		node.NodeID).Scan(&inc, &closed, &live)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: %s: node %s has no session; call OpenNode first", journal.ErrInvalidSession, op, node.NodeID)
+	case err != nil:
+		return j.translate(op+" node", err)
+	case inc != int64(node.Incarnation):
+		return fmt.Errorf("%w: %s: node %s incarnation %d was superseded by incarnation %d; this process must stop writing", journal.ErrInvalidSession, op, node.NodeID, node.Incarnation, inc)
+	case closed:
+		return fmt.Errorf("%w: %s: node session %s incarnation %d was closed; open a new one", journal.ErrInvalidSession, op, node.NodeID, node.Incarnation)
+	case !live:
+		return fmt.Errorf("%w: %s: node session %s incarnation %d expired; its leases may be taken over, so open a new session and reacquire", journal.ErrSessionExpired, op, node.NodeID, node.Incarnation)
+	}
+	return nil
+}
+
+// CloseNode ends the node session. Its leases become free at once: a lease is
+// valid only while its node session is open, so no stream row is touched.
+func (j *Journal) CloseNode(ctx context.Context, node journal.NodeSession) error {
+	if err := j.checkOpen(); err != nil {
+		return err
+	}
+	ct, err := j.pool.Exec(ctx, j.sql(`UPDATE __S__.nodes SET closed = true WHERE node_id = $1 AND incarnation = $2`),
+		node.NodeID, int64(node.Incarnation))
+	if err != nil {
+		return j.translate("close node", err)
+	}
+	if ct.RowsAffected() == 0 {
+		if err := j.nodeError(ctx, node, "close"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// acquireSQL grants a stream's lease to a live node session when the stream is
+// new, released, held by a dead (expired, closed or superseded) session, or
+// held by the same node ID at an older or the same incarnation; the epoch goes
+// up by one. It returns no row when another live session holds the stream or
+// the acquiring session itself is not live.
+const acquireSQL = `INSERT INTO __S__.streams AS s (partition, tag, lease_node, lease_incarnation, epoch, released)
+SELECT $1, $2, $3, $4, 1, false
+WHERE EXISTS (SELECT 1 FROM __S__.nodes n WHERE n.node_id = $3 AND n.incarnation = $4 AND NOT n.closed AND n.expires_at > clock_timestamp())
+ON CONFLICT (partition, tag) DO UPDATE SET lease_node = excluded.lease_node, lease_incarnation = excluded.lease_incarnation,
+	epoch = s.epoch + 1, released = false
+WHERE s.lease_node IS NULL OR s.released
+   OR (s.lease_node = excluded.lease_node AND s.lease_incarnation <= excluded.lease_incarnation)
+   OR NOT EXISTS (SELECT 1 FROM __S__.nodes n WHERE n.node_id = s.lease_node AND n.incarnation = s.lease_incarnation
+		AND NOT n.closed AND n.expires_at > clock_timestamp())
+RETURNING epoch`
+
+// Acquire takes the lease of stream for node; see journal.Sessions. While
+// another live node holds it, Acquire retries every AcquirePollInterval until
+// wait has passed, then fails with ErrOpenTimeout naming the holder.
+func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream journal.StreamID, wait time.Duration) (journal.Lease, error) {
+	if err := j.checkOpen(); err != nil {
+		return journal.Lease{}, err
+	}
+	stream = stream.Normalize()
+	if stream.Tag == "" {
+		return journal.Lease{}, fmt.Errorf("%w: acquire: the stream tag is empty; name the stream to lease", journal.ErrInvalidSession)
+	}
+	deadline := time.Now().Add(wait)
+	stmt := j.sql(acquireSQL)
+	var timer *time.Timer
+	for {
+		var epoch int64
+		err := j.pool.QueryRow(ctx, stmt, stream.Partition, string(stream.Tag), node.NodeID, int64(node.Incarnation)).Scan(&epoch)
+		if err == nil {
+			return journal.Lease{Stream: stream, NodeID: node.NodeID, Incarnation: node.Incarnation, Epoch: uint64(epoch)}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return journal.Lease{}, j.translate("acquire", err)
+		}
+		if nerr := j.nodeError(ctx, node, "acquire"); nerr != nil {
+			return journal.Lease{}, nerr
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return journal.Lease{}, j.openTimeout(ctx, stream, wait)
+		}
+		d := min(j.cfg.AcquirePollInterval, left)
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			return journal.Lease{}, fmt.Errorf("postgres: acquire stream %s: %w", stream, ctx.Err())
+		case <-j.closed:
+			return journal.Lease{}, j.checkOpen()
+		case <-timer.C:
+		}
+	}
+}
+
+func (j *Journal) openTimeout(ctx context.Context, stream journal.StreamID, wait time.Duration) error {
+	var node *string
+	var inc *int64
+	var epoch int64
+	err := j.pool.QueryRow(ctx, j.sql(`SELECT lease_node, lease_incarnation, epoch FROM __S__.streams WHERE partition = $1 AND tag = $2`),
+		stream.Partition, string(stream.Tag)).Scan(&node, &inc, &epoch)
+	holder := "another node"
+	if err == nil && node != nil && inc != nil {
+		holder = fmt.Sprintf("node %s incarnation %d (epoch %d)", *node, *inc, epoch)
+	}
+	return fmt.Errorf("%w: stream %s is held by %s, still live after waiting %s; retry later or wait for its session to expire", journal.ErrOpenTimeout, stream, holder, wait)
+}
+
+// Release gives the lease up; a lease that is no longer current is ignored.
+func (j *Journal) Release(ctx context.Context, lease journal.Lease) error {
+	if err := j.checkOpen(); err != nil {
+		return err
+	}
+	lease.Stream = lease.Stream.Normalize()
+	_, err := j.pool.Exec(ctx, j.sql(`UPDATE __S__.streams SET released = true
+		WHERE partition = $1 AND tag = $2 AND lease_node = $3 AND lease_incarnation = $4 AND epoch = $5 AND NOT released`),
+		lease.Stream.Partition, string(lease.Stream.Tag), lease.NodeID, int64(lease.Incarnation), int64(lease.Epoch))
+	if err != nil {
+		return j.translate("release", err)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// broadcaster wakes every waiter at once: wait returns a channel that is
+// closed by the next notify.
+type broadcaster struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcaster() *broadcaster { return &broadcaster{ch: make(chan struct{})} }
+
+func (b *broadcaster) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcaster) notify() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+}
+
+// startListener starts, once, the goroutine that LISTENs on the journal's
+// channel on a dedicated connection and wakes subscribers on every
+// notification. It reconnects after failures; subscribers poll meanwhile.
+func (j *Journal) startListener() {
+	j.listenOnce.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		j.wg.Add(2)
+		go func() {
+			defer j.wg.Done()
+			<-j.closed
+			cancel()
+		}()
+		go func() {
+			defer j.wg.Done()
+			j.listen(ctx)
+		}()
+	})
+}
+
+func (j *Journal) listen(ctx context.Context) {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := j.listenOnceConn(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err // the connection failed: subscribers keep polling; reconnect.
+		j.wake.notify()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (j *Journal) listenOnceConn(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, j.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{j.channel}.Sanitize()); err != nil {
+		return err
+	}
+	// Events committed before LISTEN took effect are found by the
+	// subscribers' next read.
+	j.wake.notify()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		j.wake.notify()
+	}
+}
+
+// Subscribe yields the records matching q after position after: catch-up
+// reads page by page, then live. NOTIFY (sent by each append, delivered after
+// commit and coalesced per transaction) only wakes the reader; every read is
+// gated like ReadAll, and a lost notification delays delivery by at most
+// PollInterval.
+func (j *Journal) Subscribe(ctx context.Context, q journal.Query, after journal.Position) iter.Seq2[journal.Record, error] {
+	return func(yield func(journal.Record, error) bool) {
+		if err := q.Validate(); err != nil {
+			yield(journal.Record{}, err)
+			return
+		}
+		if err := j.checkOpen(); err != nil {
+			yield(journal.Record{}, err)
+			return
+		}
+		j.startListener()
+		timer := time.NewTimer(j.cfg.PollInterval)
+		defer timer.Stop()
+		for {
+			wake := j.wake.wait()
+			page, err := j.readPage(ctx, "subscribe", q, bound{op: ">", pos: after}, false, j.cfg.PageSize)
+			if err != nil {
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				yield(journal.Record{}, err)
+				return
+			}
+			for i := range page {
+				if !yield(page[i], nil) {
+					return
+				}
+				after = page[i].Position
+			}
+			if len(page) == j.cfg.PageSize {
+				continue
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(j.cfg.PollInterval)
+			select {
+			case <-ctx.Done():
+				yield(journal.Record{}, ctx.Err())
+				return
+			case <-j.closed:
+				yield(journal.Record{}, fmt.Errorf("%w: the journal was closed while subscribed", journal.ErrStoreNotOpen))
+				return
+			case <-wake:
+			case <-timer.C:
+			}
+		}
+	}
+}
