@@ -30,7 +30,7 @@ func (b *backend) close(ctx context.Context) error {
 // openBackend returns a fresh, empty journal for one measurement.
 func openBackend(ctx context.Context, o options) (*backend, error) {
 	if o.DB != "" {
-		return nil, errors.New("-db: the Postgres journal is not in this build yet; run without -db for the memory journal")
+		return openPostgres(ctx, o)
 	}
 	m := journal.NewMemory()
 	return &backend{Journal: m, Sessions: m, closers: []func(context.Context) error{
