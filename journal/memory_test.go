@@ -292,6 +292,28 @@ func TestMemoryReadsPageWithoutHoldingTheLock(t *testing.T) {
 	require.Equal(t, 600, n)
 	require.Len(t, drain(t, s.mem.ReadAll(s.ctx, journal.Position{}, 0)), 601)
 	require.Len(t, drain(t, s.mem.Read(s.ctx, journal.Query{Items: []journal.QueryItem{{Types: []string{"B"}}}}, journal.ReadOptions{})), 1)
+
+	// A full scan that examines more records than one lock hold allows.
+	filler := make([]journal.Event, 9000)
+	for i := range filler {
+		filler[i] = ev("N")
+	}
+	_, err = s.mem.Append(s.ctx, filler, journal.AppendOptions{})
+	require.NoError(t, err)
+	late := ev("Late")
+	late.Metadata.Partition = "p2"
+	_, err = s.mem.Append(s.ctx, []journal.Event{late}, journal.AppendOptions{})
+	require.NoError(t, err)
+	p2 := journal.Query{All: true, Partition: "p2"}
+	got := drain(t, s.mem.Read(s.ctx, p2, journal.ReadOptions{}))
+	require.Equal(t, []uuid.UUID{late.ID}, ids(got))
+	got = drain(t, s.mem.Read(s.ctx, p2, journal.ReadOptions{Backwards: true}))
+	require.Equal(t, []uuid.UUID{late.ID}, ids(got))
+	for r, err := range s.mem.Subscribe(s.ctx, p2, journal.Position{}) {
+		require.NoError(t, err)
+		require.Equal(t, late.ID, r.ID)
+		break
+	}
 }
 
 func TestMemoryLookupsAndSummaries(t *testing.T) {
@@ -499,6 +521,45 @@ func TestMemorySubscribeCatchUpThenLive(t *testing.T) {
 	for range received {
 	}
 	require.ErrorIs(t, <-subErr, context.Canceled)
+}
+
+// TestMemorySubscribeHandsOverFromCatchUpToLive appends from inside the
+// consumer loop, so each live record's arrival is deterministic.
+func TestMemorySubscribeHandsOverFromCatchUpToLive(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	for _, q := range []journal.Query{journal.TagQuery("x"), {All: true}} {
+		mem := journal.NewMemory()
+		defer mem.Close()
+		first, err := mem.Append(s.ctx, []journal.Event{ev("A", "x")}, journal.AppendOptions{})
+		require.NoError(t, err)
+		script := [][]journal.Event{{ev("B", "x")}, {ev("C", "x"), ev("D", "x")}, {ev("E", "x")}}
+		want := []string{"A", "B", "C", "D", "E"}
+		var got []string
+		for r, err := range mem.Subscribe(s.ctx, q, journal.Position{}) {
+			require.NoError(t, err)
+			got = append(got, r.Type)
+			if len(got) == len(want) {
+				break
+			}
+			if r.Type == "A" || r.Type == "B" || r.Type == "D" {
+				_, err := mem.Append(s.ctx, script[0], journal.AppendOptions{})
+				require.NoError(t, err)
+				script = script[1:]
+			}
+		}
+		require.Equal(t, want, got)
+		// Resuming after a position skips exactly what came before it.
+		var resumed []string
+		for r, err := range mem.Subscribe(s.ctx, q, first.Last()) {
+			require.NoError(t, err)
+			resumed = append(resumed, r.Type)
+			if len(resumed) == len(want)-1 {
+				break
+			}
+		}
+		require.Equal(t, want[1:], resumed)
+	}
 }
 
 func TestMemorySubscribeEndsOnBreakAndClose(t *testing.T) {
