@@ -31,3 +31,6 @@ func (j *Journal) HoldAppend(ctx context.Context, events []journal.Event, opts j
 	_, release, err := j.appendDirect(ctx, j.newAppendReq(ctx, prepared, partition, opts), modeHold)
 	return release, err
 }
+
+// NotifyChannel is the NOTIFY channel of a schema.
+func NotifyChannel(schema string) string { return notifyChannel(schema) }
