@@ -34,3 +34,46 @@ func (j *Journal) HoldAppend(ctx context.Context, events []journal.Event, opts j
 
 // NotifyChannel is the NOTIFY channel of a schema.
 func NotifyChannel(schema string) string { return notifyChannel(schema) }
+
+// Statement is one SQL statement of a read path, for EXPLAIN.
+type Statement struct {
+	Name  string
+	SQL   string
+	Args  []any
+	Gated bool // run GateSetSQL on the same connection first
+}
+
+// GateSetSQL returns the statement that sets the read gate.
+func (j *Journal) GateSetSQL() string { return j.sql(gateSetSQL) }
+
+// ReadPathStatements returns the statements of the hot read paths, with
+// arguments naming existing data: tags tag1, tag2 (both on some events) and
+// type typ, group group, event id.
+func (j *Journal) ReadPathStatements(tag1, tag2 journal.Tag, typ, group string, id any, after journal.Position) []Statement {
+	p := journal.DefaultPartition
+	var out []Statement
+	add := func(name, sql string, gated bool, args ...any) {
+		out = append(out, Statement{Name: name, SQL: sql, Args: args, Gated: gated})
+	}
+	add("stream from version", j.sql(readStreamSQL), false, p, string(tag1), int64(50), 512)
+	dcb := journal.Query{Items: []journal.QueryItem{
+		{Tags: []journal.Tag{tag1}},
+		{Tags: []journal.Tag{tag1, tag2}, Types: []string{typ}},
+		{Types: []string{typ, typ + "x"}},
+	}}
+	sql, a := j.readPageSQL(dcb, bound{op: ">", pos: after}, false, 512)
+	add("DCB read with several items", sql, true, a...)
+	sql, a = j.readPageSQL(dcb, bound{op: "<=", pos: after}, true, 10)
+	add("DCB read backwards", sql, true, a...)
+	sql, a = j.conditionQuery(&journal.AppendCondition{FailIfEventsMatch: dcb, After: after})
+	add("DCB condition check", sql, false, a...)
+	sql, a = j.readPageSQL(journal.Query{All: true, AllPartitions: true}, bound{op: ">", pos: after}, false, 512)
+	add("read all after a position", sql, true, a...)
+	sql, a = j.readPageSQL(journal.AllEvents(), bound{op: ">", pos: after}, false, 512)
+	add("read a partition after a position", sql, true, a...)
+	add("latest position of a tag", j.sql(tagSummarySQL), false, p, string(tag1))
+	add("tags of a group", j.sql(tagsOfGroupSQL), false, p, group)
+	add("event by ID", j.sql(readEventSQL), false, id)
+	add("head", j.sql(headSQL), true)
+	return out
+}

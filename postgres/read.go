@@ -16,6 +16,35 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
+// readStreamSQL reads a stream from a version (event_tags primary key).
+const readStreamSQL = `SELECT ` + recordCols + ` FROM __S__.event_tags et
+		JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
+		WHERE et.partition = $1 AND et.tag = $2 AND et.version >= $3 ORDER BY et.version LIMIT $4`
+
+// readEventSQL reads one event by ID (events_id_key).
+const readEventSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.id = $1`
+
+// readByCorrelationSQL pages through a correlation ID (events_correlation).
+const readByCorrelationSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.correlation_id = $1
+		AND (e.commit_xid, e.seq) > ($2::bigint, $3::bigint) ORDER BY e.commit_xid, e.seq LIMIT $4`
+
+// readByTypesSQL pages through types in a time range (events_type_recorded).
+const readByTypesSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.type = ANY($1::text[])
+		AND e.recorded_at >= $2 AND e.recorded_at < $3
+		AND (e.commit_xid, e.seq) > ($4::bigint, $5::bigint) ORDER BY e.commit_xid, e.seq LIMIT $6`
+
+// tagSummarySQL reads a stream's summary, including its latest position (streams primary key).
+const tagSummarySQL = `SELECT version, first_commit, first_seq, last_commit, last_seq
+		FROM __S__.streams WHERE partition = $1 AND tag = $2`
+
+// tagsOfGroupSQL lists the streams of a tag group (streams_group).
+const tagsOfGroupSQL = `SELECT tag, version, first_commit, first_seq, last_commit, last_seq
+		FROM __S__.streams WHERE partition = $1 AND tag_group = $2 AND version > 0 ORDER BY tag`
+
+// headSQL finds the newest visible position (events primary key, backwards).
+const headSQL = `SELECT commit_xid, seq FROM __S__.events WHERE commit_xid < ` + gateSQL + `
+		ORDER BY commit_xid DESC, seq DESC LIMIT 1`
+
 // recordCols are the columns scanRecord reads, from events aliased e.
 const recordCols = `e.commit_xid, e.seq, e.id, e.partition, e.type, e.schema_version, e.tags, e.versions,
 	e.prev_hashes, e.hashes, e.data, e.metadata, e.recorded_at`
@@ -299,6 +328,12 @@ func (j *Journal) conditionQuery(c *journal.AppendCondition) (string, []any) {
 // readPage returns up to limit records matching q within b, gated, in
 // ascending (or descending) position order.
 func (j *Journal) readPage(ctx context.Context, op string, q journal.Query, b bound, desc bool, limit int) ([]journal.Record, error) {
+	stmt, a := j.readPageSQL(q, b, desc, limit)
+	return j.gatedRecords(ctx, op, stmt, a)
+}
+
+// readPageSQL returns the gated statement of readPage.
+func (j *Journal) readPageSQL(q journal.Query, b bound, desc bool, limit int) (string, []any) {
 	var a args
 	m := j.matchSQL(q, b, true, desc, limit, &a)
 	dir := ""
@@ -310,7 +345,7 @@ func (j *Journal) readPage(ctx context.Context, op string, q journal.Query, b bo
 	if limit > 0 {
 		stmt += " LIMIT " + strconv.Itoa(limit)
 	}
-	return j.gatedRecords(ctx, op, stmt, a)
+	return stmt, a
 }
 
 // pages yields records page by page: next returns the page after the last
@@ -359,9 +394,7 @@ func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromV
 	if fromVersion == 0 {
 		fromVersion = 1
 	}
-	stmt := j.sql(`SELECT ` + recordCols + ` FROM __S__.event_tags et
-		JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
-		WHERE et.partition = $1 AND et.tag = $2 AND et.version >= $3 ORDER BY et.version LIMIT $4`)
+	stmt := j.sql(readStreamSQL)
 	return j.pages(ctx, limit, func(last *journal.Record, n int) ([]journal.Record, error) {
 		from := fromVersion
 		if last != nil {
@@ -416,7 +449,7 @@ func (j *Journal) ReadEvent(ctx context.Context, id uuid.UUID) (journal.Record, 
 	if err := j.checkOpen(); err != nil {
 		return journal.Record{}, err
 	}
-	recs, err := j.queryRecords(ctx, j.pool, "read event", j.sql(`SELECT `+recordCols+` FROM __S__.events e WHERE e.id = $1`), id)
+	recs, err := j.queryRecords(ctx, j.pool, "read event", j.sql(readEventSQL), id)
 	if err != nil {
 		return journal.Record{}, err
 	}
@@ -432,8 +465,7 @@ func (j *Journal) Head(ctx context.Context) (journal.Position, error) {
 		return journal.Position{}, err
 	}
 	var p journal.Position
-	err := j.gated(ctx, "head", j.sql(`SELECT commit_xid, seq FROM __S__.events WHERE commit_xid < `+gateSQL+`
-		ORDER BY commit_xid DESC, seq DESC LIMIT 1`), nil, func(rows pgx.Rows) error {
+	err := j.gated(ctx, "head", j.sql(headSQL), nil, func(rows pgx.Rows) error {
 		var c, s int64
 		if err := rows.Scan(&c, &s); err != nil {
 			return err
@@ -449,8 +481,7 @@ func (j *Journal) Head(ctx context.Context) (journal.Position, error) {
 
 // ReadByCorrelation yields the records whose correlation ID is correlationID.
 func (j *Journal) ReadByCorrelation(ctx context.Context, correlationID string) iter.Seq2[journal.Record, error] {
-	stmt := j.sql(`SELECT ` + recordCols + ` FROM __S__.events e WHERE e.correlation_id = $1
-		AND (e.commit_xid, e.seq) > ($2::bigint, $3::bigint) ORDER BY e.commit_xid, e.seq LIMIT $4`)
+	stmt := j.sql(readByCorrelationSQL)
 	return j.pages(ctx, 0, func(last *journal.Record, n int) ([]journal.Record, error) {
 		var p journal.Position
 		if last != nil {
@@ -462,9 +493,7 @@ func (j *Journal) ReadByCorrelation(ctx context.Context, correlationID string) i
 
 // ReadByTypes yields the records of the given types recorded in [from, to).
 func (j *Journal) ReadByTypes(ctx context.Context, types []string, from, to time.Time) iter.Seq2[journal.Record, error] {
-	stmt := j.sql(`SELECT ` + recordCols + ` FROM __S__.events e WHERE e.type = ANY($1::text[])
-		AND e.recorded_at >= $2 AND e.recorded_at < $3
-		AND (e.commit_xid, e.seq) > ($4::bigint, $5::bigint) ORDER BY e.commit_xid, e.seq LIMIT $6`)
+	stmt := j.sql(readByTypesSQL)
 	return j.pages(ctx, 0, func(last *journal.Record, n int) ([]journal.Record, error) {
 		var p journal.Position
 		if last != nil {
@@ -483,8 +512,7 @@ func (j *Journal) TagSummary(ctx context.Context, stream journal.StreamID) (jour
 	out := journal.TagSummary{Stream: stream}
 	var v int64
 	var fc, fs, lc, ls *int64
-	err := j.pool.QueryRow(ctx, j.sql(`SELECT version, first_commit, first_seq, last_commit, last_seq
-		FROM __S__.streams WHERE partition = $1 AND tag = $2`), stream.Partition, string(stream.Tag)).Scan(&v, &fc, &fs, &lc, &ls)
+	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(&v, &fc, &fs, &lc, &ls)
 	if err == pgx.ErrNoRows {
 		return out, nil
 	}
@@ -514,8 +542,7 @@ func (j *Journal) TagsOfGroup(ctx context.Context, partition, group string) ([]j
 	if partition == "" {
 		partition = journal.DefaultPartition
 	}
-	rows, err := j.pool.Query(ctx, j.sql(`SELECT tag, version, first_commit, first_seq, last_commit, last_seq
-		FROM __S__.streams WHERE partition = $1 AND tag_group = $2 AND version > 0 ORDER BY tag`), partition, group)
+	rows, err := j.pool.Query(ctx, j.sql(tagsOfGroupSQL), partition, group)
 	if err != nil {
 		return nil, j.translate("tags of group", err)
 	}
