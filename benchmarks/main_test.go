@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -265,4 +267,40 @@ func TestOCCTransfersConserveMoney(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHarnessOnPostgres runs every mode briefly on the Postgres journal and
+// checks that raw mode ran and that every per-measurement schema was dropped.
+func TestHarnessOnPostgres(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	unique := pgtest.SchemaName(t) // ends in a random hex suffix
+	prefix := "benchtest_" + unique[len(unique)-12:] + "_"
+	stdout, stderr := runHarness(t, "-db", url, "-pool", "4", "-schema-prefix", prefix,
+		"-scenario", "hot", "-writers", "2", "-duration", "400ms", "-runs", "1", "-warmup", "50ms",
+		"-progress", "0", "-json")
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	for sc.Scan() {
+		var r jsonResult
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
+		require.Equal(t, "postgres", r.Journal)
+		require.Equal(t, 4, r.Pool)
+		require.Zero(t, r.Errors, "mode %s: %s", r.Mode, r.FirstError)
+		require.Positive(t, r.CommandsPerS, "mode %s", r.Mode)
+		seen[r.Mode] = true
+	}
+	for _, m := range allModes {
+		require.True(t, seen[m] || unavailable(m, scenarioHot) != "", "mode %s did not run", m)
+	}
+	require.Contains(t, stderr, "pool 4 connections (every mode)")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var left int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE starts_with(nspname, $1)", prefix).Scan(&left))
+	require.Zero(t, left, "schemas with prefix %s were not dropped", prefix)
 }

@@ -48,6 +48,7 @@ type options struct {
 	OutDir   string
 	DB       string
 	Pool     int
+	Prefix   string // of the per-measurement Postgres schemas
 	RawBatch int
 	Progress time.Duration
 }
@@ -79,6 +80,7 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 	fs.StringVar(&o.OutDir, "out", "", "directory to write results.csv and chart.svg into (created if missing)")
 	fs.StringVar(&o.DB, "db", "", "Postgres URL; each measurement gets a fresh schema, dropped after (empty: in-memory journal)")
 	fs.IntVar(&o.Pool, "pool", 16, "Postgres connection pool size, the same for every mode")
+	fs.StringVar(&o.Prefix, "schema-prefix", "bench_", "prefix of the per-measurement Postgres schemas (lowercase letters, digits, _)")
 	fs.IntVar(&o.RawBatch, "raw-batch", 64, "rows per multi-row INSERT in raw mode")
 	fs.DurationVar(&o.Progress, "progress", time.Second, "interval of the progress line on stderr (0: none)")
 	fs.Usage = func() {
@@ -137,10 +139,24 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 		return o, fmt.Errorf("-warmup %v: want zero or a positive duration", o.Warmup)
 	case o.Pool < 1:
 		return o, fmt.Errorf("-pool %d: want at least 1 connection", o.Pool)
+	case !validPrefix(o.Prefix):
+		return o, fmt.Errorf("-schema-prefix %q: want 1 to 40 lowercase letters, digits or underscores, starting with a letter", o.Prefix)
 	case o.RawBatch < 1:
 		return o, fmt.Errorf("-raw-batch %d: want at least 1 row", o.RawBatch)
 	case o.Progress < 0:
 		return o, fmt.Errorf("-progress %v: want zero (off) or a positive interval", o.Progress)
 	}
 	return o, nil
+}
+
+func validPrefix(p string) bool {
+	if p == "" || len(p) > 40 || p[0] < 'a' || p[0] > 'z' {
+		return false
+	}
+	for _, r := range p {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
 }

@@ -27,7 +27,7 @@ func openPostgres(ctx context.Context, o options) (*backend, error) {
 	}}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
-	b.Schema = "bench_" + hex.EncodeToString(rnd[:])
+	b.Schema = o.Prefix + hex.EncodeToString(rnd[:])
 	ident := pgx.Identifier{b.Schema}.Sanitize()
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
 		_ = b.close(ctx)
