@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/journal"
@@ -449,6 +450,7 @@ func (j *Journal) runMember(ctx context.Context, conn *pgxpool.Conn, r *appendRe
 	}
 	br = conn.SendBatch(ctx, b)
 	pos := make(map[uuid.UUID]journal.Position, len(r.events))
+	insertDone := false
 	err = func() error {
 		rows, err := br.Query()
 		if err != nil {
@@ -468,6 +470,7 @@ func (j *Journal) runMember(ctx context.Context, conn *pgxpool.Conn, r *appendRe
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		insertDone = true
 		for i := 1; i < b.Len(); i++ {
 			if _, err := br.Exec(); err != nil {
 				return err
@@ -480,7 +483,13 @@ func (j *Journal) runMember(ctx context.Context, conn *pgxpool.Conn, r *appendRe
 	}
 	if err != nil {
 		if isConnErr(err) {
-			return journal.AppendResult{}, nil, err, commitInPipeline
+			// The outcome is unknown only if COMMIT may have run: it was in
+			// the pipeline, and the insert did not fail first (the server
+			// skips the rest of a pipeline after an error; a server error,
+			// even FATAL, as the insert's result means the insert failed).
+			var pgErr *pgconn.PgError
+			definite := !insertDone && (errors.As(err, &pgErr) || pgconn.SafeToRetry(err))
+			return journal.AppendResult{}, nil, err, commitInPipeline && !definite
 		}
 		return failed(err)
 	}
@@ -498,7 +507,7 @@ func (j *Journal) runMember(ctx context.Context, conn *pgxpool.Conn, r *appendRe
 		}
 		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
 			if isConnErr(err) {
-				return journal.AppendResult{}, nil, err, true
+				return journal.AppendResult{}, nil, err, !pgconn.SafeToRetry(err)
 			}
 			return journal.AppendResult{}, j.translate("append: commit", err), nil, false
 		}
@@ -675,7 +684,7 @@ func (j *Journal) appendDirect(ctx context.Context, r *appendReq, mode memberMod
 	release := func() (journal.AppendResult, error) {
 		defer conn.Release()
 		if _, err := conn.Exec(context.WithoutCancel(ctx), "COMMIT"); err != nil {
-			return journal.AppendResult{}, j.fatalErr(err, isConnErr(err))
+			return journal.AppendResult{}, j.fatalErr(err, isConnErr(err) && !pgconn.SafeToRetry(err))
 		}
 		return res, nil
 	}

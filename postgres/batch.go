@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/scribe-es/scribe/journal"
 )
@@ -124,7 +125,7 @@ func (j *Journal) runBatch(batch []*appendReq) {
 		outcomes[i] = appendOutcome{res: res, err: memberErr}
 	}
 	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-		err = j.fatalErr(err, isConnErr(err))
+		err = j.fatalErr(err, isConnErr(err) && !pgconn.SafeToRetry(err))
 		for i := range outcomes {
 			if outcomes[i].err == nil {
 				outcomes[i] = appendOutcome{err: err}

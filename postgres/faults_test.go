@@ -1,0 +1,232 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres"
+)
+
+// terminate kills the server backend of conn and waits until it has exited.
+func terminate(ctx context.Context, t *testing.T, admin *pgxpool.Pool, conn *pgxpool.Conn) {
+	t.Helper()
+	pid := conn.Conn().PgConn().PID()
+	var ok bool
+	require.NoError(t, admin.QueryRow(ctx, "SELECT pg_terminate_backend($1, 10000)", int32(pid)).Scan(&ok))
+	require.True(t, ok, "backend %d terminated", pid)
+}
+
+func requireNothingWritten(ctx context.Context, t *testing.T, j *postgres.Journal, stream journal.StreamID, events ...journal.Event) {
+	t.Helper()
+	for _, e := range events {
+		_, err := j.ReadEvent(ctx, e.ID)
+		require.ErrorIs(t, err, journal.ErrNotFound, "no partial write")
+	}
+	sum, err := j.TagSummary(ctx, stream)
+	require.NoError(t, err)
+	require.Zero(t, sum.Version, "the stream's version did not move")
+}
+
+// TestFaultBackendKilledMidAppend kills the appending backend inside the
+// transaction, after the checks and before the insert.
+func TestFaultBackendKilledMidAppend(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *postgres.Config) { c.Batching.Disabled = true })
+	j := f.journal
+	ctx := t.Context()
+	stream := journal.Stream("account:killed")
+	var armed atomic.Bool
+	armed.Store(true)
+	j.SetAfterChecks(func(ctx context.Context, conn *pgxpool.Conn) error {
+		if armed.CompareAndSwap(true, false) {
+			terminate(ctx, t, f.pool, conn)
+		}
+		return nil
+	})
+	events := []journal.Event{event("A", stream.Tag), event("B", stream.Tag)}
+	_, err := j.Append(ctx, events, journal.AppendOptions{Expect: map[journal.Tag]uint64{stream.Tag: 0}})
+	require.Error(t, err, "the killed append reports an error")
+	require.NotErrorIs(t, err, journal.ErrOutcomeUnknown, "the backend died before COMMIT: nothing was written, and that is known")
+	requireNothingWritten(ctx, t, j, stream, events...)
+
+	// The next append runs on a fresh connection; the same events go in.
+	res, err := j.Append(ctx, events, journal.AppendOptions{Expect: map[journal.Tag]uint64{stream.Tag: 0}})
+	require.NoError(t, err)
+	require.False(t, res.Duplicate)
+	n, err := journal.VerifyStream(ctx, j, stream)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+}
+
+// TestFaultBackendKilledBeforeCommit kills the backend just before COMMIT:
+// the outcome is reported as unknown, and retrying the same append resolves it.
+func TestFaultBackendKilledBeforeCommit(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *postgres.Config) { c.Batching.Disabled = true })
+	j := f.journal
+	ctx := t.Context()
+	stream := journal.Stream("account:commit-killed")
+	var armed atomic.Bool
+	armed.Store(true)
+	j.SetBeforeCommit(func(ctx context.Context, conn *pgxpool.Conn) error {
+		if armed.CompareAndSwap(true, false) {
+			terminate(ctx, t, f.pool, conn)
+		}
+		return nil
+	})
+	events := []journal.Event{event("A", stream.Tag)}
+	_, err := j.Append(ctx, events, journal.AppendOptions{})
+	require.ErrorIs(t, err, journal.ErrOutcomeUnknown)
+	requireNothingWritten(ctx, t, j, stream, events...)
+
+	res, err := j.Append(ctx, events, journal.AppendOptions{})
+	require.NoError(t, err, "the retry resolves the unknown outcome")
+	require.False(t, res.Duplicate, "the first attempt did not commit")
+	got, err := j.ReadEvent(ctx, events[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, res.Records[0].Position, got.Position)
+}
+
+// TestFaultCommitAckLost: the server commits but the connection breaks before
+// the client hears so (a proxy drops the connection instead of forwarding
+// COMMIT's reply). The append reports ErrOutcomeUnknown; retrying the same
+// append returns the stored records marked Duplicate.
+func TestFaultCommitAckLost(t *testing.T) {
+	t.Parallel()
+	for _, batched := range []bool{false, true} {
+		t.Run("batched="+strconv.FormatBool(batched), func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			px := startProxy(t, f.pool.Config().ConnConfig.Host, f.pool.Config().ConnConfig.Port)
+			pcfg := f.pool.Config().Copy()
+			pcfg.ConnConfig.Host, pcfg.ConnConfig.Port = "127.0.0.1", px.port
+			pool, err := pxpool(t, pcfg)
+			require.NoError(t, err)
+			j, err := postgres.NewJournal(pool, postgres.Config{Schema: f.cfg.Schema, Batching: postgres.BatchingConfig{Disabled: !batched}})
+			require.NoError(t, err)
+			defer j.Close()
+			ctx := t.Context()
+			stream := journal.Stream("account:ack-lost")
+
+			events := []journal.Event{event("A", stream.Tag), event("B", stream.Tag)}
+			px.dropCommit.Store(true)
+			_, err = j.Append(ctx, events, journal.AppendOptions{Expect: map[journal.Tag]uint64{stream.Tag: 0}})
+			require.ErrorIs(t, err, journal.ErrOutcomeUnknown)
+			require.False(t, px.dropCommit.Load(), "the proxy dropped a COMMIT reply")
+
+			res, err := j.Append(ctx, events, journal.AppendOptions{Expect: map[journal.Tag]uint64{stream.Tag: 0}})
+			require.NoError(t, err, "the retry resolves the unknown outcome")
+			require.True(t, res.Duplicate, "the first attempt had committed")
+			require.Len(t, res.Records, 2)
+			for i, r := range res.Records {
+				require.Equal(t, events[i].ID, r.ID)
+			}
+			n, err := journal.VerifyStream(ctx, j, stream)
+			require.NoError(t, err)
+			require.EqualValues(t, 2, n)
+		})
+	}
+}
+
+func pxpool(t *testing.T, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err == nil {
+		t.Cleanup(pool.Close)
+	}
+	return pool, err
+}
+
+// proxy forwards TCP connections to Postgres; when dropCommit is set, it
+// closes the connection instead of forwarding the next COMMIT CommandComplete.
+type proxy struct {
+	ln         net.Listener
+	port       uint16
+	dropCommit atomic.Bool
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	conns      []net.Conn
+}
+
+func startProxy(t *testing.T, host string, port uint16) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{ln: ln, port: uint16(ln.Addr().(*net.TCPAddr).Port)}
+	target := net.JoinHostPort(host, strconv.Itoa(int(port)))
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.DialTimeout("tcp", target, 5*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() {
+				defer p.wg.Done()
+				_, _ = io.Copy(s, c)
+				s.Close()
+				c.Close()
+			}()
+			go func() {
+				defer p.wg.Done()
+				defer c.Close()
+				defer s.Close()
+				p.forward(c, s)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// forward copies server messages to the client one by one.
+func (p *proxy) forward(client, server net.Conn) {
+	hdr := make([]byte, 5)
+	for {
+		if _, err := io.ReadFull(server, hdr); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint32(hdr[1:])) - 4
+		if n < 0 {
+			return
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(server, body); err != nil {
+			return
+		}
+		if hdr[0] == 'C' && string(body) == "COMMIT\x00" && p.dropCommit.CompareAndSwap(true, false) {
+			return
+		}
+		if _, err := client.Write(append(hdr, body...)); err != nil {
+			return
+		}
+	}
+}
