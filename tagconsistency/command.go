@@ -25,11 +25,14 @@ type Command[S any] struct {
 	// Initial returns the state before any event. Nil means the zero S.
 	Initial func() S
 	// Evolve folds one matching record into the state, in ascending position
-	// order. Required.
+	// order, and returns the new state. It may modify and return its input.
+	// The executor keeps folded states between executions (see
+	// Config.FoldCacheSize), so Evolve must depend on nothing but its
+	// arguments. Required.
 	Evolve func(S, journal.Record) S
 	// Decide returns the events to append (each with its tags), none to do
-	// nothing, or a domain error that Execute returns unchanged. Event IDs
-	// left nil are filled in. Required.
+	// nothing, or a domain error that Execute returns unchanged. It must not
+	// modify the state. Event IDs left nil are filled in. Required.
 	Decide func(S) ([]journal.Event, error)
 }
 

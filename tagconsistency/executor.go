@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"time"
@@ -18,11 +19,12 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// Journal is what the executor needs from the event store: DCB reads, event
-// lookups (idempotency) and appends. journal.Journal satisfies it.
+// Journal is what the executor needs from the event store: DCB and stream
+// reads, event lookups (idempotency) and appends. journal.Journal satisfies it.
 type Journal interface {
 	journal.Appender
-	Read(ctx context.Context, q journal.Query, opts journal.ReadOptions) func(yield func(journal.Record, error) bool)
+	Read(ctx context.Context, q journal.Query, opts journal.ReadOptions) iter.Seq2[journal.Record, error]
+	ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error]
 	ReadEvent(ctx context.Context, id uuid.UUID) (journal.Record, error)
 }
 
@@ -51,6 +53,12 @@ type Config struct {
 	// the wait time), read, decide, append, confirm and cancel. Default: no
 	// tracing.
 	TracerProvider trace.TracerProvider
+	// FoldCacheSize bounds how many folded command states the executor keeps
+	// between executions (least recently used evicted). A command whose name
+	// and query match a cached fold reads only the events appended since it,
+	// so the cost of a command does not grow with its tags' history. Negative
+	// disables the cache. Default 4096 (DefaultFoldCacheSize).
+	FoldCacheSize int
 	// MeterProvider receives the metrics scribe.dcb.commands (by outcome),
 	// scribe.dcb.reservation.wait (seconds) and scribe.dcb.conflicts.
 	// Default: no metrics.
@@ -66,6 +74,7 @@ type Executor struct {
 	owners         TagOwners
 	reserveTimeout time.Duration
 	releaseTimeout time.Duration
+	cache          *foldCache
 	tel            telemetry
 }
 
@@ -86,6 +95,9 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.ReleaseTimeout == 0 {
 		cfg.ReleaseTimeout = DefaultReleaseTimeout
 	}
+	if cfg.FoldCacheSize == 0 {
+		cfg.FoldCacheSize = DefaultFoldCacheSize
+	}
 	tel, err := newTelemetry(cfg.TracerProvider, cfg.MeterProvider)
 	if err != nil {
 		return nil, err
@@ -95,6 +107,7 @@ func New(cfg Config) (*Executor, error) {
 		owners:         cfg.Owners,
 		reserveTimeout: cfg.ReserveTimeout,
 		releaseTimeout: cfg.ReleaseTimeout,
+		cache:          newFoldCache(cfg.FoldCacheSize),
 		tel:            tel,
 	}, nil
 }
@@ -213,7 +226,8 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		}
 	}
 
-	state, after, err := fold(ctx, x, cmd, held)
+	key := foldKey(cmd.Name, cmd.Query)
+	state, after, err := fold(ctx, x, cmd, held, key)
 	if err != nil {
 		x.cancelAll(ctx, held, nil)
 		return Result{}, err
@@ -223,11 +237,13 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 	if err != nil {
 		if rejected {
 			outcome = outcomeRejected
+			x.cache.put(foldEntry{key: key, state: state, after: after, versions: versionsOf(held)})
 		}
 		x.cancelAll(ctx, held, nil)
 		return Result{}, err
 	}
 	if len(events) == 0 {
+		x.cache.put(foldEntry{key: key, state: state, after: after, versions: versionsOf(held)})
 		x.cancelAll(ctx, held, nil)
 		outcome = outcomeOK
 		return Result{}, nil
@@ -258,6 +274,7 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		return Result{Records: appended.Records, Duplicate: true}, nil
 	}
 	x.confirmAll(ctx, held, appended.Records)
+	advance(x.cache, cmd, key, state, after, held, appended.Records)
 	outcome = outcomeOK
 	return Result{Records: appended.Records}, nil
 }
@@ -326,10 +343,16 @@ func (x *Executor) stored(ctx context.Context, partition, command, key string) (
 }
 
 // fold builds the state from the events matching cmd.Query and returns it with
-// the position of the last matching event (zero when none matched).
-func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reservation) (state S, after journal.Position, err error) {
+// the position of the last matching event (zero when none matched). It starts
+// from the cached fold of key when there is one, taking it out of the cache.
+func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reservation, key string) (state S, after journal.Position, err error) {
 	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.read")
 	defer span.End()
+	if e, ok := x.cache.take(key); ok {
+		if st, ok := e.state.(S); ok {
+			return foldFrom(ctx, x, cmd, span, st, e, held)
+		}
+	}
 	if cmd.Initial != nil {
 		if err := guard(cmd.Name, "Initial", func() { state = cmd.Initial() }); err != nil {
 			span.SetStatus(codes.Error, err.Error())
@@ -367,6 +390,83 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reserv
 	}
 	span.SetAttributes(attribute.Int("scribe.dcb.events", n))
 	return state, after, nil
+}
+
+// versionsOf returns the reserved streams' versions.
+func versionsOf(held []Reservation) map[journal.Tag]uint64 {
+	v := make(map[journal.Tag]uint64, len(held))
+	for _, r := range held {
+		v[r.Stream.Tag] = r.Version
+	}
+	return v
+}
+
+// foldFrom continues a cached fold. Every event matching the query carries a
+// reserved tag, so the events it lacks are those of the reserved streams past
+// the versions it was folded at: it reads only those streams that moved (none
+// in the common case), from the first version it has not seen.
+func foldFrom[S any](ctx context.Context, x *Executor, cmd Command[S], span trace.Span, state S, e foldEntry, held []Reservation) (S, journal.Position, error) {
+	span.SetAttributes(attribute.String("scribe.dcb.source", "cache"))
+	after := e.after
+	var fresh []journal.Record
+	seen := make(map[uuid.UUID]bool)
+	for _, r := range held {
+		from, ok := e.versions[r.Stream.Tag]
+		if !ok {
+			from = 0
+		}
+		if ok && from == r.Version {
+			continue
+		}
+		for rec, rerr := range x.journal.ReadStream(ctx, r.Stream, from+1, 0) {
+			if rerr != nil {
+				err := fmt.Errorf("tagconsistency: command %q: reading stream %s: %w", cmd.Name, r.Stream, rerr)
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+				return state, after, err
+			}
+			if rec.Position.After(after) && !seen[rec.ID] && cmd.Query.Matches(&rec) {
+				seen[rec.ID] = true
+				fresh = append(fresh, rec)
+			}
+		}
+	}
+	slices.SortFunc(fresh, func(a, b journal.Record) int { return a.Position.Compare(b.Position) })
+	for _, rec := range fresh {
+		if err := guard(cmd.Name, "Evolve", func() { state = cmd.Evolve(state, rec) }); err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			return state, after, err
+		}
+		after = rec.Position
+	}
+	span.SetAttributes(attribute.Int("scribe.dcb.events", len(fresh)))
+	return state, after, nil
+}
+
+// advance folds a successful command's own matching records into its state
+// and caches the result at the streams' new versions. The append condition
+// guaranteed that no other matching event lies between after and these
+// records.
+func advance[S any](c *foldCache, cmd Command[S], key string, state S, after journal.Position, held []Reservation, records []journal.Record) {
+	if c == nil {
+		return
+	}
+	versions := versionsOf(held)
+	for _, r := range records {
+		for _, l := range r.Links {
+			if _, ok := versions[l.Tag]; ok {
+				versions[l.Tag] = l.Version
+			}
+		}
+		if !cmd.Query.Matches(&r) {
+			continue
+		}
+		if guard(cmd.Name, "Evolve", func() { state = cmd.Evolve(state, r) }) != nil {
+			return
+		}
+		after = r.Position
+	}
+	c.put(foldEntry{key: key, state: state, after: after, versions: versions})
 }
 
 // fromCache collects the records matching q from the owners' complete record

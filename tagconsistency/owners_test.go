@@ -1,0 +1,179 @@
+package tagconsistency_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/tagconsistency"
+)
+
+// store is what the test owners need from a backend.
+type store interface {
+	journal.Journal
+	journal.Sessions
+}
+
+// lockOwners is a plain single-writer implementation of TagOwners used to test
+// the executor on its own: one slot per stream, held by whoever writes it (a
+// DCB reservation or an aggregate-style command through Do), queueing the
+// rest in arrival order. It leases each stream from the journal's sessions,
+// keeps the stream's records, and reloads them after a cancel with a cause.
+type lockOwners struct {
+	j        store
+	node     journal.NodeSession
+	complete bool // hand the cached records to the executor
+
+	mu      sync.Mutex
+	streams map[journal.StreamID]*lockStream
+
+	reloads atomic.Int64
+}
+
+type lockStream struct {
+	slot chan struct{} // a token in it means held
+	// Guarded by holding slot:
+	loaded  bool
+	lease   journal.Lease
+	records []journal.Record
+	// balance is the account balance folded over records[:balanceAt] (the
+	// aggregate-style withdraw keeps it so it does not refold the stream).
+	balance   int64
+	balanceAt int
+}
+
+func newLockOwners(ctx context.Context, j store, node string) (*lockOwners, error) {
+	ns, err := j.OpenNode(ctx, node, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	return &lockOwners{j: j, node: ns, streams: make(map[journal.StreamID]*lockStream)}, nil
+}
+
+func (o *lockOwners) stream(id journal.StreamID) *lockStream {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.streams[id]
+	if s == nil {
+		s = &lockStream{slot: make(chan struct{}, 1)}
+		o.streams[id] = s
+	}
+	return s
+}
+
+// hold takes the stream's slot and makes sure its view is loaded.
+func (o *lockOwners) hold(ctx context.Context, id journal.StreamID) (*lockStream, error) {
+	id = id.Normalize()
+	s := o.stream(id)
+	select {
+	case s.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if s.loaded {
+		return s, nil
+	}
+	if s.lease == (journal.Lease{}) {
+		l, err := o.j.Acquire(ctx, o.node, id, 5*time.Second)
+		if err != nil {
+			<-s.slot
+			return nil, err
+		}
+		s.lease = l
+	}
+	var recs []journal.Record
+	for r, err := range o.j.ReadStream(ctx, id, 1, 0) {
+		if err != nil {
+			<-s.slot
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	if len(s.records) > 0 {
+		o.reloads.Add(1)
+	}
+	s.records, s.loaded = recs, true
+	s.balance, s.balanceAt = 0, 0
+	return s, nil
+}
+
+// adopt appends records of the stream's tag, checking they continue its versions.
+func (s *lockStream) adopt(tag journal.Tag, recs []journal.Record) error {
+	for _, r := range recs {
+		if r.Version(tag) != uint64(len(s.records))+1 {
+			s.loaded = false
+			return fmt.Errorf("record version %d does not follow %d", r.Version(tag), len(s.records))
+		}
+		s.records = append(s.records, r)
+	}
+	return nil
+}
+
+func (o *lockOwners) Reserve(ctx context.Context, id journal.StreamID) (tagconsistency.Reservation, error) {
+	s, err := o.hold(ctx, id)
+	if err != nil {
+		return tagconsistency.Reservation{}, err
+	}
+	r := tagconsistency.Reservation{Stream: id.Normalize(), Lease: s.lease, Version: uint64(len(s.records)), Token: s}
+	if n := len(s.records); n > 0 {
+		r.LastPosition = s.records[n-1].Position
+	}
+	if o.complete {
+		r.Records, r.Complete = s.records, true
+	}
+	return r, nil
+}
+
+func (o *lockOwners) Confirm(_ context.Context, r tagconsistency.Reservation, recs []journal.Record) error {
+	s := r.Token.(*lockStream)
+	defer func() { <-s.slot }()
+	return s.adopt(r.Stream.Tag, recs)
+}
+
+func (o *lockOwners) Cancel(_ context.Context, r tagconsistency.Reservation, cause error) error {
+	s := r.Token.(*lockStream)
+	if cause != nil {
+		s.loaded = false
+	}
+	<-s.slot
+	return nil
+}
+
+// Do runs an aggregate-style command on one stream as its single writer:
+// decide from the stream's records, append with the expected version and
+// the lease, adopt the result.
+func (o *lockOwners) Do(ctx context.Context, id journal.StreamID, decide func(*lockStream) ([]journal.Event, error)) ([]journal.Record, error) {
+	s, err := o.hold(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { <-s.slot }()
+	events, err := decide(s)
+	if err != nil || len(events) == 0 {
+		return nil, err
+	}
+	for i := range events {
+		events[i].ID = journal.NewEventID()
+	}
+	res, err := o.j.Append(ctx, events, journal.AppendOptions{
+		Expect: map[journal.Tag]uint64{id.Tag: uint64(len(s.records))},
+		Leases: []journal.Lease{s.lease},
+	})
+	if err != nil {
+		s.loaded = false
+		return nil, err
+	}
+	var mine []journal.Record
+	for _, r := range res.Records {
+		if r.HasTag(id.Tag) {
+			mine = append(mine, r)
+		}
+	}
+	if err := s.adopt(id.Tag, mine); err != nil {
+		return nil, err
+	}
+	return res.Records, nil
+}
