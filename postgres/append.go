@@ -435,7 +435,11 @@ func (j *Journal) runMember(ctx context.Context, conn *pgxpool.Conn, r *appendRe
 		}
 	}
 	b = &pgx.Batch{}
-	b.Queue(j.sql(insertSQL), r.partition, evIDs, evTypes, evSV, evData, evMeta, evCorr, evAt, evPrev, evHash,
+	ins := j.sql(insertSQL)
+	if j.hooks.ungatedOrder {
+		ins = strings.Replace(ins, "pg_current_xact_id()::text::bigint", "0", 1)
+	}
+	b.Queue(ins, r.partition, evIDs, evTypes, evSV, evData, evMeta, evCorr, evAt, evPrev, evHash,
 		tgEv, tgTag, tgVersion, headTags, headHashes)
 	b.Queue("SELECT pg_notify($1, '')", j.channel)
 	commitInPipeline := false
@@ -664,7 +668,9 @@ func (j *Journal) appendDirect(ctx context.Context, r *appendReq, mode memberMod
 	prefix.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	keys, modes := lockArgs(r.locks)
 	prefix.Queue(lockSQL, keys, modes)
-	prefix.Queue(j.sql(lockEventsSQL))
+	if !j.hooks.ungatedOrder {
+		prefix.Queue(j.sql(lockEventsSQL))
+	}
 	res, memberErr, fatal, unknown := j.runMember(ctx, conn, r, prefix, mode)
 	if fatal != nil {
 		conn.Release() // the pool discards a broken or mid-transaction connection

@@ -105,7 +105,9 @@ func (j *Journal) runBatch(batch []*appendReq) {
 	prefix.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	keys, modes := lockArgs(locks)
 	prefix.Queue(lockSQL, keys, modes)
-	prefix.Queue(j.sql(lockEventsSQL))
+	if !j.hooks.ungatedOrder {
+		prefix.Queue(j.sql(lockEventsSQL))
+	}
 	outcomes := make([]appendOutcome, len(batch))
 	for i, r := range batch {
 		p := prefix

@@ -45,6 +45,10 @@ type testHooks struct {
 	afterChecks func(ctx context.Context, conn *pgxpool.Conn) error
 	// beforeCommit runs right before COMMIT of an unbatched append.
 	beforeCommit func(ctx context.Context, conn *pgxpool.Conn) error
+	// ungatedOrder (benchmarks only) drops what the gap-free order costs an
+	// append: the events table lock and the transaction ID in the position
+	// (every event gets Commit 0), measuring an order that ignores late commits.
+	ungatedOrder bool
 }
 
 var (

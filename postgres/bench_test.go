@@ -1,0 +1,179 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres"
+)
+
+// Run with:
+//
+//	SCRIBE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
+//	  go test -run '^$' -bench . -benchtime 3s ./postgres
+
+func benchEvents(n int, tags ...journal.Tag) []journal.Event {
+	out := make([]journal.Event, n)
+	for i := range out {
+		out[i] = event("Deposited", tags...)
+		out[i].Data = []byte(`{"amount":1,"balance":123456,"note":"benchmark payload padding to about one hundred bytes"}`)
+	}
+	return out
+}
+
+// BenchmarkAppend appends 1, 10 and 100 events per call to one stream with an
+// expected version, from one caller (batching off: one transaction per call).
+func BenchmarkAppend(b *testing.B) {
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			f := setup(b, func(c *postgres.Config) { c.Batching.Disabled = true })
+			ctx := context.Background()
+			tag := journal.Tag("account:bench")
+			var version uint64
+			b.ResetTimer()
+			for range b.N {
+				_, err := f.journal.Append(ctx, benchEvents(n, tag), journal.AppendOptions{Expect: map[journal.Tag]uint64{tag: version}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				version += uint64(n)
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkAppendConcurrent16 runs 16 concurrent callers, each appending
+// single events to its own stream, through the batching path and, for
+// comparison, with batching off and with the gap-free order's append cost
+// removed.
+func BenchmarkAppendConcurrent16(b *testing.B) {
+	variants := []struct {
+		name    string
+		batch   bool
+		ungated bool
+	}{
+		{"batched", true, false},
+		{"batched-ungated-order", true, true},
+		{"unbatched", false, false},
+		{"unbatched-ungated-order", false, true},
+	}
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			f := setup(b, func(c *postgres.Config) { c.Batching.Disabled = !v.batch })
+			f.journal.SetUngatedOrder(v.ungated)
+			ctx := context.Background()
+			var ids atomic.Int64
+			b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				tag := journal.NewTag("caller", fmt.Sprint(ids.Add(1)))
+				for pb.Next() {
+					if _, err := f.journal.Append(ctx, benchEvents(1, tag), journal.AppendOptions{}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+		})
+	}
+}
+
+// load appends total events in appends of 100, each carrying tags.
+func load(b *testing.B, j journal.Journal, total int, tags func(i int) []journal.Tag) {
+	b.Helper()
+	ctx := context.Background()
+	for i := 0; i < total; i += 100 {
+		evs := benchEvents(100)
+		for k := range evs {
+			evs[k].Tags = tags(i + k)
+			if (i+k)%3 == 0 {
+				evs[k].Type = "Withdrawn"
+			}
+		}
+		_, err := j.Append(ctx, evs, journal.AppendOptions{})
+		require.NoError(b, err)
+	}
+}
+
+// BenchmarkReadStream10k reads a whole stream of 10,000 events.
+func BenchmarkReadStream10k(b *testing.B) {
+	f := setup(b)
+	load(b, f.journal, 10_000, func(int) []journal.Tag { return []journal.Tag{"account:big"} })
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		n := 0
+		for _, err := range f.journal.ReadStream(ctx, journal.Stream("account:big"), 1, 0) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != 10_000 {
+			b.Fatalf("read %d events", n)
+		}
+	}
+	b.ReportMetric(float64(b.N*10_000)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkDCBRead reads the events matching a two-item query (a tag pair, and
+// a type within a tag) out of 20,000 events spread over 100 accounts.
+func BenchmarkDCBRead(b *testing.B) {
+	f := setup(b)
+	load(b, f.journal, 20_000, func(i int) []journal.Tag {
+		return []journal.Tag{journal.NewTag("account", fmt.Sprint(i%100)), journal.NewTag("branch", fmt.Sprint(i%7))}
+	})
+	q := journal.Query{Items: []journal.QueryItem{
+		{Tags: []journal.Tag{"account:1", "branch:1"}},
+		{Tags: []journal.Tag{"account:2"}, Types: []string{"Withdrawn"}},
+	}}
+	ctx := context.Background()
+	want := 0
+	for range f.journal.Read(ctx, q, journal.ReadOptions{}) {
+		want++
+	}
+	require.Positive(b, want)
+	b.ResetTimer()
+	for range b.N {
+		n := 0
+		for _, err := range f.journal.Read(ctx, q, journal.ReadOptions{}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != want {
+			b.Fatalf("read %d events, want %d", n, want)
+		}
+	}
+	b.ReportMetric(float64(want), "matches")
+}
+
+// BenchmarkReadAll reads all of 10,000 events through the gap-free feed.
+func BenchmarkReadAll(b *testing.B) {
+	f := setup(b)
+	load(b, f.journal, 10_000, func(i int) []journal.Tag { return []journal.Tag{journal.NewTag("account", fmt.Sprint(i%100))} })
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		n := 0
+		for _, err := range f.journal.ReadAll(ctx, journal.Position{}, 0) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != 10_000 {
+			b.Fatalf("read %d events", n)
+		}
+	}
+	b.ReportMetric(float64(b.N*10_000)/b.Elapsed().Seconds(), "events/s")
+}
