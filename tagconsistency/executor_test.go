@@ -1,0 +1,456 @@
+package tagconsistency_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/tagconsistency"
+)
+
+func memoryBackend() backend { return backends()[0] }
+
+func defineCourse(t *testing.T, e env, course string, seats int) {
+	t.Helper()
+	_, err := e.owners.Do(context.Background(), journal.Stream(courseTag(course)), func(*lockStream) ([]journal.Event, error) {
+		return []journal.Event{defineCourseEvent(course, seats)}, nil
+	})
+	require.NoError(t, err)
+}
+
+func TestNewValidatesConfig(t *testing.T) {
+	t.Parallel()
+	j := journal.NewMemory()
+	owners, err := newLockOwners(context.Background(), j, "n")
+	require.NoError(t, err)
+	_, err = tagconsistency.New(tagconsistency.Config{Owners: owners})
+	require.ErrorContains(t, err, "Journal")
+	_, err = tagconsistency.New(tagconsistency.Config{Journal: j})
+	require.ErrorContains(t, err, "Owners")
+	_, err = tagconsistency.New(tagconsistency.Config{Journal: j, Owners: owners, ReserveTimeout: -time.Second})
+	require.ErrorContains(t, err, "negative")
+	_, err = tagconsistency.New(tagconsistency.Config{Journal: j, Owners: owners})
+	require.NoError(t, err)
+}
+
+func TestInvalidCommandsAreRefusedBeforeReserving(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	ok := enrol("s", "c")
+	cases := map[string]func(*tagconsistency.Command[enrolState]){
+		"no name":          func(c *tagconsistency.Command[enrolState]) { c.Name = "" },
+		"no decide":        func(c *tagconsistency.Command[enrolState]) { c.Decide = nil },
+		"no evolve":        func(c *tagconsistency.Command[enrolState]) { c.Evolve = nil },
+		"no items":         func(c *tagconsistency.Command[enrolState]) { c.Query = journal.Query{} },
+		"all events":       func(c *tagconsistency.Command[enrolState]) { c.Query = journal.AllEvents() },
+		"item without tag": func(c *tagconsistency.Command[enrolState]) { c.Query.Items[1].Tags = nil },
+		"empty extra tag":  func(c *tagconsistency.Command[enrolState]) { c.Tags = []journal.Tag{""} },
+	}
+	for name, spoil := range cases {
+		cmd := ok
+		cmd.Query.Items = slices.Clone(ok.Query.Items)
+		spoil(&cmd)
+		_, err := tagconsistency.Execute(context.Background(), e.x, cmd, tagconsistency.Options{})
+		require.ErrorIs(t, err, tagconsistency.ErrInvalidCommand, name)
+		_, err = tagconsistency.Streams(cmd)
+		require.ErrorIs(t, err, tagconsistency.ErrInvalidCommand, name)
+	}
+	require.Zero(t, e.histogramCount(t, "scribe.dcb.reservation.wait"), "nothing was reserved")
+}
+
+// recordingOwners wraps owners and records the order of reservations.
+type recordingOwners struct {
+	*lockOwners
+	mu       sync.Mutex
+	reserved []journal.Tag
+	released []journal.Tag
+}
+
+func (o *recordingOwners) Reserve(ctx context.Context, id journal.StreamID) (tagconsistency.Reservation, error) {
+	r, err := o.lockOwners.Reserve(ctx, id)
+	if err == nil {
+		o.mu.Lock()
+		o.reserved = append(o.reserved, id.Tag)
+		o.mu.Unlock()
+	}
+	return r, err
+}
+
+func (o *recordingOwners) Cancel(ctx context.Context, r tagconsistency.Reservation, cause error) error {
+	o.mu.Lock()
+	o.released = append(o.released, r.Stream.Tag)
+	o.mu.Unlock()
+	return o.lockOwners.Cancel(ctx, r, cause)
+}
+
+func (o *recordingOwners) Confirm(ctx context.Context, r tagconsistency.Reservation, recs []journal.Record) error {
+	o.mu.Lock()
+	o.released = append(o.released, r.Stream.Tag)
+	o.mu.Unlock()
+	return o.lockOwners.Confirm(ctx, r, recs)
+}
+
+func TestReservesEveryTagInSortedOrder(t *testing.T) {
+	t.Parallel()
+	var rec *recordingOwners
+	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, o *lockOwners) {
+		rec = &recordingOwners{lockOwners: o}
+		c.Owners = rec
+	})
+	ctx := context.Background()
+	z, a := journal.Tag("account:z"), journal.Tag("account:a")
+	require.NoError(t, e.deposit(ctx, z, 10))
+	require.NoError(t, e.deposit(ctx, a, 10))
+	cmd := transfer(z, a, 5)
+	cmd.Tags = []journal.Tag{"audit:1", z}
+	streams, err := tagconsistency.Streams(cmd)
+	require.NoError(t, err)
+	require.Equal(t, []journal.StreamID{journal.Stream(a), journal.Stream(z), journal.Stream("audit:1")}, streams)
+
+	res, err := tagconsistency.Execute(ctx, e.x, cmd, tagconsistency.Options{})
+	require.NoError(t, err)
+	require.Len(t, res.Records, 1)
+	require.Equal(t, []journal.Tag{a, z, "audit:1"}, rec.reserved)
+	require.ElementsMatch(t, []journal.Tag{a, z, "audit:1"}, rec.released)
+	// The owners adopted the new version of the tags the event carries.
+	require.Len(t, e.owners.stream(journal.Stream(z)).records, 2)
+	require.Len(t, e.owners.stream(journal.Stream(a)).records, 2)
+	require.Empty(t, e.owners.stream(journal.Stream("audit:1")).records)
+}
+
+func TestDomainErrorIsReturnedUnchangedAndNothingIsWritten(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	defineCourse(t, e, "c", 0)
+	domain := errors.New("no")
+	cmd := enrol("s", "c")
+	cmd.Decide = func(enrolState) ([]journal.Event, error) { return nil, domain }
+	res, err := tagconsistency.Execute(context.Background(), e.x, cmd, tagconsistency.Options{})
+	require.Same(t, domain, err)
+	require.Empty(t, res.Records)
+	require.EqualValues(t, 1, e.counter(t, "scribe.dcb.commands", "rejected"))
+	_, err = tagconsistency.Execute(context.Background(), e.x, enrol("s", "c"), tagconsistency.Options{})
+	require.ErrorIs(t, err, errCourseFull, "the reservations were released")
+	require.Len(t, readStream(t, e.j, courseTag("c")), 1)
+}
+
+func TestDecideWithoutEventsWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	defineCourse(t, e, "c", 3)
+	cmd := enrol("s", "c")
+	var seen enrolState
+	cmd.Decide = func(s enrolState) ([]journal.Event, error) { seen = s; return nil, nil }
+	res, err := tagconsistency.Execute(context.Background(), e.x, cmd, tagconsistency.Options{})
+	require.NoError(t, err)
+	require.Empty(t, res.Records)
+	require.Equal(t, enrolState{defined: true, capacity: 3}, seen)
+	require.Len(t, readStream(t, e.j, courseTag("c")), 1)
+}
+
+func TestPanicsInUserCodeFailOnlyThatCommand(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	defineCourse(t, e, "c", 3)
+	ctx := context.Background()
+	cmd := enrol("s", "c")
+	cmd.Decide = func(enrolState) ([]journal.Event, error) { panic("boom") }
+	_, err := tagconsistency.Execute(ctx, e.x, cmd, tagconsistency.Options{})
+	var pe *tagconsistency.PanicError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "Decide", pe.Func)
+
+	cmd = enrol("s", "other")
+	cmd.Evolve = func(enrolState, journal.Record) enrolState { panic("evolve boom") }
+	defineCourse(t, e, "other", 3)
+	_, err = tagconsistency.Execute(ctx, e.x, cmd, tagconsistency.Options{})
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "Evolve", pe.Func)
+
+	_, err = tagconsistency.Execute(ctx, e.x, enrol("s", "c"), tagconsistency.Options{})
+	require.NoError(t, err)
+	_, err = tagconsistency.Execute(ctx, e.x, enrol("s", "other"), tagconsistency.Options{})
+	require.NoError(t, err)
+}
+
+func TestEventWithAnUnreservedTagIsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	defineCourse(t, e, "c", 3)
+	cmd := enrol("s", "c")
+	decide := cmd.Decide
+	cmd.Decide = func(s enrolState) ([]journal.Event, error) {
+		evs, err := decide(s)
+		evs[0].Tags = append(evs[0].Tags, "teacher:t")
+		return evs, err
+	}
+	_, err := tagconsistency.Execute(context.Background(), e.x, cmd, tagconsistency.Options{})
+	require.ErrorIs(t, err, tagconsistency.ErrInvalidCommand)
+	require.ErrorContains(t, err, `"teacher:t"`)
+	require.Len(t, readStream(t, e.j, courseTag("c")), 1, "nothing was written")
+
+	cmd.Tags = []journal.Tag{"teacher:t"}
+	res, err := tagconsistency.Execute(context.Background(), e.x, cmd, tagconsistency.Options{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), res.Records[0].Version("teacher:t"))
+}
+
+func TestEventInAnotherPartitionIsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	defineCourse(t, e, "c", 3)
+	cmd := enrol("s", "c")
+	decide := cmd.Decide
+	cmd.Decide = func(s enrolState) ([]journal.Event, error) {
+		evs, err := decide(s)
+		evs[0].Metadata.Partition = "tenant-b"
+		return evs, err
+	}
+	_, err := tagconsistency.Execute(context.Background(), e.x, cmd, tagconsistency.Options{})
+	require.ErrorIs(t, err, tagconsistency.ErrInvalidCommand)
+	require.ErrorContains(t, err, "tenant-b")
+}
+
+func TestPartitionedCommand(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	ctx := context.Background()
+	cmd := claimUsername("u1", "neo")
+	cmd.Query.Partition = "tenant-a"
+	res, err := tagconsistency.Execute(ctx, e.x, cmd, tagconsistency.Options{})
+	require.NoError(t, err)
+	require.Equal(t, "tenant-a", res.Records[0].Partition())
+	// Another tenant has its own names.
+	_, err = tagconsistency.Execute(ctx, e.x, claimUsername("u2", "neo"), tagconsistency.Options{})
+	require.NoError(t, err)
+	_, err = tagconsistency.Execute(ctx, e.x, cmd, tagconsistency.Options{})
+	require.ErrorIs(t, err, errNameTaken)
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	defineCourse(t, e, "c", 1)
+	ctx := context.Background()
+	opts := tagconsistency.Options{IdempotencyKey: "req-1", Metadata: journal.Metadata{CorrelationID: "corr", UserID: "alice"}}
+	first, err := tagconsistency.Execute(ctx, e.x, enrol("s", "c"), opts)
+	require.NoError(t, err)
+	require.False(t, first.Duplicate)
+	require.Len(t, first.Records, 1)
+	m := first.Records[0].Metadata
+	require.Equal(t, "req-1", m.IdempotencyKey)
+	require.Equal(t, "corr", m.CorrelationID)
+	require.Equal(t, "alice", m.UserID)
+
+	// The course is now full, yet the same key returns the first result.
+	again, err := tagconsistency.Execute(ctx, e.x, enrol("s", "c"), opts)
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.Records[0].ID, again.Records[0].ID)
+	require.Equal(t, first.Records[0].Position, again.Records[0].Position)
+	require.EqualValues(t, 1, e.counter(t, "scribe.dcb.commands", "duplicate"))
+	require.Len(t, readStream(t, e.j, courseTag("c")), 2)
+
+	// Another key decides again.
+	_, err = tagconsistency.Execute(ctx, e.x, enrol("s2", "c"), tagconsistency.Options{IdempotencyKey: "req-2"})
+	require.ErrorIs(t, err, errCourseFull)
+}
+
+func TestReservationTimeoutNamesTheTagAndReleasesTheOthers(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) {
+		c.ReserveTimeout = 50 * time.Millisecond
+	})
+	ctx := context.Background()
+	a, b := accountTag(1), accountTag(2)
+	require.NoError(t, e.deposit(ctx, a, 10))
+	require.NoError(t, e.deposit(ctx, b, 10))
+
+	held, err := e.owners.Reserve(ctx, journal.Stream(b))
+	require.NoError(t, err)
+	_, err = tagconsistency.Execute(ctx, e.x, transfer(a, b, 1), tagconsistency.Options{})
+	require.ErrorIs(t, err, tagconsistency.ErrReservationTimeout)
+	var te *tagconsistency.ReservationTimeoutError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, journal.Stream(b), te.Stream)
+	require.GreaterOrEqual(t, te.Waited, 50*time.Millisecond)
+	require.ErrorContains(t, err, "account:2")
+
+	// account:1, reserved first, was released.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	r, err := e.owners.Reserve(short, journal.Stream(a))
+	require.NoError(t, err)
+	require.NoError(t, e.owners.Cancel(ctx, r, nil))
+
+	require.NoError(t, e.owners.Cancel(ctx, held, nil))
+	_, err = tagconsistency.Execute(ctx, e.x, transfer(a, b, 1), tagconsistency.Options{})
+	require.NoError(t, err)
+}
+
+func TestBusyTagQueuesTheCommand(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	ctx := context.Background()
+	a, b := accountTag(1), accountTag(2)
+	require.NoError(t, e.deposit(ctx, a, 10))
+	require.NoError(t, e.deposit(ctx, b, 10))
+	held, err := e.owners.Reserve(ctx, journal.Stream(b))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := tagconsistency.Execute(ctx, e.x, transfer(a, b, 1), tagconsistency.Options{})
+		done <- err
+	}()
+	// The command waits at account:2 (it holds account:1 meanwhile).
+	require.Eventually(t, func() bool { return len(e.owners.stream(journal.Stream(a)).slot) == 1 }, 5*time.Second, time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the command did not queue behind the reservation: %v", err)
+	default:
+	}
+	require.NoError(t, e.owners.Cancel(ctx, held, nil))
+	require.NoError(t, <-done)
+}
+
+func TestContextEndedBeforeExecution(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	defineCourse(t, e, "c", 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := tagconsistency.Execute(ctx, e.x, enrol("s", "c"), tagconsistency.Options{})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Len(t, readStream(t, e.j, courseTag("c")), 1)
+	_, err = tagconsistency.Execute(context.Background(), e.x, enrol("s", "c"), tagconsistency.Options{})
+	require.NoError(t, err)
+}
+
+func TestFoldFromOwnersRecords(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, o *lockOwners) {
+		o.complete = true
+		c.FoldCacheSize = -1
+	})
+	ctx := context.Background()
+	defineCourse(t, e, "c", 2)
+	for _, s := range []string{"s1", "s2"} {
+		_, err := tagconsistency.Execute(ctx, e.x, enrol(s, "c"), tagconsistency.Options{})
+		require.NoError(t, err)
+	}
+	_, err := tagconsistency.Execute(ctx, e.x, enrol("s3", "c"), tagconsistency.Options{})
+	require.ErrorIs(t, err, errCourseFull)
+	_, err = tagconsistency.Execute(ctx, e.x, enrol("s1", "c"), tagconsistency.Options{})
+	require.ErrorIs(t, err, errAlreadyEnrolled)
+	require.Equal(t, []string{"owners", "owners", "owners", "owners"}, readSources(e))
+}
+
+func TestFoldCacheSeesEventsOfOtherWriters(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	ctx := context.Background()
+	defineCourse(t, e, "c", 2)
+	_, err := tagconsistency.Execute(ctx, e.x, enrol("s1", "c"), tagconsistency.Options{})
+	require.NoError(t, err)
+	// A command with another query enrols s2 into the same course.
+	_, err = tagconsistency.Execute(ctx, e.x, enrol("s2", "c"), tagconsistency.Options{})
+	require.NoError(t, err)
+	// And an aggregate-style write on the course tag lowers nothing but is folded.
+	_, err = e.owners.Do(ctx, journal.Stream(courseTag("c")), func(*lockStream) ([]journal.Event, error) {
+		return []journal.Event{defineCourseEvent("c", 3)}, nil
+	})
+	require.NoError(t, err)
+	// s1's cached fold (1 enrolled, capacity 2) must catch up: 2 enrolled, capacity 3.
+	cmd := enrol("s1", "c")
+	var seen enrolState
+	cmd.Decide = func(s enrolState) ([]journal.Event, error) { seen = s; return nil, nil }
+	_, err = tagconsistency.Execute(ctx, e.x, cmd, tagconsistency.Options{})
+	require.NoError(t, err)
+	require.Equal(t, enrolState{defined: true, capacity: 3, enrolled: 2, already: true}, seen)
+	require.Equal(t, []string{"journal", "journal", "cache"}, readSources(e))
+}
+
+// readSources lists the scribe.dcb.source attribute of every read span.
+func readSources(e env) []string {
+	var out []string
+	for _, s := range e.spans.Ended() {
+		if s.Name() != "tagconsistency.read" {
+			continue
+		}
+		for _, kv := range s.Attributes() {
+			if kv.Key == "scribe.dcb.source" {
+				out = append(out, kv.Value.AsString())
+			}
+		}
+	}
+	return out
+}
+
+func attr(s sdktrace.ReadOnlySpan, key attribute.Key) (attribute.Value, bool) {
+	for _, kv := range s.Attributes() {
+		if kv.Key == key {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+func TestSpansAndMetrics(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	ctx := context.Background()
+	a, b := accountTag(1), accountTag(2)
+	require.NoError(t, e.deposit(ctx, a, 10))
+	require.NoError(t, e.deposit(ctx, b, 10))
+	res, err := tagconsistency.Execute(ctx, e.x, transfer(a, b, 5), tagconsistency.Options{})
+	require.NoError(t, err)
+
+	spans := e.spans.Ended()
+	var root sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if s.Name() == "tagconsistency.execute" {
+			root = s
+		}
+	}
+	require.NotNil(t, root)
+	v, _ := attr(root, "scribe.outcome")
+	require.Equal(t, "ok", v.AsString())
+	var children []string
+	for _, s := range spans {
+		if s.Parent().SpanID() == root.SpanContext().SpanID() {
+			children = append(children, s.Name())
+			if s.Name() == "tagconsistency.reserve" {
+				w, ok := attr(s, "scribe.reservation.wait_ms")
+				require.True(t, ok, "reserve span has the wait time")
+				require.GreaterOrEqual(t, w.AsFloat64(), 0.0)
+			}
+		}
+	}
+	require.Equal(t, []string{"tagconsistency.reserve", "tagconsistency.reserve", "tagconsistency.read", "tagconsistency.decide", "tagconsistency.append", "tagconsistency.confirm"}, children)
+	// The event carries the trace context of the execution.
+	require.Contains(t, res.Records[0].Metadata.TraceParent, root.SpanContext().TraceID().String())
+
+	require.EqualValues(t, 2, e.histogramCount(t, "scribe.dcb.reservation.wait"))
+	require.EqualValues(t, 1, e.counter(t, "scribe.dcb.commands", "ok"))
+	require.Zero(t, e.counter(t, "scribe.dcb.conflicts", ""))
+
+	// A rejected command ends with a cancel span.
+	_, err = tagconsistency.Execute(ctx, e.x, transfer(a, b, 500), tagconsistency.Options{})
+	require.ErrorIs(t, err, errInsufficient)
+	var cancels int
+	for _, s := range e.spans.Ended() {
+		if s.Name() == "tagconsistency.cancel" {
+			cancels++
+		}
+	}
+	require.Equal(t, 1, cancels)
+	require.EqualValues(t, 1, e.counter(t, "scribe.dcb.commands", "rejected"))
+}
