@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	goruntime "runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -59,6 +60,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 			return fmt.Errorf("-out %s: %w", o.OutDir, err)
 		}
+	}
+	if o.CPUProf != "" {
+		f, err := os.Create(o.CPUProf)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	table := stdout
 	if o.JSON {

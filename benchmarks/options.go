@@ -51,6 +51,7 @@ type options struct {
 	Prefix   string // of the per-measurement Postgres schemas
 	RawBatch int
 	Progress time.Duration
+	CPUProf  string // file for the Go CPU profile of the whole run
 }
 
 // cellDuration is the measured time of one (run, writers, mode) cell.
@@ -83,6 +84,7 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 	fs.StringVar(&o.Prefix, "schema-prefix", "bench_", "prefix of the per-measurement Postgres schemas (lowercase letters, digits, _)")
 	fs.IntVar(&o.RawBatch, "raw-batch", 64, "rows per multi-row INSERT in raw mode")
 	fs.DurationVar(&o.Progress, "progress", time.Second, "interval of the progress line on stderr (0: none)")
+	fs.StringVar(&o.CPUProf, "cpuprofile", "", "write the harness's Go CPU profile (every mode, every measurement) to this file, for go tool pprof")
 	fs.Usage = func() {
 		fmt.Fprintf(w, "Usage: go run ./benchmarks [flags]\n\nMeasures Scribe's actors against OCC retry loops and raw inserts (see doc.go).\n\nFlags:\n")
 		fs.PrintDefaults()
