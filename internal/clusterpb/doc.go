@@ -3,8 +3,8 @@
 // requests. The messages are generated from cluster.proto; regenerate with
 // go generate after editing it.
 //
-//go:generate protoc --go_out=. --go_opt=paths=source_relative cluster.proto
-//
 // Generated with protoc 3.21.12 (libprotoc) and protoc-gen-go v1.36.12
 // (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12).
+//
+//go:generate protoc --go_out=. --go_opt=paths=source_relative cluster.proto
 package clusterpb
