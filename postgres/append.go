@@ -441,7 +441,6 @@ func (j *Journal) runMember(ctx context.Context, conn *pgxpool.Conn, r *appendRe
 	}
 	b.Queue(ins, r.partition, evIDs, evTypes, evSV, evData, evMeta, evCorr, evAt, evPrev, evHash,
 		tgEv, tgTag, tgVersion, headTags, headHashes)
-	b.Queue("SELECT pg_notify($1, '')", j.channel)
 	commitInPipeline := false
 	switch mode {
 	case modeSavepoint:
@@ -650,11 +649,22 @@ func (j *Journal) Append(ctx context.Context, events []journal.Event, opts journ
 		return journal.AppendResult{}, err
 	}
 	r := j.newAppendReq(ctx, prepared, partition, opts)
-	if j.cfg.Batching.Disabled {
-		res, _, err := j.appendDirect(ctx, r, modeTx)
-		return res, err
+	var res journal.AppendResult
+	switch {
+	case !j.cfg.Batching.Disabled:
+		res, err = j.enqueue(ctx, r)
+	default:
+		outcomes, fallback := j.runFast(ctx, []*appendReq{r})
+		if fallback {
+			res, _, err = j.appendDirect(ctx, r, modeTx)
+		} else {
+			res, err = outcomes[0].res, outcomes[0].err
+		}
 	}
-	return j.enqueue(ctx, r)
+	if err == nil && !res.Duplicate {
+		j.committed()
+	}
+	return res, err
 }
 
 // appendDirect runs r in a transaction of its own. In modeHold it returns with
@@ -692,6 +702,7 @@ func (j *Journal) appendDirect(ctx context.Context, r *appendReq, mode memberMod
 		if _, err := conn.Exec(context.WithoutCancel(ctx), "COMMIT"); err != nil {
 			return journal.AppendResult{}, j.fatalErr(err, isConnErr(err) && !pgconn.SafeToRetry(err))
 		}
+		j.committed()
 		return res, nil
 	}
 	return res, release, nil

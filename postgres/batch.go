@@ -73,13 +73,25 @@ func (j *Journal) batchWorker() {
 	}
 }
 
-// runBatch runs appends in one transaction: BEGIN and every member's locks (one
-// sorted set, so batches never deadlock), then each member inside its own
-// savepoint with its own duplicate check, condition, claim and insert, then one
-// COMMIT. A member's failure rolls back its savepoint only and is reported to
-// that member; a broken transaction or failed COMMIT is reported to all.
+// runBatch runs appends in one transaction on the fast path (see runFast), or,
+// when its write statement's fence fails, on the slow path: BEGIN and every
+// member's locks (one sorted set, so batches never deadlock), then each member
+// inside its own savepoint with its own duplicate check, condition, claim and
+// insert, then one COMMIT. A member's failure is reported to that member only;
+// a broken transaction or failed COMMIT is reported to all.
 func (j *Journal) runBatch(batch []*appendReq) {
 	ctx := context.Background()
+	if outcomes, fallback := j.runFast(ctx, batch); !fallback {
+		for i, r := range batch {
+			r.done <- outcomes[i]
+		}
+		return
+	}
+	j.runBatchSlow(ctx, batch)
+}
+
+// runBatchSlow runs appends one savepoint each; see runBatch.
+func (j *Journal) runBatchSlow(ctx context.Context, batch []*appendReq) {
 	if len(batch) == 1 {
 		r := batch[0]
 		res, _, err := j.appendDirect(ctx, r, modeTx)

@@ -82,10 +82,13 @@
 //
 // # Subscriptions
 //
-// Subscribe reads page by page (gated), then waits for a wake-up: each append
-// sends pg_notify in its transaction (delivered after commit, coalesced), one
-// LISTEN connection per Journal fans out to all subscribers, and a lost
-// notification costs at most PollInterval.
+// Subscribe reads page by page (gated), then waits for a wake-up. After an
+// append commits, the journal wakes its own subscribers at once and a notifier
+// goroutine sends one pg_notify per burst of commits (coalesced, in its own
+// transaction with synchronous_commit off: NOTIFY inside the append would
+// serialize commits through Postgres's notify lock and defeat group commit).
+// One LISTEN connection per Journal fans notifications from other processes
+// out to all subscribers. A lost notification costs at most PollInterval.
 //
 // # Batching
 //

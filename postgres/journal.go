@@ -34,6 +34,8 @@ type Journal struct {
 
 	listenOnce sync.Once
 	wake       *broadcaster
+	notifyOnce sync.Once
+	notifyCh   chan struct{}
 
 	hooks testHooks
 }

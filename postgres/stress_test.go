@@ -237,12 +237,16 @@ func TestBatchMembersFailIndividually(t *testing.T) {
 	require.True(t, sharedCommit, "concurrent appends were batched into shared transactions")
 }
 
-// TestSubscriptionSurvivesLostNotifications kills the LISTEN connection; the
-// subscriber still receives new events within about PollInterval.
+// TestSubscriptionSurvivesLostNotifications: events appended by another
+// process (a second Journal) reach a subscriber through NOTIFY; with the
+// subscriber's LISTEN connection killed, they still arrive by polling.
 func TestSubscriptionSurvivesLostNotifications(t *testing.T) {
 	t.Parallel()
 	f := setup(t, func(c *postgres.Config) { c.PollInterval = 100 * time.Millisecond })
 	j := f.journal
+	other, err := postgres.NewJournal(f.pool, f.cfg)
+	require.NoError(t, err)
+	defer other.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	got := make(chan journal.Record, 16)
@@ -257,7 +261,7 @@ func TestSubscriptionSurvivesLostNotifications(t *testing.T) {
 		}
 	}()
 	first := event("First", "s:1")
-	_, err := j.Append(ctx, []journal.Event{first}, journal.AppendOptions{})
+	_, err = other.Append(ctx, []journal.Event{first}, journal.AppendOptions{})
 	require.NoError(t, err)
 	require.Equal(t, first.ID, (<-got).ID)
 
@@ -270,7 +274,7 @@ func TestSubscriptionSurvivesLostNotifications(t *testing.T) {
 		return err == nil && n > 0
 	}, 5*time.Second, 20*time.Millisecond)
 	second := event("Second", "s:1")
-	_, err = j.Append(ctx, []journal.Event{second}, journal.AppendOptions{})
+	_, err = other.Append(ctx, []journal.Event{second}, journal.AppendOptions{})
 	require.NoError(t, err)
 	select {
 	case r := <-got:

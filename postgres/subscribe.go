@@ -34,6 +34,46 @@ func (b *broadcaster) notify() {
 	b.ch = make(chan struct{})
 }
 
+// committed wakes this journal's subscribers after an append committed, and
+// asks the notifier to tell other processes. NOTIFY is not sent inside the
+// append's transaction: Postgres serializes the commits of notifying
+// transactions (a global lock held through the WAL flush), which would undo
+// group commit.
+func (j *Journal) committed() {
+	j.wake.notify()
+	j.notifyOnce.Do(j.startNotifier)
+	select {
+	case j.notifyCh <- struct{}{}:
+	default: // a notification is already pending: coalesced
+	}
+}
+
+// startNotifier starts the goroutine that sends one NOTIFY per burst of
+// commits, in its own short transaction with synchronous_commit off (a lost
+// notification costs subscribers at most PollInterval).
+func (j *Journal) startNotifier() {
+	j.notifyCh = make(chan struct{}, 1)
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		for {
+			select {
+			case <-j.closed:
+				return
+			case <-j.notifyCh:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			b := &pgx.Batch{}
+			b.Queue("BEGIN")
+			b.Queue("SET LOCAL synchronous_commit = off")
+			b.Queue("SELECT pg_notify($1, '')", j.channel)
+			b.Queue("COMMIT")
+			_ = j.pool.SendBatch(ctx, b).Close()
+			cancel()
+		}
+	}()
+}
+
 // startListener starts, once, the goroutine that LISTENs on the journal's
 // channel on a dedicated connection and wakes subscribers on every
 // notification. It reconnects after failures; subscribers poll meanwhile.

@@ -2,12 +2,14 @@
 -- quoted schema name when the migration runs.
 
 -- events: one row per event. Position = (commit_xid, seq): the appending
--- transaction's ID (pg_current_xact_id) and a global sequence. Links to the
+-- transaction's ID (pg_current_xact_id) and a global sequence (events_seq,
+-- drawn by the append after it holds its locks). Links to the
 -- event's tag streams are stored as parallel arrays (tags, versions) and
 -- concatenated 32-byte hashes (prev_hashes, hashes), in tag order.
+CREATE SEQUENCE __SCHEMA__.events_seq;
 CREATE TABLE __SCHEMA__.events (
     commit_xid     bigint  NOT NULL,
-    seq            bigint  GENERATED ALWAYS AS IDENTITY,
+    seq            bigint  NOT NULL DEFAULT nextval('__SCHEMA__.events_seq'),
     id             uuid    NOT NULL,
     partition      text COLLATE "C"    NOT NULL,
     type           text COLLATE "C"    NOT NULL,
@@ -85,3 +87,15 @@ CREATE TABLE __SCHEMA__.snapshots (
     created_at     timestamptz NOT NULL,
     CONSTRAINT snapshots_pkey PRIMARY KEY (partition, tag, version)
 );
+
+-- fence_check aborts an append's write statement when its claim did not
+-- update every stream it checked (a lease or version changed in between).
+CREATE FUNCTION __SCHEMA__.fence_check(ok boolean) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT ok THEN
+        RAISE EXCEPTION 'scribe: a stream''s lease or version changed between the append''s checks and its claim'
+            USING ERRCODE = 'SF001';
+    END IF;
+    RETURN true;
+END
+$$;
