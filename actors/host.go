@@ -169,6 +169,7 @@ type entry struct {
 	pid      *actor.PID
 	draining bool
 	done     chan struct{}
+	queued   atomic.Int64 // requests not yet taken or abandoned
 }
 
 // Host runs the stream actors of one node: it owns the protoactor-go actor
@@ -294,6 +295,14 @@ func (h *Host) deliver(ctx context.Context, stream journal.StreamID, msg any) (*
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+		}
+		switch r := msg.(type) {
+		case *commandReq:
+			r.queued = &e.queued
+			e.queued.Add(1)
+		case *reserveReq:
+			r.queued = &e.queued
+			e.queued.Add(1)
 		}
 		h.system.Root.Send(e.pid, msg)
 		s.mu.Unlock()
@@ -478,26 +487,17 @@ func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 func (w warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{w.Handler.WithAttrs(as)} }
 func (w warnOnly) WithGroup(n string) slog.Handler       { return warnOnly{w.Handler.WithGroup(n)} }
 
-// Pending returns the number of commands and reservations queued at the
-// stream's actor (not counting a held reservation or the batch being
-// appended), or 0 when the stream has no active actor.
+// Pending returns the number of commands and reservations sent to the
+// stream's actor that it has not yet taken up (decided, granted or failed)
+// and whose callers still wait; 0 when the stream has no active actor. It
+// does not message the actor.
 func (h *Host) Pending(stream journal.StreamID) int {
 	stream = stream.Normalize()
 	s := h.shardOf(stream)
 	s.mu.Lock()
-	e := s.entries[stream]
-	if e == nil || e.draining {
-		s.mu.Unlock()
-		return 0
+	defer s.mu.Unlock()
+	if e := s.entries[stream]; e != nil {
+		return int(e.queued.Load())
 	}
-	reply := make(chan int, 1)
-	h.system.Root.Send(e.pid, &pendingMsg{reply: reply})
-	done := e.done
-	s.mu.Unlock()
-	select {
-	case n := <-reply:
-		return n
-	case <-done:
-		return 0
-	}
+	return 0
 }

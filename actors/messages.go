@@ -17,15 +17,36 @@ const (
 	reqAbandoned
 )
 
-type reqStatus struct{ v atomic.Int32 }
+type reqStatus struct {
+	v atomic.Int32
+	// queued counts the stream's requests not yet taken or abandoned
+	// (Host.Pending); set by deliver.
+	queued *atomic.Int64
+}
+
+func (s *reqStatus) leave() {
+	if s.queued != nil {
+		s.queued.Add(-1)
+	}
+}
 
 // take reports whether the actor may act on the request.
 func (s *reqStatus) take() bool {
-	return s.v.CompareAndSwap(reqPending, reqTaken) || s.v.Load() == reqTaken
+	if s.v.CompareAndSwap(reqPending, reqTaken) {
+		s.leave()
+		return true
+	}
+	return s.v.Load() == reqTaken
 }
 
 // abandon reports whether the caller withdrew the request before the actor took it.
-func (s *reqStatus) abandon() bool { return s.v.CompareAndSwap(reqPending, reqAbandoned) }
+func (s *reqStatus) abandon() bool {
+	if s.v.CompareAndSwap(reqPending, reqAbandoned) {
+		s.leave()
+		return true
+	}
+	return false
+}
 
 func (s *reqStatus) abandoned() bool { return s.v.Load() == reqAbandoned }
 
@@ -118,9 +139,3 @@ type snapshotDoneMsg struct {
 }
 
 type finalDoneMsg struct{}
-
-// pendingMsg asks for the queue length (Host.Pending).
-type pendingMsg struct{ reply chan int }
-
-// NotInfluenceReceiveTimeout keeps Pending from delaying passivation.
-func (*pendingMsg) NotInfluenceReceiveTimeout() {}

@@ -125,22 +125,6 @@ func (a *streamActor) Receive(c actor.Context) {
 		a.busy = notBusy
 		a.stop(c)
 		return
-	case *pendingMsg:
-		n := 0
-		for _, r := range a.queue {
-			switch r := r.(type) {
-			case *commandReq:
-				if !r.abandoned() {
-					n++
-				}
-			case *reserveReq:
-				if !r.abandoned() {
-					n++
-				}
-			}
-		}
-		m.reply <- n
-		return
 	case *actor.ReceiveTimeout:
 		a.onIdle(c)
 	case *actor.Stopped:

@@ -1,5 +1,69 @@
-// Package runtime is Scribe's public entry point: Config, New, Register,
-// Execute and Shutdown. A Go service embeds one Runtime, registers aggregate
-// definitions and DCB commands, and calls Execute; the runtime routes each
-// command to the single actor that owns its stream.
+// Package runtime is Scribe's public entry point: Config, New, the Register
+// functions, Execute and Shutdown. A Go service embeds one Runtime, registers
+// aggregate definitions and event types, and calls Execute; the runtime routes
+// each command to the single actor that owns its stream (package actors), so
+// callers never write retry loops. protoactor-go types never appear here.
+//
+//	rt, err := runtime.New(ctx, runtime.Config{Journal: j, Snapshots: s, NodeID: "billing-1"})
+//	runtime.RegisterEvent[AccountOpened](rt, "AccountOpened", 1)
+//	runtime.RegisterAggregate(rt, runtime.Aggregate[Account]{Name: "account", Initial: …, Decide: …, Evolve: …})
+//	res, err := runtime.ExecuteTyped[Account](ctx, rt, runtime.Target{Aggregate: "account", ID: "42"}, Deposit{100})
+//	defer rt.Shutdown(ctx)
+//
+// # Streams, events and state
+//
+// An aggregate named "account" owns the streams tagged "account:<id>". Decide
+// returns values of event types registered with RegisterEvent (name, schema
+// version, Go type); the Codec (JSON by default) encodes them as the events'
+// data. Every event carries its stream's tag; an event type implementing
+// Tagged adds more. Stored events of older schema versions are upcast step by
+// step with the functions registered by RegisterUpcaster before they are
+// decoded. Snapshots (Config.Snapshots, Config.SnapshotPolicy) are stamped with
+// Aggregate.SchemaVersion; a snapshot of another schema version is ignored and
+// the stream replayed.
+//
+// # Guarantees
+//
+//   - One writer per stream: a stream's commands are decided one at a time in
+//     arrival order against its current state. Concurrent callers are grouped
+//     into one journal append (group commit) and each gets its own result or
+//     domain error. Execute returns only after the command's events are
+//     durable. Every append is fenced by the stream's lease, so a stale
+//     activation (a paused process, a cluster handover) can never write.
+//   - Domain errors from Decide are returned as is (errors.Is works). A panic
+//     in aggregate code fails only that command (ErrPanic, *PanicError) and
+//     the stream's state is rebuilt from the journal.
+//   - Context: a command whose context ends before it is decided is never
+//     executed, and Execute returns ctx.Err(). When the context ends after the
+//     command was decided, its append may or may not be stored and the caller
+//     cannot know which: Execute returns an error matching both ctx.Err() and
+//     journal.ErrOutcomeUnknown. Execute again with the same idempotency key
+//     (WithIdempotencyKey) to find out: if the first attempt was stored, the
+//     first result comes back with Duplicate set and nothing is appended.
+//   - Idempotency keys are durable: a key's event IDs are derived from
+//     (stream, key, index), so even after a restart the journal stores them
+//     once and the runtime finds the first result.
+//
+// # Nodes, sessions and failover
+//
+// A Runtime opens one node session (Config.NodeID, default the host name) and
+// renews it every Config.SessionTimeout/3 in one goroutine, whatever the number
+// of streams. A runtime restarted with the same NodeID after a crash takes over
+// its streams at once; a runtime with another NodeID waits until the crashed
+// one's session expires (up to Config.OpenTimeout, then
+// journal.ErrOpenTimeout). If the session is lost (expired or superseded),
+// every stream actor stops, pending commands fail with
+// journal.ErrSessionExpired, and a new session is opened.
+//
+// Idle streams passivate after Config.IdleTimeout (snapshot if due, release
+// the lease). Shutdown passivates every stream, closes the node session and
+// stops the actor system; it leaves no goroutine behind.
+//
+// # Observability
+//
+// Config.TracerProvider and Config.MeterProvider receive the spans and metrics
+// described in package actors (scribe.execute with the mailbox wait,
+// scribe.decide, scribe.append, scribe.recovery; commands, batch sizes, append
+// latency, active actors, activations, passivations, recoveries, fence
+// rejections). The runtime never touches OpenTelemetry globals.
 package runtime

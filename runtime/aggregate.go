@@ -1,0 +1,105 @@
+package runtime
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Aggregate defines an event-sourced aggregate type with state S as a
+// decider: pure functions the stream actor calls one command at a time. Its
+// streams are the tags "<Name>:<id>".
+type Aggregate[S any] struct {
+	// Name is the aggregate's name and the tag group of its streams: non-empty,
+	// without ':'.
+	Name string
+	// Initial returns the state of an empty stream.
+	Initial func() S
+	// Decide returns the events (values of registered event types) a command
+	// produces in state, or an error that Execute returns to the caller as is
+	// (errors.Is works). It must not mutate state.
+	Decide func(state S, command any) ([]any, error)
+	// Evolve applies one event (a value of a registered event type) to state
+	// and returns the new state. It must not mutate its input (copy maps and
+	// slices): the actor keeps the confirmed state while it decides a batch.
+	Evolve func(state S, event any) S
+	// SchemaVersion stamps snapshots of S; snapshots with another schema
+	// version are ignored and the stream is replayed. Bump it when S's
+	// encoding changes. 0 means 1.
+	SchemaVersion int
+}
+
+// RegisterAggregate registers an aggregate definition. Its events must be
+// registered with RegisterEvent before commands produce them. An aggregate
+// name may be registered once.
+func RegisterAggregate[S any](rt *Runtime, a Aggregate[S]) error {
+	if err := validGroup(a.Name); err != nil {
+		return err
+	}
+	if a.Initial == nil || a.Decide == nil || a.Evolve == nil {
+		return regErr("aggregate %q: Initial, Decide and Evolve are all required", a.Name)
+	}
+	if a.SchemaVersion < 0 {
+		return regErr("aggregate %q: SchemaVersion %d is negative", a.Name, a.SchemaVersion)
+	}
+	if a.SchemaVersion == 0 {
+		a.SchemaVersion = 1
+	}
+	r := rt.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.aggregates[a.Name]; dup {
+		return regErr("aggregate %q is already registered", a.Name)
+	}
+	r.aggregates[a.Name] = &aggregateModel[S]{def: a, reg: r, stateType: reflect.TypeFor[S]()}
+	return nil
+}
+
+// aggregateModel adapts a typed Aggregate to actors.Model.
+type aggregateModel[S any] struct {
+	def       Aggregate[S]
+	reg       *registry
+	stateType reflect.Type
+}
+
+func asState[S any](v any) S {
+	s, _ := v.(S)
+	return s
+}
+
+func (m *aggregateModel[S]) Name() string            { return m.def.Name }
+func (m *aggregateModel[S]) Initial() any            { return m.def.Initial() }
+func (m *aggregateModel[S]) StateSchemaVersion() int { return m.def.SchemaVersion }
+
+func (m *aggregateModel[S]) Decide(state any, command any) ([]any, error) {
+	return m.def.Decide(asState[S](state), command)
+}
+
+func (m *aggregateModel[S]) Evolve(state any, event any) any {
+	return m.def.Evolve(asState[S](state), event)
+}
+
+func (m *aggregateModel[S]) EncodeEvent(ev any) (journal.Event, error) {
+	return m.reg.encodeEvent(ev)
+}
+
+func (m *aggregateModel[S]) DecodeEvent(rec *journal.Record) (any, error) {
+	return m.reg.decodeEvent(rec)
+}
+
+func (m *aggregateModel[S]) EncodeState(state any) ([]byte, error) {
+	b, err := m.reg.codec.Marshal(asState[S](state))
+	if err != nil {
+		return nil, fmt.Errorf("runtime: encoding the state of aggregate %q: %w", m.def.Name, err)
+	}
+	return b, nil
+}
+
+func (m *aggregateModel[S]) DecodeState(data []byte) (any, error) {
+	var s S
+	if err := m.reg.codec.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("runtime: decoding a snapshot of aggregate %q: %w", m.def.Name, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,207 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Upcaster rewrites the JSON data of an event from one schema version to the
+// next. It must be pure and safe for concurrent use.
+type Upcaster func(data json.RawMessage) (json.RawMessage, error)
+
+// Tagged is implemented by event types that carry tags besides their stream's
+// own tag (which is always added). Extra tags make events findable by DCB
+// queries (for example "transfer:9f…"); a tag owned by another active actor
+// makes that actor re-read its tail before its next command.
+type Tagged interface {
+	Tags() []journal.Tag
+}
+
+type eventType struct {
+	name      string
+	version   int
+	typ       reflect.Type
+	upcasters map[int]Upcaster // keyed by the version they upcast from
+}
+
+// registry holds the event types and aggregates of a Runtime.
+type registry struct {
+	codec      Codec
+	mu         sync.RWMutex
+	byName     map[string]*eventType
+	byType     map[reflect.Type]*eventType
+	aggregates map[string]actors.Model
+}
+
+func newRegistry(c Codec) *registry {
+	return &registry{
+		codec:      c,
+		byName:     map[string]*eventType{},
+		byType:     map[reflect.Type]*eventType{},
+		aggregates: map[string]actors.Model{},
+	}
+}
+
+func regErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrRegistration}, args...)...)
+}
+
+// RegisterEvent registers the Go type T as the event named name at schema
+// version schemaVersion (≥ 1). Aggregates return T values from Decide and
+// receive T values in Evolve; T must encode to a JSON object (a struct or a
+// map with string keys). A name or type may be registered once.
+func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int) error {
+	typ := reflect.TypeFor[T]()
+	switch {
+	case name == "":
+		return regErr("event name is empty; name the event type (e.g. \"AccountOpened\")")
+	case len(name) > journal.MaxTypeLength:
+		return regErr("event name %q is longer than %d bytes", name[:32]+"…", journal.MaxTypeLength)
+	case schemaVersion < 1:
+		return regErr("event %q: schema version %d; versions start at 1", name, schemaVersion)
+	case typ.Kind() != reflect.Struct && !(typ.Kind() == reflect.Map && typ.Key().Kind() == reflect.String):
+		return regErr("event %q: Go type %s does not encode to a JSON object; use a struct (not a pointer) or a map with string keys", name, typ)
+	}
+	r := rt.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if et, ok := r.byName[name]; ok {
+		return regErr("event %q is already registered (Go type %s)", name, et.typ)
+	}
+	if et, ok := r.byType[typ]; ok {
+		return regErr("Go type %s is already registered as event %q", typ, et.name)
+	}
+	et := &eventType{name: name, version: schemaVersion, typ: typ, upcasters: map[int]Upcaster{}}
+	r.byName[name] = et
+	r.byType[typ] = et
+	return nil
+}
+
+// RegisterUpcaster registers fn to rewrite stored events named name from
+// schema version fromVersion to fromVersion+1. Stored events are upcast step
+// by step to the registered version before they are decoded; a missing step
+// fails the decode with an error naming it. Register the event first.
+func RegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) error {
+	if fn == nil {
+		return regErr("upcaster for event %q from version %d is nil", name, fromVersion)
+	}
+	r := rt.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	et, ok := r.byName[name]
+	if !ok {
+		return regErr("upcaster for unknown event %q; call RegisterEvent first", name)
+	}
+	if fromVersion < 1 || fromVersion >= et.version {
+		return regErr("upcaster for event %q from version %d: it must upcast from a version in [1, %d) (the registered version is %d)", name, fromVersion, et.version, et.version)
+	}
+	if _, dup := et.upcasters[fromVersion]; dup {
+		return regErr("event %q already has an upcaster from version %d", name, fromVersion)
+	}
+	et.upcasters[fromVersion] = fn
+	return nil
+}
+
+// encodeEvent turns an event value into a journal event (without ID,
+// stream tag or metadata).
+func (r *registry) encodeEvent(ev any) (journal.Event, error) {
+	if ev == nil {
+		return journal.Event{}, fmt.Errorf("%w: Decide returned a nil event", ErrUnknownEvent)
+	}
+	typ := reflect.TypeOf(ev)
+	r.mu.RLock()
+	et := r.byType[typ]
+	r.mu.RUnlock()
+	if et == nil {
+		hint := ""
+		if typ.Kind() == reflect.Pointer {
+			hint = " (Decide returned a pointer: return the registered value type)"
+		}
+		return journal.Event{}, fmt.Errorf("%w: Go type %s is not registered%s; call runtime.RegisterEvent", ErrUnknownEvent, typ, hint)
+	}
+	data, err := r.codec.Marshal(ev)
+	if err != nil {
+		return journal.Event{}, fmt.Errorf("runtime: encoding event %q: %w", et.name, err)
+	}
+	je := journal.Event{Type: et.name, SchemaVersion: et.version, Data: data}
+	if t, ok := ev.(Tagged); ok {
+		je.Tags = dedupTags(t.Tags())
+	}
+	return je, nil
+}
+
+func dedupTags(tags []journal.Tag) []journal.Tag {
+	out := make([]journal.Tag, 0, len(tags))
+	for _, t := range tags {
+		dup := false
+		for _, o := range out {
+			if o == t {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// decodeEvent turns a stored record into its registered Go value,
+// upcasting older schema versions.
+func (r *registry) decodeEvent(rec *journal.Record) (any, error) {
+	r.mu.RLock()
+	et := r.byName[rec.Type]
+	r.mu.RUnlock()
+	if et == nil {
+		return nil, fmt.Errorf("%w: stored event type %q (id %s) is not registered; call runtime.RegisterEvent", ErrUnknownEvent, rec.Type, rec.ID)
+	}
+	data := json.RawMessage(rec.Data)
+	v := rec.SchemaVersion
+	if v == 0 {
+		v = 1
+	}
+	if v > et.version {
+		return nil, fmt.Errorf("runtime: stored event %q (id %s) has schema version %d, newer than the registered %d; deploy the newer event definition", rec.Type, rec.ID, v, et.version)
+	}
+	for ; v < et.version; v++ {
+		up := et.upcasters[v]
+		if up == nil {
+			return nil, fmt.Errorf("runtime: stored event %q (id %s) has schema version %d and no upcaster from version %d to %d is registered; call runtime.RegisterUpcaster", rec.Type, rec.ID, rec.SchemaVersion, v, v+1)
+		}
+		next, err := up(data)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: upcasting event %q (id %s) from version %d: %w", rec.Type, rec.ID, v, err)
+		}
+		data = next
+	}
+	ptr := reflect.New(et.typ)
+	if err := r.codec.Unmarshal(data, ptr.Interface()); err != nil {
+		return nil, fmt.Errorf("runtime: decoding event %q (id %s): %w", rec.Type, rec.ID, err)
+	}
+	return ptr.Elem().Interface(), nil
+}
+
+func (r *registry) model(group string) actors.Model {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.aggregates[group]
+}
+
+func validGroup(name string) error {
+	switch {
+	case name == "":
+		return regErr("aggregate name is empty; name it (it becomes the tag group of its streams, e.g. \"account\")")
+	case strings.ContainsRune(name, ':'):
+		return regErr("aggregate name %q contains ':'; the name is a tag group, the text before the first colon", name)
+	case len(name) >= journal.MaxTagLength:
+		return regErr("aggregate name %q is too long", name)
+	}
+	return nil
+}

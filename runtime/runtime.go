@@ -1,0 +1,288 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/snapshots"
+)
+
+// Defaults of Config.
+const (
+	DefaultSessionTimeout      = actors.DefaultSessionTimeout      // 1 min
+	DefaultOpenTimeout         = actors.DefaultOpenTimeout         // 5 s
+	DefaultIdleTimeout         = actors.DefaultIdleTimeout         // 2 min
+	DefaultRequestTimeout      = actors.DefaultRequestTimeout      // 30 s
+	DefaultReservationTimeout  = actors.DefaultReservationTimeout  // 10 s
+	DefaultReservationHold     = actors.DefaultReservationHold     // 10 s
+	DefaultRecoveryConcurrency = actors.DefaultRecoveryConcurrency // 64
+	DefaultMaxBatch            = actors.DefaultMaxBatch            // 1000
+)
+
+// Config configures a Runtime. Only Journal is required; every other zero
+// field takes the default its comment names.
+type Config struct {
+	// Journal stores the events. Required.
+	Journal journal.Journal
+	// Sessions grants the node session and the stream leases that fence every
+	// append. Default: Journal, when it implements journal.Sessions (both
+	// journal.Memory and the Postgres journal do).
+	Sessions journal.Sessions
+	// Snapshots stores state snapshots. Default nil: no snapshots (streams are
+	// replayed from version 1 on activation).
+	Snapshots snapshots.Store
+	// SnapshotPolicy says when snapshots are saved. Default nil:
+	// snapshots.DefaultPolicy() (every 100 events and on passivation).
+	SnapshotPolicy *snapshots.Policy
+	// NodeID identifies this runtime across restarts: a runtime restarted with
+	// the same NodeID takes over its previous incarnation's streams at once,
+	// while other node IDs wait for the session timeout. Default: the host
+	// name (os.Hostname). Set it explicitly when one host runs several
+	// runtimes on the same journal: two live runtimes with one NodeID fence
+	// each other.
+	NodeID string
+	// Logger receives operational logs. Default: discard.
+	Logger *slog.Logger
+	// TracerProvider receives spans (scribe.execute, scribe.decide,
+	// scribe.append, scribe.recovery, scribe.reserve). Default: no-op. The
+	// runtime never uses the global provider.
+	TracerProvider trace.TracerProvider
+	// MeterProvider receives metrics (see package actors). Default: no-op.
+	MeterProvider metric.MeterProvider
+	// OpenTimeout bounds the wait for a stream held by another live node;
+	// then the stream's queued commands fail with journal.ErrOpenTimeout.
+	// Default DefaultOpenTimeout (5 s).
+	OpenTimeout time.Duration
+	// SessionTimeout is the node session's lifetime without renewal; it is
+	// renewed every SessionTimeout/3 (one call, whatever the number of
+	// streams). Default DefaultSessionTimeout (1 min).
+	SessionTimeout time.Duration
+	// IdleTimeout passivates a stream actor idle this long (snapshot if due,
+	// release the lease, stop). Default DefaultIdleTimeout (2 min).
+	IdleTimeout time.Duration
+	// RequestTimeout bounds an Execute whose context has no deadline, and
+	// every journal and snapshot call of the actors. Default
+	// DefaultRequestTimeout (30 s).
+	RequestTimeout time.Duration
+	// ReservationTimeout bounds how long a DCB reservation waits for a busy
+	// stream. Default DefaultReservationTimeout (10 s).
+	ReservationTimeout time.Duration
+	// ReservationHold bounds how long a DCB reservation may be held before
+	// the stream's actor cancels it. Default DefaultReservationHold (10 s).
+	ReservationHold time.Duration
+	// RecoveryConcurrency bounds how many streams load snapshots and replay at
+	// the same time, so a cold start does not stampede the database. Default
+	// DefaultRecoveryConcurrency (64).
+	RecoveryConcurrency int
+	// MaxBatch caps the commands of one group commit. Default DefaultMaxBatch (1000).
+	MaxBatch int
+	// Codec encodes event payloads (to JSON objects) and snapshot states.
+	// Default JSONCodec.
+	Codec Codec
+}
+
+// Runtime is Scribe's entry point: register aggregates and event types, then
+// Execute commands; each stream's commands are decided by its single actor.
+// All methods and the generic functions taking a *Runtime are safe for
+// concurrent use.
+type Runtime struct {
+	cfg  Config
+	reg  *registry
+	host *actors.Host
+}
+
+// New validates cfg, applies its defaults, opens the node session and
+// starts the actor system. Call Shutdown when done.
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	if cfg.Journal == nil {
+		return nil, errors.New("runtime: Config.Journal is nil; pass journal.NewMemory() or a Postgres journal (postgres.NewJournal)")
+	}
+	if cfg.Sessions == nil {
+		s, ok := cfg.Journal.(journal.Sessions)
+		if !ok {
+			return nil, fmt.Errorf("runtime: Config.Sessions is nil and the journal (%T) does not implement journal.Sessions; pass the journal's session service", cfg.Journal)
+		}
+		cfg.Sessions = s
+	}
+	if cfg.NodeID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("runtime: Config.NodeID is empty and the host name is unavailable (%v); set a stable NodeID", err)
+		}
+		cfg.NodeID = host
+	}
+	if cfg.SnapshotPolicy == nil {
+		p := snapshots.DefaultPolicy()
+		cfg.SnapshotPolicy = &p
+	}
+	if cfg.Codec == nil {
+		cfg.Codec = JSONCodec{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	rt := &Runtime{reg: newRegistry(cfg.Codec)}
+	hostCfg := actors.Config{
+		Journal:             cfg.Journal,
+		Sessions:            cfg.Sessions,
+		Snapshots:           cfg.Snapshots,
+		SnapshotPolicy:      *cfg.SnapshotPolicy,
+		Resolve:             rt.reg.model,
+		NodeID:              cfg.NodeID,
+		SessionTimeout:      cfg.SessionTimeout,
+		OpenTimeout:         cfg.OpenTimeout,
+		IdleTimeout:         cfg.IdleTimeout,
+		RequestTimeout:      cfg.RequestTimeout,
+		ReservationTimeout:  cfg.ReservationTimeout,
+		ReservationHold:     cfg.ReservationHold,
+		RecoveryConcurrency: cfg.RecoveryConcurrency,
+		MaxBatch:            cfg.MaxBatch,
+		Logger:              cfg.Logger,
+		TracerProvider:      cfg.TracerProvider,
+		MeterProvider:       cfg.MeterProvider,
+	}
+	host, err := actors.NewHost(ctx, hostCfg)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	rt.host = host
+	hc := host.Config()
+	cfg.SessionTimeout, cfg.OpenTimeout, cfg.IdleTimeout, cfg.RequestTimeout = hc.SessionTimeout, hc.OpenTimeout, hc.IdleTimeout, hc.RequestTimeout
+	cfg.ReservationTimeout, cfg.ReservationHold, cfg.RecoveryConcurrency, cfg.MaxBatch = hc.ReservationTimeout, hc.ReservationHold, hc.RecoveryConcurrency, hc.MaxBatch
+	rt.cfg = cfg
+	return rt, nil
+}
+
+// Config returns the runtime's configuration with every default applied.
+func (rt *Runtime) Config() Config { return rt.cfg }
+
+// ActiveStreams returns the number of stream actors currently alive.
+func (rt *Runtime) ActiveStreams() int { return rt.host.ActiveActors() }
+
+// Pending returns the number of commands queued at target's stream actor
+// (waiting behind the batch being decided or appended), 0 when the stream
+// has no active actor.
+func (rt *Runtime) Pending(target Target) int { return rt.host.Pending(target.Stream()) }
+
+// Shutdown passivates every stream actor (snapshot if due, release its
+// lease), closes the node session and stops the actor system. Commands
+// executed afterwards fail with ErrShutdown. If ctx ends first, remaining
+// journal calls are cancelled and Shutdown returns an error wrapping ctx's.
+func (rt *Runtime) Shutdown(ctx context.Context) error { return rt.host.Shutdown(ctx) }
+
+// Target names the stream a command goes to: the aggregate's stream with tag
+// "<Aggregate>:<ID>" in Partition ("" means journal.DefaultPartition).
+type Target struct {
+	Aggregate string
+	ID        string
+	Partition string
+}
+
+// Stream returns the target's stream ID.
+func (t Target) Stream() journal.StreamID {
+	return journal.StreamID{Partition: t.Partition, Tag: journal.NewTag(t.Aggregate, t.ID)}.Normalize()
+}
+
+// ExecuteOption adjusts one Execute.
+type ExecuteOption func(*journal.Metadata)
+
+// WithIdempotencyKey makes the command execute at most once per stream: a
+// repeat with the same key appends nothing and returns the first result
+// (Result.Duplicate set), also after restarts.
+func WithIdempotencyKey(key string) ExecuteOption {
+	return func(m *journal.Metadata) { m.IdempotencyKey = key }
+}
+
+// WithMetadata sets the metadata stored with the command's events
+// (correlation, causation, user, scopes). The runtime sets the partition,
+// created-at (when zero) and the trace context; a key set with
+// WithIdempotencyKey wins over md.IdempotencyKey only when given after it.
+func WithMetadata(md journal.Metadata) ExecuteOption {
+	return func(m *journal.Metadata) { *m = md }
+}
+
+// Result is the outcome of an executed command.
+type Result[S any] struct {
+	// Stream is the command's stream.
+	Stream journal.StreamID
+	// Records are the events the command appended (none if it decided none),
+	// as stored: positions, per-tag versions, hash links.
+	Records []journal.Record
+	// Version is the stream's version after the command.
+	Version uint64
+	// State is the aggregate state after the command. For a duplicate it is
+	// the stream's current state.
+	State S
+	// Duplicate reports that the idempotency key had already been executed:
+	// Records are the first execution's records.
+	Duplicate bool
+}
+
+// Execute sends command to target's stream actor and waits until it is
+// decided and its events are durable. A domain error returned by the
+// aggregate's Decide is returned as is (errors.Is works).
+//
+// Context: if ctx ends before the command is decided, the command is never
+// executed and Execute returns ctx.Err(). If ctx ends after it was decided,
+// the caller cannot know whether its events were stored: the error matches
+// both ctx.Err() and journal.ErrOutcomeUnknown. Execute the command again with
+// the same idempotency key (WithIdempotencyKey) to find out: a stored first
+// attempt comes back with Duplicate set. Without a deadline on ctx, Execute
+// waits at most Config.RequestTimeout.
+//
+// Other errors: ErrUnknownAggregate; journal.ErrOpenTimeout (another live
+// node holds the stream); journal.ErrSessionExpired (the lease was lost; the
+// command was not acknowledged); ErrPanic (the aggregate's code panicked;
+// only this command failed); ErrShutdown.
+func (rt *Runtime) Execute(ctx context.Context, target Target, command any, opts ...ExecuteOption) (Result[any], error) {
+	return execute[any](ctx, rt, target, command, opts)
+}
+
+// ExecuteTyped is Execute returning the state as S, the aggregate's state
+// type; a different S is an error.
+func ExecuteTyped[S any](ctx context.Context, rt *Runtime, target Target, command any, opts ...ExecuteOption) (Result[S], error) {
+	if m := rt.reg.model(target.Aggregate); m != nil {
+		if _, ok := m.(*aggregateModel[S]); !ok {
+			return Result[S]{}, fmt.Errorf("runtime: ExecuteTyped[%s] on aggregate %q, whose state has another type; use the aggregate's state type", reflect.TypeFor[S](), target.Aggregate)
+		}
+	}
+	return execute[S](ctx, rt, target, command, opts)
+}
+
+func execute[S any](ctx context.Context, rt *Runtime, target Target, command any, opts []ExecuteOption) (Result[S], error) {
+	if rt.reg.model(target.Aggregate) == nil {
+		return Result[S]{}, fmt.Errorf("%w %q; register it with runtime.RegisterAggregate", ErrUnknownAggregate, target.Aggregate)
+	}
+	if target.ID == "" {
+		return Result[S]{}, fmt.Errorf("runtime: Target.ID is empty for aggregate %q; name the aggregate instance", target.Aggregate)
+	}
+	stream := target.Stream()
+	if len(stream.Tag) > journal.MaxTagLength {
+		return Result[S]{}, fmt.Errorf("runtime: the stream tag of %q:%q is longer than %d bytes; use a shorter ID", target.Aggregate, target.ID[:16]+"…", journal.MaxTagLength)
+	}
+	var md journal.Metadata
+	for _, o := range opts {
+		o(&md)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, rt.cfg.RequestTimeout)
+		defer cancel()
+	}
+	res, err := rt.host.Execute(ctx, stream, actors.Command{Payload: command, Metadata: md})
+	out := Result[S]{Stream: stream, Records: res.Records, Version: res.Version, Duplicate: res.Duplicate}
+	if s, ok := res.State.(S); ok {
+		out.State = s
+	}
+	return out, err
+}
