@@ -2,86 +2,67 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 
-	"github.com/scribe-es/scribe/actors"
-	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime"
 )
 
-// counterModel is the counter aggregate as the stream actor sees it: the same
-// pure decide and evolve functions and the same event encoding as the OCC modes.
-type counterModel struct{}
-
-func (counterModel) Name() string { return counterGroup }
-func (counterModel) Initial() any { return counterState{} }
-
-func (counterModel) Decide(state any, command any) ([]any, error) {
-	e, err := decideDeposit(state.(counterState), command.(deposit))
-	if err != nil {
-		return nil, err
+// counterAggregate is the counter as a runtime aggregate: the same pure
+// decide and evolve functions as the OCC modes; the runtime's JSON codec
+// encodes the same deposited events to the same bytes.
+func counterAggregate() runtime.Aggregate[counterState] {
+	return runtime.Aggregate[counterState]{
+		Name:    counterGroup,
+		Initial: func() counterState { return counterState{} },
+		Decide: func(s counterState, command any) ([]any, error) {
+			c, ok := command.(deposit)
+			if !ok {
+				return nil, fmt.Errorf("%w: counter command of type %T", errRejected, command)
+			}
+			e, err := decideDeposit(s, c)
+			if err != nil {
+				return nil, err
+			}
+			return []any{e}, nil
+		},
+		Evolve: func(s counterState, event any) counterState { return evolveCounter(s, event.(deposited)) },
 	}
-	return []any{e}, nil
 }
 
-func (counterModel) Evolve(state any, event any) any {
-	return evolveCounter(state.(counterState), event.(deposited))
-}
-
-func (counterModel) EncodeEvent(event any) (journal.Event, error) {
-	data, err := json.Marshal(event.(deposited))
-	if err != nil {
-		return journal.Event{}, fmt.Errorf("encode %s: %w", depositedType, err)
-	}
-	return journal.Event{Type: depositedType, SchemaVersion: eventSchema, Data: data}, nil
-}
-
-func (counterModel) DecodeEvent(rec *journal.Record) (any, error) {
-	var e deposited
-	if err := json.Unmarshal(rec.Data, &e); err != nil {
-		return nil, fmt.Errorf("decode %s %s: %w", depositedType, rec.ID, err)
-	}
-	return e, nil
-}
-
-func (counterModel) StateSchemaVersion() int { return 1 }
-
-func (counterModel) EncodeState(state any) ([]byte, error) { return json.Marshal(state.(counterState)) }
-
-func (counterModel) DecodeState(data []byte) (any, error) {
-	var s counterState
-	err := json.Unmarshal(data, &s)
-	return s, err
-}
-
-// actorMode sends every command to its stream's actor, the single writer that
-// decides queued commands in order and appends them in one journal call.
-type actorMode struct{ h *actors.Host }
+// actorMode sends every command through runtime.Execute to its stream's
+// actor, the single writer that decides queued commands in order and appends
+// them in one journal call (group commit).
+type actorMode struct{ rt *runtime.Runtime }
 
 func newActorMode(ctx context.Context, b *backend) (mode, error) {
-	h, err := actors.NewHost(ctx, actors.Config{
-		Journal: b.Journal, Sessions: b.Sessions, NodeID: "benchmarks",
-		Resolve: func(group string) actors.Model {
-			if group == counterGroup {
-				return counterModel{}
-			}
-			return nil
-		},
-	})
+	rt, err := runtime.New(ctx, runtime.Config{Journal: b.Journal, Sessions: b.Sessions, NodeID: "benchmarks"})
 	if err != nil {
 		return nil, fmt.Errorf("actor mode: %w", err)
 	}
-	return &actorMode{h: h}, nil
+	if err := registerDomain(rt); err != nil {
+		return nil, fmt.Errorf("actor mode: %w", errors.Join(err, rt.Shutdown(ctx)))
+	}
+	return &actorMode{rt: rt}, nil
+}
+
+// registerDomain registers the benchmark's events and aggregates.
+func registerDomain(rt *runtime.Runtime) error {
+	if err := runtime.RegisterEvent[deposited](rt, depositedType, eventSchema); err != nil {
+		return err
+	}
+	return runtime.RegisterAggregate(rt, counterAggregate())
 }
 
 // newWorker returns the mode itself: Execute is safe for concurrent use and
-// the actor keeps all state.
+// the actors keep all state.
 func (m *actorMode) newWorker(int) worker { return m }
 
-func (m *actorMode) close(ctx context.Context) error { return m.h.Shutdown(ctx) }
+func (m *actorMode) close(ctx context.Context) error { return m.rt.Shutdown(ctx) }
 
 func (m *actorMode) do(ctx context.Context, t target) (outcome, error) {
-	res, err := m.h.Execute(ctx, journal.Stream(counterTag(t.A)), actors.Command{Payload: deposit{Amount: 1}})
+	res, err := m.rt.Execute(ctx, runtime.Target{Aggregate: counterGroup, ID: strconv.Itoa(t.A)}, deposit{Amount: 1})
 	if err != nil {
 		return outcome{}, fmt.Errorf("execute on %s: %w", counterTag(t.A), err)
 	}
