@@ -6,7 +6,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: cluster.proto
+// source: scribe_cluster.proto
 
 package clusterpb
 
@@ -37,7 +37,7 @@ type Payload struct {
 
 func (x *Payload) Reset() {
 	*x = Payload{}
-	mi := &file_cluster_proto_msgTypes[0]
+	mi := &file_scribe_cluster_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +49,7 @@ func (x *Payload) String() string {
 func (*Payload) ProtoMessage() {}
 
 func (x *Payload) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[0]
+	mi := &file_scribe_cluster_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +62,7 @@ func (x *Payload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payload.ProtoReflect.Descriptor instead.
 func (*Payload) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{0}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Payload) GetType() string {
@@ -98,7 +98,7 @@ type Metadata struct {
 
 func (x *Metadata) Reset() {
 	*x = Metadata{}
-	mi := &file_cluster_proto_msgTypes[1]
+	mi := &file_scribe_cluster_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +110,7 @@ func (x *Metadata) String() string {
 func (*Metadata) ProtoMessage() {}
 
 func (x *Metadata) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[1]
+	mi := &file_scribe_cluster_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +123,7 @@ func (x *Metadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metadata.ProtoReflect.Descriptor instead.
 func (*Metadata) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{1}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Metadata) GetCorrelationId() string {
@@ -202,7 +202,7 @@ type StreamLink struct {
 
 func (x *StreamLink) Reset() {
 	*x = StreamLink{}
-	mi := &file_cluster_proto_msgTypes[2]
+	mi := &file_scribe_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +214,7 @@ func (x *StreamLink) String() string {
 func (*StreamLink) ProtoMessage() {}
 
 func (x *StreamLink) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[2]
+	mi := &file_scribe_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +227,7 @@ func (x *StreamLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLink.ProtoReflect.Descriptor instead.
 func (*StreamLink) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{2}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StreamLink) GetTag() string {
@@ -277,7 +277,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_cluster_proto_msgTypes[3]
+	mi := &file_scribe_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +289,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[3]
+	mi := &file_scribe_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +302,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{3}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Record) GetId() []byte {
@@ -388,7 +388,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_cluster_proto_msgTypes[4]
+	mi := &file_scribe_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -400,7 +400,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[4]
+	mi := &file_scribe_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -413,7 +413,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{4}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Error) GetCodes() []string {
@@ -441,7 +441,7 @@ type Stream struct {
 
 func (x *Stream) Reset() {
 	*x = Stream{}
-	mi := &file_cluster_proto_msgTypes[5]
+	mi := &file_scribe_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +453,7 @@ func (x *Stream) String() string {
 func (*Stream) ProtoMessage() {}
 
 func (x *Stream) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[5]
+	mi := &file_scribe_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +466,7 @@ func (x *Stream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stream.ProtoReflect.Descriptor instead.
 func (*Stream) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{5}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Stream) GetPartition() string {
@@ -495,7 +495,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_scribe_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +507,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_scribe_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +520,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{6}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Lease) GetNodeId() string {
@@ -555,7 +555,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_scribe_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +567,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_scribe_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +580,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{7}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Position) GetCommit() uint64 {
@@ -617,7 +617,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_scribe_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +629,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_scribe_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +642,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{8}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExecuteRequest) GetRequestId() uint64 {
@@ -710,7 +710,7 @@ type ExecuteReply struct {
 
 func (x *ExecuteReply) Reset() {
 	*x = ExecuteReply{}
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_scribe_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +722,7 @@ func (x *ExecuteReply) String() string {
 func (*ExecuteReply) ProtoMessage() {}
 
 func (x *ExecuteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_scribe_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +735,7 @@ func (x *ExecuteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteReply.ProtoReflect.Descriptor instead.
 func (*ExecuteReply) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{9}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecuteReply) GetRequestId() uint64 {
@@ -794,7 +794,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_scribe_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +806,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_scribe_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +819,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{10}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReserveRequest) GetRequestId() uint64 {
@@ -873,7 +873,7 @@ type ReserveReply struct {
 
 func (x *ReserveReply) Reset() {
 	*x = ReserveReply{}
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_scribe_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +885,7 @@ func (x *ReserveReply) String() string {
 func (*ReserveReply) ProtoMessage() {}
 
 func (x *ReserveReply) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_scribe_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +898,7 @@ func (x *ReserveReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveReply.ProtoReflect.Descriptor instead.
 func (*ReserveReply) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{11}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReserveReply) GetRequestId() uint64 {
@@ -962,7 +962,7 @@ type EndReservationRequest struct {
 
 func (x *EndReservationRequest) Reset() {
 	*x = EndReservationRequest{}
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_scribe_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +974,7 @@ func (x *EndReservationRequest) String() string {
 func (*EndReservationRequest) ProtoMessage() {}
 
 func (x *EndReservationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_scribe_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +987,7 @@ func (x *EndReservationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndReservationRequest.ProtoReflect.Descriptor instead.
 func (*EndReservationRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{12}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EndReservationRequest) GetRequestId() uint64 {
@@ -1050,7 +1050,7 @@ type EndReservationReply struct {
 
 func (x *EndReservationReply) Reset() {
 	*x = EndReservationReply{}
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_scribe_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1062,7 @@ func (x *EndReservationReply) String() string {
 func (*EndReservationReply) ProtoMessage() {}
 
 func (x *EndReservationReply) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_scribe_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1075,7 @@ func (x *EndReservationReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndReservationReply.ProtoReflect.Descriptor instead.
 func (*EndReservationReply) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{13}
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EndReservationReply) GetRequestId() uint64 {
@@ -1092,11 +1092,11 @@ func (x *EndReservationReply) GetError() *Error {
 	return nil
 }
 
-var File_cluster_proto protoreflect.FileDescriptor
+var File_scribe_cluster_proto protoreflect.FileDescriptor
 
-const file_cluster_proto_rawDesc = "" +
+const file_scribe_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\rcluster.proto\x12\x11scribe.cluster.v1\"1\n" +
+	"\x14scribe_cluster.proto\x12\x11scribe.cluster.v1\"1\n" +
 	"\aPayload\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"\xc3\x02\n" +
@@ -1191,19 +1191,19 @@ const file_cluster_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\v2\x18.scribe.cluster.v1.ErrorR\x05errorB0Z.github.com/scribe-es/scribe/internal/clusterpbb\x06proto3"
 
 var (
-	file_cluster_proto_rawDescOnce sync.Once
-	file_cluster_proto_rawDescData []byte
+	file_scribe_cluster_proto_rawDescOnce sync.Once
+	file_scribe_cluster_proto_rawDescData []byte
 )
 
-func file_cluster_proto_rawDescGZIP() []byte {
-	file_cluster_proto_rawDescOnce.Do(func() {
-		file_cluster_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)))
+func file_scribe_cluster_proto_rawDescGZIP() []byte {
+	file_scribe_cluster_proto_rawDescOnce.Do(func() {
+		file_scribe_cluster_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_scribe_cluster_proto_rawDesc), len(file_scribe_cluster_proto_rawDesc)))
 	})
-	return file_cluster_proto_rawDescData
+	return file_scribe_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
-var file_cluster_proto_goTypes = []any{
+var file_scribe_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_scribe_cluster_proto_goTypes = []any{
 	(*Payload)(nil),               // 0: scribe.cluster.v1.Payload
 	(*Metadata)(nil),              // 1: scribe.cluster.v1.Metadata
 	(*StreamLink)(nil),            // 2: scribe.cluster.v1.StreamLink
@@ -1219,7 +1219,7 @@ var file_cluster_proto_goTypes = []any{
 	(*EndReservationRequest)(nil), // 12: scribe.cluster.v1.EndReservationRequest
 	(*EndReservationReply)(nil),   // 13: scribe.cluster.v1.EndReservationReply
 }
-var file_cluster_proto_depIdxs = []int32{
+var file_scribe_cluster_proto_depIdxs = []int32{
 	1,  // 0: scribe.cluster.v1.Record.metadata:type_name -> scribe.cluster.v1.Metadata
 	2,  // 1: scribe.cluster.v1.Record.links:type_name -> scribe.cluster.v1.StreamLink
 	5,  // 2: scribe.cluster.v1.ExecuteRequest.stream:type_name -> scribe.cluster.v1.Stream
@@ -1243,26 +1243,26 @@ var file_cluster_proto_depIdxs = []int32{
 	0,  // [0:16] is the sub-list for field type_name
 }
 
-func init() { file_cluster_proto_init() }
-func file_cluster_proto_init() {
-	if File_cluster_proto != nil {
+func init() { file_scribe_cluster_proto_init() }
+func file_scribe_cluster_proto_init() {
+	if File_scribe_cluster_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scribe_cluster_proto_rawDesc), len(file_scribe_cluster_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_cluster_proto_goTypes,
-		DependencyIndexes: file_cluster_proto_depIdxs,
-		MessageInfos:      file_cluster_proto_msgTypes,
+		GoTypes:           file_scribe_cluster_proto_goTypes,
+		DependencyIndexes: file_scribe_cluster_proto_depIdxs,
+		MessageInfos:      file_scribe_cluster_proto_msgTypes,
 	}.Build()
-	File_cluster_proto = out.File
-	file_cluster_proto_goTypes = nil
-	file_cluster_proto_depIdxs = nil
+	File_scribe_cluster_proto = out.File
+	file_scribe_cluster_proto_goTypes = nil
+	file_scribe_cluster_proto_depIdxs = nil
 }
