@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "note:", n)
 	}
 
+	loadBefore := loadAverage()
 	var results []cellResult
 	for r := 1; r <= o.Runs; r++ {
 		// Rotate the mode order from run to run so no mode always goes first.
@@ -104,6 +105,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				results = append(results, res)
 			}
 		}
+	}
+	if loadBefore != "" {
+		info.Notes = append(info.Notes, fmt.Sprintf("load average (1, 5, 15 min) before: %s; after: %s (other processes compete for the same CPUs)", loadBefore, loadAverage()))
 	}
 	sortResults(results, modes)
 	rows := summarize(results, modes)
@@ -187,4 +191,18 @@ func newMode(ctx context.Context, c cell, o options, b *backend) (mode, error) {
 		return newActorMode(ctx, b)
 	}
 	return nil, fmt.Errorf("mode %s is not built into this harness", c.Mode)
+}
+
+// loadAverage returns the machine's load averages from /proc/loadavg, or ""
+// where there is none.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
