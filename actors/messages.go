@@ -139,3 +139,6 @@ type snapshotDoneMsg struct {
 }
 
 type finalDoneMsg struct{}
+
+// idleCheckMsg is sent by the actor's idle timer.
+type idleCheckMsg struct{}

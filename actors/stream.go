@@ -61,6 +61,9 @@ type streamActor struct {
 	rebuild  bool
 	lookedUp map[string]bool // keys the journal does not hold, for the head batch
 
+	idleTimer  *time.Timer
+	lastActive time.Time
+
 	drainSeen     bool
 	failErr       error
 	sessionFailed bool
@@ -91,7 +94,11 @@ type batchEntry struct {
 
 // Receive implements actor.Actor.
 func (a *streamActor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
+	msg := c.Message()
+	if _, idle := msg.(*idleCheckMsg); !idle {
+		a.lastActive = time.Now()
+	}
+	switch m := msg.(type) {
 	case *actor.Started:
 		a.self = c.Self()
 		a.host.tel.active.Add(context.Background(), 1)
@@ -125,8 +132,9 @@ func (a *streamActor) Receive(c actor.Context) {
 		a.busy = notBusy
 		a.stop(c)
 		return
-	case *actor.ReceiveTimeout:
-		a.onIdle(c)
+	case *idleCheckMsg:
+		a.onIdle()
+		return
 	case *actor.Stopped:
 		a.onStopped()
 		return
@@ -321,7 +329,10 @@ func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
 	a.state, a.version, a.lastPos, a.snapVersion, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.snapVersion, m.rec.keys
 	a.ready = true
 	a.host.tel.activations.Add(context.Background(), 1)
-	c.SetReceiveTimeout(a.host.cfg.IdleTimeout)
+	// Idle detection with our own timer: protoactor-go's receive timeout
+	// races between its timer goroutine and the mailbox goroutine.
+	h, self := a.host, a.self
+	a.idleTimer = time.AfterFunc(h.cfg.IdleTimeout, func() { h.send(self, &idleCheckMsg{}) })
 }
 
 // recoverState rebuilds a stream's state: from base (a tail catch-up) or, when
@@ -885,15 +896,23 @@ func (a *streamActor) onSnapshotDone(m *snapshotDoneMsg) {
 	}
 }
 
-func (a *streamActor) onIdle(c actor.Context) {
-	if a.drainSeen || a.failErr != nil {
+// onIdle runs when the idle timer fires: it passivates an actor that
+// received nothing for IdleTimeout and has nothing in progress, and re-arms
+// the timer otherwise.
+func (a *streamActor) onIdle() {
+	if a.drainSeen || a.failErr != nil || a.stopping {
 		return
 	}
-	if a.ready && a.busy == notBusy && len(a.queue) == 0 && a.reserved == nil && !a.snapInFlight {
+	timeout := a.host.cfg.IdleTimeout
+	if quiet := time.Since(a.lastActive); quiet < timeout {
+		a.idleTimer.Reset(timeout - quiet)
+		return
+	}
+	if a.busy == notBusy && len(a.queue) == 0 && a.reserved == nil && !a.snapInFlight {
 		a.host.drain(a.stream, a.entry, &drainMsg{})
 		return
 	}
-	c.SetReceiveTimeout(a.host.cfg.IdleTimeout)
+	a.idleTimer.Reset(timeout)
 }
 
 // finish runs the passivation I/O (snapshot if due, release) and stops.
@@ -940,6 +959,9 @@ func (a *streamActor) stop(c actor.Context) {
 }
 
 func (a *streamActor) onStopped() {
+	if a.idleTimer != nil {
+		a.idleTimer.Stop()
+	}
 	if a.reserved != nil {
 		a.reserved.timer.Stop()
 		a.reserved = nil
