@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -50,12 +51,27 @@ func (j *Journal) batchWorker() {
 		case first = <-j.queue:
 		}
 		batch := []*appendReq{first}
+		var linger <-chan time.Time
+		if j.cfg.Batching.Linger > 0 {
+			t := time.NewTimer(j.cfg.Batching.Linger)
+			linger = t.C
+			defer t.Stop()
+		}
 	drain:
 		for len(batch) < j.cfg.Batching.MaxBatch {
 			select {
 			case r := <-j.queue:
 				batch = append(batch, r)
+				continue
 			default:
+			}
+			if linger == nil {
+				break
+			}
+			select {
+			case r := <-j.queue:
+				batch = append(batch, r)
+			case <-linger:
 				break drain
 			}
 		}
@@ -81,6 +97,8 @@ func (j *Journal) batchWorker() {
 // a broken transaction or failed COMMIT is reported to all.
 func (j *Journal) runBatch(batch []*appendReq) {
 	ctx := context.Background()
+	j.statBatches.Add(1)
+	j.statMembers.Add(int64(len(batch)))
 	if outcomes, fallback := j.runFast(ctx, batch); !fallback {
 		for i, r := range batch {
 			r.done <- outcomes[i]

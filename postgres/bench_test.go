@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -58,15 +59,26 @@ func BenchmarkAppendConcurrent16(b *testing.B) {
 		name    string
 		batch   bool
 		ungated bool
+		workers int
+		linger  time.Duration
 	}{
-		{"batched", true, false},
-		{"batched-ungated-order", true, true},
-		{"unbatched", false, false},
-		{"unbatched-ungated-order", false, true},
+		{"batched", true, false, 0, 0},
+		{"batched-ungated-order", true, true, 0, 0},
+		{"batched-workers=1", true, false, 1, 0},
+		{"batched-workers=2", true, false, 2, 0},
+		{"batched-workers=8", true, false, 8, 0},
+		{"batched-linger=200us", true, false, 0, 200 * time.Microsecond},
+		{"batched-linger=1ms", true, false, 0, time.Millisecond},
+		{"unbatched", false, false, 0, 0},
+		{"unbatched-ungated-order", false, true, 0, 0},
 	}
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
-			f := setup(b, func(c *postgres.Config) { c.Batching.Disabled = !v.batch })
+			f := setup(b, func(c *postgres.Config) {
+				c.Batching.Disabled = !v.batch
+				c.Batching.Workers = v.workers
+				c.Batching.Linger = v.linger
+			})
 			f.journal.SetUngatedOrder(v.ungated)
 			ctx := context.Background()
 			var ids atomic.Int64
@@ -82,6 +94,9 @@ func BenchmarkAppendConcurrent16(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+			if batches, appends := f.journal.BatchStats(); batches > 0 {
+				b.ReportMetric(float64(appends)/float64(batches), "appends/batch")
+			}
 		})
 	}
 }

@@ -47,6 +47,9 @@ type BatchingConfig struct {
 	MaxBatch int
 	// Workers is how many batch transactions may run at once. Default 4.
 	Workers int
+	// Linger is how long a worker that found fewer than MaxBatch appends
+	// waits for more before it starts a transaction. Default 0 (no wait).
+	Linger time.Duration
 }
 
 const (

@@ -81,3 +81,8 @@ func (j *Journal) ReadPathStatements(tag1, tag2 journal.Tag, typ, group string, 
 // SetUngatedOrder makes appends skip what the gap-free order costs them
 // (benchmark baseline only: positions then ignore late commits).
 func (j *Journal) SetUngatedOrder(on bool) { j.hooks.ungatedOrder = on }
+
+// BatchStats returns how many batch transactions ran and how many appends they carried.
+func (j *Journal) BatchStats() (batches, appends int64) {
+	return j.statBatches.Load(), j.statMembers.Load()
+}

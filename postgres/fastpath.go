@@ -174,6 +174,9 @@ func (j *Journal) runFast(ctx context.Context, batch []*appendReq) (outcomes []a
 	lockKeys, lockModes := lockArgs(locks)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	// The append's statements are index lookups by their parameters: a
+	// generic plan is as good as a custom one and saves planning each time.
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
 	b.Queue(lockSQL, lockKeys, lockModes)
 	posSQL := j.sql(fastPositionsSQL)
 	if j.hooks.ungatedOrder {

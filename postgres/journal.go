@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,6 +39,9 @@ type Journal struct {
 	notifyCh   chan struct{}
 
 	hooks testHooks
+
+	// stats count batch transactions and their appends (read by benchmarks).
+	statBatches, statMembers atomic.Int64
 }
 
 // testHooks are set only by this package's tests (export_test.go).
