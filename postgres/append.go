@@ -653,6 +653,8 @@ func (j *Journal) Append(ctx context.Context, events []journal.Event, opts journ
 	switch {
 	case !j.cfg.Batching.Disabled:
 		res, err = j.enqueue(ctx, r)
+	case j.hooks.slowPath:
+		res, _, err = j.appendDirect(ctx, r, modeTx)
 	default:
 		outcomes, fallback := j.runFast(ctx, []*appendReq{r})
 		if fallback {

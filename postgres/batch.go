@@ -99,6 +99,10 @@ func (j *Journal) runBatch(batch []*appendReq) {
 	ctx := context.Background()
 	j.statBatches.Add(1)
 	j.statMembers.Add(int64(len(batch)))
+	if j.hooks.slowPath {
+		j.runBatchSlow(ctx, batch)
+		return
+	}
 	if outcomes, fallback := j.runFast(ctx, batch); !fallback {
 		for i, r := range batch {
 			r.done <- outcomes[i]

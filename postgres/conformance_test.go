@@ -35,6 +35,22 @@ func TestJournalConformanceUnbatched(t *testing.T) {
 	})
 }
 
+// TestJournalConformanceSlowPath runs the suite with every append on the
+// per-append savepoint path, the fast path's fallback.
+func TestJournalConformanceSlowPath(t *testing.T) {
+	t.Parallel()
+	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
+		f := setup(t)
+		f.journal.SetSlowPath(true)
+		return journaltest.Harness{
+			Journal:    f.journal,
+			Sessions:   f.journal,
+			Tamper:     f.tamper,
+			HoldCommit: f.journal.HoldAppend,
+		}
+	})
+}
+
 func TestSnapshotConformance(t *testing.T) {
 	t.Parallel()
 	snapshotstest.Run(t, func(t *testing.T) snapshotstest.Harness {

@@ -90,15 +90,28 @@
 // One LISTEN connection per Journal fans notifications from other processes
 // out to all subscribers. A lost notification costs at most PollInterval.
 //
-// # Batching
+// # Appends and batching
+//
+// An append runs in two round trips (see fastpath.go): (1) BEGIN, the advisory
+// locks, LOCK events, the transaction ID and one sequence number per event,
+// and reads of the existing event IDs, the touched streams (version, head,
+// lease), the lease nodes and each condition; (2) after the checks and hash
+// chain links are computed in Go, one statement that claims the streams —
+// checking every lease holder, epoch, release flag and node expiry by the
+// database clock and every version in that same statement, and aborting via
+// fence_check when any stream fails — and inserts the events, then COMMIT.
+// If that statement's fence fails (a lease changed between the two round
+// trips), the append reruns on the slow path, which reports its own error.
 //
 // With Batching on (the default), concurrent Appends are queued; each of
-// Batching.Workers workers takes up to MaxBatch of them into one transaction:
-// BEGIN, the union of their advisory locks, then per append a SAVEPOINT with
-// its own duplicate check, condition, claim and insert, then one COMMIT. One
-// append's conflict rolls back its savepoint and fails only that append. A
-// failed COMMIT fails every member; a connection lost during COMMIT is
-// reported as journal.ErrOutcomeUnknown (retry with the same event IDs).
+// Batching.Workers workers takes up to MaxBatch of them into one such
+// transaction. The appends are decided in order as if they ran one after the
+// other (an earlier append's events count against a later append's expected
+// versions and condition), and each failure is reported to its own caller only.
+// When the shared write statement's fence fails, the batch reruns on the slow
+// path: one savepoint per append, each with its own checks. A failed COMMIT
+// fails every member; a connection lost during COMMIT is reported as
+// journal.ErrOutcomeUnknown (retry with the same event IDs).
 //
 // # Tests
 //

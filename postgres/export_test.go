@@ -86,3 +86,7 @@ func (j *Journal) SetUngatedOrder(on bool) { j.hooks.ungatedOrder = on }
 func (j *Journal) BatchStats() (batches, appends int64) {
 	return j.statBatches.Load(), j.statMembers.Load()
 }
+
+// SetSlowPath makes every append take the per-append savepoint path (the
+// fast path's fallback).
+func (j *Journal) SetSlowPath(on bool) { j.hooks.slowPath = on }

@@ -2,9 +2,12 @@ package postgres_test
 
 import (
 	"context"
+	"sync/atomic"
+
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"sync"
 	"testing"
 	"time"
@@ -121,4 +124,51 @@ func TestFencingRacingActivations(t *testing.T) {
 	n, err := journal.VerifyStream(ctx, j, stream)
 	require.NoError(t, err)
 	require.EqualValues(t, accepted, n, "every accepted append is in the chain, nothing else")
+}
+
+// TestFenceInClaimStatement changes the lease between the append's checks
+// and its write: the write statement itself must reject it.
+func TestFenceInClaimStatement(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		sql  string
+		want error
+	}{
+		"released": {`UPDATE %s.streams SET released = true`, journal.ErrInvalidSession},
+		"taken":    {`UPDATE %s.streams SET epoch = epoch + 1`, journal.ErrInvalidSession},
+		"expired":  {`UPDATE %s.nodes SET expires_at = clock_timestamp() - interval '1 second'`, journal.ErrSessionExpired},
+	}
+	for name, c := range cases {
+		for _, batched := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/batched=%v", name, batched), func(t *testing.T) {
+				t.Parallel()
+				f := setup(t, func(cfg *postgres.Config) { cfg.Batching.Disabled = !batched })
+				j := f.journal
+				ctx := t.Context()
+				stream := journal.Stream("account:raced")
+				node, err := j.OpenNode(ctx, "node-a", time.Minute)
+				require.NoError(t, err)
+				lease, err := j.Acquire(ctx, node, stream, time.Second)
+				require.NoError(t, err)
+				var armed atomic.Bool
+				armed.Store(true)
+				j.SetAfterChecks(func(ctx context.Context, _ *pgxpool.Conn) error {
+					if armed.CompareAndSwap(true, false) {
+						_, err := f.pool.Exec(ctx, fmt.Sprintf(c.sql, quote(f.cfg.Schema)))
+						return err
+					}
+					return nil
+				})
+				e := event("Raced", stream.Tag)
+				_, err = j.Append(ctx, []journal.Event{e}, journal.AppendOptions{Leases: []journal.Lease{lease}})
+				require.ErrorIs(t, err, c.want)
+				require.False(t, armed.Load(), "the hook ran between the checks and the write")
+				_, err = j.ReadEvent(ctx, e.ID)
+				require.ErrorIs(t, err, journal.ErrNotFound)
+				sum, err := j.TagSummary(ctx, stream)
+				require.NoError(t, err)
+				require.Zero(t, sum.Version)
+			})
+		}
+	}
 }

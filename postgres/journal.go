@@ -55,6 +55,8 @@ type testHooks struct {
 	// append: the events table lock and the transaction ID in the position
 	// (every event gets Commit 0), measuring an order that ignores late commits.
 	ungatedOrder bool
+	// slowPath makes every append take the per-append savepoint path.
+	slowPath bool
 }
 
 var (
