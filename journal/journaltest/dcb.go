@@ -3,6 +3,7 @@ package journaltest
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -285,7 +286,7 @@ func testOptionsNeverChangeMatches(t *testing.T, h Harness) {
 			p := page[0].Position
 			if p.Seq == 0 {
 				require.NotZero(t, p.Commit)
-				before = journal.Position{Commit: p.Commit - 1, Seq: ^uint64(0)}
+				before = journal.Position{Commit: p.Commit - 1, Seq: math.MaxInt64}
 			} else {
 				before = journal.Position{Commit: p.Commit, Seq: p.Seq - 1}
 			}
@@ -539,6 +540,10 @@ func testEmptyQueryItemRejected(t *testing.T, h Harness) {
 
 		_, err = collectErr(j.Read(ctx, b.q, journal.ReadOptions{Backwards: true}))
 		require.ErrorIs(t, err, journal.ErrInvalidQuery, "Read backwards: %s", b.name)
+
+		recs, err = collectErr(j.Subscribe(ctx, b.q, journal.Position{}))
+		require.ErrorIs(t, err, journal.ErrInvalidQuery, "Subscribe: %s", b.name)
+		require.Empty(t, recs)
 
 		before := captureState(t, ctx, j)
 		ev := newEvent("Opened", acc9)

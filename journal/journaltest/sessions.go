@@ -17,6 +17,7 @@ func sessionCases() []testCase {
 		{"AcquireHonoursContext", testAcquireHonoursContext},
 		{"ExpiredHolderIsFenced", testExpiredHolderIsFenced},
 		{"ReleaseLetsNextOpenerIn", testReleaseLetsNextOpenerIn},
+		{"ReacquireFencesOldLease", testReacquireFencesOldLease},
 		{"RenewKeepsLeaseAlive", testRenewKeepsLeaseAlive},
 		{"NewIncarnationTakesOver", testNewIncarnationTakesOver},
 		{"CloseNodeReleases", testCloseNodeReleases},
@@ -191,6 +192,28 @@ func testReleaseLetsNextOpenerIn(t *testing.T, h Harness) {
 	require.NoError(t, err, "releasing a stale lease leaves the current holder alone")
 	_, err = s.Acquire(ctx, a, stream, 50*time.Millisecond)
 	require.ErrorIs(t, err, journal.ErrOpenTimeout, "the former holder now waits like any other node")
+}
+
+func testReacquireFencesOldLease(t *testing.T, h Harness) {
+	s := sessionsOf(t, h)
+	ctx := testContext(t)
+	j := h.Journal
+	stream := journal.Stream("account:1")
+	a := openNode(t, ctx, s, "node-a", longSession)
+
+	// A stream actor passivates and a new activation on the same node takes
+	// the stream again: the old activation's lease is fenced by the epoch.
+	old := acquire(t, ctx, s, a, stream, atOnce)
+	require.NoError(t, s.Release(ctx, old))
+	cur := acquire(t, ctx, s, a, stream, atOnce)
+	require.Greater(t, cur.Epoch, old.Epoch, "every acquisition raises the epoch, also by the same node")
+
+	before := captureState(t, ctx, j)
+	_, err := leasedAppend(ctx, j, old)
+	requireFenced(t, ctx, j, before, err, "an append with an earlier epoch of the same node")
+	require.ErrorIs(t, err, journal.ErrInvalidSession)
+	_, err = leasedAppend(ctx, j, cur)
+	require.NoError(t, err)
 }
 
 func testRenewKeepsLeaseAlive(t *testing.T, h Harness) {
