@@ -1,0 +1,34 @@
+package runtime_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/postgres"
+)
+
+// postgresEnv returns an env on a fresh, migrated schema of the test database
+// (skipped loudly without SCRIBE_TEST_DATABASE_URL).
+func postgresEnv(t *testing.T) *env {
+	t.Helper()
+	pool, schema := pgtest.Pool(t)
+	cfg := postgres.Config{Schema: schema}
+	require.NoError(t, postgres.Migrate(context.Background(), pool, cfg))
+	j, err := postgres.NewJournal(pool, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = j.Close() })
+	snaps, err := postgres.NewSnapshotStore(pool, cfg)
+	require.NoError(t, err)
+	return &env{j: j, s: j, snaps: snaps}
+}
+
+// TestPostgres runs the runtime's done-when tests on the Postgres journal,
+// sessions and snapshot store.
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	pgtest.URL(t)
+	runDoneWhen(t, postgresEnv)
+}
