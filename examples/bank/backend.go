@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/snapshots"
+)
+
+// backend is the storage the runtime runs on.
+type backend struct {
+	Journal   journal.Journal
+	Sessions  journal.Sessions
+	Snapshots snapshots.Store
+	// Description says what it is, for the start log line (no secrets).
+	Description string
+	close       func()
+}
+
+// Close releases the backend's resources (background goroutines, pool).
+func (b *backend) Close() {
+	if b.close != nil {
+		b.close()
+	}
+}
+
+// openBackend opens the in-memory journal when databaseURL is empty, or
+// connects to Postgres, migrates the schema explicitly and opens the
+// Postgres journal, sessions and snapshot store.
+func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logger) (*backend, error) {
+	if databaseURL == "" {
+		mem := journal.NewMemory()
+		log.Info("no -db and no SCRIBE_DATABASE_URL: using the in-memory journal; every account is lost when the process exits (pass -db postgres://… for durable storage)")
+		return &backend{
+			Journal:     mem,
+			Sessions:    mem,
+			Snapshots:   snapshots.NewMemory(),
+			Description: "memory",
+			close:       func() { _ = mem.Close() },
+		}, nil
+	}
+	poolCfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("the database URL (-db or SCRIBE_DATABASE_URL) is not valid: %v; give a URL such as postgres://user@localhost:5432/bank?sslmode=disable", redactParseError(err))
+	}
+	if poolCfg.MaxConns < 16 {
+		poolCfg.MaxConns = 16
+	}
+	where := fmt.Sprintf("%s:%d/%s", poolCfg.ConnConfig.Host, poolCfg.ConnConfig.Port, poolCfg.ConnConfig.Database)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(cctx, poolCfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Postgres at %s: %w", where, err)
+	}
+	if err := pool.Ping(cctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to Postgres at %s: %w; check that the server runs and the URL is right", where, err)
+	}
+	pgCfg := postgres.Config{Schema: schema}
+	start := time.Now()
+	if err := postgres.Migrate(cctx, pool, pgCfg); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("migrate schema %q at %s: %w", schema, where, err)
+	}
+	log.Info("postgres schema migrated", "database", where, "schema", schema, "version", postgres.LatestVersion(), "took_ms", time.Since(start).Milliseconds())
+	j, err := postgres.NewJournal(pool, pgCfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	snaps, err := postgres.NewSnapshotStore(pool, pgCfg)
+	if err != nil {
+		_ = j.Close()
+		pool.Close()
+		return nil, err
+	}
+	return &backend{
+		Journal:     j,
+		Sessions:    j,
+		Snapshots:   snaps,
+		Description: "postgres " + where + " schema " + schema,
+		close: func() {
+			_ = j.Close()
+			pool.Close()
+		},
+	}, nil
+}
+
+// redactParseError keeps a password out of URL parse errors.
+func redactParseError(err error) string {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err.Error()
+	}
+	return "malformed URL"
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/scribe-es/scribe/examples/bank/bank"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime"
+)
+
+// bankServiceConfig configures the Scribe-backed service.
+type bankServiceConfig struct {
+	Backend        *backend
+	NodeID         string
+	Logger         *slog.Logger
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+}
+
+// bankService implements Service on the Scribe runtime: each account is an
+// aggregate whose stream is the tag "account:<id>", decided by its single
+// stream actor; transfers are DCB commands over the two accounts' tags.
+type bankService struct {
+	rt      *runtime.Runtime
+	journal journal.Journal
+	log     *slog.Logger
+}
+
+var _ Service = (*bankService)(nil)
+
+// readAccount is the service's query command: Decide returns no events, so
+// executing it returns the account's confirmed state and version through
+// its actor, consistent with every acknowledged command.
+type readAccount struct{}
+
+// newBankService starts a runtime on the backend and registers the account
+// aggregate and the bank's event types.
+func newBankService(ctx context.Context, cfg bankServiceConfig) (*bankService, error) {
+	rt, err := runtime.New(ctx, runtime.Config{
+		Journal:        cfg.Backend.Journal,
+		Sessions:       cfg.Backend.Sessions,
+		Snapshots:      cfg.Backend.Snapshots,
+		NodeID:         cfg.NodeID,
+		Logger:         cfg.Logger,
+		TracerProvider: cfg.TracerProvider,
+		MeterProvider:  cfg.MeterProvider,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the Scribe runtime: %w", err)
+	}
+	if err := register(rt); err != nil {
+		_ = rt.Shutdown(ctx)
+		return nil, err
+	}
+	return &bankService{rt: rt, journal: cfg.Backend.Journal, log: cfg.Logger}, nil
+}
+
+func register(rt *runtime.Runtime) error {
+	return errors.Join(
+		runtime.RegisterEvent[bank.AccountOpened](rt, bank.TypeAccountOpened, 1),
+		runtime.RegisterEvent[bank.MoneyDeposited](rt, bank.TypeMoneyDeposited, 1),
+		runtime.RegisterEvent[bank.MoneyWithdrawn](rt, bank.TypeMoneyWithdrawn, 1),
+		runtime.RegisterEvent[bank.MoneyTransferred](rt, bank.TypeMoneyTransferred, 1),
+		runtime.RegisterAggregate(rt, runtime.Aggregate[bank.Account]{
+			Name:    bank.TagGroupAccount,
+			Initial: func() bank.Account { return bank.Account{} },
+			Decide:  decideAccount,
+			Evolve:  evolveAccount,
+		}),
+	)
+}
+
+func decideAccount(a bank.Account, cmd any) ([]any, error) {
+	switch c := cmd.(type) {
+	case readAccount:
+		return nil, nil
+	case bank.Command:
+		events, err := bank.Decide(a, c)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]any, len(events))
+		for i, e := range events {
+			out[i] = e
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("bank: unknown account command %T", cmd)
+}
+
+func evolveAccount(a bank.Account, e any) bank.Account {
+	if be, ok := e.(bank.Event); ok {
+		return bank.Evolve(a, be)
+	}
+	return a
+}
+
+// Shutdown passivates every account actor and closes the node session.
+func (s *bankService) Shutdown(ctx context.Context) error { return s.rt.Shutdown(ctx) }
+
+func target(id string) runtime.Target {
+	return runtime.Target{Aggregate: bank.TagGroupAccount, ID: id}
+}
+
+func metadata(opts CommandOptions) runtime.ExecuteOption {
+	return runtime.WithMetadata(journal.Metadata{IdempotencyKey: opts.IdempotencyKey, CorrelationID: opts.CorrelationID})
+}
+
+// execute runs an account command and classifies runtime errors.
+func (s *bankService) execute(ctx context.Context, id string, cmd any, opts CommandOptions) (runtime.Result[bank.Account], error) {
+	res, err := runtime.ExecuteTyped[bank.Account](ctx, s.rt, target(id), cmd, metadata(opts))
+	return res, classify(err)
+}
+
+// classify passes domain errors through and marks transient runtime errors
+// as errUnavailable (HTTP 503: retry with the same Idempotency-Key).
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case bank.CodeOf(err) != "":
+		return err
+	case errors.Is(err, journal.ErrOpenTimeout), errors.Is(err, journal.ErrSessionExpired),
+		errors.Is(err, journal.ErrInvalidSession), errors.Is(err, journal.ErrOutcomeUnknown),
+		errors.Is(err, runtime.ErrShutdown), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	return err
+}
+
+// keyReused is the error of an idempotency key whose first execution was a
+// different command.
+func keyReused(key string) error {
+	return &bank.Error{Code: codeIdempotencyKeyReused, Message: fmt.Sprintf(
+		"Idempotency-Key %q was already used for a different request; use a new key for a new request, and the same key only to retry the identical request", key)}
+}
+
+// CreateAccount implements Service.
+func (s *bankService) CreateAccount(ctx context.Context, id string, opts CommandOptions) (AccountView, error) {
+	res, err := s.execute(ctx, id, bank.OpenAccount{AccountID: id}, opts)
+	if err != nil {
+		return AccountView{}, err
+	}
+	return s.accountResult(ctx, id, res, opts, func(e bank.Event) bool {
+		_, ok := e.(bank.AccountOpened)
+		return ok
+	})
+}
+
+// Deposit implements Service.
+func (s *bankService) Deposit(ctx context.Context, id string, amount int64, opts CommandOptions) (AccountView, error) {
+	res, err := s.execute(ctx, id, bank.DepositMoney{AccountID: id, Amount: amount}, opts)
+	if err != nil {
+		return AccountView{}, err
+	}
+	return s.accountResult(ctx, id, res, opts, func(e bank.Event) bool {
+		d, ok := e.(bank.MoneyDeposited)
+		return ok && d.Amount == amount
+	})
+}
+
+// Withdraw implements Service.
+func (s *bankService) Withdraw(ctx context.Context, id string, amount int64, opts CommandOptions) (AccountView, error) {
+	res, err := s.execute(ctx, id, bank.WithdrawMoney{AccountID: id, Amount: amount}, opts)
+	if err != nil {
+		return AccountView{}, err
+	}
+	return s.accountResult(ctx, id, res, opts, func(e bank.Event) bool {
+		w, ok := e.(bank.MoneyWithdrawn)
+		return ok && w.Amount == amount
+	})
+}
+
+// accountResult renders a command's result. A fresh execution reports the
+// state right after it. A duplicate (the idempotency key was executed
+// before) must be the same command — same is checked on its stored event —
+// and reports the state right after the first execution, rebuilt from the
+// stream, so the retry answers exactly like the first attempt did.
+func (s *bankService) accountResult(ctx context.Context, id string, res runtime.Result[bank.Account], opts CommandOptions, same func(bank.Event) bool) (AccountView, error) {
+	if !res.Duplicate {
+		return AccountView{ID: id, Balance: res.State.Balance, Version: res.Version}, nil
+	}
+	if len(res.Records) != 1 {
+		return AccountView{}, keyReused(opts.IdempotencyKey)
+	}
+	rec := res.Records[0]
+	e, err := bank.DecodeEvent(rec.Type, rec.Data)
+	if err != nil || !same(e) {
+		return AccountView{}, keyReused(opts.IdempotencyKey)
+	}
+	return s.accountAt(ctx, id, rec.Version(bank.AccountTag(id)))
+}
+
+// accountAt folds account id's stream up to version.
+func (s *bankService) accountAt(ctx context.Context, id string, version uint64) (AccountView, error) {
+	var a bank.Account
+	var n uint64
+	for rec, err := range s.journal.ReadStream(ctx, journal.Stream(bank.AccountTag(id)), 1, int(version)) {
+		if err != nil {
+			return AccountView{}, classify(err)
+		}
+		e, err := bank.DecodeEvent(rec.Type, rec.Data)
+		if err != nil {
+			return AccountView{}, err
+		}
+		a = bank.Evolve(a, e)
+		n = rec.Version(bank.AccountTag(id))
+	}
+	if n != version {
+		return AccountView{}, fmt.Errorf("bank: account %s: read up to version %d, expected %d", id, n, version)
+	}
+	return AccountView{ID: id, Balance: a.Balance, Version: version}, nil
+}
+
+// Account implements Service. An account whose stream is empty is reported
+// missing without activating an actor for it.
+func (s *bankService) Account(ctx context.Context, id string) (AccountView, error) {
+	sum, err := s.journal.TagSummary(ctx, journal.Stream(bank.AccountTag(id)))
+	if err != nil {
+		return AccountView{}, classify(err)
+	}
+	if sum.Version == 0 {
+		return AccountView{}, bank.NotFound(id)
+	}
+	res, err := s.execute(ctx, id, readAccount{}, CommandOptions{})
+	if err != nil {
+		return AccountView{}, err
+	}
+	if !res.State.Open {
+		return AccountView{}, bank.NotFound(id)
+	}
+	return AccountView{ID: id, Balance: res.State.Balance, Version: res.Version}, nil
+}
+
+// Events implements Service.
+func (s *bankService) Events(ctx context.Context, id string) ([]EventView, error) {
+	var out []EventView
+	for rec, err := range s.journal.ReadStream(ctx, journal.Stream(bank.AccountTag(id)), 1, 0) {
+		if err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, eventView(rec, id))
+	}
+	if len(out) == 0 {
+		return nil, bank.NotFound(id)
+	}
+	return out, nil
+}

@@ -1,0 +1,54 @@
+// Command bank is a bank service built on Scribe: accounts are event-sourced
+// aggregates (one stream per account, tag "account:<id>"), deposits and
+// withdrawals are aggregate commands, and transfers are Dynamic Consistency
+// Boundary (DCB) commands over the two accounts' tags. It runs on the
+// in-memory journal by default, or durably on Postgres.
+//
+// Run it:
+//
+//	go run ./examples/bank                                   # in-memory journal
+//	go run ./examples/bank -db postgres://postgres@localhost:5432/bank?sslmode=disable
+//
+// Flags: -addr (default 127.0.0.1:8080), -db (or SCRIBE_DATABASE_URL; empty
+// means the in-memory journal), -schema (default scribe), -node (default the
+// host name; keep it stable across restarts so a restarted node takes over its
+// streams at once), -otel-stdout (traces and metrics to stdout; OTLP over
+// HTTP is used when OTEL_EXPORTER_OTLP_ENDPOINT is set), -log-level.
+//
+// HTTP API (JSON in and out; amounts are integers in minor units, 1 to 10^12;
+// account IDs are 1–64 characters of [A-Za-z0-9_-]):
+//
+//	POST /accounts                 {"id":"alice"}                       201 {"id","balance","version"}
+//	POST /accounts/{id}/deposit    {"amount":100}                       200 {"id","balance","version"}
+//	POST /accounts/{id}/withdraw   {"amount":50}                        200 {"id","balance","version"}
+//	POST /transfers                {"from":"alice","to":"bob","amount":25}
+//	                               200 {"id","from":{"id","balance","version"},"to":{…}}
+//	GET  /accounts/{id}            200 {"id","balance","version"}
+//	GET  /accounts/{id}/events     200 [{"position","version","type","data","recordedAt"}, …]
+//	GET  /healthz                  200 once the service can serve
+//
+// Errors are {"error":"<what went wrong and what to do>","code":"<code>"}:
+// 400 invalid_request, invalid_amount, same_account; 404 account_not_found,
+// not_found; 405 method_not_allowed; 409 account_exists, insufficient_funds,
+// balance_limit; 422 idempotency_key_reused; 503 unavailable; 500 internal
+// (the body never carries internals).
+//
+// Every POST accepts an Idempotency-Key header (1–255 printable ASCII
+// characters, global to the service). A repeat with the same key and the
+// same request returns the first response (status and body) and has no
+// further effect; a concurrent repeat waits for the first. A key reused for a
+// different request (another operation, account or amount) is refused with
+// 422 idempotency_key_reused. Responses are replayed from a bounded in-memory
+// cache (100,000 keys, 24 h); the key also becomes the Scribe command's
+// idempotency key, so a retry after a restart or an eviction still appends
+// nothing and answers with the state right after the first execution. 5xx
+// responses are not remembered: retry them with the same key.
+//
+// SIGINT or SIGTERM shut down gracefully: stop accepting, finish in-flight
+// requests, passivate every actor (runtime shutdown), exit 0.
+//
+// The loadgen subcommand drives random transfers against a running bank and
+// checks its invariants:
+//
+//	go run ./examples/bank loadgen -url http://127.0.0.1:8080 -workers 32 -duration 10s -accounts 100
+package main

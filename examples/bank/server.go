@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// serverConfig configures a bank server.
+type serverConfig struct {
+	// Addr is the listen address; port 0 picks a free port (see server.Addr).
+	Addr string
+	// DatabaseURL selects Postgres; empty means the in-memory journal.
+	DatabaseURL string
+	// Schema is the Postgres schema (default "scribe").
+	Schema string
+	// NodeID names this node; keep it stable across restarts.
+	NodeID string
+	// OtelStdout exports traces and metrics to TelemetryOut.
+	OtelStdout   bool
+	TelemetryOut io.Writer
+	Logger       *slog.Logger
+	// ShutdownTimeout bounds Shutdown when the caller's context has none.
+	ShutdownTimeout time.Duration
+}
+
+// server is a running bank service: HTTP API, Scribe runtime and storage.
+type server struct {
+	log     *slog.Logger
+	ln      net.Listener
+	http    *http.Server
+	ready   atomic.Bool
+	svc     *bankService
+	backend *backend
+	tel     *telemetry
+	failed  chan error
+}
+
+// startServer opens the storage, starts the runtime and serves the API. It
+// returns once the listener is bound and /healthz answers 200.
+func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
+	start := time.Now()
+	if cfg.Schema == "" {
+		cfg.Schema = "scribe"
+	}
+	if cfg.NodeID == "" {
+		return nil, errors.New("the node ID is empty; pass -node with a name that stays the same across restarts")
+	}
+	if cfg.TelemetryOut == nil {
+		cfg.TelemetryOut = io.Discard
+	}
+	log := cfg.Logger
+	s := &server{log: log, failed: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			s.close(context.Background())
+		}
+	}()
+
+	if s.tel, err = newTelemetry(ctx, cfg.NodeID, cfg.OtelStdout, cfg.TelemetryOut); err != nil {
+		return nil, err
+	}
+	if s.backend, err = openBackend(ctx, cfg.DatabaseURL, cfg.Schema, log); err != nil {
+		return nil, err
+	}
+	if s.svc, err = newBankService(ctx, bankServiceConfig{
+		Backend:        s.backend,
+		NodeID:         cfg.NodeID,
+		Logger:         log,
+		TracerProvider: s.tel.Tracer,
+		MeterProvider:  s.tel.Meter,
+	}); err != nil {
+		return nil, err
+	}
+	handler, err := newAPI(apiConfig{
+		Service:        s.svc,
+		Logger:         log,
+		Ready:          &s.ready,
+		TracerProvider: s.tel.Tracer,
+		MeterProvider:  s.tel.Meter,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w; pick another address with -addr", cfg.Addr, err)
+	}
+	s.http = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.failed <- err
+		}
+	}()
+	s.ready.Store(true)
+	log.Info("bank listening", "addr", s.ln.Addr().String(), "url", "http://"+s.ln.Addr().String(),
+		"storage", s.backend.Description, "node", cfg.NodeID, "telemetry", s.tel.Description,
+		"startup_ms", time.Since(start).Milliseconds())
+	return s, nil
+}
+
+// Addr returns the bound listen address (host:port).
+func (s *server) Addr() string { return s.ln.Addr().String() }
+
+// Failed delivers an error when serving stops unexpectedly.
+func (s *server) Failed() <-chan error { return s.failed }
+
+// Shutdown stops accepting connections, waits for in-flight requests,
+// passivates every actor (runtime shutdown: snapshots flushed, leases
+// released), closes the storage and flushes telemetry.
+func (s *server) Shutdown(ctx context.Context) error {
+	s.ready.Store(false)
+	var errs []error
+	if s.http != nil {
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+	}
+	errs = append(errs, s.close(ctx))
+	return errors.Join(errs...)
+}
+
+func (s *server) close(ctx context.Context) error {
+	var errs []error
+	if s.svc != nil {
+		if err := s.svc.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("runtime shutdown: %w", err))
+		}
+	}
+	if s.backend != nil {
+		s.backend.Close()
+	}
+	if s.tel != nil {
+		if err := s.tel.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("telemetry shutdown: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
