@@ -26,9 +26,10 @@ type Command[S any] struct {
 	Initial func() S
 	// Evolve folds one matching record into the state, in ascending position
 	// order, and returns the new state. It may modify and return its input.
-	// The executor keeps folded states between executions (see
-	// Config.FoldCacheSize), so Evolve must depend on nothing but its
-	// arguments. Required.
+	// The executor keeps folded states between executions of commands with
+	// the same Name and Query (see Config.FoldCacheSize), so Evolve (and
+	// Initial) must depend on nothing but their arguments and what Name and
+	// Query determine. Required.
 	Evolve func(S, journal.Record) S
 	// Decide returns the events to append (each with its tags), none to do
 	// nothing, or a domain error that Execute returns unchanged. It must not

@@ -19,11 +19,10 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// Journal is what the executor needs from the event store: DCB and stream
-// reads, event lookups (idempotency) and appends. journal.Journal satisfies it.
+// Journal is what the executor needs from the event store: stream reads,
+// event lookups (idempotency) and appends with conditions. journal.Journal satisfies it.
 type Journal interface {
 	journal.Appender
-	Read(ctx context.Context, q journal.Query, opts journal.ReadOptions) iter.Seq2[journal.Record, error]
 	ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error]
 	ReadEvent(ctx context.Context, id uuid.UUID) (journal.Record, error)
 }
@@ -295,7 +294,7 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 		switch {
 		case ctx.Err() != nil:
 			err = fmt.Errorf("tagconsistency: command %q not executed while reserving tag %s: %w", command, s, ctx.Err())
-		case rctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, ErrReservationTimeout), rctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 			err = &ReservationTimeoutError{Command: command, Stream: s, Waited: waited}
 		default:
 			err = fmt.Errorf("tagconsistency: command %q: reserving tag %s: %w", command, s, err)
@@ -343,87 +342,66 @@ func (x *Executor) stored(ctx context.Context, partition, command, key string) (
 }
 
 // fold builds the state from the events matching cmd.Query and returns it with
-// the position of the last matching event (zero when none matched). It starts
-// from the cached fold of key when there is one, taking it out of the cache.
+// the position of the last matching event (zero when none matched).
+//
+// Every event matching an item carries all of the item's tags, and every such
+// tag is reserved, so reading one reserved stream per item finds them all;
+// the streams are read with ReadStream, which shows every committed event of
+// the stream (a DCB Read may hide recent commits behind its visibility gate,
+// which would turn into a spurious conflict). The reserved streams do not move
+// while reserved, except by writers that bypass the owners, which the append
+// then rejects.
+//
+// The fold starts from the cached fold of key when there is one (taking it out
+// of the cache) and then reads only the streams that moved since, from the
+// first version it has not seen; otherwise from the owners' complete record
+// caches when they cover the query; otherwise from version 1.
 func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reservation, key string) (state S, after journal.Position, err error) {
 	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.read")
 	defer span.End()
+	fail := func(err error) (S, journal.Position, error) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return state, after, err
+	}
+
+	var from map[journal.Tag]uint64 // versions already folded, when cached
 	if e, ok := x.cache.take(key); ok {
 		if st, ok := e.state.(S); ok {
-			return foldFrom(ctx, x, cmd, span, st, e, held)
+			state, after, from = st, e.after, e.versions
 		}
 	}
-	if cmd.Initial != nil {
-		if err := guard(cmd.Name, "Initial", func() { state = cmd.Initial() }); err != nil {
-			span.SetStatus(codes.Error, err.Error())
-			return state, after, err
-		}
-	}
-	n := 0
-	apply := func(r journal.Record) error {
-		n++
-		after = r.Position
-		return guard(cmd.Name, "Evolve", func() { state = cmd.Evolve(state, r) })
-	}
-	if cached, ok := fromCache(cmd.Query, held); ok {
-		span.SetAttributes(attribute.String("scribe.dcb.source", "owners"))
-		for _, r := range cached {
-			if err := apply(r); err != nil {
-				span.SetStatus(codes.Error, err.Error())
-				return state, after, err
+	if from == nil {
+		if cmd.Initial != nil {
+			if err := guard(cmd.Name, "Initial", func() { state = cmd.Initial() }); err != nil {
+				return fail(err)
 			}
 		}
-	} else {
+		if cached, ok := fromCache(cmd.Query, held); ok {
+			span.SetAttributes(attribute.String("scribe.dcb.source", "owners"), attribute.Int("scribe.dcb.events", len(cached)))
+			for _, r := range cached {
+				if err := guard(cmd.Name, "Evolve", func() { state = cmd.Evolve(state, r) }); err != nil {
+					return fail(err)
+				}
+				after = r.Position
+			}
+			return state, after, nil
+		}
 		span.SetAttributes(attribute.String("scribe.dcb.source", "journal"))
-		for r, rerr := range x.journal.Read(ctx, cmd.Query, journal.ReadOptions{}) {
-			if rerr != nil {
-				err = fmt.Errorf("tagconsistency: command %q: reading its events: %w", cmd.Name, rerr)
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-				return state, after, err
-			}
-			if err := apply(r); err != nil {
-				span.SetStatus(codes.Error, err.Error())
-				return state, after, err
-			}
-		}
+	} else {
+		span.SetAttributes(attribute.String("scribe.dcb.source", "cache"))
 	}
-	span.SetAttributes(attribute.Int("scribe.dcb.events", n))
-	return state, after, nil
-}
 
-// versionsOf returns the reserved streams' versions.
-func versionsOf(held []Reservation) map[journal.Tag]uint64 {
-	v := make(map[journal.Tag]uint64, len(held))
-	for _, r := range held {
-		v[r.Stream.Tag] = r.Version
-	}
-	return v
-}
-
-// foldFrom continues a cached fold. Every event matching the query carries a
-// reserved tag, so the events it lacks are those of the reserved streams past
-// the versions it was folded at: it reads only those streams that moved (none
-// in the common case), from the first version it has not seen.
-func foldFrom[S any](ctx context.Context, x *Executor, cmd Command[S], span trace.Span, state S, e foldEntry, held []Reservation) (S, journal.Position, error) {
-	span.SetAttributes(attribute.String("scribe.dcb.source", "cache"))
-	after := e.after
 	var fresh []journal.Record
 	seen := make(map[uuid.UUID]bool)
-	for _, r := range held {
-		from, ok := e.versions[r.Stream.Tag]
-		if !ok {
-			from = 0
+	for _, r := range streamsToRead(cmd.Query, held) {
+		v := from[r.Stream.Tag]
+		if from != nil && v == r.Version {
+			continue // nothing new in this stream
 		}
-		if ok && from == r.Version {
-			continue
-		}
-		for rec, rerr := range x.journal.ReadStream(ctx, r.Stream, from+1, 0) {
+		for rec, rerr := range x.journal.ReadStream(ctx, r.Stream, v+1, 0) {
 			if rerr != nil {
-				err := fmt.Errorf("tagconsistency: command %q: reading stream %s: %w", cmd.Name, r.Stream, rerr)
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-				return state, after, err
+				return fail(fmt.Errorf("tagconsistency: command %q: reading stream %s: %w", cmd.Name, r.Stream, rerr))
 			}
 			if rec.Position.After(after) && !seen[rec.ID] && cmd.Query.Matches(&rec) {
 				seen[rec.ID] = true
@@ -434,13 +412,43 @@ func foldFrom[S any](ctx context.Context, x *Executor, cmd Command[S], span trac
 	slices.SortFunc(fresh, func(a, b journal.Record) int { return a.Position.Compare(b.Position) })
 	for _, rec := range fresh {
 		if err := guard(cmd.Name, "Evolve", func() { state = cmd.Evolve(state, rec) }); err != nil {
-			span.SetStatus(codes.Error, err.Error())
-			return state, after, err
+			return fail(err)
 		}
 		after = rec.Position
 	}
 	span.SetAttributes(attribute.Int("scribe.dcb.events", len(fresh)))
 	return state, after, nil
+}
+
+// streamsToRead picks one reserved stream per query item, the shortest of the
+// item's tags, without repeats.
+func streamsToRead(q journal.Query, held []Reservation) []*Reservation {
+	byTag := make(map[journal.Tag]*Reservation, len(held))
+	for i := range held {
+		byTag[held[i].Stream.Tag] = &held[i]
+	}
+	var out []*Reservation
+	for _, it := range q.Items {
+		var best *Reservation
+		for _, t := range it.Tags {
+			if r := byTag[t]; best == nil || r.Version < best.Version {
+				best = r
+			}
+		}
+		if !slices.Contains(out, best) {
+			out = append(out, best)
+		}
+	}
+	return out
+}
+
+// versionsOf returns the reserved streams' versions.
+func versionsOf(held []Reservation) map[journal.Tag]uint64 {
+	v := make(map[journal.Tag]uint64, len(held))
+	for _, r := range held {
+		v[r.Stream.Tag] = r.Version
+	}
+	return v
 }
 
 // advance folds a successful command's own matching records into its state

@@ -122,7 +122,7 @@ func TestTransfers(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		e := setup(t, b)
 		ctx := context.Background()
-		const accounts, initial, transfers = 10, 1000, 20000
+		const accounts, initial, transfers = 10, 1000, 4000
 		for a := range accounts {
 			require.NoError(t, e.deposit(ctx, accountTag(a), initial))
 		}
@@ -193,7 +193,7 @@ func TestOppositeTransfersDoNotDeadlock(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		e := setup(t, b)
 		ctx := context.Background()
-		const accounts, pairs = 10, 10000
+		const accounts, pairs = 10, 2000
 		for a := range accounts {
 			require.NoError(t, e.deposit(ctx, accountTag(a), 1_000_000))
 		}

@@ -14,7 +14,10 @@ import (
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
-// backend opens a fresh, empty journal for one test.
+// backend opens a fresh, empty journal for one test. These tests exercise the
+// executor with a plain lock-based owner on the memory journal; package
+// runtime runs the same scenarios at full size through the stream actors, on
+// the memory journal and on Postgres.
 type backend struct {
 	name string
 	open func(t *testing.T) store
