@@ -246,7 +246,14 @@ func (b bound) sql(a *args, alias string) string {
 	if b.op == "" {
 		return ""
 	}
-	return fmt.Sprintf(" AND (%[1]scommit_xid, %[1]sseq) %[2]s (%[3]s::bigint, %[4]s::bigint)", alias, b.op, a.add(i64(b.pos.Commit)), a.add(i64(b.pos.Seq)))
+	c := a.add(i64(b.pos.Commit))
+	// The plain range on commit_xid is implied by the row comparison; it
+	// gives the planner an estimate it can use.
+	rng := ">="
+	if b.op[0] == '<' {
+		rng = "<="
+	}
+	return fmt.Sprintf(" AND %[1]scommit_xid %[5]s %[3]s::bigint AND (%[1]scommit_xid, %[1]sseq) %[2]s (%[3]s::bigint, %[4]s::bigint)", alias, b.op, c, a.add(i64(b.pos.Seq)), rng)
 }
 
 // matchSQL returns a query of the (commit_xid, seq) of events matching q within
@@ -255,6 +262,35 @@ func (b bound) sql(a *args, alias string) string {
 // scan: a tag item scans event_tags by its first tag, a type-only item scans
 // events by each type, Query.All scans events by partition (or by position).
 func (j *Journal) matchSQL(q journal.Query, b bound, gate bool, desc bool, limit int, a *args) string {
+	m, _ := j.matchBranches(q, b, gate, desc, limit, a, false)
+	return m
+}
+
+// branchCount is how many branches matchBranches builds for q.
+func branchCount(q journal.Query) int {
+	if q.All {
+		return 1
+	}
+	n := 0
+	for _, it := range q.Items {
+		if len(it.Tags) > 0 {
+			n++
+		} else {
+			n += len(it.Types)
+		}
+	}
+	return n
+}
+
+// matchBranches builds matchSQL's branches. With full and a single branch, the
+// branch selects recordCols itself (joining events), so the caller can use it
+// as the whole read; single reports that.
+func (j *Journal) matchBranches(q journal.Query, b bound, gate bool, desc bool, limit int, a *args, full bool) (string, bool) {
+	single := full && branchCount(q) == 1
+	evCols, etCols := "e.commit_xid, e.seq", "et.commit_xid, et.seq"
+	if single {
+		evCols, etCols = recordCols, recordCols
+	}
 	dir := ""
 	if desc {
 		dir = " DESC"
@@ -276,16 +312,16 @@ func (j *Journal) matchSQL(q journal.Query, b bound, gate bool, desc bool, limit
 	var branches []string
 	switch {
 	case q.All && q.AllPartitions:
-		branches = append(branches, "SELECT e.commit_xid, e.seq FROM "+j.t("events")+" e WHERE true"+b.sql(a, "e.")+gateCond("e.")+order("e.")+lim)
+		branches = append(branches, "SELECT "+evCols+" FROM "+j.t("events")+" e WHERE true"+b.sql(a, "e.")+gateCond("e.")+order("e.")+lim)
 	case q.All:
-		branches = append(branches, "SELECT e.commit_xid, e.seq FROM "+j.t("events")+" e WHERE e.partition = "+a.add(part)+b.sql(a, "e.")+gateCond("e.")+order("e.")+lim)
+		branches = append(branches, "SELECT "+evCols+" FROM "+j.t("events")+" e WHERE e.partition = "+a.add(part)+b.sql(a, "e.")+gateCond("e.")+order("e.")+lim)
 	default:
 		pp := a.add(part)
 		for _, it := range q.Items {
 			if len(it.Tags) > 0 {
 				var sb strings.Builder
-				sb.WriteString("SELECT et.commit_xid, et.seq FROM " + j.t("event_tags") + " et")
-				if len(it.Tags) > 1 {
+				sb.WriteString("SELECT " + etCols + " FROM " + j.t("event_tags") + " et")
+				if len(it.Tags) > 1 || single {
 					sb.WriteString(" JOIN " + j.t("events") + " e ON e.commit_xid = et.commit_xid AND e.seq = et.seq")
 				}
 				sb.WriteString(" WHERE et.partition = " + pp + " AND et.tag = " + a.add(string(it.Tags[0])))
@@ -305,15 +341,18 @@ func (j *Journal) matchSQL(q journal.Query, b bound, gate bool, desc bool, limit
 				continue
 			}
 			for _, ty := range it.Types {
-				branches = append(branches, "SELECT e.commit_xid, e.seq FROM "+j.t("events")+" e WHERE e.partition = "+pp+
+				branches = append(branches, "SELECT "+evCols+" FROM "+j.t("events")+" e WHERE e.partition = "+pp+
 					" AND e.type = "+a.add(ty)+b.sql(a, "e.")+gateCond("e.")+order("e.")+lim)
 			}
 		}
 	}
+	if single {
+		return branches[0], true
+	}
 	for i, br := range branches {
 		branches[i] = "(" + br + ")"
 	}
-	return strings.Join(branches, " UNION ")
+	return strings.Join(branches, " UNION "), false
 }
 
 // conditionQuery returns the statement that reports whether an event matching
@@ -335,7 +374,10 @@ func (j *Journal) readPage(ctx context.Context, op string, q journal.Query, b bo
 // readPageSQL returns the gated statement of readPage.
 func (j *Journal) readPageSQL(q journal.Query, b bound, desc bool, limit int) (string, []any) {
 	var a args
-	m := j.matchSQL(q, b, true, desc, limit, &a)
+	m, single := j.matchBranches(q, b, true, desc, limit, &a, true)
+	if single {
+		return m, a
+	}
 	dir := ""
 	if desc {
 		dir = " DESC"
