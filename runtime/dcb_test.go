@@ -1,0 +1,626 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime"
+)
+
+// The DCB done-when tests: course seats, unique usernames and wallet transfers
+// through the runtime's stream actors, with wallet credits and debits executed
+// as aggregate commands on the same tags.
+
+// Wallet aggregate.
+type (
+	OpenWallet   struct{ ID string }
+	CreditWallet struct{ Amount int64 }
+	DebitWallet  struct{ Amount int64 }
+	GetWallet    struct{}
+
+	WalletOpened struct {
+		ID string `json:"id"`
+	}
+	WalletCredited struct {
+		Amount int64 `json:"amount"`
+	}
+	WalletDebited struct {
+		Amount int64 `json:"amount"`
+	}
+	// WalletTransferred is appended by the Transfer DCB command on both wallets.
+	WalletTransferred struct {
+		From   string `json:"from"`
+		To     string `json:"to"`
+		Amount int64  `json:"amount"`
+	}
+	Wallet struct {
+		ID      string `json:"id"`
+		Balance int64  `json:"balance"`
+	}
+)
+
+func (e WalletTransferred) Tags() []journal.Tag { return []journal.Tag{walletTag(e.From), walletTag(e.To)} }
+
+func walletTag(id string) journal.Tag { return journal.NewTag("wallet", id) }
+func wallet(id string) runtime.Target { return runtime.Target{Aggregate: "wallet", ID: id} }
+
+var (
+	errNoFunds         = errors.New("insufficient funds")
+	errWalletClosed    = errors.New("wallet is not open")
+	errNoSuchCourse    = errors.New("course does not exist")
+	errCourseIsFull    = errors.New("course is full")
+	errEnrolledAlready = errors.New("student already enrolled")
+	errUsernameTaken   = errors.New("username is taken")
+)
+
+func evolveWallet(s Wallet, ev any) Wallet {
+	switch e := ev.(type) {
+	case WalletOpened:
+		s.ID = e.ID
+	case WalletCredited:
+		s.Balance += e.Amount
+	case WalletDebited:
+		s.Balance -= e.Amount
+	case WalletTransferred:
+		if e.From == s.ID {
+			s.Balance -= e.Amount
+		}
+		if e.To == s.ID {
+			s.Balance += e.Amount
+		}
+	}
+	return s
+}
+
+var walletAggregate = runtime.Aggregate[Wallet]{
+	Name:    "wallet",
+	Initial: func() Wallet { return Wallet{} },
+	Decide: func(s Wallet, cmd any) ([]any, error) {
+		switch c := cmd.(type) {
+		case OpenWallet:
+			if s.ID != "" {
+				return nil, nil
+			}
+			return []any{WalletOpened{ID: c.ID}}, nil
+		case CreditWallet:
+			if s.ID == "" {
+				return nil, errWalletClosed
+			}
+			return []any{WalletCredited{Amount: c.Amount}}, nil
+		case DebitWallet:
+			if s.Balance < c.Amount {
+				return nil, fmt.Errorf("debit %d from %q (balance %d): %w", c.Amount, s.ID, s.Balance, errNoFunds)
+			}
+			return []any{WalletDebited{Amount: c.Amount}}, nil
+		case GetWallet:
+			return nil, nil
+		}
+		return nil, fmt.Errorf("wallet: unknown command %T", cmd)
+	},
+	Evolve: evolveWallet,
+}
+
+// Transfer is a DCB command over two wallets.
+type Transfer struct {
+	From, To string
+	Amount   int64
+}
+
+type transferView struct {
+	open    map[string]bool
+	balance map[string]int64
+}
+
+var transferDCB = runtime.DCB[Transfer, transferView]{
+	Name: "Transfer",
+	Query: func(c Transfer) journal.Query {
+		return journal.Query{Items: []journal.QueryItem{{Tags: []journal.Tag{walletTag(c.From)}}, {Tags: []journal.Tag{walletTag(c.To)}}}}
+	},
+	Initial: func(Transfer) transferView {
+		return transferView{open: map[string]bool{}, balance: map[string]int64{}}
+	},
+	Evolve: func(c Transfer, s transferView, e runtime.DCBEvent) transferView {
+		for _, id := range []string{c.From, c.To} {
+			if !e.Record.HasTag(walletTag(id)) {
+				continue
+			}
+			w := evolveWallet(Wallet{ID: id, Balance: s.balance[id]}, e.Value)
+			s.balance[id] = w.Balance
+			if _, ok := e.Value.(WalletOpened); ok {
+				s.open[id] = true
+			}
+		}
+		return s
+	},
+	Decide: func(c Transfer, s transferView) ([]any, error) {
+		if !s.open[c.From] || !s.open[c.To] {
+			return nil, fmt.Errorf("transfer %s→%s: %w", c.From, c.To, errWalletClosed)
+		}
+		if s.balance[c.From] < c.Amount {
+			return nil, fmt.Errorf("transfer %d from %s (balance %d): %w", c.Amount, c.From, s.balance[c.From], errNoFunds)
+		}
+		return []any{WalletTransferred{From: c.From, To: c.To, Amount: c.Amount}}, nil
+	},
+}
+
+// Courses and usernames have no aggregate: their tags' actors only keep
+// versions and serve reservations.
+type (
+	DefineCourse struct {
+		Course string
+		Seats  int
+	}
+	Enrol struct{ Student, Course string }
+	Claim struct{ User, Name string }
+
+	CourseDefined struct {
+		Course string `json:"course"`
+		Seats  int    `json:"seats"`
+	}
+	StudentEnrolled struct {
+		Course  string `json:"course"`
+		Student string `json:"student"`
+	}
+	UsernameClaimed struct {
+		Name string `json:"name"`
+		User string `json:"user"`
+	}
+)
+
+func (e CourseDefined) Tags() []journal.Tag { return []journal.Tag{journal.NewTag("course", e.Course)} }
+func (e StudentEnrolled) Tags() []journal.Tag {
+	return []journal.Tag{journal.NewTag("course", e.Course), journal.NewTag("student", e.Student)}
+}
+func (e UsernameClaimed) Tags() []journal.Tag {
+	return []journal.Tag{journal.NewTag("username", e.Name), journal.NewTag("user", e.User)}
+}
+
+var defineCourseDCB = runtime.DCB[DefineCourse, bool]{
+	Name: "DefineCourse",
+	Query: func(c DefineCourse) journal.Query {
+		return journal.Query{Items: []journal.QueryItem{{Types: []string{"CourseDefined"}, Tags: []journal.Tag{journal.NewTag("course", c.Course)}}}}
+	},
+	Evolve: func(DefineCourse, bool, runtime.DCBEvent) bool { return true },
+	Decide: func(c DefineCourse, defined bool) ([]any, error) {
+		if defined {
+			return nil, nil
+		}
+		return []any{CourseDefined{Course: c.Course, Seats: c.Seats}}, nil
+	},
+}
+
+type seats struct {
+	defined         bool
+	seats, enrolled int
+	already         bool
+}
+
+var enrolDCB = runtime.DCB[Enrol, seats]{
+	Name: "Enrol",
+	Query: func(c Enrol) journal.Query {
+		return journal.Query{Items: []journal.QueryItem{
+			{Types: []string{"CourseDefined", "StudentEnrolled"}, Tags: []journal.Tag{journal.NewTag("course", c.Course)}},
+			{Types: []string{"StudentEnrolled"}, Tags: []journal.Tag{journal.NewTag("student", c.Student)}},
+		}}
+	},
+	Evolve: func(c Enrol, s seats, e runtime.DCBEvent) seats {
+		switch ev := e.Value.(type) {
+		case CourseDefined:
+			s.defined, s.seats = true, ev.Seats
+		case StudentEnrolled:
+			if ev.Course == c.Course {
+				s.enrolled++
+				s.already = s.already || ev.Student == c.Student
+			}
+		}
+		return s
+	},
+	Decide: func(c Enrol, s seats) ([]any, error) {
+		switch {
+		case !s.defined:
+			return nil, errNoSuchCourse
+		case s.already:
+			return nil, errEnrolledAlready
+		case s.enrolled >= s.seats:
+			return nil, fmt.Errorf("enrol %s in %s: %w", c.Student, c.Course, errCourseIsFull)
+		}
+		return []any{StudentEnrolled{Course: c.Course, Student: c.Student}}, nil
+	},
+}
+
+var claimDCB = runtime.DCB[Claim, bool]{
+	Name: "ClaimUsername",
+	Query: func(c Claim) journal.Query {
+		return journal.Query{Items: []journal.QueryItem{{Types: []string{"UsernameClaimed"}, Tags: []journal.Tag{journal.NewTag("username", c.Name)}}}}
+	},
+	Tags:   func(c Claim) []journal.Tag { return []journal.Tag{journal.NewTag("user", c.User)} },
+	Evolve: func(Claim, bool, runtime.DCBEvent) bool { return true },
+	Decide: func(c Claim, taken bool) ([]any, error) {
+		if taken {
+			return nil, fmt.Errorf("claim %q: %w", c.Name, errUsernameTaken)
+		}
+		return []any{UsernameClaimed{Name: c.Name, User: c.User}}, nil
+	},
+}
+
+// dcbApp is a runtime with the wallet aggregate and the DCB commands registered.
+type dcbApp struct {
+	rt       *runtime.Runtime
+	e        *env
+	metrics  func() metricdata.ResourceMetrics
+	transfer *runtime.DCBCommand[Transfer, transferView]
+	define   *runtime.DCBCommand[DefineCourse, bool]
+	enrol    *runtime.DCBCommand[Enrol, seats]
+	claim    *runtime.DCBCommand[Claim, bool]
+}
+
+func startDCB(t *testing.T, e *env) *dcbApp {
+	t.Helper()
+	mp, collect := metricReader(t)
+	rt := e.start(t, func(c *runtime.Config) {
+		c.NodeID = "dcb-" + t.Name()
+		c.MeterProvider = mp
+	})
+	for _, err := range []error{
+		runtime.RegisterEvent[WalletOpened](rt, "WalletOpened", 1),
+		runtime.RegisterEvent[WalletCredited](rt, "WalletCredited", 1),
+		runtime.RegisterEvent[WalletDebited](rt, "WalletDebited", 1),
+		runtime.RegisterEvent[WalletTransferred](rt, "WalletTransferred", 1),
+		runtime.RegisterEvent[CourseDefined](rt, "CourseDefined", 1),
+		runtime.RegisterEvent[StudentEnrolled](rt, "StudentEnrolled", 1),
+		runtime.RegisterEvent[UsernameClaimed](rt, "UsernameClaimed", 1),
+		runtime.RegisterAggregate(rt, walletAggregate),
+	} {
+		require.NoError(t, err)
+	}
+	app := &dcbApp{rt: rt, e: e, metrics: collect}
+	var err error
+	app.transfer, err = runtime.RegisterDCB(rt, transferDCB)
+	require.NoError(t, err)
+	app.define, err = runtime.RegisterDCB(rt, defineCourseDCB)
+	require.NoError(t, err)
+	app.enrol, err = runtime.RegisterDCB(rt, enrolDCB)
+	require.NoError(t, err)
+	app.claim, err = runtime.RegisterDCB(rt, claimDCB)
+	require.NoError(t, err)
+	return app
+}
+
+func (a *dcbApp) conflicts(t *testing.T) int64 { return sumOf(t, a.metrics(), "scribe.dcb.conflicts") }
+
+func (a *dcbApp) openWallets(t *testing.T, n int, balance int64) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		id := fmt.Sprint(i)
+		_, err := a.rt.Execute(ctx, wallet(id), OpenWallet{ID: id})
+		require.NoError(t, err)
+		_, err = a.rt.Execute(ctx, wallet(id), CreditWallet{Amount: balance})
+		require.NoError(t, err)
+	}
+}
+
+// foldWallet folds a wallet's stream from the journal, checking versions are
+// gap-free and the balance never negative.
+func (a *dcbApp) foldWallet(t *testing.T, id string) Wallet {
+	t.Helper()
+	var w Wallet
+	var v uint64
+	for r, err := range a.e.j.ReadStream(context.Background(), journal.Stream(walletTag(id)), 1, 0) {
+		require.NoError(t, err)
+		v++
+		require.Equal(t, v, r.Version(walletTag(id)), "wallet %s has a version gap", id)
+		var ev any
+		switch r.Type {
+		case "WalletOpened":
+			var e WalletOpened
+			require.NoError(t, json.Unmarshal(r.Data, &e))
+			ev = e
+		case "WalletCredited":
+			var e WalletCredited
+			require.NoError(t, json.Unmarshal(r.Data, &e))
+			ev = e
+		case "WalletDebited":
+			var e WalletDebited
+			require.NoError(t, json.Unmarshal(r.Data, &e))
+			ev = e
+		case "WalletTransferred":
+			var e WalletTransferred
+			require.NoError(t, json.Unmarshal(r.Data, &e))
+			ev = e
+		}
+		w = evolveWallet(w, ev)
+		require.GreaterOrEqual(t, w.Balance, int64(0), "wallet %s negative at version %d", id, v)
+	}
+	return w
+}
+
+// jobs runs f for job 0..n-1 on workers goroutines.
+func jobs(workers, n int, f func(job int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for j := int(next.Add(1)) - 1; j < n; j = int(next.Add(1)) - 1 {
+				f(j)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func runDCBDoneWhen(t *testing.T, newEnv func(t *testing.T) *env) {
+	t.Run("CourseEnrolment", func(t *testing.T) { t.Parallel(); testCourseEnrolment(t, newEnv(t)) })
+	t.Run("UniqueUsername", func(t *testing.T) { t.Parallel(); testUniqueUsername(t, newEnv(t)) })
+	t.Run("Transfers", func(t *testing.T) { t.Parallel(); testTransfers(t, newEnv(t)) })
+	t.Run("OppositeTransfers", func(t *testing.T) { t.Parallel(); testOppositeTransfers(t, newEnv(t)) })
+	t.Run("BypassIsAConflict", func(t *testing.T) { t.Parallel(); testBypassIsAConflict(t, newEnv(t)) })
+	t.Run("TagQueries", func(t *testing.T) { t.Parallel(); testTagQueries(t, newEnv(t)) })
+	t.Run("Idempotency", func(t *testing.T) { t.Parallel(); testDCBIdempotency(t, newEnv(t)) })
+}
+
+func TestDCBMemory(t *testing.T) {
+	t.Parallel()
+	runDCBDoneWhen(t, func(*testing.T) *env { return memoryEnv() })
+}
+
+func TestDCBPostgres(t *testing.T) {
+	t.Parallel()
+	pgtest.URL(t)
+	runDCBDoneWhen(t, postgresEnv)
+}
+
+func testCourseEnrolment(t *testing.T, e *env) {
+	a := startDCB(t, e)
+	ctx := context.Background()
+	const courses, seatsPer, students = 5, 10, 200
+	for c := range courses {
+		_, err := a.define.Execute(ctx, DefineCourse{Course: fmt.Sprint(c), Seats: seatsPer})
+		require.NoError(t, err)
+	}
+	attempts := rand.Perm(students * courses) // every student tries every course
+	var ok, full atomic.Int64
+	jobs(32, len(attempts), func(i int) {
+		at := attempts[i]
+		res, err := a.enrol.Execute(ctx, Enrol{Student: fmt.Sprint(at / courses), Course: fmt.Sprint(at % courses)})
+		switch {
+		case err == nil && len(res.Records) == 1:
+			ok.Add(1)
+		case errors.Is(err, errCourseIsFull):
+			full.Add(1)
+		default:
+			t.Errorf("attempt %d: %d records, %v", at, len(res.Records), err)
+		}
+	})
+	require.EqualValues(t, courses*seatsPer, ok.Load())
+	require.EqualValues(t, students*courses-courses*seatsPer, full.Load())
+	require.Zero(t, a.conflicts(t))
+	require.EqualValues(t, students*courses+courses, sumOf(t, a.metrics(), "scribe.dcb.commands"), "one execution per attempt: no retries")
+	for c := range courses {
+		n, err := a.rt.TagEventCount(ctx, journal.Stream(journal.NewTag("course", fmt.Sprint(c))))
+		require.NoError(t, err)
+		require.EqualValues(t, 1+seatsPer, n)
+	}
+}
+
+func testUniqueUsername(t *testing.T, e *env) {
+	a := startDCB(t, e)
+	ctx := context.Background()
+	const users, names = 16, 50
+	var ok, taken atomic.Int64
+	var wg sync.WaitGroup
+	for u := range users {
+		wg.Go(func() {
+			for _, n := range rand.Perm(names) {
+				_, err := a.claim.Execute(ctx, Claim{User: fmt.Sprint(u), Name: fmt.Sprint("name-", n)})
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, errUsernameTaken):
+					taken.Add(1)
+				default:
+					t.Errorf("user %d, name %d: %v", u, n, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, names, ok.Load())
+	require.EqualValues(t, users*names-names, taken.Load())
+	tags, err := a.rt.TagsOfGroup(ctx, "", "username")
+	require.NoError(t, err)
+	require.Len(t, tags, names)
+	for _, s := range tags {
+		require.EqualValues(t, 1, s.Version, "%s claimed more than once", s.Stream)
+	}
+	require.Zero(t, a.conflicts(t))
+}
+
+func testTransfers(t *testing.T, e *env) {
+	a := startDCB(t, e)
+	ctx := context.Background()
+	const wallets, initial, transfers = 10, 1000, 20000
+	a.openWallets(t, wallets, initial)
+	var moved, refused, credited, debited atomic.Int64
+	start := time.Now()
+	jobs(32, transfers, func(i int) {
+		from := rand.IntN(wallets)
+		to := (from + 1 + rand.IntN(wallets-1)) % wallets
+		_, err := a.transfer.Execute(ctx, Transfer{From: fmt.Sprint(from), To: fmt.Sprint(to), Amount: 1 + rand.Int64N(300)})
+		switch {
+		case err == nil:
+			moved.Add(1)
+		case errors.Is(err, errNoFunds):
+			refused.Add(1)
+		default:
+			t.Errorf("transfer %d: %v", i, err)
+		}
+		// Every fourth job also runs an aggregate command on a wallet.
+		if i%4 == 0 {
+			w, amount := wallet(fmt.Sprint(rand.IntN(wallets))), 1+rand.Int64N(200)
+			if i%8 == 0 {
+				_, err := a.rt.Execute(ctx, w, CreditWallet{Amount: amount})
+				require.NoError(t, err)
+				credited.Add(amount)
+			} else if _, err := a.rt.Execute(ctx, w, DebitWallet{Amount: amount}); err == nil {
+				debited.Add(amount)
+			} else {
+				require.ErrorIs(t, err, errNoFunds)
+			}
+		}
+	})
+	t.Logf("%d transfers (%d refused) and %d aggregate commands in %s", moved.Load(), refused.Load(), transfers/4, time.Since(start).Round(time.Millisecond))
+	require.EqualValues(t, transfers, moved.Load()+refused.Load())
+	require.Zero(t, a.conflicts(t))
+
+	var total int64
+	for i := range wallets {
+		id := fmt.Sprint(i)
+		folded := a.foldWallet(t, id)
+		res, err := runtime.ExecuteTyped[Wallet](ctx, a.rt, wallet(id), GetWallet{})
+		require.NoError(t, err)
+		require.Equal(t, folded, res.State, "wallet %s: the actor's state differs from the fold of its events", id)
+		total += folded.Balance
+	}
+	require.Equal(t, int64(wallets*initial)+credited.Load()-debited.Load(), total, "money not conserved")
+}
+
+func testOppositeTransfers(t *testing.T, e *env) {
+	a := startDCB(t, e)
+	ctx := context.Background()
+	const wallets, pairs = 10, 10000
+	a.openWallets(t, wallets, 1_000_000)
+	var done atomic.Int64
+	jobs(16, pairs, func(i int) {
+		x := rand.IntN(wallets)
+		y := (x + 1 + rand.IntN(wallets-1)) % wallets
+		var wg sync.WaitGroup
+		for _, d := range [][2]int{{x, y}, {y, x}} {
+			wg.Go(func() {
+				_, err := a.transfer.Execute(ctx, Transfer{From: fmt.Sprint(d[0]), To: fmt.Sprint(d[1]), Amount: 1})
+				if err != nil {
+					t.Errorf("pair %d %v: %v", i, d, err)
+					return
+				}
+				done.Add(1)
+			})
+		}
+		wg.Wait()
+	})
+	require.EqualValues(t, 2*pairs, done.Load())
+	var total int64
+	for i := range wallets {
+		total += a.foldWallet(t, fmt.Sprint(i)).Balance
+	}
+	require.EqualValues(t, wallets*1_000_000, total)
+}
+
+func testBypassIsAConflict(t *testing.T, e *env) {
+	a := startDCB(t, e)
+	ctx := context.Background()
+	a.openWallets(t, 2, 100)
+	_, err := a.transfer.Execute(ctx, Transfer{From: "0", To: "1", Amount: 10})
+	require.NoError(t, err)
+
+	// Someone appends to wallet 0 behind its actor's back.
+	bypass := journal.Event{ID: journal.NewEventID(), Type: "WalletCredited", SchemaVersion: 1,
+		Tags: []journal.Tag{walletTag("0")}, Data: json.RawMessage(`{"amount":500}`)}
+	_, err = e.j.Append(ctx, []journal.Event{bypass}, journal.AppendOptions{})
+	require.NoError(t, err)
+
+	_, err = a.transfer.Execute(ctx, Transfer{From: "0", To: "1", Amount: 20})
+	require.ErrorIs(t, err, runtime.ErrConflict)
+	require.True(t, errors.Is(err, journal.ErrAppendConditionFailed) || errors.Is(err, journal.ErrVersionMismatch), "%v", err)
+	var ce *runtime.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, []journal.StreamID{journal.Stream(walletTag("0")), journal.Stream(walletTag("1"))}, ce.Streams)
+	require.EqualValues(t, 1, a.conflicts(t))
+
+	// The actor recovered the true state: 100 - 10 + 500.
+	res, err := runtime.ExecuteTyped[Wallet](ctx, a.rt, wallet("0"), GetWallet{})
+	require.NoError(t, err)
+	require.EqualValues(t, 590, res.State.Balance)
+	require.Equal(t, a.foldWallet(t, "0"), res.State)
+	// And DCB commands see it too: the whole balance can move.
+	_, err = a.transfer.Execute(ctx, Transfer{From: "0", To: "1", Amount: 590})
+	require.NoError(t, err)
+	res, err = runtime.ExecuteTyped[Wallet](ctx, a.rt, wallet("1"), DebitWallet{Amount: 700})
+	require.NoError(t, err)
+	require.Zero(t, res.State.Balance)
+	require.EqualValues(t, 1, a.conflicts(t))
+}
+
+func testTagQueries(t *testing.T, e *env) {
+	a := startDCB(t, e)
+	ctx := context.Background()
+	a.openWallets(t, 3, 50)
+	first, err := a.transfer.Execute(ctx, Transfer{From: "0", To: "2", Amount: 5})
+	require.NoError(t, err)
+	second, err := a.transfer.Execute(ctx, Transfer{From: "1", To: "2", Amount: 5})
+	require.NoError(t, err)
+
+	w2 := journal.Stream(walletTag("2"))
+	s, err := a.rt.TagSummary(ctx, w2)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, s.Version)
+	require.Equal(t, second.Records[0].Position, s.LastPosition)
+	n, err := a.rt.TagEventCount(ctx, w2)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, n)
+	ok, err := a.rt.TagExists(ctx, w2)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = a.rt.TagExists(ctx, journal.Stream(walletTag("nope")))
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	group, err := a.rt.TagsOfGroup(ctx, "", "wallet")
+	require.NoError(t, err)
+	require.Len(t, group, 3)
+	require.Equal(t, []uint64{3, 3, 4}, []uint64{group[0].Version, group[1].Version, group[2].Version})
+
+	var since []journal.Record
+	for r, err := range a.rt.TagEventsSince(ctx, w2, first.Records[0].Position, 0) {
+		require.NoError(t, err)
+		since = append(since, r)
+	}
+	require.Len(t, since, 1)
+	require.Equal(t, second.Records[0].ID, since[0].ID)
+	var limited int
+	for _, err := range a.rt.TagEventsSince(ctx, w2, journal.Position{}, 2) {
+		require.NoError(t, err)
+		limited++
+	}
+	require.Equal(t, 2, limited)
+}
+
+func testDCBIdempotency(t *testing.T, e *env) {
+	a := startDCB(t, e)
+	ctx := context.Background()
+	_, err := a.define.Execute(ctx, DefineCourse{Course: "c", Seats: 1})
+	require.NoError(t, err)
+	first, err := a.enrol.Execute(ctx, Enrol{Student: "s1", Course: "c"}, runtime.WithIdempotencyKey("k-1"))
+	require.NoError(t, err)
+	require.False(t, first.Duplicate)
+	again, err := a.enrol.Execute(ctx, Enrol{Student: "s1", Course: "c"}, runtime.WithIdempotencyKey("k-1"))
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.Records[0].ID, again.Records[0].ID)
+	_, err = a.enrol.Execute(ctx, Enrol{Student: "s2", Course: "c"}, runtime.WithIdempotencyKey("k-2"))
+	require.ErrorIs(t, err, errCourseIsFull)
+	n, err := a.rt.TagEventCount(ctx, journal.Stream(journal.NewTag("course", "c")))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+}
