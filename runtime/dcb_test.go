@@ -51,7 +51,9 @@ type (
 	}
 )
 
-func (e WalletTransferred) Tags() []journal.Tag { return []journal.Tag{walletTag(e.From), walletTag(e.To)} }
+func (e WalletTransferred) Tags() []journal.Tag {
+	return []journal.Tag{walletTag(e.From), walletTag(e.To)}
+}
 
 func walletTag(id string) journal.Tag { return journal.NewTag("wallet", id) }
 func wallet(id string) runtime.Target { return runtime.Target{Aggregate: "wallet", ID: id} }
