@@ -27,7 +27,7 @@ func (o actorOwners) Reserve(ctx context.Context, stream journal.StreamID) (Rese
 		}
 		return Reservation{}, err
 	}
-	return Reservation{Stream: r.Stream, Lease: r.Lease, Version: r.Version, LastPosition: r.LastPosition, Token: r}, nil
+	return Reservation{Stream: r.Stream, Lease: r.Lease, Version: r.Version, LastPosition: r.LastPosition, State: r.State, Token: r}, nil
 }
 
 func (o actorOwners) Confirm(ctx context.Context, r Reservation, records []journal.Record) error {

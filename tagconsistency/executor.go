@@ -236,13 +236,17 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 	if err != nil {
 		if rejected {
 			outcome = outcomeRejected
-			x.cache.put(foldEntry{key: key, state: state, after: after, versions: versionsOf(held)})
+			if cmd.FromStates == nil {
+				x.cache.put(foldEntry{key: key, state: state, after: after, versions: versionsOf(held)})
+			}
 		}
 		x.cancelAll(ctx, held, nil)
 		return Result{}, err
 	}
 	if len(events) == 0 {
-		x.cache.put(foldEntry{key: key, state: state, after: after, versions: versionsOf(held)})
+		if cmd.FromStates == nil {
+			x.cache.put(foldEntry{key: key, state: state, after: after, versions: versionsOf(held)})
+		}
 		x.cancelAll(ctx, held, nil)
 		outcome = outcomeOK
 		return Result{}, nil
@@ -365,6 +369,26 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reserv
 		return state, after, err
 	}
 
+	if cmd.FromStates != nil {
+		states := make(map[journal.Tag]any, len(held))
+		for _, r := range held {
+			states[r.Stream.Tag] = r.State
+			if r.LastPosition.After(after) {
+				after = r.LastPosition
+			}
+		}
+		var ok bool
+		if err := guard(cmd.Name, "FromStates", func() { state, ok = cmd.FromStates(states) }); err != nil {
+			return fail(err)
+		}
+		if ok {
+			span.SetAttributes(attribute.String("scribe.dcb.source", "states"))
+			return state, after, nil
+		}
+		var zero S
+		state, after = zero, journal.Position{}
+	}
+
 	var from map[journal.Tag]uint64 // versions already folded, when cached
 	if e, ok := x.cache.take(key); ok {
 		if st, ok := e.state.(S); ok {
@@ -456,7 +480,7 @@ func versionsOf(held []Reservation) map[journal.Tag]uint64 {
 // guaranteed that no other matching event lies between after and these
 // records.
 func advance[S any](c *foldCache, cmd Command[S], key string, state S, after journal.Position, held []Reservation, records []journal.Record) {
-	if c == nil {
+	if c == nil || cmd.FromStates != nil {
 		return
 	}
 	versions := versionsOf(held)

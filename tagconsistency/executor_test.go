@@ -454,3 +454,50 @@ func TestSpansAndMetrics(t *testing.T) {
 	require.Equal(t, 1, cancels)
 	require.EqualValues(t, 1, e.counter(t, "scribe.dcb.commands", "rejected"))
 }
+
+// transferFromStates is transfer deciding from the owners' balances.
+func transferFromStates(from, to journal.Tag, amount int64, use *bool) tagconsistency.Command[transferState] {
+	cmd := transfer(from, to, amount)
+	cmd.FromStates = func(states map[journal.Tag]any) (transferState, bool) {
+		if !*use {
+			return transferState{}, false
+		}
+		s := transferState{bal: map[journal.Tag]int64{}, opened: map[journal.Tag]bool{}}
+		for tag, st := range states {
+			s.bal[tag], s.opened[tag] = st.(int64), true
+		}
+		return s, true
+	}
+	return cmd
+}
+
+func TestFromStates(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend(), func(_ *tagconsistency.Config, o *lockOwners) { o.balances = true })
+	ctx := context.Background()
+	a, b := accountTag(1), accountTag(2)
+	require.NoError(t, e.deposit(ctx, a, 100))
+	require.NoError(t, e.deposit(ctx, b, 100))
+	use := true
+	_, err := tagconsistency.Execute(ctx, e.x, transferFromStates(a, b, 60, &use), tagconsistency.Options{})
+	require.NoError(t, err)
+	_, err = tagconsistency.Execute(ctx, e.x, transferFromStates(a, b, 60, &use), tagconsistency.Options{})
+	require.ErrorIs(t, err, errInsufficient)
+	use = false // falls back to folding the events
+	_, err = tagconsistency.Execute(ctx, e.x, transferFromStates(b, a, 160, &use), tagconsistency.Options{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"states", "states", "journal"}, readSources(e))
+
+	// A write behind the owners' back is still a conflict.
+	bypass := depositEvent(a, 1)
+	bypass.ID = journal.NewEventID()
+	_, err = e.j.Append(ctx, []journal.Event{bypass}, journal.AppendOptions{})
+	require.NoError(t, err)
+	use = true
+	_, err = tagconsistency.Execute(ctx, e.x, transferFromStates(a, b, 1, &use), tagconsistency.Options{})
+	require.ErrorIs(t, err, tagconsistency.ErrConflict)
+	// The owners reloaded: a's true balance is 100-60+160+1 = 201.
+	_, err = tagconsistency.Execute(ctx, e.x, transferFromStates(a, b, 201, &use), tagconsistency.Options{})
+	require.NoError(t, err)
+	require.Zero(t, balanceOf(a, readStream(t, e.j, a)))
+}

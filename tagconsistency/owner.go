@@ -28,6 +28,10 @@ type Reservation struct {
 	// instead of reading the journal.
 	Records  []journal.Record
 	Complete bool
+	// State is the owner's cached state of the stream at Version (for a
+	// stream actor: its aggregate's confirmed state), nil when it has none.
+	// Read-only. Commands with FromStates decide from it.
+	State any
 	// Token is the owner's own handle for this reservation; the executor passes
 	// the Reservation back unchanged to Confirm or Cancel.
 	Token any

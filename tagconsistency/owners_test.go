@@ -26,6 +26,7 @@ type lockOwners struct {
 	j        store
 	node     journal.NodeSession
 	complete bool // hand the cached records to the executor
+	balances bool // hand out the account balance as the stream's state
 
 	mu      sync.Mutex
 	streams map[journal.StreamID]*lockStream
@@ -123,6 +124,11 @@ func (o *lockOwners) Reserve(ctx context.Context, id journal.StreamID) (tagconsi
 	}
 	if o.complete {
 		r.Records, r.Complete = s.records, true
+	}
+	if o.balances {
+		s.balance += balanceOf(id.Tag, s.records[s.balanceAt:])
+		s.balanceAt = len(s.records)
+		r.State = s.balance
 	}
 	return r, nil
 }
