@@ -138,7 +138,7 @@ func BenchmarkActorExecute(b *testing.B) {
 	ctx := context.Background()
 	j := journal.NewMemory()
 	defer j.Close()
-	m, err := newActorMode(ctx, &backend{Journal: j, Sessions: j})
+	m, err := newActorMode(ctx, cell{Scenario: scenarioSpread}, &backend{Journal: j, Sessions: j})
 	if err != nil {
 		b.Fatal(err)
 	}

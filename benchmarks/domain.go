@@ -85,6 +85,9 @@ type transferred struct {
 	Note   string      `json:"note"`
 }
 
+// Tags makes the event carry both accounts' tags when the runtime encodes it.
+func (e transferred) Tags() []journal.Tag { return []journal.Tag{e.From, e.To} }
+
 // transferState holds the balances of the two accounts a transfer touches.
 type transferState struct {
 	From, To               journal.Tag

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime"
 )
 
 func TestDepositPayloadIsAboutOneHundredBytes(t *testing.T) {
@@ -27,31 +27,25 @@ func TestDepositPayloadIsAboutOneHundredBytes(t *testing.T) {
 	require.ErrorIs(t, err, errRejected)
 }
 
-func TestTransferCommandFoldsAndDecidesLikeTheOCCLoop(t *testing.T) {
+func TestTransferDCBFoldsAndDecidesLikeTheOCCLoop(t *testing.T) {
 	t.Parallel()
 	a, b, c := accountTag(1), accountTag(2), accountTag(3)
-	cmd := transferCommand(transfer{From: a, To: b, Amount: 5})
-	require.NoError(t, cmd.Query.Validate())
-	st := cmd.Initial()
+	def := transferDCB()
+	cmd := transfer{From: a, To: b, Amount: 5}
+	require.NoError(t, def.Query(cmd).Validate())
+	st := def.Initial(cmd)
 	for _, e := range []transferred{{From: a, To: c, Amount: 10}, {From: c, To: b, Amount: 3}, {From: b, To: a, Amount: 1}} {
-		data, err := json.Marshal(e)
-		require.NoError(t, err)
-		st = cmd.Evolve(st, journal.Record{Event: journal.Event{Type: transferredType, Data: data, Tags: []journal.Tag{e.From, e.To}}})
+		st = def.Evolve(cmd, st, runtime.DCBEvent{Value: e})
 	}
 	require.Equal(t, openingBalance-10+1, st.FromBalance)
 	require.Equal(t, openingBalance+3-1, st.ToBalance)
-	evs, err := cmd.Decide(st)
+	evs, err := def.Decide(cmd, st)
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
-	require.ElementsMatch(t, []journal.Tag{a, b}, evs[0].Tags)
-
-	// A record that cannot be decoded fails the decision instead of being skipped.
-	bad := cmd.Evolve(st, journal.Record{Event: journal.Event{Type: transferredType, Data: []byte(`{"amount":"x"}`)}})
-	_, err = cmd.Decide(bad)
-	require.Error(t, err)
+	require.ElementsMatch(t, []journal.Tag{a, b}, evs[0].(transferred).Tags())
 
 	poor := st
 	poor.FromBalance = 4
-	_, err = cmd.Decide(poor)
+	_, err = def.Decide(cmd, poor)
 	require.True(t, errors.Is(err, errRejected))
 }

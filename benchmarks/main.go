@@ -174,9 +174,6 @@ func runCell(ctx context.Context, o options, c cell, progress io.Writer) (cellRe
 
 // unavailable says why mode cannot run scenario ("" when it can).
 func unavailable(mode, scenario string) string {
-	if mode == modeActor && scenario == scenarioTransfer {
-		return "actor transfers run through package runtime's DCB commands, which this build does not have yet"
-	}
 	return ""
 }
 
@@ -188,7 +185,7 @@ func newMode(ctx context.Context, c cell, o options, b *backend) (mode, error) {
 	case modeRaw:
 		return newRawMode(ctx, c, o, b)
 	case modeActor:
-		return newActorMode(ctx, b)
+		return newActorMode(ctx, c, b)
 	}
 	return nil, fmt.Errorf("mode %s is not built into this harness", c.Mode)
 }

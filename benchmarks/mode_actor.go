@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -31,35 +32,86 @@ func counterAggregate() runtime.Aggregate[counterState] {
 	}
 }
 
-// actorMode sends every command through runtime.Execute to its stream's
-// actor, the single writer that decides queued commands in order and appends
-// them in one journal call (group commit).
-type actorMode struct{ rt *runtime.Runtime }
+// transferDCB is a transfer as a runtime DCB command: the same query, fold,
+// decision and event as the OCC transfer loop.
+func transferDCB() runtime.DCB[transfer, transferState] {
+	return runtime.DCB[transfer, transferState]{
+		Name:    "Transfer",
+		Query:   func(c transfer) journal.Query { return transferQuery(c.From, c.To) },
+		Initial: func(c transfer) transferState { return newTransferState(c.From, c.To) },
+		Evolve: func(_ transfer, s transferState, e runtime.DCBEvent) transferState {
+			return evolveTransfer(s, e.Value.(transferred))
+		},
+		Decide: func(c transfer, s transferState) ([]any, error) {
+			e, err := decideTransfer(s, c)
+			if err != nil {
+				return nil, err
+			}
+			return []any{e}, nil
+		},
+	}
+}
 
-func newActorMode(ctx context.Context, b *backend) (mode, error) {
+// actorMode sends every command through the runtime: counter commands with
+// runtime.Execute to their stream's actor, the single writer that decides
+// queued commands in order and appends them in one journal call (group
+// commit); transfers as DCB commands, which reserve both accounts' actors in
+// tag order, decide once and append once.
+type actorMode struct {
+	rt        *runtime.Runtime
+	scenario  string
+	transfers *runtime.DCBCommand[transfer, transferState]
+}
+
+func newActorMode(ctx context.Context, c cell, b *backend) (mode, error) {
 	rt, err := runtime.New(ctx, runtime.Config{Journal: b.Journal, Sessions: b.Sessions, NodeID: "benchmarks"})
 	if err != nil {
 		return nil, fmt.Errorf("actor mode: %w", err)
 	}
-	if err := registerDomain(rt); err != nil {
+	m := &actorMode{rt: rt, scenario: c.Scenario}
+	if err := m.register(); err != nil {
 		return nil, fmt.Errorf("actor mode: %w", errors.Join(err, rt.Shutdown(ctx)))
 	}
-	return &actorMode{rt: rt}, nil
+	return m, nil
 }
 
-// registerDomain registers the benchmark's events and aggregates.
-func registerDomain(rt *runtime.Runtime) error {
-	if err := runtime.RegisterEvent[deposited](rt, depositedType, eventSchema); err != nil {
+// register registers the benchmark's events, the counter aggregate and the
+// transfer DCB command.
+func (m *actorMode) register() error {
+	if err := errors.Join(
+		runtime.RegisterEvent[deposited](m.rt, depositedType, eventSchema),
+		runtime.RegisterEvent[transferred](m.rt, transferredType, eventSchema),
+		runtime.RegisterAggregate(m.rt, counterAggregate()),
+	); err != nil {
 		return err
 	}
-	return runtime.RegisterAggregate(rt, counterAggregate())
+	var err error
+	m.transfers, err = runtime.RegisterDCB(m.rt, transferDCB())
+	return err
 }
 
-// newWorker returns the mode itself: Execute is safe for concurrent use and
-// the actors keep all state.
-func (m *actorMode) newWorker(int) worker { return m }
+// newWorker returns a stateless worker: Execute is safe for concurrent use
+// and the actors keep all state.
+func (m *actorMode) newWorker(int) worker {
+	if m.scenario == scenarioTransfer {
+		return actorTransferWorker{m}
+	}
+	return m
+}
 
 func (m *actorMode) close(ctx context.Context) error { return m.rt.Shutdown(ctx) }
+
+// transferWorker executes transfers as DCB commands.
+type actorTransferWorker struct{ m *actorMode }
+
+func (w actorTransferWorker) do(ctx context.Context, t target) (outcome, error) {
+	from, to := accountTag(t.A), accountTag(t.B)
+	res, err := w.m.transfers.Execute(ctx, transfer{From: from, To: to, Amount: 1})
+	if err != nil {
+		return outcome{}, fmt.Errorf("transfer %s→%s: %w", from, to, err)
+	}
+	return outcome{Commands: 1, Events: len(res.Records)}, nil
+}
 
 func (m *actorMode) do(ctx context.Context, t target) (outcome, error) {
 	res, err := m.rt.Execute(ctx, runtime.Target{Aggregate: counterGroup, ID: strconv.Itoa(t.A)}, deposit{Amount: 1})
