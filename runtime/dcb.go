@@ -64,6 +64,11 @@ type DCB[C, S any] struct {
 	// between commands with equal Name and Query, so Evolve and Initial may
 	// use only what the command's Query is made from. Required.
 	Evolve func(command C, state S, event DCBEvent) S
+	// FromStates, when set, builds the state from the aggregate states the
+	// tags' stream actors hold (keyed by tag; nil for a tag whose group has
+	// no aggregate) instead of folding the query's events: no journal read.
+	// Returning false falls back to folding. Optional.
+	FromStates func(command C, states map[journal.Tag]any) (S, bool)
 	// Decide returns the events to append (values of registered event
 	// types, carrying their tags through the Tagged interface), none, or a
 	// domain error that Execute returns as is. It must not mutate state.
@@ -187,6 +192,9 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 	}
 	if def.Initial != nil {
 		cmd.Initial = func() S { return def.Initial(command) }
+	}
+	if def.FromStates != nil {
+		cmd.FromStates = func(states map[journal.Tag]any) (S, bool) { return def.FromStates(command, states) }
 	}
 	res, err := tagconsistency.Execute(ctx, d.x, cmd, tagconsistency.Options{IdempotencyKey: md.IdempotencyKey, Metadata: md})
 	if err != nil {

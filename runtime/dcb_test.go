@@ -125,7 +125,27 @@ type transferView struct {
 	balance map[string]int64
 }
 
-var transferDCB = runtime.DCB[Transfer, transferView]{
+// transferDCB decides from the wallets' aggregate states held by their
+// actors; transferFoldDCB folds the wallets' events instead.
+var transferDCB = withFromStates(transferFoldDCB)
+
+func withFromStates(d runtime.DCB[Transfer, transferView]) runtime.DCB[Transfer, transferView] {
+	d.Name = "TransferFromStates"
+	d.FromStates = func(c Transfer, states map[journal.Tag]any) (transferView, bool) {
+		v := transferView{open: map[string]bool{}, balance: map[string]int64{}}
+		for _, id := range []string{c.From, c.To} {
+			w, ok := states[walletTag(id)].(Wallet)
+			if !ok {
+				return v, false
+			}
+			v.open[id], v.balance[id] = w.ID != "", w.Balance
+		}
+		return v, true
+	}
+	return d
+}
+
+var transferFoldDCB = runtime.DCB[Transfer, transferView]{
 	Name: "Transfer",
 	Query: func(c Transfer) journal.Query {
 		return journal.Query{Items: []journal.QueryItem{{Tags: []journal.Tag{walletTag(c.From)}}, {Tags: []journal.Tag{walletTag(c.To)}}}}
@@ -262,7 +282,8 @@ type dcbApp struct {
 	rt       *runtime.Runtime
 	e        *env
 	metrics  func() metricdata.ResourceMetrics
-	transfer *runtime.DCBCommand[Transfer, transferView]
+	transfer *runtime.DCBCommand[Transfer, transferView] // from the actors' states
+	fold     *runtime.DCBCommand[Transfer, transferView] // from the events
 	define   *runtime.DCBCommand[DefineCourse, bool]
 	enrol    *runtime.DCBCommand[Enrol, seats]
 	claim    *runtime.DCBCommand[Claim, bool]
@@ -290,6 +311,8 @@ func startDCB(t *testing.T, e *env) *dcbApp {
 	app := &dcbApp{rt: rt, e: e, metrics: collect}
 	var err error
 	app.transfer, err = runtime.RegisterDCB(rt, transferDCB)
+	require.NoError(t, err)
+	app.fold, err = runtime.RegisterDCB(rt, transferFoldDCB)
 	require.NoError(t, err)
 	app.define, err = runtime.RegisterDCB(rt, defineCourseDCB)
 	require.NoError(t, err)
@@ -460,7 +483,12 @@ func testTransfers(t *testing.T, e *env) {
 	jobs(32, transfers, func(i int) {
 		from := rand.IntN(wallets)
 		to := (from + 1 + rand.IntN(wallets-1)) % wallets
-		_, err := a.transfer.Execute(ctx, Transfer{From: fmt.Sprint(from), To: fmt.Sprint(to), Amount: 1 + rand.Int64N(300)})
+		// Half decide from the actors' states, half fold the events.
+		cmd := a.transfer
+		if i%2 == 1 {
+			cmd = a.fold
+		}
+		_, err := cmd.Execute(ctx, Transfer{From: fmt.Sprint(from), To: fmt.Sprint(to), Amount: 1 + rand.Int64N(300)})
 		switch {
 		case err == nil:
 			moved.Add(1)
@@ -511,7 +539,7 @@ func testOppositeTransfers(t *testing.T, e *env) {
 		var wg sync.WaitGroup
 		for _, d := range [][2]int{{x, y}, {y, x}} {
 			wg.Go(func() {
-				_, err := a.transfer.Execute(ctx, Transfer{From: fmt.Sprint(d[0]), To: fmt.Sprint(d[1]), Amount: 1})
+				_, err := a.fold.Execute(ctx, Transfer{From: fmt.Sprint(d[0]), To: fmt.Sprint(d[1]), Amount: 1})
 				if err != nil {
 					t.Errorf("pair %d %v: %v", i, d, err)
 					return
@@ -555,13 +583,25 @@ func testBypassIsAConflict(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.EqualValues(t, 590, res.State.Balance)
 	require.Equal(t, a.foldWallet(t, "0"), res.State)
-	// And DCB commands see it too: the whole balance can move.
-	_, err = a.transfer.Execute(ctx, Transfer{From: "0", To: "1", Amount: 590})
+	// A command folding the events conflicts on a bypass just the same.
+	bypass.ID = journal.NewEventID()
+	bypass.Data = json.RawMessage(`{"amount":10}`)
+	_, err = e.j.Append(ctx, []journal.Event{bypass}, journal.AppendOptions{})
 	require.NoError(t, err)
-	res, err = runtime.ExecuteTyped[Wallet](ctx, a.rt, wallet("1"), DebitWallet{Amount: 700})
+	_, err = a.fold.Execute(ctx, Transfer{From: "0", To: "1", Amount: 20})
+	require.ErrorIs(t, err, runtime.ErrConflict)
+	require.EqualValues(t, 2, a.conflicts(t))
+
+	// And DCB commands see the true state: the whole balance can move.
+	_, err = a.fold.Execute(ctx, Transfer{From: "0", To: "1", Amount: 600})
+	require.NoError(t, err)
+	res, err = runtime.ExecuteTyped[Wallet](ctx, a.rt, wallet("1"), DebitWallet{Amount: 710})
 	require.NoError(t, err)
 	require.Zero(t, res.State.Balance)
-	require.EqualValues(t, 1, a.conflicts(t))
+	res, err = runtime.ExecuteTyped[Wallet](ctx, a.rt, wallet("0"), GetWallet{})
+	require.NoError(t, err)
+	require.Zero(t, res.State.Balance)
+	require.EqualValues(t, 2, a.conflicts(t))
 }
 
 func testTagQueries(t *testing.T, e *env) {
