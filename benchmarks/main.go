@@ -37,7 +37,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	info := runInfo{
 		Scenario: o.Scenario, Journal: o.journalName(), Pool: o.Pool, Runs: o.Runs,
-		Cell: o.cellDuration(), Warmup: o.Warmup, Command: commandLine(args),
+		Cell: o.cellDuration().Round(time.Millisecond), Warmup: o.Warmup, Command: commandLine(args),
 		Machine: fmt.Sprintf("%s/%s, %d CPUs (GOMAXPROCS %d), %s", goruntime.GOOS, goruntime.GOARCH,
 			goruntime.NumCPU(), goruntime.GOMAXPROCS(0), goruntime.Version()),
 	}
