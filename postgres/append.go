@@ -271,6 +271,9 @@ func (j *Journal) runMember(ctx context.Context, conn *pgxpool.Conn, r *appendRe
 		if uerr := undo(); uerr != nil {
 			return journal.AppendResult{}, nil, uerr, false
 		}
+		if isIDRace(err) {
+			return journal.AppendResult{}, err, nil, false
+		}
 		return journal.AppendResult{}, j.translate("append", err), nil, false
 	}
 
@@ -518,6 +521,13 @@ func (j *Journal) runMember(ctx context.Context, conn *pgxpool.Conn, r *appendRe
 	return res, nil, nil, false
 }
 
+// isIDRace reports a unique violation on the event ID: a concurrent append
+// stored the same ID after this append's duplicate check.
+func isIDRace(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "events_id_key"
+}
+
 // claimed is a stream's version and head hash.
 type claimed struct {
 	version uint64
@@ -684,6 +694,21 @@ func (j *Journal) appendDirect(ctx context.Context, r *appendReq, mode memberMod
 		prefix.Queue(j.sql(lockEventsSQL))
 	}
 	res, memberErr, fatal, unknown := j.runMember(ctx, conn, r, prefix, mode)
+	if fatal == nil && isIDRace(memberErr) {
+		// A concurrent append stored one of these event IDs after our
+		// duplicate check: run again, now seeing it (a retry comes back
+		// as Duplicate). The transaction was rolled back: begin anew.
+		prefix = &pgx.Batch{}
+		prefix.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+		prefix.Queue(lockSQL, keys, modes)
+		if !j.hooks.ungatedOrder {
+			prefix.Queue(j.sql(lockEventsSQL))
+		}
+		res, memberErr, fatal, unknown = j.runMember(ctx, conn, r, prefix, mode)
+	}
+	if isIDRace(memberErr) {
+		memberErr = j.translate("append", memberErr)
+	}
 	if fatal != nil {
 		conn.Release() // the pool discards a broken or mid-transaction connection
 		return journal.AppendResult{}, nil, j.fatalErr(fatal, unknown)

@@ -147,6 +147,13 @@ func (j *Journal) runBatchSlow(ctx context.Context, batch []*appendReq) {
 		p := prefix
 		prefix = nil
 		res, memberErr, fatal, _ := j.runMember(ctx, conn, r, p, modeSavepoint)
+		if fatal == nil && isIDRace(memberErr) {
+			// See appendDirect: run again after the savepoint's rollback.
+			res, memberErr, fatal, _ = j.runMember(ctx, conn, r, nil, modeSavepoint)
+		}
+		if isIDRace(memberErr) {
+			memberErr = j.translate("append", memberErr)
+		}
 		if fatal != nil {
 			err := j.fatalErr(fatal, false)
 			for k, r := range batch {

@@ -71,7 +71,7 @@ const gateSetSQL = `WITH l AS MATERIALIZED (
 	SELECT pid, locktype, database, relation, mode, granted, transactionid FROM pg_locks
 )
 SELECT set_config('scribe.gate', least(pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
-	(SELECT min(x.transactionid::text::bigint) FROM l r JOIN l x ON x.pid = r.pid AND x.locktype = 'transactionid'
+	(SELECT min(x.transactionid::text::bigint) FROM l r JOIN l x ON x.pid = r.pid AND x.locktype = 'transactionid' AND x.granted AND x.mode = 'ExclusiveLock'
 	 WHERE r.locktype = 'relation' AND r.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 	   AND r.relation = '__S__.events'::regclass AND r.mode = 'RowExclusiveLock' AND r.granted))::text, false)`
 
