@@ -27,9 +27,10 @@ type bankServiceConfig struct {
 // aggregate whose stream is the tag "account:<id>", decided by its single
 // stream actor; transfers are DCB commands over the two accounts' tags.
 type bankService struct {
-	rt      *runtime.Runtime
-	journal journal.Journal
-	log     *slog.Logger
+	rt       *runtime.Runtime
+	transfer *runtime.DCBCommand[transferRequest, bank.TransferState]
+	journal  journal.Journal
+	log      *slog.Logger
 }
 
 var _ Service = (*bankService)(nil)
@@ -58,7 +59,12 @@ func newBankService(ctx context.Context, cfg bankServiceConfig) (*bankService, e
 		_ = rt.Shutdown(ctx)
 		return nil, err
 	}
-	return &bankService{rt: rt, journal: cfg.Backend.Journal, log: cfg.Logger}, nil
+	transfer, err := registerTransfer(rt)
+	if err != nil {
+		_ = rt.Shutdown(ctx)
+		return nil, err
+	}
+	return &bankService{rt: rt, transfer: transfer, journal: cfg.Backend.Journal, log: cfg.Logger}, nil
 }
 
 func register(rt *runtime.Runtime) error {
@@ -128,7 +134,8 @@ func classify(err error) error {
 		return err
 	case errors.Is(err, journal.ErrOpenTimeout), errors.Is(err, journal.ErrSessionExpired),
 		errors.Is(err, journal.ErrInvalidSession), errors.Is(err, journal.ErrOutcomeUnknown),
-		errors.Is(err, runtime.ErrShutdown), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, runtime.ErrShutdown), errors.Is(err, runtime.ErrReservationTimeout),
+		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %w", errUnavailable, err)
 	}

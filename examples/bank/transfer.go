@@ -2,72 +2,73 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/tagconsistency"
+	"github.com/scribe-es/scribe/runtime"
 )
 
-// transferCommandName names the transfer DCB command (in spans, metrics and
-// the derivation of idempotent event IDs).
+// transferCommandName names the transfer DCB command in spans, metrics and
+// the derivation of idempotent event IDs.
 const transferCommandName = "Transfer"
 
-// transferState is the DCB state of a transfer: both accounts, folded from
-// the events of both account streams. err keeps a stored event that could
-// not be decoded; Decide reports it.
-type transferState struct {
-	bank.TransferState
-	err error
+// transferRequest is one execution of the transfer DCB command. decided
+// receives the state the decision was made from (Decide runs once per
+// execution), so the response can report both balances right after the
+// transfer without reading again.
+type transferRequest struct {
+	bank.Transfer
+	decided *bank.TransferState
 }
 
-// transferCommand builds the DCB command of transfer t: its query is every
-// event of either account (the two tags are reserved at their stream actors
-// in sorted order), its decision is bank.DecideTransfer, and its one event
-// carries both account tags. decided receives the state the decision was
-// made from (the executor calls Decide once per execution).
-func transferCommand(t bank.Transfer, decided *bank.TransferState) tagconsistency.Command[transferState] {
-	from, to := bank.AccountTag(t.From), bank.AccountTag(t.To)
-	return tagconsistency.Command[transferState]{
-		Name: transferCommandName,
-		Query: journal.Query{Items: []journal.QueryItem{
-			{Tags: []journal.Tag{from}},
-			{Tags: []journal.Tag{to}},
-		}},
-		Initial: func() transferState { return transferState{TransferState: bank.NewTransferState(t)} },
-		Evolve: func(s transferState, rec journal.Record) transferState {
-			if s.err != nil {
-				return s
+// transferQuery is every event of either account: the executor reserves both
+// account tags at their stream actors, in sorted order.
+func transferQuery(r transferRequest) journal.Query {
+	return journal.Query{Items: []journal.QueryItem{
+		{Tags: []journal.Tag{bank.AccountTag(r.From)}},
+		{Tags: []journal.Tag{bank.AccountTag(r.To)}},
+	}}
+}
+
+// registerTransfer registers the transfer DCB command: it decides from both
+// accounts — the states their actors hold when available, otherwise the fold
+// of both streams — with bank.DecideTransfer, and appends one
+// MoneyTransferred event carrying both account tags.
+func registerTransfer(rt *runtime.Runtime) (*runtime.DCBCommand[transferRequest, bank.TransferState], error) {
+	return runtime.RegisterDCB(rt, runtime.DCB[transferRequest, bank.TransferState]{
+		Name:    transferCommandName,
+		Query:   transferQuery,
+		Initial: func(r transferRequest) bank.TransferState { return bank.NewTransferState(r.Transfer) },
+		Evolve: func(_ transferRequest, s bank.TransferState, ev runtime.DCBEvent) bank.TransferState {
+			if e, ok := ev.Value.(bank.Event); ok {
+				return s.Evolve(e)
 			}
-			e, err := bank.DecodeEvent(rec.Type, rec.Data)
-			if err != nil {
-				s.err = fmt.Errorf("bank: event %s at position %s: %w", rec.ID, rec.Position, err)
-				return s
-			}
-			s.TransferState = s.TransferState.Evolve(e)
 			return s
 		},
-		Decide: func(s transferState) ([]journal.Event, error) {
-			if s.err != nil {
-				return nil, s.err
+		FromStates: func(r transferRequest, states map[journal.Tag]any) (bank.TransferState, bool) {
+			from, ok1 := states[bank.AccountTag(r.From)].(bank.Account)
+			to, ok2 := states[bank.AccountTag(r.To)].(bank.Account)
+			if !ok1 || !ok2 {
+				return bank.TransferState{}, false
 			}
-			events, err := bank.DecideTransfer(s.TransferState, t)
+			// An account that was never opened has the zero state.
+			from.ID, to.ID = r.From, r.To
+			return bank.TransferState{From: from, To: to}, true
+		},
+		Decide: func(r transferRequest, s bank.TransferState) ([]any, error) {
+			events, err := bank.DecideTransfer(s, r.Transfer)
 			if err != nil {
 				return nil, err
 			}
-			out := make([]journal.Event, len(events))
+			*r.decided = s
+			out := make([]any, len(events))
 			for i, e := range events {
-				data, err := json.Marshal(e)
-				if err != nil {
-					return nil, err
-				}
-				out[i] = journal.Event{Type: e.EventType(), SchemaVersion: 1, Tags: e.EventTags(), Data: data}
+				out[i] = e
 			}
-			*decided = s.TransferState
 			return out, nil
 		},
-	}
+	})
 }
 
 // Transfer implements Service: a DCB command over the tags of both accounts.
@@ -77,11 +78,14 @@ func (s *bankService) Transfer(ctx context.Context, from, to string, amount int6
 		return TransferView{}, err
 	}
 	var decided bank.TransferState
-	res, err := s.executeDCB(ctx, transferCommand(t, &decided), opts)
+	res, err := s.transfer.Execute(ctx, transferRequest{Transfer: t, decided: &decided}, metadata(opts))
 	if err != nil {
 		return TransferView{}, classify(err)
 	}
 	if len(res.Records) != 1 {
+		if res.Duplicate {
+			return TransferView{}, keyReused(opts.IdempotencyKey)
+		}
 		return TransferView{}, fmt.Errorf("bank: transfer %s stored %d events, want 1", t.TransferID, len(res.Records))
 	}
 	rec := res.Records[0]
@@ -90,11 +94,10 @@ func (s *bankService) Transfer(ctx context.Context, from, to string, amount int6
 		return TransferView{}, err
 	}
 	stored, ok := e.(bank.MoneyTransferred)
-	fromTag, toTag := bank.AccountTag(from), bank.AccountTag(to)
 	if !ok || stored.From != from || stored.To != to || stored.Amount != amount {
 		return TransferView{}, keyReused(opts.IdempotencyKey)
 	}
-	fromVersion, toVersion := rec.Version(fromTag), rec.Version(toTag)
+	fromVersion, toVersion := rec.Version(bank.AccountTag(from)), rec.Version(bank.AccountTag(to))
 	if !res.Duplicate {
 		return TransferView{
 			ID:   stored.TransferID,

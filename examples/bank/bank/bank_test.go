@@ -188,7 +188,7 @@ func TestTransferDecision(t *testing.T) {
 	require.ErrorIs(t, err, bank.ErrInvalidRequest, "state built for another pair")
 }
 
-func TestEventTagsAndCodec(t *testing.T) {
+func TestTagsAndCodec(t *testing.T) {
 	t.Parallel()
 	events := []bank.Event{
 		bank.AccountOpened{AccountID: "alice"},
@@ -202,9 +202,9 @@ func TestEventTagsAndCodec(t *testing.T) {
 		back, err := bank.DecodeEvent(e.EventType(), data)
 		require.NoError(t, err)
 		require.Equal(t, e, back)
-		require.Contains(t, e.EventTags(), bank.AccountTag("alice"))
+		require.Contains(t, e.Tags(), bank.AccountTag("alice"))
 	}
-	require.Equal(t, []journal.Tag{"account:alice", "account:bob"}, events[3].EventTags())
+	require.Equal(t, []journal.Tag{"account:alice", "account:bob"}, events[3].Tags())
 	require.ElementsMatch(t, bank.EventTypes, []string{events[0].EventType(), events[1].EventType(), events[2].EventType(), events[3].EventType()})
 
 	_, err := bank.DecodeEvent("Nope", []byte(`{}`))
@@ -229,7 +229,7 @@ func TestRandomHistoryInvariants(t *testing.T) {
 	record := func(events []bank.Event) {
 		for _, e := range events {
 			for _, id := range ids {
-				if containsTag(e.EventTags(), bank.AccountTag(id)) {
+				if containsTag(e.Tags(), bank.AccountTag(id)) {
 					streams[id] = append(streams[id], e)
 					state[id] = bank.Evolve(state[id], e)
 				}

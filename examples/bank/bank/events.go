@@ -29,8 +29,9 @@ func AccountTag(id string) journal.Tag { return journal.NewTag(TagGroupAccount, 
 type Event interface {
 	// EventType returns the stored type name (one of EventTypes).
 	EventType() string
-	// EventTags returns the tags the stored event carries.
-	EventTags() []journal.Tag
+	// Tags returns the tags the stored event carries (it implements the
+	// runtime's Tagged interface: a transfer is tagged with both accounts).
+	Tags() []journal.Tag
 }
 
 // AccountOpened records that an account was opened with a zero balance.
@@ -71,18 +72,18 @@ func (MoneyWithdrawn) EventType() string { return TypeMoneyWithdrawn }
 // EventType implements Event.
 func (MoneyTransferred) EventType() string { return TypeMoneyTransferred }
 
-// EventTags implements Event: the account's tag.
-func (e AccountOpened) EventTags() []journal.Tag { return []journal.Tag{AccountTag(e.AccountID)} }
+// Tags implements Event: the account's tag.
+func (e AccountOpened) Tags() []journal.Tag { return []journal.Tag{AccountTag(e.AccountID)} }
 
-// EventTags implements Event: the account's tag.
-func (e MoneyDeposited) EventTags() []journal.Tag { return []journal.Tag{AccountTag(e.AccountID)} }
+// Tags implements Event: the account's tag.
+func (e MoneyDeposited) Tags() []journal.Tag { return []journal.Tag{AccountTag(e.AccountID)} }
 
-// EventTags implements Event: the account's tag.
-func (e MoneyWithdrawn) EventTags() []journal.Tag { return []journal.Tag{AccountTag(e.AccountID)} }
+// Tags implements Event: the account's tag.
+func (e MoneyWithdrawn) Tags() []journal.Tag { return []journal.Tag{AccountTag(e.AccountID)} }
 
-// EventTags implements Event: both accounts' tags. The transfer ID is in the
+// Tags implements Event: both accounts' tags. The transfer ID is in the
 // data, not a tag: a tag would be one more stream to reserve per transfer.
-func (e MoneyTransferred) EventTags() []journal.Tag {
+func (e MoneyTransferred) Tags() []journal.Tag {
 	return []journal.Tag{AccountTag(e.From), AccountTag(e.To)}
 }
 

@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/examples/bank/bank"
+	"github.com/scribe-es/scribe/internal/pgtest"
+)
+
+// testServer is a real bank server started in-process on a random port.
+type testServer struct {
+	t      *testing.T
+	srv    *server
+	url    string
+	client *http.Client
+}
+
+// backendKinds are the storage modes every end-to-end test runs against.
+var backendKinds = []string{"memory", "postgres"}
+
+// startTestServer starts the server on kind's storage: the in-memory journal,
+// or Postgres in a fresh schema (skipped loudly without a database). It is
+// shut down when the test ends.
+func startTestServer(t *testing.T, kind string) *testServer {
+	t.Helper()
+	cfg := serverConfig{Addr: "127.0.0.1:0", NodeID: "test-node", Logger: testLogger(t)}
+	if kind == "postgres" {
+		_, schema := pgtest.Pool(t)
+		cfg.DatabaseURL = pgtest.URL(t)
+		cfg.Schema = schema
+	}
+	return startTestServerWith(t, cfg)
+}
+
+func startTestServerWith(t *testing.T, cfg serverConfig) *testServer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := startServer(ctx, cfg)
+	require.NoError(t, err)
+	ts := &testServer{t: t, srv: srv, url: "http://" + srv.Addr(), client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	t.Cleanup(func() { ts.stop() })
+	return ts
+}
+
+func (ts *testServer) stop() {
+	if ts.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(ts.t, ts.srv.Shutdown(ctx))
+	ts.client.CloseIdleConnections()
+	ts.srv = nil
+}
+
+// testLogger logs warnings and errors into the test's output.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// reply is one HTTP response.
+type reply struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r reply) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &m), string(r.Body))
+	return m
+}
+
+// request sends method path with body (sent as application/json unless a
+// Content-Type header is given) and extra headers as name, value pairs.
+func (ts *testServer) request(method, path, body string, headers ...string) reply {
+	ts.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, ts.url+path, rd)
+	require.NoError(ts.t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := ts.client.Do(req)
+	require.NoError(ts.t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(ts.t, err)
+	return reply{Status: resp.StatusCode, Header: resp.Header, Body: data}
+}
+
+// requireError checks an error response: status, JSON envelope, code and a
+// non-empty message.
+func requireError(t *testing.T, r reply, status int, code bank.Code) {
+	t.Helper()
+	require.Equal(t, status, r.Status, string(r.Body))
+	require.Equal(t, "application/json", r.Header.Get("Content-Type"))
+	var eb map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &eb), string(r.Body))
+	require.Len(t, eb, 2, "the error envelope has exactly error and code: %s", r.Body)
+	require.Equal(t, string(code), eb["code"], string(r.Body))
+	require.NotEmpty(t, eb["error"])
+}
+
+func requireAccount(t *testing.T, r reply, status int, id string, balance int64, version uint64) {
+	t.Helper()
+	require.Equal(t, status, r.Status, string(r.Body))
+	var got AccountView
+	require.NoError(t, json.Unmarshal(r.Body, &got))
+	require.Equal(t, AccountView{ID: id, Balance: balance, Version: version}, got, string(r.Body))
+	require.JSONEq(t, `{"id":"`+id+`","balance":`+strconv.FormatInt(balance, 10)+`,"version":`+strconv.FormatUint(version, 10)+`}`, string(r.Body))
+}
+
+func TestEndpointsAndErrorCodes(t *testing.T) {
+	t.Parallel()
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ts := startTestServer(t, kind)
+
+			require.Equal(t, 200, ts.request("GET", "/healthz", "").Status)
+
+			// Accounts.
+			requireAccount(t, ts.request("POST", "/accounts", `{"id":"alice"}`), 201, "alice", 0, 1)
+			requireError(t, ts.request("POST", "/accounts", `{"id":"alice"}`), 409, bank.CodeAccountExists)
+			requireAccount(t, ts.request("POST", "/accounts", `{"id":"bob"}`), 201, "bob", 0, 1)
+			for _, body := range []string{`{"id":"a b"}`, `{"id":""}`, `{"id":"` + strings.Repeat("x", 65) + `"}`, `{"id":5}`, `{}`, `{"id":"é"}`} {
+				requireError(t, ts.request("POST", "/accounts", body), 400, bank.CodeInvalidRequest)
+			}
+
+			// Deposits and withdrawals.
+			requireAccount(t, ts.request("POST", "/accounts/alice/deposit", `{"amount":100}`), 200, "alice", 100, 2)
+			requireAccount(t, ts.request("POST", "/accounts/alice/withdraw", `{"amount":50}`), 200, "alice", 50, 3)
+			requireError(t, ts.request("POST", "/accounts/alice/withdraw", `{"amount":51}`), 409, bank.CodeInsufficientFunds)
+			for _, body := range []string{`{"amount":0}`, `{"amount":-5}`, `{"amount":1.5}`, `{"amount":"100"}`, `{"amount":1000000000001}`, `{}`, `{"amount":null}`, `{"amount":1e3}`} {
+				requireError(t, ts.request("POST", "/accounts/alice/deposit", body), 400, bank.CodeInvalidAmount)
+				requireError(t, ts.request("POST", "/accounts/alice/withdraw", body), 400, bank.CodeInvalidAmount)
+			}
+			requireAccount(t, ts.request("POST", "/accounts/alice/deposit", `{"amount":1000000000000}`), 200, "alice", 1_000_000_000_050, 4)
+			requireAccount(t, ts.request("POST", "/accounts/alice/withdraw", `{"amount":1000000000000}`), 200, "alice", 50, 5)
+			requireError(t, ts.request("POST", "/accounts/nobody/deposit", `{"amount":1}`), 404, bank.CodeAccountNotFound)
+			requireError(t, ts.request("POST", "/accounts/nobody/withdraw", `{"amount":1}`), 404, bank.CodeAccountNotFound)
+			requireError(t, ts.request("POST", "/accounts/bad%20id/deposit", `{"amount":1}`), 400, bank.CodeInvalidRequest)
+
+			// Transfers.
+			r := ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":25}`)
+			require.Equal(t, 200, r.Status, string(r.Body))
+			var tv TransferView
+			require.NoError(t, json.Unmarshal(r.Body, &tv))
+			require.NotEmpty(t, tv.ID)
+			require.Equal(t, AccountView{ID: "alice", Balance: 25, Version: 6}, tv.From)
+			require.Equal(t, AccountView{ID: "bob", Balance: 25, Version: 2}, tv.To)
+			requireError(t, ts.request("POST", "/transfers", `{"from":"alice","to":"alice","amount":1}`), 400, bank.CodeSameAccount)
+			requireError(t, ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":26}`), 409, bank.CodeInsufficientFunds)
+			requireError(t, ts.request("POST", "/transfers", `{"from":"alice","to":"nobody","amount":1}`), 404, bank.CodeAccountNotFound)
+			requireError(t, ts.request("POST", "/transfers", `{"from":"nobody","to":"alice","amount":1}`), 404, bank.CodeAccountNotFound)
+			requireError(t, ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":0}`), 400, bank.CodeInvalidAmount)
+			requireError(t, ts.request("POST", "/transfers", `{"from":"alice","to":"b/b","amount":1}`), 400, bank.CodeInvalidRequest)
+			requireError(t, ts.request("POST", "/transfers", `{"from":"alice","amount":1}`), 400, bank.CodeInvalidRequest)
+
+			// Reads.
+			requireAccount(t, ts.request("GET", "/accounts/alice", ""), 200, "alice", 25, 6)
+			requireAccount(t, ts.request("GET", "/accounts/bob", ""), 200, "bob", 25, 2)
+			requireError(t, ts.request("GET", "/accounts/nobody", ""), 404, bank.CodeAccountNotFound)
+			requireError(t, ts.request("GET", "/accounts/nobody/events", ""), 404, bank.CodeAccountNotFound)
+			requireError(t, ts.request("GET", "/accounts/no%20body", ""), 400, bank.CodeInvalidRequest)
+
+			r = ts.request("GET", "/accounts/alice/events", "")
+			require.Equal(t, 200, r.Status, string(r.Body))
+			var events []EventView
+			require.NoError(t, json.Unmarshal(r.Body, &events))
+			require.Len(t, events, 6)
+			wantTypes := []string{bank.TypeAccountOpened, bank.TypeMoneyDeposited, bank.TypeMoneyWithdrawn, bank.TypeMoneyDeposited, bank.TypeMoneyWithdrawn, bank.TypeMoneyTransferred}
+			var raw []map[string]any
+			require.NoError(t, json.Unmarshal(r.Body, &raw))
+			for i, ev := range events {
+				require.Equal(t, uint64(i+1), ev.Version)
+				require.Equal(t, wantTypes[i], ev.Type)
+				require.False(t, ev.RecordedAt.IsZero())
+				require.NotEmpty(t, ev.Position)
+				require.ElementsMatch(t, []string{"position", "version", "type", "data", "recordedAt"}, keys(raw[i]))
+			}
+			require.JSONEq(t, `{"transferId":"`+tv.ID+`","from":"alice","to":"bob","amount":25}`, string(events[5].Data))
+			folded, _, err := foldEvents(events)
+			require.NoError(t, err)
+			require.EqualValues(t, 25, folded.Balance)
+
+			// Malformed requests.
+			requireError(t, ts.request("POST", "/accounts", `{"id":"carol"`), 400, bank.CodeInvalidRequest)
+			requireError(t, ts.request("POST", "/accounts", `{"id":"carol","admin":true}`), 400, bank.CodeInvalidRequest)
+			requireError(t, ts.request("POST", "/accounts", `{"id":"carol"} {"id":"dave"}`), 400, bank.CodeInvalidRequest)
+			requireError(t, ts.request("POST", "/accounts", `{"id":"carol"}`, "Content-Type", "text/plain"), 400, bank.CodeInvalidRequest)
+			requireError(t, ts.request("POST", "/accounts", `{"id":"`+strings.Repeat("c", 70_000)+`"}`), 400, bank.CodeInvalidRequest)
+			requireError(t, ts.request("POST", "/accounts", `{"id":"carol"}`, "Idempotency-Key", strings.Repeat("k", 256)), 400, bank.CodeInvalidRequest)
+			requireError(t, ts.request("GET", "/accounts/carol", ""), 404, bank.CodeAccountNotFound) // none of them created it
+
+			// Routing.
+			requireError(t, ts.request("GET", "/nope", ""), 404, "not_found")
+			r = ts.request("DELETE", "/accounts/alice", "")
+			requireError(t, r, 405, "method_not_allowed")
+			require.Equal(t, "GET, HEAD", r.Header.Get("Allow"))
+			requireError(t, ts.request("GET", "/transfers", ""), 405, "method_not_allowed")
+			requireError(t, ts.request("PUT", "/accounts", `{"id":"x"}`), 405, "method_not_allowed")
+		})
+	}
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ts := startTestServer(t, kind)
+
+			first := ts.request("POST", "/accounts", `{"id":"alice"}`, "Idempotency-Key", "create-alice")
+			requireAccount(t, first, 201, "alice", 0, 1)
+			again := ts.request("POST", "/accounts", `{ "id" : "alice" }`, "Idempotency-Key", "create-alice")
+			require.Equal(t, first.Status, again.Status, "a retry of a create gets the first 201, not account_exists")
+			require.Equal(t, first.Body, again.Body)
+			requireAccount(t, ts.request("POST", "/accounts", `{"id":"bob"}`), 201, "bob", 0, 1)
+
+			dep := ts.request("POST", "/accounts/alice/deposit", `{"amount":100}`, "Idempotency-Key", "dep-1")
+			requireAccount(t, dep, 200, "alice", 100, 2)
+			for range 3 {
+				r := ts.request("POST", "/accounts/alice/deposit", `{"amount":100}`, "Idempotency-Key", "dep-1")
+				require.Equal(t, dep.Body, r.Body)
+			}
+			requireError(t, ts.request("POST", "/accounts/alice/deposit", `{"amount":101}`, "Idempotency-Key", "dep-1"), 422, "idempotency_key_reused")
+			requireError(t, ts.request("POST", "/accounts/alice/withdraw", `{"amount":100}`, "Idempotency-Key", "dep-1"), 422, "idempotency_key_reused")
+			requireError(t, ts.request("POST", "/accounts/bob/deposit", `{"amount":100}`, "Idempotency-Key", "dep-1"), 422, "idempotency_key_reused")
+			requireAccount(t, ts.request("GET", "/accounts/alice", ""), 200, "alice", 100, 2)
+
+			tr := ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":30}`, "Idempotency-Key", "tr-1")
+			require.Equal(t, 200, tr.Status, string(tr.Body))
+			require.Equal(t, tr.Body, ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":30}`, "Idempotency-Key", "tr-1").Body)
+			requireError(t, ts.request("POST", "/transfers", `{"from":"bob","to":"alice","amount":30}`, "Idempotency-Key", "tr-1"), 422, "idempotency_key_reused")
+			requireAccount(t, ts.request("GET", "/accounts/alice", ""), 200, "alice", 70, 3)
+			requireAccount(t, ts.request("GET", "/accounts/bob", ""), 200, "bob", 30, 2)
+
+			// A rejected command is replayed too: the first response wins.
+			no := ts.request("POST", "/accounts/bob/withdraw", `{"amount":31}`, "Idempotency-Key", "wd-1")
+			requireError(t, no, 409, bank.CodeInsufficientFunds)
+			requireAccount(t, ts.request("POST", "/accounts/bob/deposit", `{"amount":10}`), 200, "bob", 40, 3)
+			require.Equal(t, no.Body, ts.request("POST", "/accounts/bob/withdraw", `{"amount":31}`, "Idempotency-Key", "wd-1").Body)
+
+			// Concurrent retries of one request: one effect, one response.
+			var wg sync.WaitGroup
+			bodies := make([][]byte, 16)
+			for i := range bodies {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					bodies[i] = ts.request("POST", "/accounts/bob/deposit", `{"amount":5}`, "Idempotency-Key", "dep-concurrent").Body
+				}()
+			}
+			wg.Wait()
+			for _, b := range bodies {
+				require.Equal(t, bodies[0], b)
+			}
+			requireAccount(t, ts.request("GET", "/accounts/bob", ""), 200, "bob", 45, 4)
+		})
+	}
+}
+
+// TestIdempotencyIsDurable bypasses the HTTP replay cache: the same key
+// reaches the runtime twice, and the second execution appends nothing and
+// returns the first response.
+func TestIdempotencyIsDurable(t *testing.T) {
+	t.Parallel()
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ts := startTestServer(t, kind)
+			ctx := context.Background()
+			svc := ts.srv.svc
+			opts := func(key string) CommandOptions { return CommandOptions{IdempotencyKey: key} }
+
+			a1, err := svc.CreateAccount(ctx, "alice", opts("c1"))
+			require.NoError(t, err)
+			a2, err := svc.CreateAccount(ctx, "alice", opts("c1"))
+			require.NoError(t, err)
+			require.Equal(t, a1, a2)
+			_, err = svc.CreateAccount(ctx, "bob", opts(""))
+			require.NoError(t, err)
+
+			d1, err := svc.Deposit(ctx, "alice", 100, opts("d1"))
+			require.NoError(t, err)
+			_, err = svc.Deposit(ctx, "alice", 7, opts(""))
+			require.NoError(t, err)
+			d2, err := svc.Deposit(ctx, "alice", 100, opts("d1"))
+			require.NoError(t, err)
+			require.Equal(t, d1, d2, "the replay reports the state right after the first execution")
+			_, err = svc.Deposit(ctx, "alice", 99, opts("d1"))
+			require.ErrorIs(t, err, &bank.Error{Code: codeIdempotencyKeyReused})
+			_, err = svc.Withdraw(ctx, "alice", 100, opts("d1"))
+			require.ErrorIs(t, err, &bank.Error{Code: codeIdempotencyKeyReused})
+
+			t1, err := svc.Transfer(ctx, "alice", "bob", 50, opts("t1"))
+			require.NoError(t, err)
+			_, err = svc.Transfer(ctx, "alice", "bob", 1, opts(""))
+			require.NoError(t, err)
+			t2, err := svc.Transfer(ctx, "alice", "bob", 50, opts("t1"))
+			require.NoError(t, err)
+			require.Equal(t, t1, t2)
+			_, err = svc.Transfer(ctx, "alice", "bob", 51, opts("t1"))
+			require.ErrorIs(t, err, &bank.Error{Code: codeIdempotencyKeyReused})
+
+			got, err := svc.Account(ctx, "alice")
+			require.NoError(t, err)
+			require.Equal(t, AccountView{ID: "alice", Balance: 56, Version: 5}, got)
+		})
+	}
+}
+
+// TestConcurrentTransfers runs 32 concurrent clients making random transfers
+// (through the loadgen code) for a few seconds, then checks that money is
+// conserved, no balance is negative, and every balance equals the fold of its
+// events.
+func TestConcurrentTransfers(t *testing.T) {
+	t.Parallel()
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ts := startTestServer(t, kind)
+			var progress bytes.Buffer
+			rep, err := runLoad(context.Background(), loadConfig{
+				URL: ts.url, Workers: 32, Duration: 3 * time.Second, Accounts: 10,
+				Initial: 1000, MaxAmount: 300, Client: ts.client, Progress: &syncWriter{w: &progress},
+			})
+			require.NoError(t, err)
+			require.True(t, rep.InvariantOK, "%v", rep.Invariant.Problems)
+			require.Zero(t, rep.Failed)
+			require.Positive(t, rep.OK)
+			require.Positive(t, rep.Rejected, "with small balances some transfers must be refused")
+			require.Equal(t, rep.Total, rep.Invariant.Sum)
+			require.Contains(t, progress.String(), "transfers")
+			var out bytes.Buffer
+			printReport(&out, loadConfig{Workers: 32, Accounts: 10}, rep)
+			require.Contains(t, out.String(), "invariants OK")
+			require.Contains(t, out.String(), "p99")
+			t.Logf("%s: %s", kind, out.String())
+		})
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
