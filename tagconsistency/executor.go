@@ -8,6 +8,7 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -662,26 +663,19 @@ func (x *Executor) append(ctx context.Context, command string, q journal.Query, 
 func (x *Executor) confirmAll(ctx context.Context, held []Reservation, records []journal.Record) {
 	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.confirm", trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
 	defer span.End()
-	for _, r := range held {
+	x.release(ctx, span, held, "confirming", func(ctx context.Context, r Reservation) error {
 		var mine []journal.Record
 		for _, rec := range records {
 			if rec.HasTag(r.Stream.Tag) {
 				mine = append(mine, rec)
 			}
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.releaseTimeout)
-		err := x.owners.Confirm(cctx, r, mine)
-		cancel()
-		if err != nil {
-			err = fmt.Errorf("tagconsistency: confirming %s: %w", r.Stream, err)
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
-	}
+		return x.owners.Confirm(ctx, r, mine)
+	})
 }
 
-// cancelAll releases every reservation, in reverse order. cause is passed to
-// the owners (nil: nothing was written and their view is exact).
+// cancelAll releases every reservation. cause is passed to the owners (nil:
+// nothing was written and their view is exact).
 func (x *Executor) cancelAll(ctx context.Context, held []Reservation, cause error) {
 	if len(held) == 0 {
 		return
@@ -691,13 +685,33 @@ func (x *Executor) cancelAll(ctx context.Context, held []Reservation, cause erro
 		attribute.Bool("scribe.dcb.reload", cause != nil),
 	))
 	defer span.End()
-	for i := len(held) - 1; i >= 0; i-- {
-		r := held[i]
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.releaseTimeout)
-		err := x.owners.Cancel(cctx, r, cause)
-		cancel()
+	x.release(ctx, span, held, "cancelling", func(ctx context.Context, r Reservation) error {
+		return x.owners.Cancel(ctx, r, cause)
+	})
+}
+
+// release runs end (a Confirm or Cancel) for every reservation at once, so
+// that every tag is freed one owner round trip after the command finished,
+// each with its own ReleaseTimeout and regardless of the caller's context.
+// Failures are recorded on span.
+func (x *Executor) release(ctx context.Context, span trace.Span, held []Reservation, verb string, end func(context.Context, Reservation) error) {
+	ctx = context.WithoutCancel(ctx)
+	errs := make([]error, len(held))
+	one := func(i int) {
+		cctx, cancel := context.WithTimeout(ctx, x.releaseTimeout)
+		defer cancel()
+		if err := end(cctx, held[i]); err != nil {
+			errs[i] = fmt.Errorf("tagconsistency: %s %s: %w", verb, held[i].Stream, err)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(held); i++ {
+		wg.Go(func() { one(i) })
+	}
+	one(0)
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			err = fmt.Errorf("tagconsistency: cancelling %s: %w", r.Stream, err)
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}

@@ -40,9 +40,9 @@ type Reservation struct {
 // TagOwners gives the executor access to the single writer of each tag stream.
 // Implementations must be safe for concurrent use by many goroutines.
 //
-// Reserve, Confirm and Cancel of one reservation are called by one goroutine,
-// in that order: exactly one of Confirm or Cancel follows every successful
-// Reserve. The executor reserves the streams of one command in ascending
+// Exactly one of Confirm or Cancel follows every successful Reserve, after it
+// returned; the executor ends the reservations of one command concurrently,
+// each from its own goroutine. The executor reserves the streams of one command in ascending
 // (partition, tag) order, which is what makes concurrent commands
 // deadlock-free; an owner must therefore queue a reservation behind a busy
 // stream rather than fail it.
