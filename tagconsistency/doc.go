@@ -1,5 +1,38 @@
-// Package tagconsistency executes DCB commands whose query spans several tags:
-// it reserves every tag's stream actor in sorted tag order, builds the state from
-// the matching events, decides, appends once with per-tag expected versions,
-// leases and the DCB append condition as a backstop, and confirms or cancels.
+// Package tagconsistency executes DCB (Dynamic Consistency Boundary) commands:
+// commands whose decision depends on the events of several tags, such as a
+// transfer between two accounts, a course's seat limit or a unique username.
+//
+// A [Command] declares a [journal.Query] (items of types any-of and tags
+// all-of, every item naming at least one tag), an initial state, an Evolve
+// over the matching events and a Decide that returns events carrying their
+// tags. [Execute] runs it once:
+//
+//  1. it reserves every tag of the query (and of Command.Tags) at the tag's
+//     single writer, a [TagOwners] (in Scribe, the stream actors: see
+//     [ActorOwners]), in ascending tag order, so concurrent commands never
+//     deadlock; a busy tag queues the command, and a reservation that waits
+//     longer than Config.ReserveTimeout fails with a [ReservationTimeoutError]
+//     naming the tag;
+//  2. it builds the state: from the owners' cached aggregate states
+//     (Command.FromStates), or by folding the matching events of the reserved
+//     streams, continuing a cached fold of the same command and query when it
+//     has one, so the cost of a command does not grow with its tags' history;
+//  3. it decides, then appends once with the expected version of every
+//     reserved stream, the owners' leases, and the DCB append condition
+//     "nothing matching the query after the last position folded" as a
+//     backstop;
+//  4. it confirms each owner with the new records carrying its tag, or
+//     cancels every reservation on any failure.
+//
+// Because every writer of a tag goes through its owner, a valid command
+// succeeds at its first attempt: there is no retry loop. An append rejected by
+// the expected versions or the condition means something bypassed the owners;
+// it is returned as a [ConflictError] ([ErrConflict]) and never retried, and
+// the owners reload their streams. Domain errors from Decide are returned
+// unchanged.
+//
+// Spans (execute, reserve with its wait time, read, decide, append, confirm,
+// cancel) and metrics (scribe.dcb.commands by outcome,
+// scribe.dcb.reservation.wait, scribe.dcb.conflicts) go to the providers of
+// [Config]; nothing is global.
 package tagconsistency
