@@ -41,8 +41,12 @@ func (j *Journal) startBatchers() {
 }
 
 // batchWorker takes one queued append, then whatever else is already queued
-// (up to MaxBatch), and runs them in one transaction.
+// (up to MaxBatch), and runs them in one transaction. With Linger set and a
+// previous batch of several appends (callers are evidently concurrent), it
+// waits up to Linger for the batch to reach the previous batch's size.
 func (j *Journal) batchWorker() {
+	prev := 0
+	max := j.cfg.Batching.MaxBatch
 	for {
 		var first *appendReq
 		select {
@@ -51,30 +55,31 @@ func (j *Journal) batchWorker() {
 		case first = <-j.queue:
 		}
 		batch := []*appendReq{first}
-		var linger <-chan time.Time
-		if j.cfg.Batching.Linger > 0 {
+		if j.cfg.Batching.Linger > 0 && prev > 1 {
 			t := time.NewTimer(j.cfg.Batching.Linger)
-			linger = t.C
-			defer t.Stop()
+		wait:
+			for len(batch) < min(prev, max) {
+				select {
+				case r := <-j.queue:
+					batch = append(batch, r)
+				case <-t.C:
+					break wait
+				case <-j.closed:
+					break wait
+				}
+			}
+			t.Stop()
 		}
 	drain:
-		for len(batch) < j.cfg.Batching.MaxBatch {
+		for len(batch) < max {
 			select {
 			case r := <-j.queue:
 				batch = append(batch, r)
-				continue
 			default:
-			}
-			if linger == nil {
-				break
-			}
-			select {
-			case r := <-j.queue:
-				batch = append(batch, r)
-			case <-linger:
 				break drain
 			}
 		}
+		prev = len(batch)
 		live := batch[:0]
 		for _, r := range batch {
 			if err := r.ctx.Err(); err != nil {

@@ -64,11 +64,9 @@ func BenchmarkAppendConcurrent16(b *testing.B) {
 	}{
 		{"batched", true, false, 0, 0},
 		{"batched-ungated-order", true, true, 0, 0},
-		{"batched-workers=1", true, false, 1, 0},
-		{"batched-workers=2", true, false, 2, 0},
-		{"batched-workers=8", true, false, 8, 0},
-		{"batched-linger=200us", true, false, 0, 200 * time.Microsecond},
-		{"batched-linger=1ms", true, false, 0, time.Millisecond},
+		{"batched-workers=4", true, false, 4, 0},
+		{"batched-no-linger", true, false, 0, -1},
+		{"batched-workers=4-no-linger", true, false, 4, -1},
 		{"unbatched", false, false, 0, 0},
 		{"unbatched-ungated-order", false, true, 0, 0},
 	}

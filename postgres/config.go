@@ -45,10 +45,11 @@ type BatchingConfig struct {
 	// 60 (each member uses a subtransaction, and Postgres caches 64 per
 	// transaction before snapshots of every session become slower).
 	MaxBatch int
-	// Workers is how many batch transactions may run at once. Default 4.
+	// Workers is how many batch transactions may run at once. Default 2.
 	Workers int
-	// Linger is how long a worker that found fewer than MaxBatch appends
-	// waits for more before it starts a transaction. Default 0 (no wait).
+	// Linger is how long a worker whose previous batch carried several
+	// appends waits for its next batch to grow as large before it starts the
+	// transaction (a lone caller never waits). Default 500µs; negative: never.
 	Linger time.Duration
 }
 
@@ -59,7 +60,8 @@ const (
 	defaultPageSize     = 512
 	defaultMaxBatch     = 32
 	maxMaxBatch         = 60
-	defaultBatchWorkers = 4
+	defaultBatchWorkers = 2
+	defaultLinger       = 500 * time.Microsecond
 )
 
 // withDefaults validates c and fills in defaults.
@@ -101,6 +103,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Batching.Workers == 0 {
 		c.Batching.Workers = defaultBatchWorkers
+	}
+	if c.Batching.Linger == 0 {
+		c.Batching.Linger = defaultLinger
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

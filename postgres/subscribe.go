@@ -48,6 +48,11 @@ func (j *Journal) committed() {
 	}
 }
 
+// notifyGap is the least time between two NOTIFYs of one Journal: commits in
+// between are coalesced into the next one, so a busy journal sends at most
+// 1/notifyGap notification transactions per second.
+const notifyGap = 5 * time.Millisecond
+
 // startNotifier starts the goroutine that sends one NOTIFY per burst of
 // commits, in its own short transaction with synchronous_commit off (a lost
 // notification costs subscribers at most PollInterval).
@@ -56,12 +61,20 @@ func (j *Journal) startNotifier() {
 	j.wg.Add(1)
 	go func() {
 		defer j.wg.Done()
+		gap := time.NewTimer(0)
+		defer gap.Stop()
 		for {
 			select {
 			case <-j.closed:
 				return
 			case <-j.notifyCh:
 			}
+			select { // coalesce: wait out the gap since the last NOTIFY
+			case <-j.closed:
+				return
+			case <-gap.C:
+			}
+			gap.Reset(notifyGap)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			b := &pgx.Batch{}
 			b.Queue("BEGIN")
