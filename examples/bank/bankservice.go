@@ -125,7 +125,10 @@ func (s *bankService) execute(ctx context.Context, id string, cmd any, opts Comm
 }
 
 // classify passes domain errors through and marks transient runtime errors
-// as errUnavailable (HTTP 503: retry with the same Idempotency-Key).
+// as errUnavailable (HTTP 503: retry with the same Idempotency-Key): a busy
+// or unavailable stream, a lost lease, an unknown append outcome, shutdown,
+// a timeout, or a DCB conflict (the actors re-read their streams, so a retry
+// decides afresh).
 func classify(err error) error {
 	switch {
 	case err == nil:
@@ -135,6 +138,7 @@ func classify(err error) error {
 	case errors.Is(err, journal.ErrOpenTimeout), errors.Is(err, journal.ErrSessionExpired),
 		errors.Is(err, journal.ErrInvalidSession), errors.Is(err, journal.ErrOutcomeUnknown),
 		errors.Is(err, runtime.ErrShutdown), errors.Is(err, runtime.ErrReservationTimeout),
+		errors.Is(err, runtime.ErrConflict),
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %w", errUnavailable, err)
@@ -209,7 +213,7 @@ func (s *bankService) accountResult(ctx context.Context, id string, res runtime.
 func (s *bankService) accountAt(ctx context.Context, id string, version uint64) (AccountView, error) {
 	var a bank.Account
 	var n uint64
-	for rec, err := range s.journal.ReadStream(ctx, journal.Stream(bank.AccountTag(id)), 1, int(version)) {
+	for rec, err := range s.journal.ReadStream(ctx, streamOf(id), 1, int(version)) {
 		if err != nil {
 			return AccountView{}, classify(err)
 		}
@@ -229,7 +233,7 @@ func (s *bankService) accountAt(ctx context.Context, id string, version uint64) 
 // Account implements Service. An account whose stream is empty is reported
 // missing without activating an actor for it.
 func (s *bankService) Account(ctx context.Context, id string) (AccountView, error) {
-	sum, err := s.journal.TagSummary(ctx, journal.Stream(bank.AccountTag(id)))
+	sum, err := s.journal.TagSummary(ctx, streamOf(id))
 	if err != nil {
 		return AccountView{}, classify(err)
 	}
@@ -249,7 +253,7 @@ func (s *bankService) Account(ctx context.Context, id string) (AccountView, erro
 // Events implements Service.
 func (s *bankService) Events(ctx context.Context, id string) ([]EventView, error) {
 	var out []EventView
-	for rec, err := range s.journal.ReadStream(ctx, journal.Stream(bank.AccountTag(id)), 1, 0) {
+	for rec, err := range s.journal.ReadStream(ctx, streamOf(id), 1, 0) {
 		if err != nil {
 			return nil, classify(err)
 		}
@@ -260,3 +264,6 @@ func (s *bankService) Events(ctx context.Context, id string) ([]EventView, error
 	}
 	return out, nil
 }
+
+// streamOf returns the stream of account id.
+func streamOf(id string) journal.StreamID { return journal.Stream(bank.AccountTag(id)) }
