@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,7 +47,8 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 	}
 	poolCfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("the database URL (-db or SCRIBE_DATABASE_URL) is not valid: %v; give a URL such as postgres://user@localhost:5432/bank?sslmode=disable", redactParseError(err))
+		// pgconn's parse errors redact the password.
+		return nil, fmt.Errorf("the database URL (-db or SCRIBE_DATABASE_URL) is not valid: %v; give a URL such as postgres://user@localhost:5432/bank?sslmode=disable", err)
 	}
 	if poolCfg.MaxConns < 16 {
 		poolCfg.MaxConns = 16
@@ -92,12 +92,4 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 			pool.Close()
 		},
 	}, nil
-}
-
-// redactParseError keeps a password out of URL parse errors.
-func redactParseError(err error) string {
-	if ue, ok := err.(*url.Error); ok {
-		return ue.Err.Error()
-	}
-	return "malformed URL"
 }

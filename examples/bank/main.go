@@ -20,13 +20,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "loadgen" {
 		os.Exit(runLoadgen(ctx, os.Args[2:], os.Stdout, os.Stderr))
 	}
-	os.Exit(runServer(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(runServer(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
-// runServer is the default command: it parses flags, serves the bank API
-// until ctx ends (SIGINT or SIGTERM), shuts down gracefully and returns the
-// exit code.
-func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// runServer is the default command: it parses flags (getenv reads
+// SCRIBE_DATABASE_URL), serves the bank API until ctx ends (SIGINT or
+// SIGTERM), shuts down gracefully and returns the exit code.
+func runServer(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bank", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	host, _ := os.Hostname()
@@ -36,7 +36,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var cfg serverConfig
 	var logLevel string
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "HTTP listen address")
-	fs.StringVar(&cfg.DatabaseURL, "db", os.Getenv("SCRIBE_DATABASE_URL"), "Postgres URL (default $SCRIBE_DATABASE_URL); empty runs on the in-memory journal")
+	fs.StringVar(&cfg.DatabaseURL, "db", "", "Postgres URL, e.g. postgres://user@localhost:5432/bank?sslmode=disable (default $SCRIBE_DATABASE_URL); empty runs on the in-memory journal")
 	fs.StringVar(&cfg.Schema, "schema", "scribe", "Postgres schema of Scribe's tables")
 	fs.StringVar(&cfg.NodeID, "node", host, "node ID, stable across restarts (a restarted node takes over its streams at once)")
 	fs.BoolVar(&cfg.OtelStdout, "otel-stdout", false, "export OpenTelemetry traces and metrics to stdout (OTLP is used when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
@@ -55,6 +55,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bank: unexpected argument %q (the only subcommand is loadgen)\n", fs.Arg(0))
 		return 2
+	}
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = getenv("SCRIBE_DATABASE_URL")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(strings.ToUpper(logLevel))); err != nil {

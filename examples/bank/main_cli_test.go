@@ -13,6 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// noEnv is an empty environment.
+func noEnv(string) string { return "" }
+
 // lockedBuffer is a bytes.Buffer safe for concurrent writers and readers.
 type lockedBuffer struct {
 	mu  sync.Mutex
@@ -41,7 +44,7 @@ func TestRunServerLifecycle(t *testing.T) {
 	var stderr lockedBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- runServer(ctx, []string{"-addr", "127.0.0.1:0", "-node", "cli-test", "-log-level", "debug"}, &bytes.Buffer{}, &stderr)
+		code <- runServer(ctx, []string{"-addr", "127.0.0.1:0", "-node", "cli-test", "-log-level", "debug"}, noEnv, &bytes.Buffer{}, &stderr)
 	}()
 	var addr string
 	require.Eventually(t, func() bool {
@@ -77,21 +80,29 @@ func TestRunServerLifecycle(t *testing.T) {
 
 func TestRunServerFlagErrors(t *testing.T) {
 	t.Parallel()
+	badDB := func(k string) string {
+		if k == "SCRIBE_DATABASE_URL" {
+			return "postgres://%zz"
+		}
+		return ""
+	}
 	for _, tc := range []struct {
-		args []string
-		code int
-		want string
+		args   []string
+		getenv func(string) string
+		code   int
+		want   string
 	}{
-		{[]string{"-log-level", "loud"}, 2, "-log-level"},
-		{[]string{"extra"}, 2, "unexpected argument"},
-		{[]string{"-nope"}, 2, "flag provided but not defined"},
-		{[]string{"-node", "", "-addr", "127.0.0.1:0"}, 1, "node ID is empty"},
-		{[]string{"-addr", "256.0.0.1:99999", "-node", "x"}, 1, "listen on"},
-		{[]string{"-db", "postgres://%zz", "-node", "x"}, 1, "database URL"},
-		{[]string{"-h"}, 0, "loadgen"},
+		{[]string{"-log-level", "loud"}, noEnv, 2, "-log-level"},
+		{[]string{"extra"}, noEnv, 2, "unexpected argument"},
+		{[]string{"-nope"}, noEnv, 2, "flag provided but not defined"},
+		{[]string{"-node", "", "-addr", "127.0.0.1:0"}, noEnv, 1, "node ID is empty"},
+		{[]string{"-addr", "256.0.0.1:99999", "-node", "x"}, noEnv, 1, "listen on"},
+		{[]string{"-db", "postgres://%zz", "-node", "x"}, noEnv, 1, "database URL"},
+		{[]string{"-node", "x"}, badDB, 1, "database URL"}, // SCRIBE_DATABASE_URL is read
+		{[]string{"-h"}, noEnv, 0, "loadgen"},
 	} {
 		var stderr lockedBuffer
-		code := runServer(context.Background(), tc.args, &bytes.Buffer{}, &stderr)
+		code := runServer(context.Background(), tc.args, tc.getenv, &bytes.Buffer{}, &stderr)
 		require.Equal(t, tc.code, code, "%v: %s", tc.args, stderr.String())
 		require.Contains(t, stderr.String(), tc.want, tc.args)
 	}
