@@ -72,7 +72,8 @@ func BenchmarkAppendConcurrent16(b *testing.B) {
 	}
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
-			f := setup(b, func(c *postgres.Config) {
+			// 16 callers get 16 connections when unbatched, as pgbench's 16 clients do.
+			f := setupPool(b, 20, func(c *postgres.Config) {
 				c.Batching.Disabled = !v.batch
 				c.Batching.Workers = v.workers
 				c.Batching.Linger = v.linger

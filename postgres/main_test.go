@@ -32,7 +32,13 @@ type fixture struct {
 // config first. Cleanup closes the journal before the schema is dropped.
 func setup(t testing.TB, edit ...func(*postgres.Config)) *fixture {
 	t.Helper()
-	pool, schema := pgtest.Pool(t)
+	return setupPool(t, 0, edit...)
+}
+
+// setupPool is setup with a pool of at least maxConns connections.
+func setupPool(t testing.TB, maxConns int32, edit ...func(*postgres.Config)) *fixture {
+	t.Helper()
+	pool, schema := pgtest.PoolWith(t, func(c *pgxpool.Config) { c.MaxConns = max(c.MaxConns, maxConns) })
 	cfg := postgres.Config{Schema: schema}
 	for _, e := range edit {
 		e(&cfg)

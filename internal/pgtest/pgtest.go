@@ -45,6 +45,13 @@ func URL(t testing.TB) string {
 // dropped with CASCADE and the pool is closed.
 func Pool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
+	return PoolWith(t, nil)
+}
+
+// PoolWith is Pool with edit applied to the pool's configuration (for example
+// a larger MaxConns) before it connects. edit may be nil.
+func PoolWith(t testing.TB, edit func(*pgxpool.Config)) (*pgxpool.Pool, string) {
+	t.Helper()
 	url := URL(t)
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -52,6 +59,9 @@ func Pool(t testing.TB) (*pgxpool.Pool, string) {
 	}
 	if cfg.MaxConns < 8 {
 		cfg.MaxConns = 8
+	}
+	if edit != nil {
+		edit(cfg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
