@@ -89,6 +89,9 @@ type Config struct {
 	// Codec encodes event payloads (to JSON objects) and snapshot states.
 	// Default JSONCodec.
 	Codec Codec
+	// Cluster makes the runtime a member of a cluster (see ClusterConfig).
+	// Default nil: a single node, no cluster code on any path.
+	Cluster *ClusterConfig
 }
 
 // Runtime is Scribe's entry point: register aggregates and event types, then
@@ -96,9 +99,10 @@ type Config struct {
 // All methods and the generic functions taking a *Runtime are safe for
 // concurrent use.
 type Runtime struct {
-	cfg  Config
-	reg  *registry
-	host *actors.Host
+	cfg     Config
+	reg     *registry
+	host    *actors.Host
+	cluster *clusterNode // nil in single-node mode
 }
 
 // New validates cfg, applies its defaults, opens the node session and
@@ -160,6 +164,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	cfg.SessionTimeout, cfg.OpenTimeout, cfg.IdleTimeout, cfg.RequestTimeout = hc.SessionTimeout, hc.OpenTimeout, hc.IdleTimeout, hc.RequestTimeout
 	cfg.ReservationTimeout, cfg.ReservationHold, cfg.RecoveryConcurrency, cfg.MaxBatch = hc.ReservationTimeout, hc.ReservationHold, hc.RecoveryConcurrency, hc.MaxBatch
 	rt.cfg = cfg
+	if cfg.Cluster != nil {
+		if rt.cluster, err = startCluster(ctx, rt, *cfg.Cluster); err != nil {
+			return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))
+		}
+	}
 	return rt, nil
 }
 
@@ -178,7 +187,12 @@ func (rt *Runtime) Pending(target Target) int { return rt.host.Pending(target.St
 // lease), closes the node session and stops the actor system. Commands
 // executed afterwards fail with ErrShutdown. If ctx ends first, remaining
 // journal calls are cancelled and Shutdown returns an error wrapping ctx's.
-func (rt *Runtime) Shutdown(ctx context.Context) error { return rt.host.Shutdown(ctx) }
+func (rt *Runtime) Shutdown(ctx context.Context) error {
+	if rt.cluster != nil {
+		rt.cluster.shutdown()
+	}
+	return rt.host.Shutdown(ctx)
+}
 
 // Target names the stream a command goes to: the aggregate's stream with tag
 // "<Aggregate>:<ID>" in Partition ("" means journal.DefaultPartition).
@@ -279,7 +293,13 @@ func execute[S any](ctx context.Context, rt *Runtime, target Target, command any
 		ctx, cancel = context.WithTimeout(ctx, rt.cfg.RequestTimeout)
 		defer cancel()
 	}
-	res, err := rt.host.Execute(ctx, stream, actors.Command{Payload: command, Metadata: md})
+	var res actors.Result
+	var err error
+	if rt.cluster != nil {
+		res, err = rt.cluster.execute(ctx, stream, actors.Command{Payload: command, Metadata: md})
+	} else {
+		res, err = rt.host.Execute(ctx, stream, actors.Command{Payload: command, Metadata: md})
+	}
 	out := Result[S]{Stream: stream, Records: res.Records, Version: res.Version, Duplicate: res.Duplicate}
 	if s, ok := res.State.(S); ok {
 		out.State = s

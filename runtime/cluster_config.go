@@ -1,0 +1,170 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
+)
+
+// Defaults of ClusterConfig.
+const (
+	DefaultClusterHost         = "127.0.0.1"
+	DefaultClusterJoinTimeout  = 15 * time.Second
+	DefaultAutoManagedInterval = time.Second
+)
+
+// ClusterConfig turns a Runtime into a member of a cluster of runtimes
+// (protoactor-go cluster, disthash identity lookup): every stream is hosted by
+// exactly one member, chosen by rendezvous hashing over the members, and
+// Execute on any member is routed to it. Commands and replies cross members as
+// protobuf envelopes whose payloads the runtime's Codec encodes, so every
+// command type sent to another member must be listed in Commands.
+//
+// Failover: when a member dies, its streams move to the survivors once the
+// provider notices (AutoManaged: within RefreshInterval plus its 2 s health
+// check timeout) and are served as soon as the dead member's node session
+// expires (at most Config.SessionTimeout after its last renewal). Until then
+// Execute fails with a retryable error (ErrNodeUnavailable or
+// journal.ErrOpenTimeout). Two activations of one stream can exist briefly
+// (membership changes, a paused member); the journal's lease fencing rejects
+// the stale one's appends and it stops.
+type ClusterConfig struct {
+	// Name is the cluster's name; members with another name never join.
+	// Required.
+	Name string
+	// Host is the address other members reach this one at. Default
+	// DefaultClusterHost (127.0.0.1).
+	Host string
+	// Port is the TCP port of the member's remote endpoint (gRPC). Required:
+	// other members and the providers must know it.
+	Port int
+	// Provider finds the cluster's members: AutoManaged (static peers, for
+	// tests and small deployments), Consul, Etcd or Kubernetes. Required.
+	Provider ClusterProvider
+	// Commands lists the command types that may be executed on streams hosted
+	// by another member, with their wire names (use CommandType). A command of
+	// an unlisted type is still executed when this member hosts the stream,
+	// and otherwise fails with ErrUnknownCommand.
+	Commands []CommandType
+	// Errors lists domain errors that keep their identity across members:
+	// an error returned by Decide on the hosting member that matches Err
+	// (errors.Is) matches Err on the calling member too. Journal and runtime
+	// sentinels (journal.ErrVersionMismatch, ErrPanic, ...) are always
+	// carried.
+	Errors []ErrorCode
+	// JoinTimeout bounds how long New waits for this member to appear in the
+	// cluster's topology. Default DefaultClusterJoinTimeout (15 s).
+	JoinTimeout time.Duration
+}
+
+// ErrorCode names a domain error for the wire: see ClusterConfig.Errors.
+type ErrorCode struct {
+	// Code is the error's wire name, unique in the cluster.
+	Code string
+	// Err is the sentinel that remote errors are matched against with errors.Is.
+	Err error
+}
+
+// CommandType is a command's Go type with its wire name; build it with
+// ClusterCommand.
+type CommandType struct {
+	name string
+	typ  reflect.Type
+}
+
+// ClusterCommand returns the CommandType of the Go type C named name. Every
+// member must list the same names for the same types. C must round-trip
+// through the runtime's Codec (with JSONCodec: exported fields).
+func ClusterCommand[C any](name string) CommandType {
+	return CommandType{name: name, typ: reflect.TypeFor[C]()}
+}
+
+// ClusterProvider finds a cluster's members. The implementations are
+// AutoManaged, Consul, Etcd and Kubernetes.
+type ClusterProvider interface {
+	build() (cluster.ClusterProvider, error)
+}
+
+// AutoManaged is a provider for static peers: every member serves a small
+// HTTP health endpoint on Port and polls the endpoints of Peers (every
+// member, itself included, as "host:port") every RefreshInterval. A member
+// whose endpoint does not answer within 2 s leaves the topology. Suited to
+// tests and small fixed deployments.
+type AutoManaged struct {
+	// Port is this member's health endpoint port (bound on every interface).
+	// Required.
+	Port int
+	// Peers are the health endpoints of all members, "host:port". Required.
+	Peers []string
+	// RefreshInterval is the pause between two polls of the peers. Default
+	// DefaultAutoManagedInterval (1 s).
+	RefreshInterval time.Duration
+}
+
+func (a AutoManaged) build() (cluster.ClusterProvider, error) {
+	if a.Port <= 0 || a.Port > 65535 {
+		return nil, fmt.Errorf("runtime: AutoManaged.Port is %d; give the member's health endpoint a TCP port", a.Port)
+	}
+	if len(a.Peers) == 0 {
+		return nil, errors.New("runtime: AutoManaged.Peers is empty; list every member's health endpoint (this one included) as host:port")
+	}
+	d := a.RefreshInterval
+	if d < 0 {
+		return nil, fmt.Errorf("runtime: AutoManaged.RefreshInterval is negative (%s); use 0 for the default", d)
+	}
+	if d == 0 {
+		d = DefaultAutoManagedInterval
+	}
+	return automanaged.NewWithConfig(d, a.Port, a.Peers...), nil
+}
+
+func (c *ClusterConfig) setDefaults() error {
+	switch {
+	case c.Name == "":
+		return errors.New("runtime: ClusterConfig.Name is empty; name the cluster (members with the same name form it)")
+	case c.Port <= 0 || c.Port > 65535:
+		return fmt.Errorf("runtime: ClusterConfig.Port is %d; give the member a TCP port for its remote endpoint", c.Port)
+	case c.Provider == nil:
+		return errors.New("runtime: ClusterConfig.Provider is nil; use runtime.AutoManaged for static peers, or Consul, Etcd or Kubernetes")
+	case c.JoinTimeout < 0:
+		return fmt.Errorf("runtime: ClusterConfig.JoinTimeout is negative (%s); use 0 for the default", c.JoinTimeout)
+	}
+	if c.Host == "" {
+		c.Host = DefaultClusterHost
+	}
+	if c.JoinTimeout == 0 {
+		c.JoinTimeout = DefaultClusterJoinTimeout
+	}
+	names := map[string]reflect.Type{}
+	types := map[reflect.Type]string{}
+	for _, ct := range c.Commands {
+		if ct.name == "" || ct.typ == nil {
+			return errors.New("runtime: ClusterConfig.Commands has an entry without a name or type; build entries with runtime.ClusterCommand[C](name)")
+		}
+		if t, dup := names[ct.name]; dup {
+			return fmt.Errorf("runtime: ClusterConfig.Commands names %q twice (types %s and %s); give each command type its own name", ct.name, t, ct.typ)
+		}
+		if n, dup := types[ct.typ]; dup {
+			return fmt.Errorf("runtime: ClusterConfig.Commands lists type %s twice (names %q and %q)", ct.typ, n, ct.name)
+		}
+		names[ct.name], types[ct.typ] = ct.typ, ct.name
+	}
+	codes := map[string]bool{}
+	for _, b := range builtinErrorCodes() {
+		codes[b.Code] = true
+	}
+	for _, e := range c.Errors {
+		if e.Code == "" || e.Err == nil {
+			return errors.New("runtime: ClusterConfig.Errors has an entry without a code or error; set both")
+		}
+		if codes[e.Code] {
+			return fmt.Errorf("runtime: ClusterConfig.Errors uses code %q twice or a built-in code; pick another", e.Code)
+		}
+		codes[e.Code] = true
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/internal/clusterpb"
+	"github.com/scribe-es/scribe/journal"
+)
+
+var (
+	// ErrNodeUnavailable is returned by Execute in cluster mode when the
+	// member hosting the stream cannot be reached, left the cluster, or no
+	// longer hosts it. It is retryable: the stream moves to another member
+	// (after its lease expires when the member died). When the error also
+	// matches journal.ErrOutcomeUnknown the command may have been executed:
+	// retry with the same idempotency key.
+	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
+	// ErrNodeFenced is returned by Execute on a member that lost its node
+	// session (it was paused or cut off from the database past the session
+	// timeout): the cluster may host its streams elsewhere, so it left the
+	// cluster and executes nothing more. Send commands to another member, and
+	// restart this one.
+	ErrNodeFenced = errors.New("runtime: cluster member fenced")
+	// ErrUnknownCommand is returned when a command must cross members but
+	// its type is not listed in ClusterConfig.Commands (on the caller or on
+	// the hosting member).
+	ErrUnknownCommand = errors.New("runtime: command type not registered for the cluster")
+)
+
+// RemoteError is an error returned by another cluster member. Message is
+// the original error's text; errors.Is matches every sentinel the original
+// matched among the built-in codes (journal.ErrVersionMismatch,
+// journal.ErrSessionExpired, ErrPanic, ...) and ClusterConfig.Errors. Typed
+// details (fields of *journal.VersionMismatchError, panic values) do not
+// cross members.
+type RemoteError struct {
+	// Member is the address of the member that returned the error.
+	Member string
+	// Message is the original error's text.
+	Message string
+	// Codes are the wire codes of the sentinels the original error matched.
+	Codes []string
+
+	sentinels []error
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Unwrap returns the sentinels the original error matched.
+func (e *RemoteError) Unwrap() []error { return e.sentinels }
+
+// IsRetryable reports whether err is a transient cluster or lease condition
+// after which executing the command again (with the same idempotency key
+// when the outcome is unknown) can succeed: ErrNodeUnavailable,
+// ErrNodeFenced (on another member), journal.ErrOpenTimeout,
+// journal.ErrSessionExpired, journal.ErrInvalidSession and
+// journal.ErrOutcomeUnknown.
+func IsRetryable(err error) bool {
+	for _, s := range []error{ErrNodeUnavailable, ErrNodeFenced, journal.ErrOpenTimeout, journal.ErrSessionExpired, journal.ErrInvalidSession, journal.ErrOutcomeUnknown} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// codeNotOwner answers an envelope sent to a member that no longer hosts its
+// stream; the caller routes it again (it was not executed).
+const codeNotOwner = "scribe.not_owner"
+
+// builtinErrorCodes are the sentinels that always cross members.
+func builtinErrorCodes() []ErrorCode {
+	return []ErrorCode{
+		{"scribe.version_mismatch", journal.ErrVersionMismatch},
+		{"scribe.append_condition_failed", journal.ErrAppendConditionFailed},
+		{"scribe.session_expired", journal.ErrSessionExpired},
+		{"scribe.invalid_session", journal.ErrInvalidSession},
+		{"scribe.store_not_open", journal.ErrStoreNotOpen},
+		{"scribe.open_timeout", journal.ErrOpenTimeout},
+		{"scribe.invalid_event", journal.ErrInvalidEvent},
+		{"scribe.duplicate_mismatch", journal.ErrDuplicateMismatch},
+		{"scribe.invalid_query", journal.ErrInvalidQuery},
+		{"scribe.not_found", journal.ErrNotFound},
+		{"scribe.outcome_unknown", journal.ErrOutcomeUnknown},
+		{"scribe.shutdown", actors.ErrShutdown},
+		{"scribe.no_aggregate", actors.ErrNoAggregate},
+		{"scribe.panic", actors.ErrPanic},
+		{"scribe.reservation_timeout", actors.ErrReservationTimeout},
+		{"scribe.reservation_lost", actors.ErrReservationLost},
+		{"scribe.unknown_aggregate", ErrUnknownAggregate},
+		{"scribe.unknown_event", ErrUnknownEvent},
+		{"scribe.unknown_command", ErrUnknownCommand},
+		{"scribe.node_unavailable", ErrNodeUnavailable},
+		{"scribe.node_fenced", ErrNodeFenced},
+		{"scribe.deadline_exceeded", context.DeadlineExceeded},
+		{"scribe.canceled", context.Canceled},
+		{codeNotOwner, errNotOwner},
+	}
+}
+
+var errNotOwner = errors.New("runtime: member does not host the stream")
+
+func (c *clusterNode) encodeError(err error) *clusterpb.Error {
+	e := &clusterpb.Error{Message: err.Error()}
+	for _, ec := range c.codes {
+		if errors.Is(err, ec.Err) {
+			e.Codes = append(e.Codes, ec.Code)
+		}
+	}
+	return e
+}
+
+func (c *clusterNode) decodeError(e *clusterpb.Error, member string) error {
+	re := &RemoteError{Member: member, Message: e.Message, Codes: e.Codes}
+	for _, code := range e.Codes {
+		if s := c.byCode[code]; s != nil {
+			re.sentinels = append(re.sentinels, s)
+		}
+	}
+	if re.Message == "" {
+		re.Message = "runtime: member " + member + " failed with codes " + strings.Join(e.Codes, ", ")
+	}
+	return re
+}
+
+func hasCode(e *clusterpb.Error, code string) bool {
+	for _, c := range e.Codes {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+func streamFromPB(s *clusterpb.Stream) journal.StreamID {
+	if s == nil {
+		return journal.StreamID{}.Normalize()
+	}
+	return journal.StreamID{Partition: s.Partition, Tag: journal.Tag(s.Tag)}.Normalize()
+}
+
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func metadataToPB(m journal.Metadata) *clusterpb.Metadata {
+	return &clusterpb.Metadata{
+		CorrelationId:      m.CorrelationID,
+		CausationId:        m.CausationID,
+		UserId:             m.UserID,
+		IdempotencyKey:     m.IdempotencyKey,
+		Scopes:             m.Scopes,
+		Partition:          m.Partition,
+		CreatedAtUnixNanos: unixNanos(m.CreatedAt),
+		TraceParent:        m.TraceParent,
+		TraceState:         m.TraceState,
+	}
+}
+
+func metadataFromPB(m *clusterpb.Metadata) journal.Metadata {
+	if m == nil {
+		return journal.Metadata{}
+	}
+	return journal.Metadata{
+		CorrelationID:  m.CorrelationId,
+		CausationID:    m.CausationId,
+		UserID:         m.UserId,
+		IdempotencyKey: m.IdempotencyKey,
+		Scopes:         m.Scopes,
+		Partition:      m.Partition,
+		CreatedAt:      fromUnixNanos(m.CreatedAtUnixNanos),
+		TraceParent:    m.TraceParent,
+		TraceState:     m.TraceState,
+	}
+}
+
+func recordsToPB(recs []journal.Record) []*clusterpb.Record {
+	if len(recs) == 0 {
+		return nil
+	}
+	out := make([]*clusterpb.Record, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		pr := &clusterpb.Record{
+			Id:                  r.ID[:],
+			Type:                r.Type,
+			SchemaVersion:       int32(r.SchemaVersion),
+			Data:                r.Data,
+			Metadata:            metadataToPB(r.Metadata),
+			Commit:              r.Position.Commit,
+			Seq:                 r.Position.Seq,
+			RecordedAtUnixNanos: unixNanos(r.RecordedAt),
+		}
+		for _, t := range r.Tags {
+			pr.Tags = append(pr.Tags, string(t))
+		}
+		for _, l := range r.Links {
+			pr.Links = append(pr.Links, &clusterpb.StreamLink{Tag: string(l.Tag), Version: l.Version, PrevHash: l.PrevHash[:], Hash: l.Hash[:]})
+		}
+		out[i] = pr
+	}
+	return out
+}
+
+func recordsFromPB(prs []*clusterpb.Record) []journal.Record {
+	if len(prs) == 0 {
+		return nil
+	}
+	out := make([]journal.Record, len(prs))
+	for i, pr := range prs {
+		r := &out[i]
+		r.ID, _ = uuid.FromBytes(pr.Id)
+		r.Type = pr.Type
+		r.SchemaVersion = int(pr.SchemaVersion)
+		r.Data = pr.Data
+		r.Metadata = metadataFromPB(pr.Metadata)
+		r.Position = journal.Position{Commit: pr.Commit, Seq: pr.Seq}
+		r.RecordedAt = fromUnixNanos(pr.RecordedAtUnixNanos)
+		for _, t := range pr.Tags {
+			r.Tags = append(r.Tags, journal.Tag(t))
+		}
+		for _, l := range pr.Links {
+			sl := journal.StreamLink{Tag: journal.Tag(l.Tag), Version: l.Version}
+			copy(sl.PrevHash[:], l.PrevHash)
+			copy(sl.Hash[:], l.Hash)
+			r.Links = append(r.Links, sl)
+		}
+	}
+	return out
+}

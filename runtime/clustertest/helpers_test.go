@@ -1,0 +1,94 @@
+package clustertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime"
+)
+
+// freePorts returns n distinct TCP ports that were free on 127.0.0.1.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		require.NoError(t, l.Close())
+	}
+	return ports
+}
+
+func clusterName() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "scribe-test-" + hex.EncodeToString(b[:])
+}
+
+// memberPorts is one member's remote and health endpoint ports.
+type memberPorts struct{ remote, health int }
+
+func allocate(t testing.TB, n int) ([]memberPorts, []string) {
+	ports := freePorts(t, 2*n)
+	ms := make([]memberPorts, n)
+	peers := make([]string, n)
+	for i := range ms {
+		ms[i] = memberPorts{remote: ports[2*i], health: ports[2*i+1]}
+		peers[i] = fmt.Sprintf("127.0.0.1:%d", ms[i].health)
+	}
+	return ms, peers
+}
+
+// startInProcess starts n cluster members in this process on one memory
+// journal and waits until each sees all n.
+func startInProcess(t *testing.T, n int, j *journal.Memory) []*runtime.Runtime {
+	t.Helper()
+	ms, peers := allocate(t, n)
+	name := clusterName()
+	rts := make([]*runtime.Runtime, n)
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rt, err := runtime.New(ctx, runtime.Config{
+			Journal:        j,
+			NodeID:         fmt.Sprintf("node-%d", i+1),
+			SessionTimeout: 3 * time.Second,
+			OpenTimeout:    5 * time.Second,
+			Cluster: &runtime.ClusterConfig{
+				Name:     name,
+				Port:     ms[i].remote,
+				Provider: runtime.AutoManaged{Port: ms[i].health, Peers: peers, RefreshInterval: 200 * time.Millisecond},
+				Commands: ledgerCommands(),
+				Errors:   ledgerErrors(),
+			},
+		})
+		cancel()
+		require.NoError(t, err)
+		require.NoError(t, registerLedger(rt))
+		rts[i] = rt
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			require.NoError(t, rt.Shutdown(ctx))
+		})
+	}
+	for _, rt := range rts {
+		require.Eventually(t, func() bool { return len(rt.ClusterMembers()) == n },
+			20*time.Second, 50*time.Millisecond, "every member sees %d members", n)
+	}
+	return rts
+}
+
+func acct(id string) runtime.Target { return runtime.Target{Aggregate: "account", ID: id} }

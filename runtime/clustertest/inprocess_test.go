@@ -1,0 +1,146 @@
+// protoactor-go's cluster and remote packages have data races of their own
+// (remote.BlockList read without its lock by the member list; gRPC's global
+// logger replaced by every Remote.Start, which races when two members share
+// a process), so the race detector fails any test running two members in one
+// process. These tests run in race-free builds; the multi-process tests run
+// under the race detector, one member per process.
+
+//go:build !race
+
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime"
+)
+
+// Two members on one journal: every command, sent to either member, is
+// executed by the one actor of its stream, on the member that hosts it.
+func TestInProcessRoutingAndTypedErrors(t *testing.T) {
+	j := journal.NewMemory()
+	rts := startInProcess(t, 2, j)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	const accounts, perMember = 40, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, accounts*len(rts)*perMember)
+	for a := range accounts {
+		for m, rt := range rts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range perMember {
+					_, err := rt.Execute(ctx, acct(fmt.Sprintf("a%d", a)), Deposit{Amount: 10},
+						runtime.WithIdempotencyKey(fmt.Sprintf("dep-%d-%d-%d", a, m, k)))
+					if err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	// Each stream has exactly one actor in the cluster, and both members host some.
+	total := 0
+	for _, rt := range rts {
+		n := rt.ActiveStreams()
+		require.Positive(t, n, "each member hosts some streams")
+		total += n
+	}
+	require.Equal(t, accounts, total, "one actor per stream across the cluster")
+	for a := range accounts {
+		res, err := runtime.ExecuteTyped[Account](ctx, rts[a%2], acct(fmt.Sprintf("a%d", a)), Deposit{Amount: 1})
+		require.NoError(t, err)
+		require.Equal(t, int64(10*perMember*len(rts)+1), res.State.Balance)
+		require.Equal(t, uint64(perMember*len(rts)+1), res.Version)
+		require.Len(t, res.Records, 1)
+		require.Equal(t, "Deposited", res.Records[0].Type)
+		require.Equal(t, res.Version, res.Records[0].Version(acct(fmt.Sprintf("a%d", a)).Stream().Tag))
+	}
+
+	// Find a stream hosted by member 1, and execute on it through member 0.
+	remote, local := rts[0], rts[1]
+	id := hostedBy(t, ctx, local, remote)
+
+	// A domain error keeps its identity across members.
+	_, err := remote.Execute(ctx, acct(id), Withdraw{Amount: 1 << 40})
+	require.ErrorIs(t, err, errInsufficient)
+	var re *runtime.RemoteError
+	require.ErrorAs(t, err, &re, "the error came from the hosting member")
+	require.Contains(t, err.Error(), "insufficient funds")
+
+	// A journal sentinel keeps its identity: append behind the actor's back,
+	// and the actor's next append fails with a version mismatch.
+	_, err = j.Append(ctx, []journal.Event{{ID: journal.NewEventID(), Type: "Deposited", Tags: []journal.Tag{acct(id).Stream().Tag}, Data: []byte(`{"amount":5}`)}}, journal.AppendOptions{})
+	require.NoError(t, err)
+	_, err = remote.Execute(ctx, acct(id), Deposit{Amount: 1})
+	require.ErrorIs(t, err, journal.ErrVersionMismatch)
+	require.ErrorAs(t, err, &re)
+	// The actor re-read its tail: the next command succeeds and sees the event.
+	res, err := runtime.ExecuteTyped[Account](ctx, remote, acct(id), Deposit{Amount: 1})
+	require.NoError(t, err)
+	require.Equal(t, int64(1+5+1), res.State.Balance, "probe deposit, the event appended behind the actor's back, this deposit")
+
+	// A command type missing from ClusterConfig.Commands fails clearly
+	// when it must cross members.
+	type Unlisted struct{}
+	_, err = remote.Execute(ctx, acct(id), Unlisted{})
+	require.ErrorIs(t, err, runtime.ErrUnknownCommand)
+}
+
+// hostedBy returns an account ID whose stream is hosted by member host (its
+// actor becomes active there, not on other).
+func hostedBy(t *testing.T, ctx context.Context, host, other *runtime.Runtime) string {
+	t.Helper()
+	for i := range 1000 {
+		id := fmt.Sprintf("probe-%d", i)
+		before := host.ActiveStreams()
+		_, err := other.Execute(ctx, acct(id), Deposit{Amount: 1})
+		require.NoError(t, err)
+		if host.ActiveStreams() == before+1 {
+			return id
+		}
+	}
+	t.Fatal("no stream hosted by the member")
+	return ""
+}
+
+// Deadlines cross members: a remote command's decision is bounded by the
+// caller's deadline, and a domain error decided just before the deadline
+// comes back as the domain error, not as a timeout.
+func TestInProcessDeadlines(t *testing.T) {
+	j := journal.NewMemory()
+	rts := startInProcess(t, 2, j)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	id := hostedBy(t, ctx, rts[1], rts[0])
+
+	dctx, dcancel := context.WithTimeout(ctx, 400*time.Millisecond)
+	_, err := rts[0].Execute(dctx, acct(id), Slow{Millis: 150, Fail: true})
+	dcancel()
+	require.ErrorIs(t, err, errInsufficient, "a domain error is not turned into a timeout")
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+
+	start := time.Now()
+	dctx, dcancel = context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = rts[0].Execute(dctx, acct(id), Slow{Millis: 1500})
+	dcancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), time.Second, "the caller's deadline bounds the remote call")
+	// The slow command still holds the actor; a later command is served after it.
+	_, err = rts[0].Execute(ctx, acct(id), Deposit{Amount: 1})
+	require.NoError(t, err)
+}
