@@ -82,13 +82,14 @@
 //
 // # Subscriptions
 //
-// Subscribe reads page by page (gated), then waits for a wake-up. After an
-// append commits, the journal wakes its own subscribers at once and a notifier
-// goroutine sends one pg_notify per burst of commits (coalesced, in its own
-// transaction with synchronous_commit off: NOTIFY inside the append would
-// serialize commits through Postgres's notify lock and defeat group commit).
-// One LISTEN connection per Journal fans notifications from other processes
-// out to all subscribers. A lost notification costs at most PollInterval.
+// Subscribe reads page by page (gated), then waits for a wake-up. After
+// appends commit, a notifier goroutine wakes this journal's subscribers and
+// sends one pg_notify, at most every 5ms (coalesced), in its own transaction
+// with synchronous_commit off: NOTIFY inside the append would serialize
+// commits through Postgres's notify lock and defeat group commit. One LISTEN
+// connection per Journal fans notifications from other processes out to all
+// subscribers. A lost notification costs at most PollInterval; the
+// notifications are only wake-ups, never the data.
 //
 // # Appends and batching
 //
@@ -104,10 +105,12 @@
 // trips), the append reruns on the slow path, which reports its own error.
 //
 // With Batching on (the default), concurrent Appends are queued; each of
-// Batching.Workers workers takes up to MaxBatch of them into one such
-// transaction. The appends are decided in order as if they ran one after the
-// other (an earlier append's events count against a later append's expected
-// versions and condition), and each failure is reported to its own caller only.
+// Batching.Workers workers (default 2) takes up to MaxBatch of them into one
+// such transaction, waiting up to Batching.Linger (default 500µs) for the batch
+// to grow only while its previous batch carried several appends. The appends
+// are decided in order as if they ran one after the other (an earlier append's
+// events count against a later append's expected versions and condition), and
+// each failure is reported to its own caller only.
 // When the shared write statement's fence fails, the batch reruns on the slow
 // path: one savepoint per append, each with its own checks. A failed COMMIT
 // fails every member; a connection lost during COMMIT is reported as

@@ -34,13 +34,12 @@ func (b *broadcaster) notify() {
 	b.ch = make(chan struct{})
 }
 
-// committed wakes this journal's subscribers after an append committed, and
-// asks the notifier to tell other processes. NOTIFY is not sent inside the
+// committed asks the notifier to wake this journal's subscribers and tell
+// other processes that an append committed. NOTIFY is not sent inside the
 // append's transaction: Postgres serializes the commits of notifying
 // transactions (a global lock held through the WAL flush), which would undo
 // group commit.
 func (j *Journal) committed() {
-	j.wake.notify()
 	j.notifyOnce.Do(j.startNotifier)
 	select {
 	case j.notifyCh <- struct{}{}:
@@ -48,9 +47,10 @@ func (j *Journal) committed() {
 	}
 }
 
-// notifyGap is the least time between two NOTIFYs of one Journal: commits in
-// between are coalesced into the next one, so a busy journal sends at most
-// 1/notifyGap notification transactions per second.
+// notifyGap is the least time between two wake-ups (local, and NOTIFY) of one
+// Journal: commits in between are coalesced into the next one, so a busy
+// journal sends at most 1/notifyGap notification transactions per second and
+// its subscribers read at most that often while caught up.
 const notifyGap = 5 * time.Millisecond
 
 // startNotifier starts the goroutine that sends one NOTIFY per burst of
@@ -75,6 +75,7 @@ func (j *Journal) startNotifier() {
 			case <-gap.C:
 			}
 			gap.Reset(notifyGap)
+			j.wake.notify() // this process's subscribers
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			b := &pgx.Batch{}
 			b.Queue("BEGIN")
