@@ -1,0 +1,471 @@
+package clustertest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/postgres"
+)
+
+// Timeouts of the member processes: short, so failover happens within a
+// test's time.
+const (
+	procSessionTimeout = 3 * time.Second
+	procOpenTimeout    = 5 * time.Second
+	procIdleTimeout    = 10 * time.Second
+)
+
+// proc is one member process.
+type proc struct {
+	name     string
+	httpAddr string
+	cmd      *exec.Cmd
+	ready    chan struct{}
+	fenced   chan struct{}
+	exited   chan struct{}
+	exitCode int // valid once exited is closed
+	stderr   string
+}
+
+// startProcs starts n member processes on the Postgres schema and waits
+// until each serves HTTP and sees n members.
+func startProcs(t *testing.T, n int, url, schema string) []*proc {
+	t.Helper()
+	ms, peers := allocate(t, n)
+	httpPorts := freePorts(t, n)
+	name := clusterName()
+	dir := t.TempDir()
+	procs := make([]*proc, n)
+	for i := range n {
+		cfg := nodeConfig{
+			DB: url, Schema: schema, NodeID: fmt.Sprintf("node-%d", i+1), Cluster: name,
+			RemotePort: ms[i].remote, HealthPort: ms[i].health, Peers: peers, HTTPPort: httpPorts[i],
+			SessionTimeout: procSessionTimeout.String(), OpenTimeout: procOpenTimeout.String(), IdleTimeout: procIdleTimeout.String(),
+		}
+		raw, err := json.Marshal(cfg)
+		require.NoError(t, err)
+		p := &proc{
+			name:     cfg.NodeID,
+			httpAddr: fmt.Sprintf("http://127.0.0.1:%d", httpPorts[i]),
+			ready:    make(chan struct{}),
+			fenced:   make(chan struct{}),
+			exited:   make(chan struct{}),
+			stderr:   filepath.Join(dir, cfg.NodeID+".log"),
+		}
+		errf, err := os.Create(p.stderr)
+		require.NoError(t, err)
+		p.cmd = exec.Command(os.Args[0])
+		// protoactor-go's own data races (see inprocess_test.go) must not
+		// fail a member built with -race.
+		p.cmd.Env = append(os.Environ(), envNode+"="+string(raw), "GORACE=exitcode=0")
+		p.cmd.Stderr = errf
+		out, err := p.cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, p.cmd.Start())
+		go p.scan(out)
+		go func() {
+			_ = p.cmd.Wait()
+			p.exitCode = p.cmd.ProcessState.ExitCode()
+			_ = errf.Close()
+			close(p.exited)
+		}()
+		procs[i] = p
+		t.Cleanup(func() {
+			select {
+			case <-p.exited:
+			default:
+				_ = p.cmd.Process.Signal(syscall.SIGCONT)
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-p.exited:
+				case <-time.After(30 * time.Second):
+					_ = p.cmd.Process.Kill()
+					<-p.exited
+				}
+			}
+			if t.Failed() {
+				p.dumpLog(t)
+			}
+		})
+	}
+	for _, p := range procs {
+		select {
+		case <-p.ready:
+		case <-p.exited:
+			p.dumpLog(t)
+			t.Fatalf("member %s exited with code %d before it was ready", p.name, p.exitCode)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("member %s did not start within 60s", p.name)
+		}
+	}
+	for _, p := range procs {
+		require.Eventually(t, func() bool {
+			s, err := p.stats()
+			return err == nil && len(s.Members) == n
+		}, 30*time.Second, 100*time.Millisecond, "member %s sees %d members", p.name, n)
+	}
+	return procs
+}
+
+func (p *proc) scan(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		switch sc.Text() {
+		case "READY":
+			close(p.ready)
+		case "FENCED":
+			close(p.fenced)
+		}
+	}
+}
+
+func (p *proc) dumpLog(t *testing.T) {
+	b, err := os.ReadFile(p.stderr)
+	if err != nil {
+		return
+	}
+	if len(b) > 6000 {
+		b = b[len(b)-6000:]
+	}
+	t.Logf("---- %s log tail ----\n%s", p.name, b)
+}
+
+func (p *proc) stats() (statsReply, error) {
+	var s statsReply
+	resp, err := http.Get(p.httpAddr + "/stats")
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	return s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// exec posts one command; status 0 means the request failed in transport.
+func (p *proc) exec(ctx context.Context, hc *http.Client, req execRequest) (execReply, int, error) {
+	var rep execReply
+	body, _ := json.Marshal(req)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.httpAddr+"/exec", bytes.NewReader(body))
+	if err != nil {
+		return rep, 0, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(hreq)
+	if err != nil {
+		return rep, 0, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		return rep, resp.StatusCode, err
+	}
+	return rep, resp.StatusCode, nil
+}
+
+// outcome is what a client learned about one command.
+type outcome struct {
+	account string
+	key     string
+	amount  int64 // signed: withdrawals negative
+	version uint64
+	acked   bool // 200: applied at version
+	// rejected: 409 insufficient funds, nothing may be stored for key.
+	rejected bool
+}
+
+// ledgerLoad drives commands at the members chosen by pick.
+type ledgerLoad struct {
+	procs    []*proc
+	accounts []string
+	hc       *http.Client
+	// avoid, when set, keeps clients from choosing a member (a paused one).
+	mu       sync.Mutex
+	avoid    map[int]bool
+	outcomes []outcome
+	retries  int
+}
+
+func newLedgerLoad(procs []*proc, accounts int, clientTimeout time.Duration) *ledgerLoad {
+	l := &ledgerLoad{procs: procs, hc: &http.Client{Timeout: clientTimeout}, avoid: map[int]bool{}}
+	for i := range accounts {
+		l.accounts = append(l.accounts, fmt.Sprintf("acc-%02d", i))
+	}
+	return l
+}
+
+func (l *ledgerLoad) setAvoid(i int, v bool) {
+	l.mu.Lock()
+	l.avoid[i] = v
+	l.mu.Unlock()
+}
+
+// deliver executes one command until a member gives a definite answer,
+// moving to another member after a transport error or a retryable error.
+// Retries reuse the idempotency key, so a command is applied at most once.
+func (l *ledgerLoad) deliver(ctx context.Context, start int, req execRequest) (outcome, error) {
+	o := outcome{account: req.Account, key: req.Key, amount: req.Amount}
+	if req.Op == "withdraw" {
+		o.amount = -req.Amount
+	}
+	var last string
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		i := (start + attempt) % len(l.procs)
+		l.mu.Lock()
+		avoid := l.avoid[i]
+		l.mu.Unlock()
+		p := l.procs[i]
+		if avoid || !p.alive() {
+			continue
+		}
+		rep, status, err := p.exec(ctx, l.hc, req)
+		switch {
+		case err == nil && status == http.StatusOK:
+			o.acked, o.version = true, rep.Version
+			return o, nil
+		case err == nil && status == http.StatusConflict && rep.Code == "insufficient":
+			o.rejected = true
+			return o, nil
+		case err == nil && status != http.StatusServiceUnavailable:
+			return o, fmt.Errorf("member %s answered %d %s: %s", p.name, status, rep.Code, rep.Error)
+		}
+		last = fmt.Sprintf("member %s: status %d, err %v, %s", p.name, status, err, rep.Error)
+		l.mu.Lock()
+		l.retries++
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return o, fmt.Errorf("command %s unresolved when the deadline came: last attempt %s", req.Key, last)
+}
+
+// run starts workers until ctx ends; each command gets until resolveBy to
+// be resolved. It returns after every worker stopped.
+func (l *ledgerLoad) run(t *testing.T, ctx context.Context, workers int, resolve time.Duration) {
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				req := execRequest{Account: l.accounts[(w*7+i*13)%len(l.accounts)], Op: "deposit", Amount: int64(1 + (w+i)%100), Key: fmt.Sprintf("w%d-%d", w, i)}
+				if i%5 == 4 {
+					req.Op, req.Amount = "withdraw", int64(1+(w*i)%150)
+				}
+				rctx, cancel := context.WithTimeout(context.Background(), resolve)
+				o, err := l.deliver(rctx, w+i, req)
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+				l.mu.Lock()
+				l.outcomes = append(l.outcomes, o)
+				l.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// verify reads every account stream from Postgres and checks: versions
+// 1..N without gaps; every acknowledged command stored exactly once at its
+// acknowledged version; nothing stored for rejected commands; no event
+// without an acknowledged command; balances never negative and equal to
+// the sum of acknowledged amounts (money conserved).
+func (l *ledgerLoad) verify(t *testing.T, j *postgres.Journal) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	byKey := map[string]outcome{}
+	want := map[string]int64{}
+	acked := 0
+	for _, o := range l.outcomes {
+		byKey[o.key] = o
+		if o.acked {
+			want[o.account] += o.amount
+			acked++
+		}
+	}
+	seen := map[string]bool{}
+	for _, a := range l.accounts {
+		stream := acct(a).Stream()
+		var version uint64
+		var balance int64
+		for rec, err := range j.ReadStream(ctx, stream, 1, 0) {
+			require.NoError(t, err)
+			version++
+			require.Equal(t, version, rec.Version(stream.Tag), "account %s: versions are gap-free", a)
+			key := rec.Metadata.IdempotencyKey
+			o, ok := byKey[key]
+			require.True(t, ok, "account %s version %d: event of key %q that no client sent", a, version, key)
+			require.True(t, o.acked, "account %s: key %q stored but its client saw no acknowledgement", a, key)
+			require.False(t, seen[key], "account %s: key %q stored twice", a, key)
+			seen[key] = true
+			require.Equal(t, o.version, version, "account %s: key %q acknowledged at version %d, stored at %d", a, key, o.version, version)
+			var ev struct {
+				Amount int64 `json:"amount"`
+			}
+			require.NoError(t, json.Unmarshal(rec.Data, &ev))
+			switch rec.Type {
+			case "Deposited":
+				balance += ev.Amount
+			case "Withdrawn":
+				balance -= ev.Amount
+			}
+			require.GreaterOrEqual(t, balance, int64(0), "account %s: negative balance at version %d", a, version)
+		}
+		require.Equal(t, want[a], balance, "account %s: money conserved (stored balance equals acknowledged amounts)", a)
+	}
+	require.Len(t, seen, acked, "every acknowledged command is stored")
+	t.Logf("verified %d commands (%d acknowledged), %d client retries", len(l.outcomes), acked, l.retries)
+}
+
+func openVerifier(t *testing.T) (string, string, *postgres.Journal) {
+	pool, schema := pgtest.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, postgres.Migrate(ctx, pool, postgres.Config{Schema: schema}))
+	j, err := postgres.NewJournal(pool, postgres.Config{Schema: schema})
+	require.NoError(t, err)
+	return pgtest.URL(t), schema, j
+}
+
+// Three member processes, commands sent to all of them: each stream is
+// hosted by one member, every acknowledged command is stored once, versions
+// are gap-free, money is conserved.
+func TestProcessesLoad(t *testing.T) {
+	t.Parallel()
+	url, schema, j := openVerifier(t)
+	procs := startProcs(t, 3, url, schema)
+	load := newLedgerLoad(procs, 30, 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	load.run(t, ctx, 24, 40*time.Second)
+	total := 0
+	for _, p := range procs {
+		s, err := p.stats()
+		require.NoError(t, err)
+		require.Positive(t, s.Active, "member %s hosts some streams", p.name)
+		total += s.Active
+	}
+	require.Equal(t, len(load.accounts), total, "each stream is active on exactly one member")
+	load.verify(t, j)
+}
+
+// SIGKILL of one member under load: its streams are served by the others
+// once its node session expires; no acknowledged command is lost.
+func TestProcessesKill(t *testing.T) {
+	t.Parallel()
+	url, schema, j := openVerifier(t)
+	procs := startProcs(t, 3, url, schema)
+	load := newLedgerLoad(procs, 30, 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
+	defer cancel()
+	var failover time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(2 * time.Second) // let the load run on three members first
+		killed := time.Now()
+		require.NoError(t, procs[2].cmd.Process.Signal(syscall.SIGKILL))
+		<-procs[2].exited
+		// Every account is served again: probe each through the survivors.
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i, a := range load.accounts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pctx, pcancel := context.WithTimeout(context.Background(), 40*time.Second)
+				defer pcancel()
+				o, err := load.deliver(pctx, i, execRequest{Account: a, Op: "deposit", Amount: 1, Key: "probe-" + a})
+				if err != nil {
+					t.Errorf("account %s not served after the kill: %v", a, err)
+					return
+				}
+				d := time.Since(killed)
+				mu.Lock()
+				load.outcomes = append(load.outcomes, o)
+				failover = max(failover, d)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}()
+	load.run(t, ctx, 24, 40*time.Second)
+	<-done
+	bound := procSessionTimeout + 2*time.Second + 300*time.Millisecond + procOpenTimeout
+	t.Logf("failover: every account served again %s after SIGKILL (bound %s)", failover.Round(time.Millisecond), bound)
+	require.Less(t, failover, bound, "streams of the killed member are served within the bound")
+	load.verify(t, j)
+}
+
+// SIGSTOP of one member past the session timeout, then SIGCONT: the others
+// take its streams over; the paused member's stale activations cannot
+// append (fenced by Postgres), it notices and stops; no stream forks and
+// no acknowledged command is lost.
+func TestProcessesPause(t *testing.T) {
+	t.Parallel()
+	url, schema, j := openVerifier(t)
+	procs := startProcs(t, 3, url, schema)
+	load := newLedgerLoad(procs, 30, 4*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 16*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(2 * time.Second) // load on three members first
+		p := procs[2]
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGSTOP))
+		paused := time.Now()
+		// Clients time out on the paused member and move on; keep them off it.
+		load.setAvoid(2, true)
+		time.Sleep(procSessionTimeout*2 + 2*time.Second) // hold the pause past the session timeout
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGCONT))
+		load.setAvoid(2, false)
+		select {
+		case <-p.fenced:
+			t.Logf("paused member fenced itself %s after SIGCONT (paused %s)", time.Since(paused)-(procSessionTimeout*2+2*time.Second), (procSessionTimeout*2 + 2*time.Second))
+		case <-time.After(15 * time.Second):
+			t.Errorf("the paused member did not notice it was fenced within 15s of SIGCONT")
+		}
+		select {
+		case <-p.exited:
+			require.Equal(t, exitFenced, p.exitCode, "the fenced member stops cleanly")
+		case <-time.After(30 * time.Second):
+			t.Errorf("the fenced member did not exit")
+		}
+	}()
+	load.run(t, ctx, 24, 40*time.Second)
+	<-done
+	load.verify(t, j)
+}
