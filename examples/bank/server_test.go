@@ -388,3 +388,31 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestIdempotencyAcrossRestart retries requests through HTTP after the
+// server restarted on the same Postgres schema (its replay cache is empty):
+// the retries get the first responses and change nothing.
+func TestIdempotencyAcrossRestart(t *testing.T) {
+	t.Parallel()
+	_, schema := pgtest.Pool(t)
+	cfg := serverConfig{Addr: "127.0.0.1:0", NodeID: "restart-node", Logger: testLogger(t), DatabaseURL: pgtest.URL(t), Schema: schema}
+	ts := startTestServerWith(t, cfg)
+	create := ts.request("POST", "/accounts", `{"id":"alice"}`, "Idempotency-Key", "k-create")
+	requireAccount(t, create, 201, "alice", 0, 1)
+	requireAccount(t, ts.request("POST", "/accounts", `{"id":"bob"}`), 201, "bob", 0, 1)
+	dep := ts.request("POST", "/accounts/alice/deposit", `{"amount":500}`, "Idempotency-Key", "k-dep")
+	requireAccount(t, dep, 200, "alice", 500, 2)
+	tr := ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":200}`, "Idempotency-Key", "k-tr")
+	require.Equal(t, 200, tr.Status, string(tr.Body))
+	requireAccount(t, ts.request("POST", "/accounts/alice/withdraw", `{"amount":1}`), 200, "alice", 299, 4)
+	ts.stop()
+
+	ts = startTestServerWith(t, cfg)
+	require.Equal(t, create.Body, ts.request("POST", "/accounts", `{"id":"alice"}`, "Idempotency-Key", "k-create").Body)
+	require.Equal(t, dep.Body, ts.request("POST", "/accounts/alice/deposit", `{"amount":500}`, "Idempotency-Key", "k-dep").Body)
+	require.Equal(t, tr.Body, ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":200}`, "Idempotency-Key", "k-tr").Body)
+	requireError(t, ts.request("POST", "/accounts/alice/deposit", `{"amount":501}`, "Idempotency-Key", "k-dep"), 422, "idempotency_key_reused")
+	requireError(t, ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":201}`, "Idempotency-Key", "k-tr"), 422, "idempotency_key_reused")
+	requireAccount(t, ts.request("GET", "/accounts/alice", ""), 200, "alice", 299, 4)
+	requireAccount(t, ts.request("GET", "/accounts/bob", ""), 200, "bob", 200, 2)
+}
