@@ -1,0 +1,75 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/postgres"
+)
+
+// BenchmarkDCBTransfers measures DCB transfers between 100 wallets from 32
+// goroutines, on the memory journal and on Postgres, deciding from the actors'
+// aggregate states ("states") or by folding the wallets' events ("events").
+// It reports transfers/s:
+//
+//	go test -run '^$' -bench BenchmarkDCBTransfers -benchtime 20000x ./runtime
+func BenchmarkDCBTransfers(b *testing.B) {
+	backends := []struct {
+		name string
+		env  func(b *testing.B) *env
+	}{
+		{"memory", func(*testing.B) *env { return memoryEnv() }},
+		{"postgres", func(b *testing.B) *env {
+			pool, schema := pgtest.Pool(b)
+			cfg := postgres.Config{Schema: schema}
+			require.NoError(b, postgres.Migrate(context.Background(), pool, cfg))
+			j, err := postgres.NewJournal(pool, cfg)
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = j.Close() })
+			return &env{j: j, s: j}
+		}},
+	}
+	for _, be := range backends {
+		for _, mode := range []string{"states", "events"} {
+			b.Run(be.name+"/"+mode, func(b *testing.B) {
+				const wallets, goroutines = 100, 32
+				a := startDCB(b, be.env(b))
+				a.openWallets(b, wallets, 1_000_000_000)
+				cmd := a.transfer
+				if mode == "events" {
+					cmd = a.fold
+				}
+				ctx := context.Background()
+				var next atomic.Int64
+				var failed atomic.Value
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for range goroutines {
+					wg.Go(func() {
+						for next.Add(1) <= int64(b.N) {
+							from := rand.IntN(wallets)
+							to := (from + 1 + rand.IntN(wallets-1)) % wallets
+							if _, err := cmd.Execute(ctx, Transfer{From: fmt.Sprint(from), To: fmt.Sprint(to), Amount: 1}); err != nil {
+								failed.Store(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				if err, _ := failed.Load().(error); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transfers/s")
+			})
+		}
+	}
+}
