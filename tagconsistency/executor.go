@@ -171,8 +171,10 @@ func streamsOf(q journal.Query, extra []journal.Tag) []journal.StreamID {
 //     order; a busy tag queues the command, for at most the reserve timeout;
 //  2. with an idempotency key, return the stored result of an earlier
 //     execution of the same key, if there is one;
-//  3. fold the events matching cmd.Query (from the owners' cached records
-//     when they cover the query, otherwise from the journal) and Decide;
+//  3. build the state (with cmd.FromStates from the owners' cached states;
+//     otherwise by folding the events matching cmd.Query from the reserved
+//     streams, continuing the executor's cached fold of the same Name and
+//     Query when it has one) and Decide;
 //  4. append the decided events in one call, expecting each reserved stream
 //     at the version its owner reported, carrying the owners' leases, with
 //     the AppendCondition "no event matches cmd.Query after the last position
@@ -277,8 +279,10 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		x.cancelAll(ctx, held, nil)
 		return Result{Records: appended.Records, Duplicate: true}, nil
 	}
-	x.confirmAll(ctx, held, appended.Records)
+	// Cache the advanced fold before the tags are freed, so the next command
+	// with the same query (queued at those tags) finds it.
 	advance(x.cache, cmd, key, state, after, held, appended.Records)
+	x.confirmAll(ctx, held, appended.Records)
 	outcome = outcomeOK
 	return Result{Records: appended.Records}, nil
 }
