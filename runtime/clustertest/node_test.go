@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -87,7 +88,16 @@ func runNode(raw string) int {
 	dur := func(s string) time.Duration { d, _ := time.ParseDuration(s); return d }
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	pool, err := pgxpool.New(ctx, cfg.DB)
+	pcfg, err := pgxpool.ParseConfig(cfg.DB)
+	if err != nil {
+		log.Error("database URL", "error", err)
+		return exitFailed
+	}
+	// A member paused in the middle of a transaction holds its row locks
+	// until it resumes; the server ends such a transaction after this
+	// timeout, so the other members can take its streams over.
+	pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(dur(cfg.SessionTimeout).Milliseconds(), 10)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		log.Error("connect", "error", err)
 		return exitFailed
