@@ -59,10 +59,12 @@ func (ts *testServer) stop() {
 	if ts.srv == nil {
 		return
 	}
+	// Close the client's idle connections first: the server's Shutdown
+	// counts a connection that never sent a request as active for 5 s.
+	ts.client.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(ts.t, ts.srv.Shutdown(ctx))
-	ts.client.CloseIdleConnections()
 	ts.srv = nil
 }
 
