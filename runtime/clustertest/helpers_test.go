@@ -54,7 +54,7 @@ func allocate(t testing.TB, n int) ([]memberPorts, []string) {
 
 // startInProcess starts n cluster members in this process on one memory
 // journal and waits until each sees all n.
-func startInProcess(t *testing.T, n int, j *journal.Memory) []*runtime.Runtime {
+func startInProcess(t testing.TB, n int, j *journal.Memory) []*runtime.Runtime {
 	t.Helper()
 	ms, peers := allocate(t, n)
 	name := clusterName()
