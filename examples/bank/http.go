@@ -16,8 +16,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
@@ -74,7 +76,8 @@ type errorBody struct {
 // apiConfig configures the HTTP API.
 type apiConfig struct {
 	Service Service
-	Logger  *slog.Logger
+	// Logger defaults to discarding.
+	Logger *slog.Logger
 	// Ready reports whether /healthz answers 200.
 	Ready *atomic.Bool
 	// RequestTimeout bounds each request's work (default 10 s).
@@ -83,8 +86,9 @@ type apiConfig struct {
 	// 100,000 entries and 24 h).
 	IdempotencyEntries int
 	IdempotencyTTL     time.Duration
-	TracerProvider     trace.TracerProvider
-	MeterProvider      metric.MeterProvider
+	// TracerProvider and MeterProvider default to no-op providers.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 type api struct {
@@ -110,6 +114,15 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 	}
 	if cfg.IdempotencyTTL <= 0 {
 		cfg.IdempotencyTTL = 24 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = metricnoop.NewMeterProvider()
 	}
 	a := &api{
 		svc:     cfg.Service,
