@@ -678,3 +678,70 @@ func testDCBIdempotency(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 }
+
+// Hold occupies its gate stream's actor until Release is closed.
+type Hold struct {
+	Started chan<- struct{}
+	Release <-chan struct{}
+}
+
+// Touch is a DCB command over one gate tag that appends nothing.
+type Touch struct{ Gate string }
+
+func TestDCBReservationQueuesBehindCommandsAndTimesOut(t *testing.T) {
+	t.Parallel()
+	e := memoryEnv()
+	rt := e.start(t, func(c *runtime.Config) { c.ReservationTimeout = 200 * time.Millisecond })
+	require.NoError(t, runtime.RegisterAggregate(rt, runtime.Aggregate[int]{
+		Name:    "gate",
+		Initial: func() int { return 0 },
+		Decide: func(_ int, cmd any) ([]any, error) {
+			h := cmd.(Hold)
+			close(h.Started)
+			<-h.Release
+			return nil, nil
+		},
+		Evolve: func(s int, _ any) int { return s },
+	}))
+	touch, err := runtime.RegisterDCB(rt, runtime.DCB[Touch, int]{
+		Name:   "Touch",
+		Query:  func(c Touch) journal.Query { return journal.TagQuery(journal.NewTag("gate", c.Gate)) },
+		Evolve: func(_ Touch, s int, _ runtime.DCBEvent) int { return s + 1 },
+		Decide: func(Touch, int) ([]any, error) { return nil, nil },
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	hold := func() (release func(), done <-chan error) {
+		started, rel := make(chan struct{}), make(chan struct{})
+		errs := make(chan error, 1)
+		go func() {
+			_, err := rt.Execute(ctx, runtime.Target{Aggregate: "gate", ID: "g"}, Hold{Started: started, Release: rel})
+			errs <- err
+		}()
+		<-started
+		return func() { close(rel) }, errs
+	}
+
+	// A busy tag beyond the reservation timeout: the error names it.
+	release, done := hold()
+	_, err = touch.Execute(ctx, Touch{Gate: "g"})
+	require.ErrorIs(t, err, runtime.ErrReservationTimeout)
+	var te *runtime.ReservationTimeoutError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, journal.Stream("gate:g"), te.Stream)
+	release()
+	require.NoError(t, <-done)
+
+	// A busy tag within the timeout: the command queues and then succeeds.
+	release, done = hold()
+	result := make(chan error, 1)
+	go func() {
+		_, err := touch.Execute(ctx, Touch{Gate: "g"})
+		result <- err
+	}()
+	require.Eventually(t, func() bool { return rt.Pending(runtime.Target{Aggregate: "gate", ID: "g"}) > 0 }, 5*time.Second, time.Millisecond)
+	release()
+	require.NoError(t, <-done)
+	require.NoError(t, <-result)
+}
