@@ -35,10 +35,10 @@
 //
 // Every POST accepts an Idempotency-Key header (1–255 printable ASCII
 // characters, global to the service). A repeat with the same key and the
-// same request returns the first response (status and body) and has no
-// further effect; a concurrent repeat waits for the first. A key reused for a
-// different request (another operation, account or amount) is refused with
-// 422 idempotency_key_reused. Responses are replayed from a bounded in-memory
+// same request returns the first response (status and body, with the header
+// Idempotent-Replayed: true) and has no further effect; a concurrent repeat
+// waits for the first. A key reused for a different request (another
+// operation, account or amount) is refused with 422 idempotency_key_reused. Responses are replayed from a bounded in-memory
 // cache (100,000 keys, 24 h); the key also becomes the Scribe command's
 // idempotency key, so a retry after a restart or an eviction still appends
 // nothing and answers with the state right after the first execution. 5xx

@@ -194,6 +194,9 @@ func (a *api) instrument(h func(http.ResponseWriter, *http.Request) response) ht
 		if len(resp.body) > 0 {
 			w.Header().Set("Content-Type", "application/json")
 		}
+		if resp.replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
 		if sc := span.SpanContext(); sc.HasTraceID() {
 			w.Header().Set("Trace-Id", sc.TraceID().String())
 		}
@@ -295,6 +298,7 @@ func (a *api) command(r *http.Request, op, fingerprint string, run func(context.
 		return errorResponse(codeIdempotencyKeyReused, fmt.Sprintf("Idempotency-Key %s was already used for a different request; use a new key for a new request, and the same key only to retry the identical request", strconv.Quote(key)))
 	case outcome == idemReplayed:
 		trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("idempotency.replayed", true))
+		resp.replayed = true
 	}
 	return resp
 }

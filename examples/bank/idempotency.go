@@ -11,6 +11,9 @@ import (
 type response struct {
 	status int
 	body   []byte
+	// replayed marks a response served from the cache (header
+	// Idempotent-Replayed: true).
+	replayed bool
 }
 
 // idempotencyCache remembers the responses of requests that carried an

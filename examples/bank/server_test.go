@@ -258,9 +258,11 @@ func TestIdempotencyKeys(t *testing.T) {
 
 			dep := ts.request("POST", "/accounts/alice/deposit", `{"amount":100}`, "Idempotency-Key", "dep-1")
 			requireAccount(t, dep, 200, "alice", 100, 2)
+			require.Empty(t, dep.Header.Get("Idempotent-Replayed"))
 			for range 3 {
 				r := ts.request("POST", "/accounts/alice/deposit", `{"amount":100}`, "Idempotency-Key", "dep-1")
 				require.Equal(t, dep.Body, r.Body)
+				require.Equal(t, "true", r.Header.Get("Idempotent-Replayed"))
 			}
 			requireError(t, ts.request("POST", "/accounts/alice/deposit", `{"amount":101}`, "Idempotency-Key", "dep-1"), 422, "idempotency_key_reused")
 			requireError(t, ts.request("POST", "/accounts/alice/withdraw", `{"amount":100}`, "Idempotency-Key", "dep-1"), 422, "idempotency_key_reused")
