@@ -351,3 +351,46 @@ func concurrentRetries(t *testing.T, j *postgres.Journal) {
 		}
 	}
 }
+
+// TestBatchesAcrossPartitions: concurrent appends to the same tag names in
+// several partitions share batches; every partition's streams stay separate
+// and gap-free.
+func TestBatchesAcrossPartitions(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	j := f.journal
+	ctx := t.Context()
+	partitions := []string{"tenant-a", "tenant-b", "tenant-c", journal.DefaultPartition}
+	const perPartition = 30
+	var wg sync.WaitGroup
+	for _, p := range partitions {
+		for w := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range perPartition / 3 {
+					e := event("Tick", "account:shared", journal.NewTag("writer", fmt.Sprint(w)))
+					e.Metadata.Partition = p
+					if _, err := j.Append(ctx, []journal.Event{e}, journal.AppendOptions{}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for _, p := range partitions {
+		stream := journal.StreamID{Partition: p, Tag: "account:shared"}
+		n, err := journal.VerifyStream(ctx, j, stream)
+		require.NoError(t, err, p)
+		require.EqualValues(t, perPartition, n, p)
+		cnt := 0
+		for r, err := range j.Read(ctx, journal.Query{Partition: p, All: true}, journal.ReadOptions{}) {
+			require.NoError(t, err)
+			require.Equal(t, p, r.Partition())
+			cnt++
+		}
+		require.Equal(t, perPartition, cnt, p)
+	}
+}
