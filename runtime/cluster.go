@@ -61,6 +61,7 @@ type clusterNode struct {
 	seq     atomic.Uint64
 	mu      sync.Mutex
 	calls   map[uint64]*call
+	held    map[uint64]heldReservation // reservations granted to other members
 	closed  bool
 	serving sync.WaitGroup
 
@@ -108,6 +109,7 @@ func startCluster(ctx context.Context, rt *Runtime, cfg ClusterConfig) (c *clust
 		commandsByType: map[reflect.Type]string{},
 		byCode:         map[string]error{},
 		calls:          map[uint64]*call{},
+		held:           map[uint64]heldReservation{},
 		joined:         make(chan struct{}),
 		fenced:         make(chan struct{}),
 		stop:           make(chan struct{}),
@@ -189,6 +191,7 @@ func (c *clusterNode) shutdown() {
 		}
 		c.mu.Unlock()
 		c.serving.Wait()
+		c.releaseAllHeld()
 		c.system.EventStream.Unsubscribe(c.topoSub)
 		c.leave()
 	})
@@ -246,6 +249,7 @@ func (c *clusterNode) onEvent(ev any) {
 		addr := m.Address()
 		c.log.Warn("member left the cluster", "member", addr)
 		c.failCalls(func(cl *call) bool { return cl.target.Address == addr }, errMemberLeft)
+		c.serveAsync(func() { c.releaseHeldBy(addr) })
 	}
 }
 
@@ -502,6 +506,11 @@ func (g *streamGrain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *clusterpb.ExecuteRequest:
 		g.c.serve(ctx.Sender(), func() any { return g.c.serveExecute(m) })
+	case *clusterpb.ReserveRequest:
+		sender := ctx.Sender()
+		g.c.serve(sender, func() any { return g.c.serveReserve(sender, m) })
+	case *clusterpb.EndReservationRequest:
+		g.c.serve(ctx.Sender(), func() any { return g.c.serveEndReservation(m) })
 	}
 }
 
@@ -511,6 +520,12 @@ func (c *clusterNode) serve(sender *actor.PID, fn func() any) {
 	if sender == nil {
 		return
 	}
+	c.serveAsync(func() { c.system.Root.Send(sender, fn()) })
+}
+
+// serveAsync runs fn on a goroutine that shutdown waits for, unless the
+// member is shutting down.
+func (c *clusterNode) serveAsync(fn func()) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -520,7 +535,7 @@ func (c *clusterNode) serve(sender *actor.PID, fn func() any) {
 	c.mu.Unlock()
 	go func() {
 		defer c.serving.Done()
-		c.system.Root.Send(sender, fn())
+		fn()
 	}()
 }
 

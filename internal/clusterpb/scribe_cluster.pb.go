@@ -867,6 +867,9 @@ type ReserveReply struct {
 	Version       uint64                 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	LastPosition  *Position              `protobuf:"bytes,5,opt,name=last_position,json=lastPosition,proto3" json:"last_position,omitempty"`
 	Error         *Error                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// state is the hosting actor's aggregate state at version, encoded with
+	// the aggregate's state codec; unset when it has no aggregate.
+	State         *Payload `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -939,6 +942,13 @@ func (x *ReserveReply) GetLastPosition() *Position {
 func (x *ReserveReply) GetError() *Error {
 	if x != nil {
 		return x.Error
+	}
+	return nil
+}
+
+func (x *ReserveReply) GetState() *Payload {
+	if x != nil {
+		return x.State
 	}
 	return nil
 }
@@ -1167,7 +1177,7 @@ const file_scribe_cluster_proto_rawDesc = "" +
 	"\rtimeout_nanos\x18\x03 \x01(\x03R\ftimeoutNanos\x12!\n" +
 	"\ftrace_parent\x18\x04 \x01(\tR\vtraceParent\x12\x1f\n" +
 	"\vtrace_state\x18\x05 \x01(\tR\n" +
-	"traceState\"\x90\x02\n" +
+	"traceState\"\xc2\x02\n" +
 	"\fReserveReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12%\n" +
@@ -1175,7 +1185,8 @@ const file_scribe_cluster_proto_rawDesc = "" +
 	"\x05lease\x18\x03 \x01(\v2\x18.scribe.cluster.v1.LeaseR\x05lease\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12@\n" +
 	"\rlast_position\x18\x05 \x01(\v2\x1b.scribe.cluster.v1.PositionR\flastPosition\x12.\n" +
-	"\x05error\x18\x06 \x01(\v2\x18.scribe.cluster.v1.ErrorR\x05error\"\xc1\x02\n" +
+	"\x05error\x18\x06 \x01(\v2\x18.scribe.cluster.v1.ErrorR\x05error\x120\n" +
+	"\x05state\x18\a \x01(\v2\x1a.scribe.cluster.v1.PayloadR\x05state\"\xc1\x02\n" +
 	"\x15EndReservationRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x121\n" +
@@ -1232,15 +1243,16 @@ var file_scribe_cluster_proto_depIdxs = []int32{
 	6,  // 9: scribe.cluster.v1.ReserveReply.lease:type_name -> scribe.cluster.v1.Lease
 	7,  // 10: scribe.cluster.v1.ReserveReply.last_position:type_name -> scribe.cluster.v1.Position
 	4,  // 11: scribe.cluster.v1.ReserveReply.error:type_name -> scribe.cluster.v1.Error
-	5,  // 12: scribe.cluster.v1.EndReservationRequest.stream:type_name -> scribe.cluster.v1.Stream
-	3,  // 13: scribe.cluster.v1.EndReservationRequest.records:type_name -> scribe.cluster.v1.Record
-	4,  // 14: scribe.cluster.v1.EndReservationRequest.cancel_cause:type_name -> scribe.cluster.v1.Error
-	4,  // 15: scribe.cluster.v1.EndReservationReply.error:type_name -> scribe.cluster.v1.Error
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	0,  // 12: scribe.cluster.v1.ReserveReply.state:type_name -> scribe.cluster.v1.Payload
+	5,  // 13: scribe.cluster.v1.EndReservationRequest.stream:type_name -> scribe.cluster.v1.Stream
+	3,  // 14: scribe.cluster.v1.EndReservationRequest.records:type_name -> scribe.cluster.v1.Record
+	4,  // 15: scribe.cluster.v1.EndReservationRequest.cancel_cause:type_name -> scribe.cluster.v1.Error
+	4,  // 16: scribe.cluster.v1.EndReservationReply.error:type_name -> scribe.cluster.v1.Error
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_scribe_cluster_proto_init() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"testing"
@@ -92,3 +93,5 @@ func startInProcess(t testing.TB, n int, j *journal.Memory) []*runtime.Runtime {
 }
 
 func acct(id string) runtime.Target { return runtime.Target{Aggregate: "account", ID: id} }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

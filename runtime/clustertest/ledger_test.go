@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -31,6 +32,83 @@ type Deposited struct {
 
 type Withdrawn struct {
 	Amount int64 `json:"amount"`
+}
+
+// TransferredOut and TransferredIn are the events of a transfer, a DCB
+// command across two account tags.
+type TransferredOut struct {
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+}
+
+type TransferredIn struct {
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+}
+
+func (e TransferredOut) Tags() []journal.Tag {
+	return []journal.Tag{journal.NewTag("account", e.Account)}
+}
+func (e TransferredIn) Tags() []journal.Tag {
+	return []journal.Tag{journal.NewTag("account", e.Account)}
+}
+
+// Transfer moves Amount from one account to another.
+type Transfer struct {
+	From, To string
+	Amount   int64
+}
+
+// transferState is the two balances a transfer decides from.
+type transferState struct{ from, to int64 }
+
+func transferDCB() runtime.DCB[Transfer, transferState] {
+	types := []string{"Deposited", "Withdrawn", "TransferredOut", "TransferredIn"}
+	return runtime.DCB[Transfer, transferState]{
+		Name: "transfer",
+		Query: func(c Transfer) journal.Query {
+			return journal.Query{Items: []journal.QueryItem{
+				{Types: types, Tags: []journal.Tag{journal.NewTag("account", c.From)}},
+				{Types: types, Tags: []journal.Tag{journal.NewTag("account", c.To)}},
+			}}
+		},
+		Evolve: func(c Transfer, s transferState, ev runtime.DCBEvent) transferState {
+			d := amountOf(ev.Value)
+			if ev.Record.HasTag(journal.NewTag("account", c.From)) {
+				s.from += d
+			}
+			if ev.Record.HasTag(journal.NewTag("account", c.To)) {
+				s.to += d
+			}
+			return s
+		},
+		FromStates: func(c Transfer, states map[journal.Tag]any) (transferState, bool) {
+			from, ok1 := states[journal.NewTag("account", c.From)].(Account)
+			to, ok2 := states[journal.NewTag("account", c.To)].(Account)
+			return transferState{from: from.Balance, to: to.Balance}, ok1 && ok2
+		},
+		Decide: func(c Transfer, s transferState) ([]any, error) {
+			if c.Amount > s.from {
+				return nil, fmt.Errorf("%w: balance %d, transfer %d", errInsufficient, s.from, c.Amount)
+			}
+			return []any{TransferredOut{Account: c.From, Amount: c.Amount}, TransferredIn{Account: c.To, Amount: c.Amount}}, nil
+		},
+	}
+}
+
+// amountOf is an event's effect on its account's balance.
+func amountOf(ev any) int64 {
+	switch e := ev.(type) {
+	case Deposited:
+		return e.Amount
+	case Withdrawn:
+		return -e.Amount
+	case TransferredOut:
+		return -e.Amount
+	case TransferredIn:
+		return e.Amount
+	}
+	return 0
 }
 
 type Account struct {
@@ -65,12 +143,7 @@ func ledger() runtime.Aggregate[Account] {
 			return nil, fmt.Errorf("ledger: unknown command %T", cmd)
 		},
 		Evolve: func(s Account, ev any) Account {
-			switch e := ev.(type) {
-			case Deposited:
-				s.Balance += e.Amount
-			case Withdrawn:
-				s.Balance -= e.Amount
-			}
+			s.Balance += amountOf(ev)
 			return s
 		},
 	}
@@ -81,6 +154,12 @@ func registerLedger(rt *runtime.Runtime) error {
 		return err
 	}
 	if err := runtime.RegisterEvent[Withdrawn](rt, "Withdrawn", 1); err != nil {
+		return err
+	}
+	if err := runtime.RegisterEvent[TransferredOut](rt, "TransferredOut", 1); err != nil {
+		return err
+	}
+	if err := runtime.RegisterEvent[TransferredIn](rt, "TransferredIn", 1); err != nil {
 		return err
 	}
 	return runtime.RegisterAggregate(rt, ledger())

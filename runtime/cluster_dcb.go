@@ -1,0 +1,284 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/internal/clusterpb"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/tagconsistency"
+)
+
+// tagOwners returns the DCB executor's access to the tags' stream actors:
+// the local host in single-node mode; in cluster mode, the actor on the
+// member hosting each tag's stream, reserved locally or through its grain.
+func (rt *Runtime) tagOwners() tagconsistency.TagOwners {
+	if rt.cluster != nil {
+		return clusterOwners{c: rt.cluster}
+	}
+	return tagconsistency.ActorOwners(rt.host)
+}
+
+// clusterOwners reserves each tag stream at the member hosting it. A remote
+// reservation carries the hosting actor's lease, version, last position and
+// state (encoded with the aggregate's state codec), never its records: the
+// executor folds from the journal or from the states. If the caller
+// abandons or loses a granted remote reservation, the hosting actor cancels
+// it after Config.ReservationHold, or at once when the caller's member
+// leaves the cluster.
+type clusterOwners struct{ c *clusterNode }
+
+// remoteReservation is the Token of a reservation held on another member.
+type remoteReservation struct {
+	pid *actor.PID
+	id  uint64 // the reservation's ID on the hosting member
+}
+
+func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (tagconsistency.Reservation, error) {
+	c := o.c
+	stream = stream.Normalize()
+	identity := stream.String()
+	for attempt := 1; ; attempt++ {
+		if err := c.fenceError(); err != nil {
+			return tagconsistency.Reservation{}, err
+		}
+		owner := c.owner(identity)
+		switch owner {
+		case "":
+			return tagconsistency.Reservation{}, fmt.Errorf("%w: no member of cluster %q hosts streams right now (stream %s); retry when members have joined", ErrNodeUnavailable, c.cfg.Name, stream)
+		case c.self:
+			return c.localOwners().Reserve(ctx, stream)
+		}
+		r, retry, err := o.remoteReserve(ctx, stream)
+		if !retry || attempt >= maxRouteAttempts || ctx.Err() != nil {
+			return r, err
+		}
+	}
+}
+
+func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamID) (tagconsistency.Reservation, bool, error) {
+	c := o.c
+	identity := stream.String()
+	pid := c.pid(identity)
+	if pid == nil {
+		return tagconsistency.Reservation{}, false, fmt.Errorf("%w: the member hosting stream %s did not activate it; nothing was reserved: retry", ErrNodeUnavailable, stream)
+	}
+	id := c.seq.Add(1)
+	req := &clusterpb.ReserveRequest{
+		RequestId:    id,
+		Stream:       &clusterpb.Stream{Partition: stream.Partition, Tag: string(stream.Tag)},
+		TimeoutNanos: int64(remoteTimeout(ctx, c.rt.cfg.ReservationTimeout)),
+	}
+	req.TraceParent, req.TraceState = c.traceContext(ctx)
+	r, err := c.send(ctx, pid, id, req)
+	if err != nil {
+		// A grant that arrives later is cancelled by the hosting actor after
+		// its reservation hold.
+		return tagconsistency.Reservation{}, false, err
+	}
+	switch r := r.(type) {
+	case *clusterpb.ReserveReply:
+		if r.Error != nil {
+			if hasCode(r.Error, codeNotOwner) {
+				c.cl.PidCache.Remove(identity, streamKind)
+				return tagconsistency.Reservation{}, true, fmt.Errorf("%w: member %s no longer hosts stream %s; nothing was reserved: retry", ErrNodeUnavailable, pid.Address, stream)
+			}
+			err := c.decodeError(r.Error, pid.Address)
+			if errors.Is(err, actors.ErrReservationTimeout) {
+				err = fmt.Errorf("%w: %w", tagconsistency.ErrReservationTimeout, err)
+			}
+			return tagconsistency.Reservation{}, false, err
+		}
+		res := tagconsistency.Reservation{
+			Stream:  stream,
+			Version: r.Version,
+			Token:   &remoteReservation{pid: pid, id: r.ReservationId},
+		}
+		if r.Lease != nil {
+			res.Lease = journal.Lease{Stream: stream, NodeID: r.Lease.NodeId, Incarnation: r.Lease.Incarnation, Epoch: r.Lease.Epoch}
+		}
+		if r.LastPosition != nil {
+			res.LastPosition = journal.Position{Commit: r.LastPosition.Commit, Seq: r.LastPosition.Seq}
+		}
+		if r.State != nil {
+			if m := c.rt.reg.model(stream.Tag.Group()); m != nil {
+				st, err := m.DecodeState(r.State.Data)
+				if err != nil {
+					_ = o.Cancel(context.WithoutCancel(ctx), res, nil)
+					return tagconsistency.Reservation{}, false, fmt.Errorf("runtime: decoding the state of stream %s sent by member %s: %w", stream, pid.Address, err)
+				}
+				res.State = st
+			}
+		}
+		return res, false, nil
+	case error:
+		switch {
+		case errors.Is(r, errUndelivered):
+			c.cl.PidCache.Remove(identity, streamKind)
+			return tagconsistency.Reservation{}, true, fmt.Errorf("%w: the reservation of stream %s could not be delivered to member %s: retry", ErrNodeUnavailable, stream, pid.Address)
+		case errors.Is(r, errMemberLeft):
+			c.cl.PidCache.Remove(identity, streamKind)
+			return tagconsistency.Reservation{}, false, fmt.Errorf("%w: member %s left the cluster while reserving stream %s: retry", ErrNodeUnavailable, pid.Address, stream)
+		}
+		return tagconsistency.Reservation{}, false, r
+	}
+	return tagconsistency.Reservation{}, false, fmt.Errorf("runtime: unexpected reply %T from member %s", r, pid.Address)
+}
+
+func (o clusterOwners) Confirm(ctx context.Context, r tagconsistency.Reservation, records []journal.Record) error {
+	rr, ok := r.Token.(*remoteReservation)
+	if !ok {
+		return o.c.localOwners().Confirm(ctx, r, records)
+	}
+	return o.end(ctx, r.Stream, rr, &clusterpb.EndReservationRequest{Confirm: true, Records: recordsToPB(records)})
+}
+
+func (o clusterOwners) Cancel(ctx context.Context, r tagconsistency.Reservation, cause error) error {
+	rr, ok := r.Token.(*remoteReservation)
+	if !ok {
+		return o.c.localOwners().Cancel(ctx, r, cause)
+	}
+	req := &clusterpb.EndReservationRequest{}
+	if cause != nil {
+		req.CancelCause = o.c.encodeError(cause)
+	}
+	return o.end(ctx, r.Stream, rr, req)
+}
+
+func (o clusterOwners) end(ctx context.Context, stream journal.StreamID, rr *remoteReservation, req *clusterpb.EndReservationRequest) error {
+	c := o.c
+	id := c.seq.Add(1)
+	req.RequestId = id
+	req.Stream = &clusterpb.Stream{Partition: stream.Partition, Tag: string(stream.Tag)}
+	req.ReservationId = rr.id
+	req.TimeoutNanos = int64(remoteTimeout(ctx, c.rt.cfg.RequestTimeout))
+	r, err := c.send(ctx, rr.pid, id, req)
+	if err != nil {
+		return fmt.Errorf("runtime: ending the reservation of stream %s on member %s: %w", stream, rr.pid.Address, err)
+	}
+	switch r := r.(type) {
+	case *clusterpb.EndReservationReply:
+		if r.Error != nil {
+			return c.decodeError(r.Error, rr.pid.Address)
+		}
+		return nil
+	case error:
+		return fmt.Errorf("%w: ending the reservation of stream %s on member %s: %w (%w)", ErrNodeUnavailable, stream, rr.pid.Address, r, actors.ErrReservationLost)
+	}
+	return fmt.Errorf("runtime: unexpected reply %T from member %s", r, rr.pid.Address)
+}
+
+// heldReservation is a reservation this member granted to another member.
+type heldReservation struct {
+	r      tagconsistency.Reservation
+	holder string // the address of the member holding it
+}
+
+func (c *clusterNode) localOwners() tagconsistency.TagOwners {
+	return tagconsistency.ActorOwners(c.rt.host)
+}
+
+func (c *clusterNode) serveReserve(sender *actor.PID, m *clusterpb.ReserveRequest) *clusterpb.ReserveReply {
+	reply := &clusterpb.ReserveReply{RequestId: m.RequestId}
+	stream := streamFromPB(m.Stream)
+	if e := c.hostedHere(stream); e != nil {
+		reply.Error = e
+		return reply
+	}
+	ctx, cancel := c.serveContext(m.TimeoutNanos, m.TraceParent, m.TraceState)
+	defer cancel()
+	r, err := c.localOwners().Reserve(ctx, stream)
+	if err != nil {
+		reply.Error = c.encodeError(err)
+		return reply
+	}
+	if r.State != nil {
+		if mod := c.rt.reg.model(stream.Tag.Group()); mod != nil {
+			data, err := mod.EncodeState(r.State)
+			if err != nil {
+				_ = c.localOwners().Cancel(context.Background(), r, nil)
+				reply.Error = c.encodeError(fmt.Errorf("runtime: encoding the state of stream %s for the reserving member: %w", stream, err))
+				return reply
+			}
+			reply.State = &clusterpb.Payload{Type: mod.Name(), Data: data}
+		}
+	}
+	id := c.seq.Add(1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		_ = c.localOwners().Cancel(context.Background(), r, nil)
+		reply.Error = c.encodeError(ErrShutdown)
+		return reply
+	}
+	c.held[id] = heldReservation{r: r, holder: sender.Address}
+	c.mu.Unlock()
+	reply.ReservationId = id
+	reply.Lease = &clusterpb.Lease{NodeId: r.Lease.NodeID, Incarnation: r.Lease.Incarnation, Epoch: r.Lease.Epoch}
+	reply.Version = r.Version
+	reply.LastPosition = &clusterpb.Position{Commit: r.LastPosition.Commit, Seq: r.LastPosition.Seq}
+	return reply
+}
+
+func (c *clusterNode) serveEndReservation(m *clusterpb.EndReservationRequest) *clusterpb.EndReservationReply {
+	reply := &clusterpb.EndReservationReply{RequestId: m.RequestId}
+	c.mu.Lock()
+	h, ok := c.held[m.ReservationId]
+	delete(c.held, m.ReservationId)
+	c.mu.Unlock()
+	if !ok {
+		reply.Error = c.encodeError(fmt.Errorf("%w: member %s holds no reservation %d of stream %s", actors.ErrReservationLost, c.self, m.ReservationId, streamFromPB(m.Stream)))
+		return reply
+	}
+	ctx, cancel := c.serveContext(m.TimeoutNanos, "", "")
+	defer cancel()
+	var err error
+	if m.Confirm {
+		err = c.localOwners().Confirm(ctx, h.r, recordsFromPB(m.Records))
+	} else {
+		var cause error
+		if m.CancelCause != nil {
+			cause = c.decodeError(m.CancelCause, "")
+		}
+		err = c.localOwners().Cancel(ctx, h.r, cause)
+	}
+	if err != nil {
+		reply.Error = c.encodeError(err)
+	}
+	return reply
+}
+
+// releaseHeldBy cancels the reservations granted to a member that left.
+func (c *clusterNode) releaseHeldBy(addr string) {
+	var rs []tagconsistency.Reservation
+	c.mu.Lock()
+	for id, h := range c.held {
+		if h.holder == addr {
+			rs = append(rs, h.r)
+			delete(c.held, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range rs {
+		ctx, cancel := context.WithTimeout(context.Background(), c.rt.cfg.RequestTimeout)
+		_ = c.localOwners().Cancel(ctx, r, errMemberLeft)
+		cancel()
+	}
+}
+
+// releaseAllHeld cancels every reservation this member granted (shutdown).
+func (c *clusterNode) releaseAllHeld() {
+	c.mu.Lock()
+	held := c.held
+	c.held = map[uint64]heldReservation{}
+	c.mu.Unlock()
+	for _, h := range held {
+		ctx, cancel := context.WithTimeout(context.Background(), c.rt.cfg.RequestTimeout)
+		_ = c.localOwners().Cancel(ctx, h.r, nil)
+		cancel()
+	}
+}
