@@ -29,6 +29,10 @@ func (h *Host) Execute(ctx context.Context, stream journal.StreamID, cmd Command
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
+	if !h.tel.tracing {
+		res, _, err := h.execute(ctx, stream, cmd)
+		return res, err
+	}
 	ctx, span := h.tel.tracer.Start(ctx, SpanExecute, trace.WithAttributes(
 		AttrStream.String(stream.String()), AttrAggregate.String(stream.Tag.Group())))
 	defer span.End()

@@ -191,7 +191,9 @@ type Host struct {
 	// ctx bounds all I/O of the actors; cancelled at the end of Shutdown.
 	ctx    context.Context
 	cancel context.CancelFunc
-	io     sync.WaitGroup
+	io     sync.WaitGroup // I/O tasks in flight
+	ioPool *workerPool    // runs the actors' journal and snapshot calls
+	mbPool *workerPool    // runs the actors' mailboxes (the dispatcher)
 
 	renewStop chan struct{}
 	renewDone chan struct{}
@@ -229,6 +231,8 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 		idNS:      uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/scribe-es/scribe/idempotency")),
 		renewStop: make(chan struct{}),
 		renewDone: make(chan struct{}),
+		ioPool:    newWorkerPool(),
+		mbPool:    newWorkerPool(),
 	}
 	for i := range h.shards {
 		h.shards[i].entries = make(map[journal.StreamID]*entry)
@@ -317,7 +321,7 @@ func (h *Host) spawn(ctx context.Context, stream journal.StreamID) (*entry, erro
 	if h.cfg.Resolve != nil {
 		a.model = h.cfg.Resolve(stream.Tag.Group())
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return a })
+	props := actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(h.dispatcher()))
 	pid, err := h.system.Root.SpawnNamed(props, "stream/"+stream.String())
 	if err != nil {
 		return nil, fmt.Errorf("actors: spawning the actor of stream %s: %w", stream, err)
@@ -354,13 +358,13 @@ func (h *Host) removed(stream journal.StreamID, e *entry) {
 // send delivers an internal message straight to an actor's PID.
 func (h *Host) send(pid *actor.PID, msg any) { h.system.Root.Send(pid, msg) }
 
-// goIO runs fn on a goroutine tracked by Shutdown.
+// goIO runs fn on a pooled goroutine, tracked by Shutdown.
 func (h *Host) goIO(fn func()) {
 	h.io.Add(1)
-	go func() {
+	h.ioPool.run(func() {
 		defer h.io.Done()
 		fn()
-	}()
+	})
 }
 
 // ioContext bounds one journal or snapshot call.
@@ -467,6 +471,7 @@ func (h *Host) doShutdown(ctx context.Context) error {
 	close(h.renewStop)
 	<-h.renewDone
 	h.io.Wait()
+	h.ioPool.close()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.RequestTimeout)
 	if err := h.cfg.Sessions.CloseNode(cctx, *h.node.Load()); err != nil && !isSessionError(err) {
 		errs = append(errs, fmt.Errorf("actors: closing the node session: %w", err))
@@ -474,6 +479,7 @@ func (h *Host) doShutdown(ctx context.Context) error {
 	cancel()
 	h.cancel()
 	h.system.Shutdown()
+	h.mbPool.close()
 	return errors.Join(errs...)
 }
 

@@ -620,6 +620,10 @@ func (a *streamActor) decide(cmds []*commandReq) {
 		}
 		st := working
 		jevs := make([]journal.Event, 0, len(evs))
+		var sc trace.SpanContext
+		if len(evs) > 0 && r.cmd.Metadata.TraceParent == "" {
+			sc = trace.SpanContextFromContext(r.ctx)
+		}
 		var encErr error
 		for j, ev := range evs {
 			var je journal.Event
@@ -636,7 +640,7 @@ func (a *streamActor) decide(cmds []*commandReq) {
 				a.onPanic(r, pe, b, cmds[i+1:])
 				return
 			}
-			a.stamp(&je, r, key, j, now)
+			a.stamp(&je, r, key, j, now, sc)
 			jevs = append(jevs, je)
 		}
 		if encErr != nil {
@@ -663,6 +667,10 @@ func (a *streamActor) decide(cmds []*commandReq) {
 }
 
 func (a *streamActor) decideOne(r *commandReq, state any) (evs []any, err error) {
+	if !a.host.tel.tracing {
+		err = safe(a.stream, "decide", func() (err error) { evs, err = a.model.Decide(state, r.cmd.Payload); return err })
+		return evs, err
+	}
 	_, span := a.host.tel.tracer.Start(r.ctx, SpanDecide, trace.WithAttributes(
 		AttrStream.String(a.stream.String()), AttrAggregate.String(a.model.Name()), AttrVersion.Int64(int64(a.version))))
 	defer func() {
@@ -677,7 +685,7 @@ func (a *streamActor) decideOne(r *commandReq, state any) (evs []any, err error)
 }
 
 // stamp sets the actor-owned fields of a decided event.
-func (a *streamActor) stamp(je *journal.Event, r *commandReq, key string, index int, now time.Time) {
+func (a *streamActor) stamp(je *journal.Event, r *commandReq, key string, index int, now time.Time, sc trace.SpanContext) {
 	if key != "" {
 		je.ID = a.host.eventID(a.stream, key, index)
 	} else {
@@ -693,7 +701,7 @@ func (a *streamActor) stamp(je *journal.Event, r *commandReq, key string, index 
 	if md.CreatedAt.IsZero() {
 		md.CreatedAt = now.UTC()
 	}
-	if sc := trace.SpanContextFromContext(r.ctx); sc.IsValid() && md.TraceParent == "" {
+	if sc.IsValid() && md.TraceParent == "" {
 		md.TraceParent = "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
 		md.TraceState = sc.TraceState().String()
 	}
@@ -738,6 +746,9 @@ func (a *streamActor) startAppend(b *batch) {
 			continue
 		}
 		commands++
+		if !h.tel.tracing {
+			continue
+		}
 		sc := trace.SpanContextFromContext(e.req.ctx)
 		if !parent.IsValid() {
 			parent = sc
@@ -750,9 +761,12 @@ func (a *streamActor) startAppend(b *batch) {
 	h.goIO(func() {
 		ctx, cancel := h.ioContext()
 		defer cancel()
-		ctx, span := h.tel.tracer.Start(trace.ContextWithSpanContext(ctx, parent), SpanAppend,
-			trace.WithLinks(links...),
-			trace.WithAttributes(AttrStream.String(stream.String()), AttrBatchSize.Int(commands), AttrEvents.Int(len(events))))
+		span := noSpan()
+		if h.tel.tracing {
+			ctx, span = h.tel.tracer.Start(trace.ContextWithSpanContext(ctx, parent), SpanAppend,
+				trace.WithLinks(links...),
+				trace.WithAttributes(AttrStream.String(stream.String()), AttrBatchSize.Int(commands), AttrEvents.Int(len(events))))
+		}
 		start := time.Now()
 		res, err := h.cfg.Journal.Append(ctx, events, journal.AppendOptions{Expect: expect, Leases: []journal.Lease{lease}})
 		h.tel.appendLatency.Record(ctx, time.Since(start).Seconds())

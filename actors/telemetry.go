@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -51,6 +53,9 @@ const (
 )
 
 type telemetry struct {
+	// tracing is false when no TracerProvider was configured: spans are then
+	// not even started (the no-op tracer still costs context lookups).
+	tracing         bool
 	tracer          trace.Tracer
 	commands        metric.Int64Counter
 	batchSize       metric.Int64Histogram
@@ -64,6 +69,7 @@ type telemetry struct {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
+	tracing := tp != nil
 	if tp == nil {
 		tp = tracenoop.NewTracerProvider()
 	}
@@ -71,7 +77,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		mp = metricnoop.NewMeterProvider()
 	}
 	m := mp.Meter(InstrumentationName)
-	t := &telemetry{tracer: tp.Tracer(InstrumentationName), outcomeOpts: map[string]metric.AddOption{}}
+	t := &telemetry{tracing: tracing, tracer: tp.Tracer(InstrumentationName), outcomeOpts: map[string]metric.AddOption{}}
 	var err error
 	if t.commands, err = m.Int64Counter(MetricCommands, metric.WithDescription("Commands answered by stream actors, by outcome."), metric.WithUnit("{command}")); err != nil {
 		return nil, err
@@ -103,3 +109,6 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	}
 	return t, nil
 }
+
+// noSpan is the span used when tracing is off.
+func noSpan() trace.Span { return trace.SpanFromContext(context.Background()) }
