@@ -128,11 +128,13 @@ type writerStats struct {
 // window are not counted.
 func measure(ctx context.Context, c cell, m mode, warmup, window, progressEvery time.Duration, progress io.Writer) cellResult {
 	stats := make([]writerStats, c.Writers)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	start := time.Now()
 	from := start.Add(warmup)
 	until := from.Add(window)
+	// The window's end is every command's deadline: a command still running
+	// then is cut off (and not counted), so the window ends on time.
+	ctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
 	var wg sync.WaitGroup
 	for id := range c.Writers {
 		w := m.newWorker(id)
@@ -195,10 +197,7 @@ func measure(ctx context.Context, c cell, m mode, warmup, window, progressEvery 
 			}
 		})
 	}
-	// End the window on time even when a command blocks: cancel at until.
-	timer := time.AfterFunc(time.Until(until), cancel)
 	wg.Wait()
-	timer.Stop()
 	close(stopProgress)
 	progressDone.Wait()
 
