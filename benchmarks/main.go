@@ -46,14 +46,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		modes = slices.DeleteFunc(modes, func(m string) bool { return m == modeRaw })
 		info.Notes = append(info.Notes, "raw skipped: it measures Postgres inserts and needs -db")
 	}
-	for _, m := range modes {
-		if why := unavailable(m, o.Scenario); why != "" {
-			modes = slices.DeleteFunc(modes, func(x string) bool { return x == m })
-			info.Notes = append(info.Notes, m+" skipped: "+why)
-		}
-	}
 	if len(modes) == 0 {
-		return fmt.Errorf("no mode can run: %v", info.Notes)
+		return errors.New("-mode raw alone needs Postgres: add -db URL, or name other modes")
 	}
 	if o.OutDir != "" {
 		// Fail before measuring, not after.
@@ -170,11 +164,6 @@ func runCell(ctx context.Context, o options, c cell, progress io.Writer) (cellRe
 		return res, err
 	}
 	return res, nil
-}
-
-// unavailable says why mode cannot run scenario ("" when it can).
-func unavailable(mode, scenario string) string {
-	return ""
 }
 
 // newMode sets up mode c.Mode on backend b.
