@@ -178,14 +178,15 @@ const insertSQL = `WITH ev_in AS (
 		WITH ORDINALITY AS u(id, type, sv, data, metadata, corr, recorded_at, prev_hashes, hashes, ord)
 ), tg_in AS (
 	SELECT * FROM unnest($11::int[], $12::text[], $13::bigint[]) WITH ORDINALITY AS t(ev, tag, version, k)
+), tg_agg AS (
+	SELECT ev, array_agg(tag ORDER BY k) AS tags, array_agg(version ORDER BY k) AS versions FROM tg_in GROUP BY ev
 ), ev AS (
 	INSERT INTO __S__.events (commit_xid, id, partition, type, schema_version, tags, versions, prev_hashes, hashes,
 		data, metadata, correlation_id, recorded_at)
 	SELECT pg_current_xact_id()::text::bigint, u.id, $1, u.type, u.sv,
-		coalesce((SELECT array_agg(t.tag ORDER BY t.k) FROM tg_in t WHERE t.ev = u.ord), '{}'),
-		coalesce((SELECT array_agg(t.version ORDER BY t.k) FROM tg_in t WHERE t.ev = u.ord), '{}'),
+		coalesce(g.tags, '{}'), coalesce(g.versions, '{}'),
 		u.prev_hashes, u.hashes, u.data, u.metadata, u.corr, u.recorded_at
-	FROM ev_in u ORDER BY u.ord
+	FROM ev_in u LEFT JOIN tg_agg g ON g.ev = u.ord ORDER BY u.ord
 	RETURNING id, commit_xid, seq, type
 ), et AS (
 	INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type)

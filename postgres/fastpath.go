@@ -101,14 +101,15 @@ const fastWriteSQL = `WITH c AS (
 		WITH ORDINALITY AS u(seq, id, partition, type, sv, data, metadata, corr, recorded_at, prev_hashes, hashes, ord)
 ), tg_in AS (
 	SELECT * FROM unnest($25::int[], $26::text[], $27::bigint[]) WITH ORDINALITY AS t(ev, tag, version, k)
+), tg_agg AS (
+	SELECT ev, array_agg(tag ORDER BY k) AS tags, array_agg(version ORDER BY k) AS versions FROM tg_in GROUP BY ev
 ), ev AS (
 	INSERT INTO __S__.events (commit_xid, seq, id, partition, type, schema_version, tags, versions, prev_hashes, hashes,
 		data, metadata, correlation_id, recorded_at)
 	SELECT $28, u.seq, u.id, u.partition, u.type, u.sv,
-		coalesce((SELECT array_agg(t.tag ORDER BY t.k) FROM tg_in t WHERE t.ev = u.ord), '{}'),
-		coalesce((SELECT array_agg(t.version ORDER BY t.k) FROM tg_in t WHERE t.ev = u.ord), '{}'),
+		coalesce(g.tags, '{}'), coalesce(g.versions, '{}'),
 		u.prev_hashes, u.hashes, u.data, u.metadata, u.corr, u.recorded_at
-	FROM ev_in u WHERE (SELECT ok FROM fence)
+	FROM ev_in u LEFT JOIN tg_agg g ON g.ev = u.ord WHERE (SELECT ok FROM fence)
 	RETURNING 1
 ), et AS (
 	INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type)
@@ -174,9 +175,6 @@ func (j *Journal) runFast(ctx context.Context, batch []*appendReq) (outcomes []a
 	lockKeys, lockModes := lockArgs(locks)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-	// The append's statements are index lookups by their parameters: a
-	// generic plan is as good as a custom one and saves planning each time.
-	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
 	b.Queue(lockSQL, lockKeys, lockModes)
 	posSQL := j.sql(fastPositionsSQL)
 	if j.hooks.ungatedOrder {
