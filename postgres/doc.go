@@ -19,9 +19,9 @@
 // # Positions and gap-free reads
 //
 // An event's Position is (Commit, Seq) = (the appending transaction's ID from
-// pg_current_xact_id(), a bigint identity). Transaction IDs are assigned at a
-// transaction's first write, not at commit, so a lower position can commit
-// after a higher one. Catch-up reads (Read, ReadAll, Subscribe, Head,
+// pg_current_xact_id(), a number from the events_seq sequence), both drawn
+// after the append holds its locks. Transaction IDs are assigned before
+// commit, so a lower position can commit after a higher one. Catch-up reads (Read, ReadAll, Subscribe, Head,
 // CountAfter) therefore only show rows below a gate computed just before the
 // read: the least of the snapshot's xmax and the transaction IDs of the
 // sessions holding ROW EXCLUSIVE on this schema's events table. Every append
@@ -33,18 +33,19 @@
 // they see every committed event.
 //
 // Within a stream, version order equals position order: every append takes an
-// exclusive transaction-scoped advisory lock per stream it touches before its
-// first write, so an append to a stream gets its transaction ID only after the
-// previous append to that stream committed.
+// exclusive transaction-scoped advisory lock per stream it touches before it
+// draws its transaction ID, so it draws it only after the previous append to
+// that stream committed.
 //
 // # Fencing
 //
 // One statement claims an append's versions: it raises each touched stream's
-// version by its event count only where the expected version matches and the
-// lease's node, incarnation and epoch are the stream's current, unreleased
-// holder whose node session is open and unexpired by clock_timestamp(). A
-// stream it skipped is diagnosed into *journal.SessionError
-// (ErrInvalidSession / ErrSessionExpired) or *journal.VersionMismatchError.
+// version by its event count only where the version is the one the append's
+// checks saw and the lease's node, incarnation and epoch are the stream's
+// current, unreleased holder whose node session is open and unexpired by
+// clock_timestamp(). Every failure is reported per stream as a
+// *journal.SessionError (ErrInvalidSession / ErrSessionExpired) or a
+// *journal.VersionMismatchError.
 // (partition, tag, version) is the primary key of event_tags: a unique
 // violation there is reported as ErrVersionMismatch.
 //
