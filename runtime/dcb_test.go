@@ -677,6 +677,10 @@ func testDCBIdempotency(t *testing.T, e *env) {
 	n, err := a.rt.TagEventCount(ctx, journal.Stream(journal.NewTag("course", "c")))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
+
+	require.NoError(t, a.rt.Shutdown(ctx))
+	_, err = a.enrol.Execute(ctx, Enrol{Student: "s3", Course: "c"})
+	require.ErrorIs(t, err, runtime.ErrShutdown)
 }
 
 // Hold occupies its gate stream's actor until Release is closed.
