@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -153,5 +157,91 @@ func BenchmarkActorExecute(b *testing.B) {
 				return
 			}
 		}
+	})
+}
+
+// BenchmarkPostgresAppend32 splits the cost of a 32-event append on Postgres
+// (the size of a group commit with 64 writers on one stream): the journal's
+// Append with an expected version; raw mode's multi-row INSERT of 32
+// event-sized rows; and one INSERT of 32 rows into the journal's own events and
+// event_tags tables (all their indexes) written outside the journal, without
+// its locks, checks, stream rows or second round trip. Needs
+// SCRIBE_TEST_DATABASE_URL.
+func BenchmarkPostgresAppend32(b *testing.B) {
+	url := pgtest.URL(b)
+	ctx := context.Background()
+	o := options{DB: url, Pool: 4, RawBatch: 32, Prefix: "benchgo_"}
+	be, err := openBackend(ctx, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.close(ctx)
+	const n = 32
+	b.Run("journal", func(b *testing.B) {
+		tag := counterTag(0)
+		var st counterState
+		for b.Loop() {
+			evs := make([]journal.Event, 0, n)
+			next := st
+			for range n {
+				e, _ := decideDeposit(next, deposit{Amount: 1})
+				ev, err := depositEvent(tag, e)
+				if err != nil {
+					b.Fatal(err)
+				}
+				evs = append(evs, ev)
+				next = evolveCounter(next, e)
+			}
+			if _, err := be.Journal.Append(ctx, evs, journal.AppendOptions{Expect: map[journal.Tag]uint64{tag: st.Version}}); err != nil {
+				b.Fatal(err)
+			}
+			st = next
+		}
+		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+	})
+	b.Run("raw", func(b *testing.B) {
+		m, err := newRawMode(ctx, cell{Scenario: scenarioHot}, o, be)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := m.newWorker(0)
+		for b.Loop() {
+			if _, err := w.do(ctx, target{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+	})
+	b.Run("journal-tables", func(b *testing.B) {
+		s := pgx.Identifier{be.Schema}.Sanitize()
+		insert := `WITH ev AS (
+			INSERT INTO ` + s + `.events (commit_xid, id, partition, type, schema_version, tags, versions,
+				prev_hashes, hashes, data, metadata, recorded_at)
+			SELECT pg_current_xact_id()::text::bigint, id, 'default', $7, 1, ARRAY[tag], ARRAY[version],
+				prev, hash, data, '{"partition":"default"}', now()
+			FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::bytea[], $5::bytea[], $6::bytea[])
+				AS r(id, tag, version, data, prev, hash)
+			RETURNING commit_xid, seq, tags[1] AS tag, versions[1] AS version)
+		INSERT INTO ` + s + `.event_tags (partition, tag, version, commit_xid, seq, type)
+		SELECT 'default', tag, version, commit_xid, seq, $7 FROM ev`
+		var version int64
+		for b.Loop() {
+			ids, tags, vers := make([]string, n), make([]string, n), make([]int64, n)
+			data, prev, hash := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+			for k := range n {
+				version++
+				d, err := json.Marshal(deposited{Amount: 1, Balance: version, Seq: uint64(version), Note: payloadNote})
+				if err != nil {
+					b.Fatal(err)
+				}
+				h := sha256.Sum256(d)
+				ids[k], tags[k], vers[k] = journal.NewEventID().String(), "direct:0", version
+				data[k], prev[k], hash[k] = d, h[:], h[:]
+			}
+			if _, err := be.Pool.Exec(ctx, insert, ids, tags, vers, data, prev, hash, depositedType); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
 	})
 }
