@@ -460,3 +460,37 @@ func TestFencedAppendStopsTheActor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), sum.Version)
 }
+
+func TestLostNodeSessionStopsActorsAndReopens(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	mem := journal.NewMemoryWithConfig(journal.MemoryConfig{Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
+	f := &fixture{mem: mem, snaps: snapshots.NewMemory()}
+	h := f.host(t, func(c *actors.Config) { c.SessionTimeout = 300 * time.Millisecond })
+	s := stream("session")
+	exec(t, h, s, add{1})
+	first := h.Node().Incarnation
+
+	r, err := h.Reserve(context.Background(), s)
+	require.NoError(t, err)
+	pending := make(chan error, 1)
+	go func() {
+		_, err := h.Execute(context.Background(), s, actors.Command{Payload: add{100}})
+		pending <- err
+	}()
+	require.Eventually(t, func() bool { return h.Pending(s) == 1 }, 5*time.Second, time.Millisecond)
+
+	clock.Add(int64(time.Hour)) // the next renewal finds the node session expired
+	require.ErrorIs(t, <-pending, journal.ErrSessionExpired)
+	require.ErrorIs(t, r.Confirm(context.Background(), nil), actors.ErrReservationLost)
+
+	// The host opened a new incarnation and serves again, from the journal.
+	require.Eventually(t, func() bool { return h.Node().Incarnation > first }, 5*time.Second, time.Millisecond)
+	var res actors.Result
+	require.Eventually(t, func() bool {
+		res, err = h.Execute(context.Background(), s, actors.Command{Payload: add{1}})
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, 2, res.State)
+}

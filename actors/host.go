@@ -221,6 +221,10 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 			return slog.New(warnOnly{logger.Handler()}).With("component", "protoactor")
 		}),
 		actor.WithDeadLetterRequestLogging(false),
+		// A message to a stopped actor (a late timer, a Confirm racing a
+		// stop) is a dead letter; its throttle goroutine lives for this
+		// interval, so keep it short for Shutdown to leave nothing behind.
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
 	h := &Host{
 		cfg:       cfg,

@@ -115,6 +115,11 @@ func (r *Reservation) finish(ctx context.Context, msg any, reply chan error) err
 	if !r.finished.CompareAndSwap(false, true) {
 		return fmt.Errorf("actors: the reservation of stream %s was already confirmed or cancelled", r.Stream)
 	}
+	select {
+	case <-r.done:
+		return fmt.Errorf("%w: the actor of stream %s stopped", ErrReservationLost, r.Stream)
+	default:
+	}
 	r.host.send(r.pid, msg)
 	select {
 	case err := <-reply:
