@@ -56,6 +56,7 @@ type clusterNode struct {
 	commandsByType map[reflect.Type]string
 	codes          []ErrorCode
 	byCode         map[string]error
+	rebuild        map[string]func(string) error
 
 	replies *actor.PID
 	seq     atomic.Uint64
@@ -108,6 +109,7 @@ func startCluster(ctx context.Context, rt *Runtime, cfg ClusterConfig) (c *clust
 		commandsByName: map[string]reflect.Type{},
 		commandsByType: map[reflect.Type]string{},
 		byCode:         map[string]error{},
+		rebuild:        map[string]func(string) error{},
 		calls:          map[uint64]*call{},
 		held:           map[uint64]heldReservation{},
 		joined:         make(chan struct{}),
@@ -122,6 +124,9 @@ func startCluster(ctx context.Context, rt *Runtime, cfg ClusterConfig) (c *clust
 	c.codes = append(builtinErrorCodes(), cfg.Errors...)
 	for _, ec := range c.codes {
 		c.byCode[ec.Code] = ec.Err
+		if ec.Rebuild != nil {
+			c.rebuild[ec.Code] = ec.Rebuild
+		}
 	}
 	c.system = actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {

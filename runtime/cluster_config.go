@@ -67,6 +67,12 @@ type ErrorCode struct {
 	Code string
 	// Err is the sentinel that remote errors are matched against with errors.Is.
 	Err error
+	// Rebuild, when set, makes the calling member's error from the original
+	// error's message (for a typed domain error, the same type with that
+	// message), so errors.As finds a value carrying the original text. It
+	// must return an error that errors.Is matches to Err. Default: the
+	// error unwraps to Err itself.
+	Rebuild func(message string) error
 }
 
 // CommandType is a command's Go type with its wire name; build it with

@@ -77,30 +77,30 @@ const codeNotOwner = "scribe.not_owner"
 // builtinErrorCodes are the sentinels that always cross members.
 func builtinErrorCodes() []ErrorCode {
 	return []ErrorCode{
-		{"scribe.version_mismatch", journal.ErrVersionMismatch},
-		{"scribe.append_condition_failed", journal.ErrAppendConditionFailed},
-		{"scribe.session_expired", journal.ErrSessionExpired},
-		{"scribe.invalid_session", journal.ErrInvalidSession},
-		{"scribe.store_not_open", journal.ErrStoreNotOpen},
-		{"scribe.open_timeout", journal.ErrOpenTimeout},
-		{"scribe.invalid_event", journal.ErrInvalidEvent},
-		{"scribe.duplicate_mismatch", journal.ErrDuplicateMismatch},
-		{"scribe.invalid_query", journal.ErrInvalidQuery},
-		{"scribe.not_found", journal.ErrNotFound},
-		{"scribe.outcome_unknown", journal.ErrOutcomeUnknown},
-		{"scribe.shutdown", actors.ErrShutdown},
-		{"scribe.no_aggregate", actors.ErrNoAggregate},
-		{"scribe.panic", actors.ErrPanic},
-		{"scribe.reservation_timeout", actors.ErrReservationTimeout},
-		{"scribe.reservation_lost", actors.ErrReservationLost},
-		{"scribe.unknown_aggregate", ErrUnknownAggregate},
-		{"scribe.unknown_event", ErrUnknownEvent},
-		{"scribe.unknown_command", ErrUnknownCommand},
-		{"scribe.node_unavailable", ErrNodeUnavailable},
-		{"scribe.node_fenced", ErrNodeFenced},
-		{"scribe.deadline_exceeded", context.DeadlineExceeded},
-		{"scribe.canceled", context.Canceled},
-		{codeNotOwner, errNotOwner},
+		{Code: "scribe.version_mismatch", Err: journal.ErrVersionMismatch},
+		{Code: "scribe.append_condition_failed", Err: journal.ErrAppendConditionFailed},
+		{Code: "scribe.session_expired", Err: journal.ErrSessionExpired},
+		{Code: "scribe.invalid_session", Err: journal.ErrInvalidSession},
+		{Code: "scribe.store_not_open", Err: journal.ErrStoreNotOpen},
+		{Code: "scribe.open_timeout", Err: journal.ErrOpenTimeout},
+		{Code: "scribe.invalid_event", Err: journal.ErrInvalidEvent},
+		{Code: "scribe.duplicate_mismatch", Err: journal.ErrDuplicateMismatch},
+		{Code: "scribe.invalid_query", Err: journal.ErrInvalidQuery},
+		{Code: "scribe.not_found", Err: journal.ErrNotFound},
+		{Code: "scribe.outcome_unknown", Err: journal.ErrOutcomeUnknown},
+		{Code: "scribe.shutdown", Err: actors.ErrShutdown},
+		{Code: "scribe.no_aggregate", Err: actors.ErrNoAggregate},
+		{Code: "scribe.panic", Err: actors.ErrPanic},
+		{Code: "scribe.reservation_timeout", Err: actors.ErrReservationTimeout},
+		{Code: "scribe.reservation_lost", Err: actors.ErrReservationLost},
+		{Code: "scribe.unknown_aggregate", Err: ErrUnknownAggregate},
+		{Code: "scribe.unknown_event", Err: ErrUnknownEvent},
+		{Code: "scribe.unknown_command", Err: ErrUnknownCommand},
+		{Code: "scribe.node_unavailable", Err: ErrNodeUnavailable},
+		{Code: "scribe.node_fenced", Err: ErrNodeFenced},
+		{Code: "scribe.deadline_exceeded", Err: context.DeadlineExceeded},
+		{Code: "scribe.canceled", Err: context.Canceled},
+		{Code: codeNotOwner, Err: errNotOwner},
 	}
 }
 
@@ -119,7 +119,9 @@ func (c *clusterNode) encodeError(err error) *clusterpb.Error {
 func (c *clusterNode) decodeError(e *clusterpb.Error, member string) error {
 	re := &RemoteError{Member: member, Message: e.Message, Codes: e.Codes}
 	for _, code := range e.Codes {
-		if s := c.byCode[code]; s != nil {
+		if rebuild := c.rebuild[code]; rebuild != nil {
+			re.sentinels = append(re.sentinels, rebuild(e.Message))
+		} else if s := c.byCode[code]; s != nil {
 			re.sentinels = append(re.sentinels, s)
 		}
 	}

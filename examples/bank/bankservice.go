@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -21,6 +22,8 @@ type bankServiceConfig struct {
 	Logger         *slog.Logger
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	Cluster        *runtime.ClusterConfig
+	SessionTimeout time.Duration
 }
 
 // bankService implements Service on the Scribe runtime: each account is an
@@ -51,6 +54,8 @@ func newBankService(ctx context.Context, cfg bankServiceConfig) (*bankService, e
 		Logger:         cfg.Logger,
 		TracerProvider: cfg.TracerProvider,
 		MeterProvider:  cfg.MeterProvider,
+		Cluster:        cfg.Cluster,
+		SessionTimeout: cfg.SessionTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the Scribe runtime: %w", err)
@@ -138,7 +143,7 @@ func classify(err error) error {
 	case errors.Is(err, journal.ErrOpenTimeout), errors.Is(err, journal.ErrSessionExpired),
 		errors.Is(err, journal.ErrInvalidSession), errors.Is(err, journal.ErrOutcomeUnknown),
 		errors.Is(err, runtime.ErrShutdown), errors.Is(err, runtime.ErrReservationTimeout),
-		errors.Is(err, runtime.ErrConflict),
+		errors.Is(err, runtime.ErrConflict), runtime.IsRetryable(err),
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %w", errUnavailable, err)

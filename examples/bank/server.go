@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/scribe-es/scribe/runtime"
 )
 
 // serverConfig configures a bank server.
@@ -28,6 +30,10 @@ type serverConfig struct {
 	Logger       *slog.Logger
 	// ShutdownTimeout bounds Shutdown when the caller's context has none.
 	ShutdownTimeout time.Duration
+	// Cluster, when set, makes this process a cluster member (see cluster.go);
+	// SessionTimeout is the runtime's node session timeout (0: its default).
+	Cluster        *runtime.ClusterConfig
+	SessionTimeout time.Duration
 }
 
 // server is a running bank service: HTTP API, Scribe runtime and storage.
@@ -75,6 +81,8 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 		Logger:         log,
 		TracerProvider: s.tel.Tracer,
 		MeterProvider:  s.tel.Meter,
+		Cluster:        cfg.Cluster,
+		SessionTimeout: cfg.SessionTimeout,
 	}); err != nil {
 		return nil, err
 	}
