@@ -137,9 +137,10 @@ type decodeFailure struct{ err error }
 //   - the domain error of Decide, as is;
 //   - a *ConflictError (ErrConflict) when events bypassed the tags' actors;
 //   - a *ReservationTimeoutError (ErrReservationTimeout) naming a busy tag;
-//   - ErrInvalidCommand or ErrUnknownEvent for a faulty definition, a
-//     *tagconsistency.PanicError when its Evolve or Decide panicked (nothing
-//     was written), ErrShutdown after Shutdown;
+//   - ErrInvalidCommand or ErrUnknownEvent for a faulty definition, ErrPanic
+//     (wrapping a *tagconsistency.PanicError with the value) when its
+//     Evolve, FromStates or Decide panicked (nothing was written), ErrShutdown
+//     after Shutdown;
 //   - ctx's error when ctx ended before the append (nothing was written).
 //
 // Options: WithIdempotencyKey makes the execution idempotent (a repeat
@@ -203,6 +204,7 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 			if df, ok := pe.Value.(decodeFailure); ok {
 				return DCBResult{}, fmt.Errorf("runtime: DCB command %q: %w", def.Name, df.err)
 			}
+			return DCBResult{}, fmt.Errorf("%w: %w", ErrPanic, err)
 		}
 		if encodeErr != nil && errors.Is(err, encodeErr) {
 			return DCBResult{}, fmt.Errorf("runtime: DCB command %q: %w", def.Name, encodeErr)

@@ -749,3 +749,47 @@ func TestDCBReservationQueuesBehindCommandsAndTimesOut(t *testing.T) {
 	require.NoError(t, <-done)
 	require.NoError(t, <-result)
 }
+
+func TestDCBFaultyDefinitions(t *testing.T) {
+	t.Parallel()
+	e := memoryEnv()
+	a := startDCB(t, e)
+	ctx := context.Background()
+	a.openWallets(t, 2, 10)
+
+	_, err := runtime.RegisterDCB(a.rt, runtime.DCB[Transfer, int]{Name: "NoFuncs"})
+	require.ErrorIs(t, err, runtime.ErrRegistration)
+	_, err = runtime.RegisterDCB(a.rt, runtime.DCB[Transfer, int]{})
+	require.ErrorIs(t, err, runtime.ErrRegistration)
+
+	panicky := transferFoldDCB
+	panicky.Name = "Panicky"
+	panicky.Decide = func(Transfer, transferView) ([]any, error) { panic("boom") }
+	cmd, err := runtime.RegisterDCB(a.rt, panicky)
+	require.NoError(t, err)
+	_, err = cmd.Execute(ctx, Transfer{From: "0", To: "1", Amount: 1})
+	require.ErrorIs(t, err, runtime.ErrPanic)
+	require.ErrorContains(t, err, "boom")
+
+	unregistered := transferFoldDCB
+	unregistered.Name = "Unregistered"
+	unregistered.Decide = func(Transfer, transferView) ([]any, error) { return []any{struct{ X int }{1}}, nil }
+	cmd, err = runtime.RegisterDCB(a.rt, unregistered)
+	require.NoError(t, err)
+	_, err = cmd.Execute(ctx, Transfer{From: "0", To: "1", Amount: 1})
+	require.ErrorIs(t, err, runtime.ErrUnknownEvent)
+
+	untagged := transferFoldDCB
+	untagged.Name = "Untagged"
+	untagged.Query = func(c Transfer) journal.Query {
+		return journal.Query{Items: []journal.QueryItem{{Types: []string{"WalletOpened"}}}}
+	}
+	cmd, err = runtime.RegisterDCB(a.rt, untagged)
+	require.NoError(t, err)
+	_, err = cmd.Execute(ctx, Transfer{From: "0", To: "1", Amount: 1})
+	require.ErrorIs(t, err, runtime.ErrInvalidCommand)
+
+	// The wallets were never left reserved: a valid transfer still succeeds.
+	_, err = a.transfer.Execute(ctx, Transfer{From: "0", To: "1", Amount: 10})
+	require.NoError(t, err)
+}
