@@ -245,10 +245,22 @@ func (c *clusterNode) onEvent(ev any) {
 	slices.Sort(addrs)
 	c.addrs.Store(&addrs)
 	c.members.Store(rdv)
+	self := false
 	for _, m := range topo.Members {
 		if m.Address() == c.system.Address() {
+			self = true
 			c.joinOnce.Do(func() { close(c.joined) })
 		}
+	}
+	select {
+	case <-c.joined:
+		if !self {
+			// The others dropped this member (it missed their health checks)
+			// and block it for good: it can no longer host streams.
+			c.fence(fmt.Errorf("%w: member %s (node %q) was removed from cluster %q (it missed the others' health checks) and cannot rejoin; it serves no more commands: restart it",
+				ErrNodeFenced, c.system.Address(), c.rt.cfg.NodeID, c.cfg.Name))
+		}
+	default:
 	}
 	for _, m := range topo.Left {
 		addr := m.Address()
@@ -284,18 +296,25 @@ func (c *clusterNode) watchFence() {
 		case <-t.C:
 		}
 		if inc := c.rt.host.Node().Incarnation; inc != c.generation {
-			err := fmt.Errorf("%w: node %q lost its session (incarnation %d; paused or cut off from the database past the session timeout), so the cluster may host its streams elsewhere; it left the cluster and serves no more commands: restart it",
-				ErrNodeFenced, c.rt.cfg.NodeID, c.generation)
-			c.fenceErr.Store(&err)
-			c.fenceOnce.Do(func() { close(c.fenced) })
-			c.log.Error("member fenced: leaving the cluster", "node", c.rt.cfg.NodeID, "address", c.self)
-			func() {
-				defer func() { _ = recover() }()
-				_ = c.cl.Config.ClusterProvider.Shutdown(false)
-			}()
+			c.fence(fmt.Errorf("%w: node %q lost its session (incarnation %d; paused or cut off from the database past the session timeout), so the cluster may host its streams elsewhere; it left the cluster and serves no more commands: restart it",
+				ErrNodeFenced, c.rt.cfg.NodeID, c.generation))
 			return
 		}
 	}
+}
+
+// fence stops this member for good: Execute fails with err from now on,
+// ClusterFenced's channel closes, and the provider stops announcing it.
+func (c *clusterNode) fence(err error) {
+	c.fenceOnce.Do(func() {
+		c.fenceErr.Store(&err)
+		close(c.fenced)
+		c.log.Error("member fenced: leaving the cluster", "node", c.rt.cfg.NodeID, "address", c.system.Address(), "reason", err)
+		go func() {
+			defer func() { _ = recover() }()
+			_ = c.cl.Config.ClusterProvider.Shutdown(false)
+		}()
+	})
 }
 
 func (c *clusterNode) fenceError() error {
@@ -509,6 +528,12 @@ type streamGrain struct{ c *clusterNode }
 
 func (g *streamGrain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		// An idle grain stops like an idle stream actor; callers holding its
+		// PID get a dead letter and activate it again.
+		ctx.SetReceiveTimeout(g.c.rt.cfg.IdleTimeout)
+	case *actor.ReceiveTimeout:
+		ctx.Stop(ctx.Self())
 	case *clusterpb.ExecuteRequest:
 		g.c.serve(ctx.Sender(), func() any { return g.c.serveExecute(m) })
 	case *clusterpb.ReserveRequest:
