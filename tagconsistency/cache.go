@@ -2,6 +2,7 @@ package tagconsistency
 
 import (
 	"container/list"
+	"slices"
 	"strings"
 	"sync"
 
@@ -93,5 +94,97 @@ func (c *foldCache) put(e foldEntry) {
 		last := c.lru.Back()
 		c.lru.Remove(last)
 		delete(c.entries, last.Value.(*foldEntry).key)
+	}
+}
+
+// Bounds of the tail cache.
+const (
+	tailRecords = 64   // newest records kept per stream
+	tailStreams = 1024 // streams kept (least recently used evicted)
+)
+
+// tailCache keeps the newest records of recently used streams: the records a
+// command appended and the records folds read. A fold that needs a stream's
+// records after some version takes them from here when they are all present,
+// instead of reading the journal; stored records never change, so a cached
+// record is always exact. Safe for concurrent use.
+type tailCache struct {
+	mu      sync.Mutex
+	streams map[journal.StreamID]*list.Element // of *streamTail
+	lru     list.List
+}
+
+type streamTail struct {
+	stream  journal.StreamID
+	records []journal.Record // consecutive versions, ascending
+}
+
+func newTailCache(enabled bool) *tailCache {
+	if !enabled {
+		return nil
+	}
+	return &tailCache{streams: make(map[journal.StreamID]*list.Element)}
+}
+
+func (t *streamTail) first() uint64 { return t.records[0].Version(t.stream.Tag) }
+func (t *streamTail) last() uint64  { return t.records[len(t.records)-1].Version(t.stream.Tag) }
+
+// get returns the stream's records with versions in (from, to], in order, or
+// false when the cache does not hold every one of them.
+func (c *tailCache) get(stream journal.StreamID, from, to uint64) ([]journal.Record, bool) {
+	if c == nil || to <= from {
+		return nil, c != nil && to == from
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.streams[stream]
+	if !ok {
+		return nil, false
+	}
+	t := el.Value.(*streamTail)
+	if t.first() > from+1 || t.last() < to {
+		return nil, false
+	}
+	c.lru.MoveToFront(el)
+	lo := int(from + 1 - t.first())
+	hi := int(to + 1 - t.first())
+	return slices.Clone(t.records[lo:hi]), true
+}
+
+// add stores records of the stream (consecutive versions, ascending): they
+// extend the cached tail when they continue or overlap it, and replace it
+// otherwise.
+func (c *tailCache) add(stream journal.StreamID, records []journal.Record) {
+	if c == nil || len(records) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.streams[stream]
+	if !ok {
+		el = c.lru.PushFront(&streamTail{stream: stream})
+		c.streams[stream] = el
+		for c.lru.Len() > tailStreams {
+			last := c.lru.Back()
+			c.lru.Remove(last)
+			delete(c.streams, last.Value.(*streamTail).stream)
+		}
+	} else {
+		c.lru.MoveToFront(el)
+	}
+	t := el.Value.(*streamTail)
+	first := records[0].Version(stream.Tag)
+	switch {
+	case len(t.records) == 0 || first > t.last()+1 || first < t.first():
+		t.records = slices.Clone(records)
+	default:
+		for _, r := range records {
+			if r.Version(stream.Tag) == t.last()+1 {
+				t.records = append(t.records, r)
+			}
+		}
+	}
+	if n := len(t.records); n > tailRecords {
+		t.records = slices.Clone(t.records[n-tailRecords:])
 	}
 }

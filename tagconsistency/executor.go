@@ -56,8 +56,10 @@ type Config struct {
 	// FoldCacheSize bounds how many folded command states the executor keeps
 	// between executions (least recently used evicted). A command whose name
 	// and query match a cached fold reads only the events appended since it,
-	// so the cost of a command does not grow with its tags' history. Negative
-	// disables the cache. Default 4096 (DefaultFoldCacheSize).
+	// so the cost of a command does not grow with its tags' history. The
+	// executor also keeps the newest events of recently used tags (the ones
+	// it appended or read), so such a fold often reads nothing at all.
+	// Negative disables both caches. Default 4096 (DefaultFoldCacheSize).
 	FoldCacheSize int
 	// MeterProvider receives the metrics scribe.dcb.commands (by outcome),
 	// scribe.dcb.reservation.wait (seconds) and scribe.dcb.conflicts.
@@ -75,6 +77,7 @@ type Executor struct {
 	reserveTimeout time.Duration
 	releaseTimeout time.Duration
 	cache          *foldCache
+	tails          *tailCache
 	tel            telemetry
 }
 
@@ -108,6 +111,7 @@ func New(cfg Config) (*Executor, error) {
 		reserveTimeout: cfg.ReserveTimeout,
 		releaseTimeout: cfg.ReleaseTimeout,
 		cache:          newFoldCache(cfg.FoldCacheSize),
+		tails:          newTailCache(cfg.FoldCacheSize > 0),
 		tel:            tel,
 	}, nil
 }
@@ -279,9 +283,20 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		x.cancelAll(ctx, held, nil)
 		return Result{Records: appended.Records, Duplicate: true}, nil
 	}
-	// Cache the advanced fold before the tags are freed, so the next command
-	// with the same query (queued at those tags) finds it.
+	// Cache the advanced fold and the new tails before the tags are freed, so
+	// the next command with the same tags (queued at them) finds them.
 	advance(x.cache, cmd, key, state, after, held, appended.Records)
+	for _, r := range held {
+		var mine []journal.Record
+		for _, rec := range appended.Records {
+			if rec.HasTag(r.Stream.Tag) {
+				mine = append(mine, rec)
+			}
+		}
+		if len(mine) > 0 && mine[0].Version(r.Stream.Tag) == r.Version+1 {
+			x.tails.add(r.Stream, mine)
+		}
+	}
 	x.confirmAll(ctx, held, appended.Records)
 	outcome = outcomeOK
 	return Result{Records: appended.Records}, nil
@@ -423,21 +438,37 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reserv
 
 	var fresh []journal.Record
 	seen := make(map[uuid.UUID]bool)
+	tailHits := 0
 	for _, r := range streamsToRead(cmd.Query, held) {
 		v := from[r.Stream.Tag]
 		if from != nil && v == r.Version {
 			continue // nothing new in this stream
 		}
-		for rec, rerr := range x.journal.ReadStream(ctx, r.Stream, v+1, 0) {
-			if rerr != nil {
-				return fail(fmt.Errorf("tagconsistency: command %q: reading stream %s: %w", cmd.Name, r.Stream, rerr))
+		// Records up to the owner's version may come from the tail cache;
+		// records past it (written behind the owner's back) make the append
+		// fail on the expected version either way.
+		recs, cached := x.tails.get(r.Stream, v, r.Version)
+		if cached {
+			tailHits++
+		} else {
+			recs = recs[:0]
+			for rec, rerr := range x.journal.ReadStream(ctx, r.Stream, v+1, 0) {
+				if rerr != nil {
+					return fail(fmt.Errorf("tagconsistency: command %q: reading stream %s: %w", cmd.Name, r.Stream, rerr))
+				}
+				recs = append(recs, rec)
 			}
-			if rec.Position.After(after) && !seen[rec.ID] && cmd.Query.Matches(&rec) {
+			x.tails.add(r.Stream, recs)
+		}
+		for i := range recs {
+			rec := &recs[i]
+			if rec.Position.After(after) && !seen[rec.ID] && cmd.Query.Matches(rec) {
 				seen[rec.ID] = true
-				fresh = append(fresh, rec)
+				fresh = append(fresh, *rec)
 			}
 		}
 	}
+	span.SetAttributes(attribute.Int("scribe.dcb.tail_hits", tailHits))
 	slices.SortFunc(fresh, func(a, b journal.Record) int { return a.Position.Compare(b.Position) })
 	for _, rec := range fresh {
 		if err := guard(cmd.Name, "Evolve", func() { state = cmd.Evolve(state, rec) }); err != nil {

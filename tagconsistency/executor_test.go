@@ -501,3 +501,49 @@ func TestFromStates(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, balanceOf(a, readStream(t, e.j, a)))
 }
+
+// tailHits sums the scribe.dcb.tail_hits attribute of the read spans.
+func tailHits(e env) int64 {
+	var n int64
+	for _, s := range e.spans.Ended() {
+		if v, ok := attr(s, "scribe.dcb.tail_hits"); ok && s.Name() == "tagconsistency.read" {
+			n += v.AsInt64()
+		}
+	}
+	return n
+}
+
+func TestTailCacheServesReadsAndMissesForeignWrites(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memoryBackend())
+	ctx := context.Background()
+	a, b, c := accountTag(1), accountTag(2), accountTag(3)
+	for _, acc := range []journal.Tag{a, b, c} {
+		require.NoError(t, e.deposit(ctx, acc, 100))
+	}
+	// a→b and b→c fold from the journal (first time for these queries).
+	_, err := tagconsistency.Execute(ctx, e.x, transfer(a, b, 10), tagconsistency.Options{})
+	require.NoError(t, err)
+	_, err = tagconsistency.Execute(ctx, e.x, transfer(b, c, 10), tagconsistency.Options{})
+	require.NoError(t, err)
+	// a→b again: its cached fold misses the b→c transfer on b, which the tail
+	// cache holds (this executor appended it).
+	before := tailHits(e)
+	probe := transfer(a, b, 0)
+	var seen transferState
+	probe.Decide = func(s transferState) ([]journal.Event, error) { seen = s; return nil, nil }
+	_, err = tagconsistency.Execute(ctx, e.x, probe, tagconsistency.Options{})
+	require.NoError(t, err)
+	require.Greater(t, tailHits(e), before)
+	require.EqualValues(t, 90, seen.bal[a])
+	require.EqualValues(t, 100, seen.bal[b])
+
+	// A write through the owner alone is not in the tail: the journal is read.
+	require.NoError(t, e.deposit(ctx, b, 7))
+	before = tailHits(e)
+	_, err = tagconsistency.Execute(ctx, e.x, probe, tagconsistency.Options{})
+	require.NoError(t, err)
+	require.EqualValues(t, 107, seen.bal[b])
+	require.EqualValues(t, 90, seen.bal[a])
+	require.Equal(t, before, tailHits(e), "b moved outside the executor: read from the journal")
+}
