@@ -55,14 +55,14 @@ func allocate(t testing.TB, n int) ([]memberPorts, []string) {
 
 // startInProcess starts n cluster members in this process on one memory
 // journal and waits until each sees all n.
-func startInProcess(t testing.TB, n int, j *journal.Memory) []*runtime.Runtime {
+func startInProcess(t testing.TB, n int, j *journal.Memory, adjust ...func(*runtime.Config)) []*runtime.Runtime {
 	t.Helper()
 	ms, peers := allocate(t, n)
 	name := clusterName()
 	rts := make([]*runtime.Runtime, n)
 	for i := range n {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		rt, err := runtime.New(ctx, runtime.Config{
+		cfg := runtime.Config{
 			Journal:        j,
 			NodeID:         fmt.Sprintf("node-%d", i+1),
 			SessionTimeout: 3 * time.Second,
@@ -74,7 +74,11 @@ func startInProcess(t testing.TB, n int, j *journal.Memory) []*runtime.Runtime {
 				Commands: ledgerCommands(),
 				Errors:   ledgerErrors(),
 			},
-		})
+		}
+		for _, a := range adjust {
+			a(&cfg)
+		}
+		rt, err := runtime.New(ctx, cfg)
 		cancel()
 		require.NoError(t, err)
 		require.NoError(t, registerLedger(rt))

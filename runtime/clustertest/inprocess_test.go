@@ -144,3 +144,23 @@ func TestInProcessDeadlines(t *testing.T) {
 	_, err = rts[0].Execute(ctx, acct(id), Deposit{Amount: 1})
 	require.NoError(t, err)
 }
+
+// An idle stream actor passivates and its grain stops; a later command from
+// another member, sent to the stopped grain's PID, comes back undelivered
+// and is routed again to a fresh activation: it is executed exactly once.
+func TestInProcessIdleGrainReactivates(t *testing.T) {
+	j := journal.NewMemory()
+	rts := startInProcess(t, 2, j, func(c *runtime.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	id := hostedBy(t, ctx, rts[1], rts[0])
+	require.Eventually(t, func() bool { return rts[1].ActiveStreams() == 0 }, 10*time.Second, 20*time.Millisecond, "the stream actor passivated")
+	// Wait past the grain's own idle timeout too.
+	deadline := time.Now().Add(time.Second)
+	require.Eventually(t, func() bool { return time.Now().After(deadline) }, 5*time.Second, 50*time.Millisecond)
+	res, err := runtime.ExecuteTyped[Account](ctx, rts[0], acct(id), Deposit{Amount: 2}, runtime.WithIdempotencyKey("after-idle"))
+	require.NoError(t, err)
+	require.Equal(t, int64(3), res.State.Balance, "the probe's deposit and this one, once")
+	require.Equal(t, 1, rts[1].ActiveStreams(), "reactivated on its hosting member")
+	require.Equal(t, 0, rts[0].ActiveStreams())
+}
