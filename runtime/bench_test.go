@@ -19,9 +19,27 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkExecute -benchtime 200000x ./runtime
 func BenchmarkExecute(b *testing.B) {
-	const goroutines, streams = 8, 1000
 	e := memoryEnv()
 	e.snaps = nil
+	benchExecute(b, e, 8)
+}
+
+// BenchmarkExecutePostgres is BenchmarkExecute on the Postgres journal
+// (SCRIBE_TEST_DATABASE_URL), with 8 and 64 goroutines. Run:
+//
+//	go test -run '^$' -bench BenchmarkExecutePostgres -benchtime 20000x ./runtime
+func BenchmarkExecutePostgres(b *testing.B) {
+	for _, g := range []int{8, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			e := postgresEnvTB(b)
+			e.snaps = nil
+			benchExecute(b, e, g)
+		})
+	}
+}
+
+func benchExecute(b *testing.B, e *env, goroutines int) {
+	const streams = 1000
 	rt := e.start(b, func(c *runtime.Config) { c.NodeID = "bench" })
 	ctx := context.Background()
 	targets := make([]runtime.Target, streams)

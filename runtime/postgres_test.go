@@ -12,7 +12,10 @@ import (
 
 // postgresEnv returns an env on a fresh, migrated schema of the test database
 // (skipped loudly without SCRIBE_TEST_DATABASE_URL).
-func postgresEnv(t *testing.T) *env {
+func postgresEnv(t *testing.T) *env { return postgresEnvTB(t) }
+
+// postgresEnvTB is postgresEnv for tests and benchmarks.
+func postgresEnvTB(t testing.TB) *env {
 	t.Helper()
 	pool, schema := pgtest.Pool(t)
 	cfg := postgres.Config{Schema: schema}
