@@ -464,12 +464,11 @@ func (h *Host) doShutdown(ctx context.Context) error {
 		select {
 		case <-w:
 		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("actors: shutdown did not finish passivating every actor: %w", ctx.Err()))
-			h.cancel() // unblock the remaining I/O; actors then stop
+			if len(errs) == 0 {
+				errs = append(errs, fmt.Errorf("actors: shutdown did not finish passivating every actor in time; their remaining journal calls were cancelled: %w", ctx.Err()))
+				h.cancel() // unblock the remaining I/O; the actors then stop
+			}
 			<-w
-		}
-		if len(errs) > 0 {
-			continue
 		}
 	}
 	close(h.renewStop)
