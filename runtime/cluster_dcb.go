@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -217,6 +218,12 @@ func (c *clusterNode) serveReserve(sender *actor.PID, m *clusterpb.ReserveReques
 	}
 	c.held[id] = heldReservation{r: r, holder: sender.Address}
 	c.mu.Unlock()
+	if !slices.Contains(c.memberAddrs(), sender.Address) {
+		// The holder left while the reservation waited: nobody will end it.
+		c.releaseHeldBy(sender.Address)
+		reply.Error = c.encodeError(fmt.Errorf("%w: member %s left the cluster before its reservation of %s was granted", ErrNodeUnavailable, sender.Address, stream))
+		return reply
+	}
 	reply.ReservationId = id
 	reply.Lease = &clusterpb.Lease{NodeId: r.Lease.NodeID, Incarnation: r.Lease.Incarnation, Epoch: r.Lease.Epoch}
 	reply.Version = r.Version

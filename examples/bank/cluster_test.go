@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,74 +61,79 @@ func bankPost(ctx context.Context, hc *http.Client, url, key string, body any, o
 // and each account's events are gap-free.
 func TestPostgresClusterThreeNodes(t *testing.T) {
 	t.Parallel()
-	_, schema := pgtest.Pool(t)
-	dbURL := pgtest.URL(t)
-	bin := buildBinary(t)
-	const n = 3
-	ports := clusterPorts(t, 2*n)
-	var peers []string
-	for i := range n {
-		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]))
-	}
-	args := func(i int) []string {
-		return []string{"-addr", "127.0.0.1:0", "-db", dbURL, "-schema", schema, "-node", fmt.Sprintf("bank-%d", i+1),
-			"-cluster-name", "bank-" + schema, "-cluster-port", fmt.Sprint(ports[2*i]), "-cluster-health-port", fmt.Sprint(ports[2*i+1]),
-			"-cluster-peers", strings.Join(peers, ","), "-cluster-refresh", "300ms", "-session-timeout", "3s"}
-	}
-	// The first node migrates the schema; the others start once it listens.
-	procs := []*process{startProcess(t, bin, args(0)...)}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := 1; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := startProcess(t, bin, args(i)...)
-			mu.Lock()
-			procs = append(procs, p)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	require.Len(t, procs, n)
-	hc := &http.Client{Timeout: 20 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	runBankCluster(t, false)
+}
 
-	// post sends a request to member i, moving to the next member on a
-	// transport error or a 503, with the same key.
-	post := func(i int, path, key string, body any, out any) int {
-		for attempt := 0; ; attempt++ {
-			p := procs[(i+attempt)%n]
-			status, err := bankPost(ctx, hc, "http://"+p.addr+path, key, body, out)
-			if err == nil && status != http.StatusServiceUnavailable {
-				return status
-			}
-			require.Less(t, attempt, 200, "request %s %s never answered: status %d, %v", path, key, status, err)
-			select {
-			case <-ctx.Done():
-				t.Fatalf("request %s %s unresolved: %v", path, key, ctx.Err())
-			case <-time.After(50 * time.Millisecond):
-			}
+// The same with a SIGKILL of one member in the middle of the load: its
+// accounts are served by the others within the documented bound
+// (session timeout 3 s + detection), and no acknowledged operation is lost.
+func TestPostgresClusterKill(t *testing.T) {
+	t.Parallel()
+	runBankCluster(t, true)
+}
+
+// bankClient sends requests to a cluster's members.
+type bankClient struct {
+	procs []*process
+	hc    *http.Client
+	dead  sync.Map // index -> true once killed
+}
+
+// post sends a request to member i, moving to the next live member on a
+// transport error or a 503, with the same Idempotency-Key, until ctx ends.
+func (c *bankClient) post(ctx context.Context, i int, path, key string, body any, out any) (int, error) {
+	var last error
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		k := (i + attempt) % len(c.procs)
+		if _, dead := c.dead.Load(k); dead {
+			continue
+		}
+		status, err := bankPost(ctx, c.hc, "http://"+c.procs[k].addr+path, key, body, out)
+		if err == nil && status != http.StatusServiceUnavailable {
+			return status, nil
+		}
+		last = fmt.Errorf("member %d: status %d, %v", k, status, err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	const accounts, opening = 24, 1000
+	return 0, fmt.Errorf("request %s (key %s) unresolved: %w (last: %v)", path, key, ctx.Err(), last)
+}
+
+func runBankCluster(t *testing.T, kill bool) {
+	const n, accounts, opening = 3, 24, 1000
+	procs := startBankCluster(t, n)
+	c := &bankClient{procs: procs, hc: &http.Client{Timeout: 20 * time.Second}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	mustPost := func(i int, path, key string, body any, out any) int {
+		t.Helper()
+		status, err := c.post(ctx, i, path, key, body, out)
+		require.NoError(t, err)
+		return status
+	}
 	for a := range accounts {
 		var view AccountView
 		id := fmt.Sprintf("acct%02d", a)
-		require.Equal(t, http.StatusCreated, post(a, "/accounts", "open-"+id, map[string]string{"id": id}, &view), id)
-		require.Equal(t, http.StatusOK, post(a+1, "/accounts/"+id+"/deposit", "dep-"+id, map[string]int64{"amount": opening}, &view))
+		require.Equal(t, http.StatusCreated, mustPost(a, "/accounts", "open-"+id, map[string]string{"id": id}, &view), id)
+		require.Equal(t, http.StatusOK, mustPost(a+1, "/accounts/"+id+"/deposit", "dep-"+id, map[string]int64{"amount": opening}, &view))
 	}
 	// A domain error crosses members with its code and message.
 	var e struct{ Error, Code string }
 	for i := range n {
-		require.Equal(t, http.StatusConflict, post(i, "/accounts/acct00/withdraw", fmt.Sprintf("big-%d", i), map[string]int64{"amount": 900000}, &e))
+		require.Equal(t, http.StatusConflict, mustPost(i, "/accounts/acct00/withdraw", fmt.Sprintf("big-%d", i), map[string]int64{"amount": 900000}, &e))
 		require.Equal(t, "insufficient_funds", e.Code)
 		require.Contains(t, e.Error, "acct00", "the message of the hosting member's error")
 	}
 
-	var acked sync.Map // transfer ID -> amount
-	deadline := time.Now().Add(5 * time.Second)
+	var acked sync.Map // transfer ID -> true
+	var deposits atomic.Int64
+	loadFor := 5 * time.Second
+	if kill {
+		loadFor = 12 * time.Second
+	}
+	deadline := time.Now().Add(loadFor)
 	var load sync.WaitGroup
 	for w := range 16 {
 		load.Add(1)
@@ -138,11 +145,14 @@ func TestPostgresClusterThreeNodes(t *testing.T) {
 					continue
 				}
 				var tv TransferView
-				status := post(w+i, "/transfers", fmt.Sprintf("t-%d-%d", w, i), map[string]any{"from": from, "to": to, "amount": 1 + (w*i)%50}, &tv)
-				switch status {
-				case http.StatusOK:
+				status, err := c.post(ctx, w+i, "/transfers", fmt.Sprintf("t-%d-%d", w, i), map[string]any{"from": from, "to": to, "amount": 1 + (w*i)%50}, &tv)
+				switch {
+				case err != nil:
+					t.Errorf("transfer %s->%s: %v", from, to, err)
+					return
+				case status == http.StatusOK:
 					acked.Store(tv.ID, true)
-				case http.StatusConflict: // insufficient funds
+				case status == http.StatusConflict: // insufficient funds
 				default:
 					t.Errorf("transfer %s->%s: status %d", from, to, status)
 					return
@@ -150,17 +160,55 @@ func TestPostgresClusterThreeNodes(t *testing.T) {
 			}
 		}()
 	}
+	if kill {
+		time.Sleep(3 * time.Second) // the load runs on three members first
+		killed := time.Now()
+		require.NoError(t, procs[2].cmd.Process.Signal(syscall.SIGKILL))
+		<-procs[2].exited
+		c.dead.Store(2, true)
+		var worst atomic.Int64
+		var probes sync.WaitGroup
+		for a := range accounts {
+			probes.Add(1)
+			go func() {
+				defer probes.Done()
+				var view AccountView
+				id := fmt.Sprintf("acct%02d", a)
+				status, err := c.post(ctx, a, "/accounts/"+id+"/deposit", "probe-"+id, map[string]int64{"amount": 1}, &view)
+				if err != nil || status != http.StatusOK {
+					t.Errorf("account %s not served after the kill: %d %v", id, status, err)
+					return
+				}
+				deposits.Add(1)
+				d := int64(time.Since(killed))
+				for {
+					w := worst.Load()
+					if d <= w || worst.CompareAndSwap(w, d) {
+						break
+					}
+				}
+			}()
+		}
+		probes.Wait()
+		// The documented bound: the session timeout (3 s), the detection
+		// (-cluster-refresh 300ms + the 2 s health check timeout) and one
+		// lease acquisition (open timeout 5 s).
+		bound := 3*time.Second + 2300*time.Millisecond + 5*time.Second
+		t.Logf("failover: every account served again %s after SIGKILL (limit %s)", time.Duration(worst.Load()).Round(time.Millisecond), bound)
+		require.Less(t, time.Duration(worst.Load()), bound)
+	}
 	load.Wait()
 
+	live := []*process{procs[0], procs[1]}
+	if !kill {
+		live = procs
+	}
 	var total int64
 	stored := map[string]int{}
 	for a := range accounts {
 		id := fmt.Sprintf("acct%02d", a)
 		var events []EventView
-		resp, err := hc.Get("http://" + procs[a%n].addr + "/accounts/" + id + "/events")
-		require.NoError(t, err)
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&events))
-		resp.Body.Close()
+		require.Equal(t, http.StatusOK, getJSON(t, c.hc, "http://"+live[a%len(live)].addr+"/accounts/"+id+"/events", &events))
 		var balance int64
 		for v, ev := range events {
 			require.Equal(t, uint64(v+1), ev.Version, "account %s: versions are gap-free", id)
@@ -186,19 +234,53 @@ func TestPostgresClusterThreeNodes(t *testing.T) {
 			require.GreaterOrEqual(t, balance, int64(0), "account %s: never negative", id)
 		}
 		var view AccountView
-		require.Equal(t, http.StatusOK, getJSON(t, hc, "http://"+procs[(a+2)%n].addr+"/accounts/"+id, &view))
+		require.Equal(t, http.StatusOK, getJSON(t, c.hc, "http://"+live[(a+1)%len(live)].addr+"/accounts/"+id, &view))
 		require.Equal(t, balance, view.Balance, "account %s: the served balance is the fold of its events", id)
 		total += balance
 	}
-	require.Equal(t, int64(accounts*opening), total, "money conserved")
-	n2 := 0
+	require.Equal(t, int64(accounts*opening)+deposits.Load(), total, "money conserved")
+	ackedN := 0
 	acked.Range(func(k, _ any) bool {
-		n2++
+		ackedN++
 		require.Equal(t, 2, stored[k.(string)], "acknowledged transfer %s is stored once, in both accounts' streams", k)
 		return true
 	})
-	require.Len(t, stored, n2, "every stored transfer was acknowledged")
-	t.Logf("%d transfers acknowledged across %d members", n2, n)
+	require.Len(t, stored, ackedN, "every stored transfer was acknowledged")
+	t.Logf("%d transfers acknowledged across %d members", ackedN, n)
+}
+
+// startBankCluster builds the bank and starts n members on a fresh Postgres
+// schema (session timeout 3 s), the first one alone so it migrates.
+func startBankCluster(t *testing.T, n int) []*process {
+	t.Helper()
+	_, schema := pgtest.Pool(t)
+	dbURL := pgtest.URL(t)
+	bin := buildBinary(t)
+	ports := clusterPorts(t, 2*n)
+	var peers []string
+	for i := range n {
+		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]))
+	}
+	args := func(i int) []string {
+		return []string{"-addr", "127.0.0.1:0", "-db", dbURL, "-schema", schema, "-node", fmt.Sprintf("bank-%d", i+1),
+			"-cluster-name", "bank-" + schema, "-cluster-port", fmt.Sprint(ports[2*i]), "-cluster-health-port", fmt.Sprint(ports[2*i+1]),
+			"-cluster-peers", strings.Join(peers, ","), "-cluster-refresh", "300ms", "-session-timeout", "3s"}
+	}
+	procs := make([]*process, n)
+	procs[0] = startProcess(t, bin, args(0)...)
+	var wg sync.WaitGroup
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			procs[i] = startProcess(t, bin, args(i)...)
+		}()
+	}
+	wg.Wait()
+	for i, p := range procs {
+		require.NotNil(t, p, "member %d started", i)
+	}
+	return procs
 }
 
 func getJSON(t *testing.T, hc *http.Client, url string, out any) int {
