@@ -128,7 +128,7 @@ func runBankCluster(t *testing.T, kill bool) {
 	}
 
 	var acked sync.Map // transfer ID -> true
-	var deposits atomic.Int64
+	var deposits, ackedCount atomic.Int64
 	loadFor := 5 * time.Second
 	if kill {
 		loadFor = 12 * time.Second
@@ -152,6 +152,7 @@ func runBankCluster(t *testing.T, kill bool) {
 					return
 				case status == http.StatusOK:
 					acked.Store(tv.ID, true)
+					ackedCount.Add(1)
 				case status == http.StatusConflict: // insufficient funds
 				default:
 					t.Errorf("transfer %s->%s: status %d", from, to, status)
@@ -161,7 +162,8 @@ func runBankCluster(t *testing.T, kill bool) {
 		}()
 	}
 	if kill {
-		time.Sleep(3 * time.Second) // the load runs on three members first
+		// The load runs on three members first.
+		require.Eventually(t, func() bool { return ackedCount.Load() >= 300 }, time.Minute, 20*time.Millisecond)
 		killed := time.Now()
 		require.NoError(t, procs[2].cmd.Process.Signal(syscall.SIGKILL))
 		<-procs[2].exited

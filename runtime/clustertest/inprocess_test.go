@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
@@ -163,4 +165,32 @@ func TestInProcessIdleGrainReactivates(t *testing.T) {
 	require.Equal(t, int64(3), res.State.Balance, "the probe's deposit and this one, once")
 	require.Equal(t, 1, rts[1].ActiveStreams(), "reactivated on its hosting member")
 	require.Equal(t, 0, rts[0].ActiveStreams())
+}
+
+// The trace context crosses members: the hosting member's execute span
+// belongs to the caller's trace, as a child of the caller's span.
+func TestInProcessTraceCrossesMembers(t *testing.T) {
+	j := journal.NewMemory()
+	recs := []*tracetest.SpanRecorder{tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()}
+	tps := []*sdktrace.TracerProvider{
+		sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recs[0])),
+		sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recs[1])),
+	}
+	next := 0
+	rts := startInProcess(t, 2, j, func(c *runtime.Config) { c.TracerProvider = tps[next]; next++ })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	id := hostedBy(t, ctx, rts[1], rts[0])
+	pctx, parent := tps[0].Tracer("test").Start(ctx, "caller")
+	_, err := rts[0].Execute(pctx, acct(id), Deposit{Amount: 1})
+	require.NoError(t, err)
+	parent.End()
+	found := false
+	for _, s := range recs[1].Ended() {
+		if s.Name() == "scribe.execute" && s.SpanContext().TraceID() == parent.SpanContext().TraceID() {
+			found = true
+			require.Equal(t, parent.SpanContext().SpanID(), s.Parent().SpanID(), "the caller's span is the parent")
+		}
+	}
+	require.True(t, found, "the hosting member recorded the command's execute span in the caller's trace")
 }
