@@ -44,6 +44,13 @@ type ReservationTimeoutError = tagconsistency.ReservationTimeoutError
 // versions, and hands the new events to the actors, which keep serving their
 // aggregate commands consistently. A valid command therefore succeeds at its
 // first attempt: there is no retry loop anywhere.
+//
+// The state comes from FromStates when it is set (the aggregate states the
+// tags' actors already hold: no journal read, the fastest path), otherwise
+// from folding the query's events. Folds are cached per Name and Query and
+// continue from where they stopped, but a command whose tags vary a lot (a
+// transfer between any two of many accounts) mostly folds its tags' whole
+// history: prefer FromStates for tags owned by aggregates.
 type DCB[C, S any] struct {
 	// Name identifies the command type in errors, spans and metrics.
 	// Required.
