@@ -681,6 +681,13 @@ func testDCBIdempotency(t *testing.T, e *env) {
 	require.NoError(t, a.rt.Shutdown(ctx))
 	_, err = a.enrol.Execute(ctx, Enrol{Student: "s3", Course: "c"})
 	require.ErrorIs(t, err, runtime.ErrShutdown)
+
+	// A restarted runtime still knows the key.
+	b := startDCB(t, e)
+	again, err = b.enrol.Execute(ctx, Enrol{Student: "s1", Course: "c"}, runtime.WithIdempotencyKey("k-1"))
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.Records[0].ID, again.Records[0].ID)
 }
 
 // Hold occupies its gate stream's actor until Release is closed.
