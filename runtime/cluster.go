@@ -79,6 +79,7 @@ type clusterNode struct {
 	stop      chan struct{}
 	watchDone chan struct{}
 	stopOnce  sync.Once
+	watching  bool // watchFence runs (set before New returns)
 }
 
 // call is an envelope waiting for its reply.
@@ -145,6 +146,8 @@ func startCluster(ctx context.Context, rt *Runtime, cfg ClusterConfig) (c *clust
 		return nil, err
 	}
 	c.self = c.system.Address()
+	c.watching = true
+	go c.watchFence()
 	// Spawned once remoting runs, so its PID carries the member's address.
 	c.replies, err = c.system.Root.SpawnNamed(actor.PropsFromFunc(c.receiveReply), repliesName)
 	if err != nil {
@@ -162,7 +165,6 @@ func startCluster(ctx context.Context, rt *Runtime, cfg ClusterConfig) (c *clust
 		c.shutdown()
 		return nil, fmt.Errorf("runtime: joining cluster %q: %w", cfg.Name, ctx.Err())
 	}
-	go c.watchFence()
 	c.log.Info("joined the cluster", "cluster", cfg.Name, "address", c.self, "node", rt.cfg.NodeID)
 	return c, nil
 }
@@ -185,8 +187,8 @@ func (c *clusterNode) startMember() (err error) {
 func (c *clusterNode) shutdown() {
 	c.stopOnce.Do(func() {
 		close(c.stop)
-		if c.self != "" {
-			<-c.watchDoneOrNil()
+		if c.watching {
+			<-c.watchDone
 		}
 		c.mu.Lock()
 		c.closed = true
@@ -200,17 +202,6 @@ func (c *clusterNode) shutdown() {
 		c.system.EventStream.Unsubscribe(c.topoSub)
 		c.leave()
 	})
-}
-
-func (c *clusterNode) watchDoneOrNil() chan struct{} {
-	select {
-	case <-c.joined:
-		return c.watchDone
-	default:
-		done := make(chan struct{})
-		close(done)
-		return done
-	}
 }
 
 // leave stops the provider (others see this member leave), the identity
