@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/runtime"
 )
@@ -151,6 +152,8 @@ func runNode(raw string) int {
 		case err == nil:
 		case errors.Is(err, errInsufficient):
 			status, rep.Code, rep.Error = http.StatusConflict, "insufficient", err.Error()
+		case errors.Is(err, journal.ErrVersionMismatch):
+			status, rep.Code, rep.Error = http.StatusConflict, "version_mismatch", err.Error()
 		case runtime.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
 			status, rep.Code, rep.Error = http.StatusServiceUnavailable, "retryable", err.Error()
 		default:

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 )
 
@@ -574,4 +575,57 @@ func waitMembers(p *proc, n int, timeout time.Duration) bool {
 		time.Sleep(50 * time.Millisecond) // polling
 	}
 	return false
+}
+
+// Typed errors cross processes: a command sent to a member that does not
+// host its stream fails with journal.ErrVersionMismatch (after an append
+// behind the actor's back) and with the ledger's domain error, as the
+// calling member's errors.Is sees them.
+func TestProcessesTypedErrors(t *testing.T) {
+	t.Parallel()
+	url, schema, j := openVerifier(t)
+	procs := startProcs(t, 3, url, schema)
+	hc := &http.Client{Timeout: 20 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	actives := func() []int {
+		var out []int
+		for _, p := range procs {
+			s, err := p.stats()
+			require.NoError(t, err)
+			out = append(out, s.Active)
+		}
+		return out
+	}
+	before := actives()
+	rep, status, err := procs[0].exec(ctx, hc, execRequest{Account: "typed", Op: "deposit", Amount: 10, Key: "k1"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, rep.Error)
+	after := actives()
+	host := -1
+	for i := range procs {
+		if after[i] == before[i]+1 {
+			host = i
+		}
+	}
+	require.NotEqual(t, -1, host, "one member activated the stream")
+	caller := procs[(host+1)%len(procs)]
+
+	_, err = j.Append(ctx, []journal.Event{{ID: journal.NewEventID(), Type: "Deposited", Tags: []journal.Tag{acct("typed").Stream().Tag}, Data: []byte(`{"amount":5}`)}}, journal.AppendOptions{})
+	require.NoError(t, err)
+	rep, status, err = caller.exec(ctx, hc, execRequest{Account: "typed", Op: "deposit", Amount: 1, Key: "k2"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, status)
+	require.Equal(t, "version_mismatch", rep.Code, "errors.Is(err, journal.ErrVersionMismatch) on the calling member: %s", rep.Error)
+
+	rep, status, err = caller.exec(ctx, hc, execRequest{Account: "typed", Op: "deposit", Amount: 1, Key: "k3"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, rep.Error)
+	require.Equal(t, int64(10+5+1), rep.Balance, "the hosting actor re-read its stream")
+
+	rep, status, err = caller.exec(ctx, hc, execRequest{Account: "typed", Op: "withdraw", Amount: 1000, Key: "k4"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, status)
+	require.Equal(t, "insufficient", rep.Code, "errors.Is(err, errInsufficient) on the calling member: %s", rep.Error)
+	checkRaces(t, procs)
 }
