@@ -369,14 +369,20 @@ func (c *memCursor) exhausted() bool { return c.lo >= c.hi }
 // may match q: from the tag and type indexes when every item names a tag or a
 // type, else every index. Callers still filter with q.Matches.
 func (m *Memory) queryCursorLocked(q Query, lo, hi int, desc bool) memCursor {
-	list, indexed := m.candidatesLocked(q)
+	list, indexed := m.candidatesLocked(q, lo, hi)
 	if !indexed {
 		return memCursor{all: true, lo: lo, hi: hi, desc: desc}
 	}
 	return memCursor{list: list, lo: sort.SearchInts(list, lo), hi: sort.SearchInts(list, hi), desc: desc}
 }
 
-func (m *Memory) candidatesLocked(q Query) ([]int, bool) {
+// candidatesLocked returns the ascending record indices in [lo, hi) that may
+// match q, and false when no index applies (q.All). Only the part of each index list inside [lo, hi) is merged, so the cost of a
+// condition check or a read from a recent position does not grow with history.
+func (m *Memory) candidatesLocked(q Query, lo, hi int) ([]int, bool) {
+	window := func(l []int) []int {
+		return l[sort.SearchInts(l, lo):sort.SearchInts(l, hi)]
+	}
 	if q.All {
 		return nil, false
 	}
@@ -396,13 +402,13 @@ func (m *Memory) candidatesLocked(q Query) ([]int, bool) {
 					best = s.records
 				}
 			}
-			if len(best) > 0 {
+			if best = window(best); len(best) > 0 {
 				lists = append(lists, best)
 			}
 			continue
 		}
 		for _, ty := range it.Types {
-			if l := m.byType[ty]; len(l) > 0 {
+			if l := window(m.byType[ty]); len(l) > 0 {
 				lists = append(lists, l)
 			}
 		}
