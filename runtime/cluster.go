@@ -62,7 +62,8 @@ type clusterNode struct {
 	seq     atomic.Uint64
 	mu      sync.Mutex
 	calls   map[uint64]*call
-	held    map[uint64]heldReservation // reservations granted to other members
+	held    map[uint64]heldReservation       // reservations granted to other members
+	running map[servedKey]context.CancelFunc // envelopes being served, by sender and request
 	closed  bool
 	serving sync.WaitGroup
 
@@ -113,6 +114,7 @@ func startCluster(ctx context.Context, rt *Runtime, cfg ClusterConfig) (c *clust
 		rebuild:        map[string]func(string) error{},
 		calls:          map[uint64]*call{},
 		held:           map[uint64]heldReservation{},
+		running:        map[servedKey]context.CancelFunc{},
 		joined:         make(chan struct{}),
 		fenced:         make(chan struct{}),
 		stop:           make(chan struct{}),
@@ -400,6 +402,11 @@ func (c *clusterNode) send(ctx context.Context, target *actor.PID, id uint64, ms
 			return r, nil
 		default:
 		}
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// The hosting member's own deadline covers a deadline; a
+			// cancellation must be told.
+			c.system.Root.RequestWithCustomSender(target, &clusterpb.CancelRequest{RequestId: id}, c.replies)
+		}
 		return nil, ctx.Err()
 	}
 }
@@ -526,7 +533,20 @@ func (g *streamGrain) Receive(ctx actor.Context) {
 	case *actor.ReceiveTimeout:
 		ctx.Stop(ctx.Self())
 	case *clusterpb.ExecuteRequest:
-		g.c.serve(ctx.Sender(), func() any { return g.c.serveExecute(m) })
+		// Registered here, in mailbox order, so a CancelRequest that follows
+		// always finds it.
+		sender := ctx.Sender()
+		if sender == nil {
+			return
+		}
+		sctx, done := g.c.startServed(sender, m)
+		if !g.c.serve(sender, func() any { defer done(); return g.c.serveExecute(sctx, m) }) {
+			done()
+		}
+	case *clusterpb.CancelRequest:
+		if s := ctx.Sender(); s != nil {
+			g.c.cancelServed(servedKey{s.Address, m.RequestId})
+		}
 	case *clusterpb.ReserveRequest:
 		sender := ctx.Sender()
 		g.c.serve(sender, func() any { return g.c.serveReserve(sender, m) })
@@ -537,20 +557,20 @@ func (g *streamGrain) Receive(ctx actor.Context) {
 
 // serve runs fn on a goroutine tracked by shutdown and sends its reply to
 // sender.
-func (c *clusterNode) serve(sender *actor.PID, fn func() any) {
+func (c *clusterNode) serve(sender *actor.PID, fn func() any) bool {
 	if sender == nil {
-		return
+		return false
 	}
-	c.serveAsync(func() { c.system.Root.Send(sender, fn()) })
+	return c.serveAsync(func() { c.system.Root.Send(sender, fn()) })
 }
 
 // serveAsync runs fn on a goroutine that shutdown waits for, unless the
-// member is shutting down.
-func (c *clusterNode) serveAsync(fn func()) {
+// member is shutting down (then it reports false).
+func (c *clusterNode) serveAsync(fn func()) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.serving.Add(1)
 	c.mu.Unlock()
@@ -558,6 +578,7 @@ func (c *clusterNode) serveAsync(fn func()) {
 		defer c.serving.Done()
 		fn()
 	}()
+	return true
 }
 
 func (c *clusterNode) serveContext(timeoutNanos int64, parent, state string) (context.Context, context.CancelFunc) {
@@ -579,7 +600,39 @@ func (c *clusterNode) hostedHere(stream journal.StreamID) *clusterpb.Error {
 	return nil
 }
 
-func (c *clusterNode) serveExecute(m *clusterpb.ExecuteRequest) *clusterpb.ExecuteReply {
+// servedKey names an envelope being served: its sender's address and the
+// sender's request ID.
+type servedKey struct {
+	from string
+	id   uint64
+}
+
+func (c *clusterNode) cancelServed(k servedKey) {
+	c.mu.Lock()
+	cancel := c.running[k]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// startServed creates the context an ExecuteRequest is served with and
+// registers it for cancellation; done releases both.
+func (c *clusterNode) startServed(sender *actor.PID, m *clusterpb.ExecuteRequest) (context.Context, func()) {
+	ctx, cancel := c.serveContext(m.TimeoutNanos, m.TraceParent, m.TraceState)
+	key := servedKey{sender.Address, m.RequestId}
+	c.mu.Lock()
+	c.running[key] = cancel
+	c.mu.Unlock()
+	return ctx, func() {
+		c.mu.Lock()
+		delete(c.running, key)
+		c.mu.Unlock()
+		cancel()
+	}
+}
+
+func (c *clusterNode) serveExecute(ctx context.Context, m *clusterpb.ExecuteRequest) *clusterpb.ExecuteReply {
 	reply := &clusterpb.ExecuteReply{RequestId: m.RequestId}
 	stream := streamFromPB(m.Stream)
 	if e := c.hostedHere(stream); e != nil {
@@ -597,8 +650,6 @@ func (c *clusterNode) serveExecute(m *clusterpb.ExecuteRequest) *clusterpb.Execu
 		reply.Error = c.encodeError(err)
 		return reply
 	}
-	ctx, cancel := c.serveContext(m.TimeoutNanos, m.TraceParent, m.TraceState)
-	defer cancel()
 	res, err := c.rt.host.Execute(ctx, stream, actors.Command{Payload: cmd, Metadata: metadataFromPB(m.Metadata)})
 	reply.Records = recordsToPB(res.Records)
 	reply.Version = res.Version

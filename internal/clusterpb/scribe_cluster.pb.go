@@ -1102,6 +1102,53 @@ func (x *EndReservationReply) GetError() *Error {
 	return nil
 }
 
+// CancelRequest tells the hosting member that the caller of request_id
+// (sent by the same sender) gave up: a command not yet decided is then not
+// executed. No reply.
+type CancelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRequest) Reset() {
+	*x = CancelRequest{}
+	mi := &file_scribe_cluster_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRequest) ProtoMessage() {}
+
+func (x *CancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_scribe_cluster_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
+func (*CancelRequest) Descriptor() ([]byte, []int) {
+	return file_scribe_cluster_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CancelRequest) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
 var File_scribe_cluster_proto protoreflect.FileDescriptor
 
 const file_scribe_cluster_proto_rawDesc = "" +
@@ -1199,7 +1246,10 @@ const file_scribe_cluster_proto_rawDesc = "" +
 	"\x13EndReservationReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12.\n" +
-	"\x05error\x18\x02 \x01(\v2\x18.scribe.cluster.v1.ErrorR\x05errorB0Z.github.com/scribe-es/scribe/internal/clusterpbb\x06proto3"
+	"\x05error\x18\x02 \x01(\v2\x18.scribe.cluster.v1.ErrorR\x05error\".\n" +
+	"\rCancelRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestIdB0Z.github.com/scribe-es/scribe/internal/clusterpbb\x06proto3"
 
 var (
 	file_scribe_cluster_proto_rawDescOnce sync.Once
@@ -1213,7 +1263,7 @@ func file_scribe_cluster_proto_rawDescGZIP() []byte {
 	return file_scribe_cluster_proto_rawDescData
 }
 
-var file_scribe_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_scribe_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_scribe_cluster_proto_goTypes = []any{
 	(*Payload)(nil),               // 0: scribe.cluster.v1.Payload
 	(*Metadata)(nil),              // 1: scribe.cluster.v1.Metadata
@@ -1229,6 +1279,7 @@ var file_scribe_cluster_proto_goTypes = []any{
 	(*ReserveReply)(nil),          // 11: scribe.cluster.v1.ReserveReply
 	(*EndReservationRequest)(nil), // 12: scribe.cluster.v1.EndReservationRequest
 	(*EndReservationReply)(nil),   // 13: scribe.cluster.v1.EndReservationReply
+	(*CancelRequest)(nil),         // 14: scribe.cluster.v1.CancelRequest
 }
 var file_scribe_cluster_proto_depIdxs = []int32{
 	1,  // 0: scribe.cluster.v1.Record.metadata:type_name -> scribe.cluster.v1.Metadata
@@ -1266,7 +1317,7 @@ func file_scribe_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scribe_cluster_proto_rawDesc), len(file_scribe_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

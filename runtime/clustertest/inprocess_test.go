@@ -194,3 +194,60 @@ func TestInProcessTraceCrossesMembers(t *testing.T) {
 	}
 	require.True(t, found, "the hosting member recorded the command's execute span in the caller's trace")
 }
+
+// A caller's cancellation crosses members: a command waiting at the
+// hosting member when its caller cancels is never executed there.
+func TestInProcessCancellationCrossesMembers(t *testing.T) {
+	j := journal.NewMemory()
+	rts := startInProcess(t, 2, j)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A "gate" aggregate whose Slow command reports when its decision starts.
+	started := make(chan struct{}, 16)
+	for _, rt := range rts {
+		require.NoError(t, runtime.RegisterAggregate(rt, runtime.Aggregate[int64]{
+			Name:    "gate",
+			Initial: func() int64 { return 0 },
+			Decide: func(s int64, cmd any) ([]any, error) {
+				switch c := cmd.(type) {
+				case Slow:
+					started <- struct{}{}
+					time.Sleep(time.Duration(c.Millis) * time.Millisecond) // holds the actor
+					return nil, nil
+				case Deposit:
+					return []any{Deposited(c)}, nil
+				}
+				return nil, fmt.Errorf("gate: unknown command %T", cmd)
+			},
+			Evolve: func(s int64, ev any) int64 { return s + amountOf(ev) },
+		}))
+	}
+	var gate runtime.Target
+	for i := 0; gate.ID == ""; i++ {
+		tg := runtime.Target{Aggregate: "gate", ID: fmt.Sprintf("g%d", i)}
+		before := rts[1].ActiveStreams()
+		_, err := rts[0].Execute(ctx, tg, Deposit{Amount: 1})
+		require.NoError(t, err)
+		if rts[1].ActiveStreams() == before+1 {
+			gate = tg
+		}
+	}
+	slow := make(chan error, 1)
+	go func() {
+		_, err := rts[0].Execute(ctx, gate, Slow{Millis: 1000})
+		slow <- err
+	}()
+	<-started // the hosting actor is busy deciding
+	cctx, ccancel := context.WithCancel(ctx)
+	dep := make(chan error, 1)
+	go func() {
+		_, err := rts[0].Execute(cctx, gate, Deposit{Amount: 100})
+		dep <- err
+	}()
+	ccancel() // the envelope or its cancellation reaches the busy actor's member
+	require.ErrorIs(t, <-dep, context.Canceled)
+	require.NoError(t, <-slow)
+	res, err := runtime.ExecuteTyped[int64](ctx, rts[0], gate, Deposit{Amount: 1})
+	require.NoError(t, err)
+	require.Equal(t, int64(1+1), res.State, "the cancelled deposit was not executed")
+}
