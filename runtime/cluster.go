@@ -255,11 +255,29 @@ func (c *clusterNode) onEvent(ev any) {
 		}
 	default:
 	}
+	if self {
+		c.serveAsync(c.handOver)
+	}
 	for _, m := range topo.Left {
 		addr := m.Address()
 		c.log.Warn("member left the cluster", "member", addr)
 		c.failCalls(func(cl *call) bool { return cl.target.Address == addr }, errMemberLeft)
 		c.serveAsync(func() { c.releaseHeldBy(addr) })
+	}
+}
+
+// handOver passivates the local actors of streams that another member
+// hosts now (a member joined), so their new host acquires their leases at
+// once instead of waiting for them to go idle.
+func (c *clusterNode) handOver() {
+	moved := 0
+	for _, stream := range c.rt.host.Streams() {
+		if c.owner(stream.String()) != c.self && c.rt.host.Passivate(stream) {
+			moved++
+		}
+	}
+	if moved > 0 {
+		c.log.Info("handed streams over to their new hosts", "streams", moved)
 	}
 }
 

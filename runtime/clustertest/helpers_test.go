@@ -61,39 +61,52 @@ func startInProcess(t testing.TB, n int, j *journal.Memory, adjust ...func(*runt
 	name := clusterName()
 	rts := make([]*runtime.Runtime, n)
 	for i := range n {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cfg := runtime.Config{
-			Journal:        j,
-			NodeID:         fmt.Sprintf("node-%d", i+1),
-			SessionTimeout: 3 * time.Second,
-			OpenTimeout:    5 * time.Second,
-			Cluster: &runtime.ClusterConfig{
-				Name:     name,
-				Port:     ms[i].remote,
-				Provider: runtime.AutoManaged{Port: ms[i].health, Peers: peers, RefreshInterval: 200 * time.Millisecond},
-				Commands: ledgerCommands(),
-				Errors:   ledgerErrors(),
-			},
-		}
-		for _, a := range adjust {
-			a(&cfg)
-		}
-		rt, err := runtime.New(ctx, cfg)
-		cancel()
-		require.NoError(t, err)
-		require.NoError(t, registerLedger(rt))
-		rts[i] = rt
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			require.NoError(t, rt.Shutdown(ctx))
-		})
+		rts[i] = startMember(t, name, i, ms[i], peers, j, adjust...)
 	}
+	waitAllMembers(t, rts, n)
+	return rts
+}
+
+// waitAllMembers waits until every runtime sees n members.
+func waitAllMembers(t testing.TB, rts []*runtime.Runtime, n int) {
+	t.Helper()
 	for _, rt := range rts {
 		require.Eventually(t, func() bool { return len(rt.ClusterMembers()) == n },
 			20*time.Second, 50*time.Millisecond, "every member sees %d members", n)
 	}
-	return rts
+}
+
+// startMember starts member i of cluster name on journal j (node ID
+// "node-<i+1>", session timeout 3 s), shut down at the test's end.
+func startMember(t testing.TB, name string, i int, mp memberPorts, peers []string, j *journal.Memory, adjust ...func(*runtime.Config)) *runtime.Runtime {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := runtime.Config{
+		Journal:        j,
+		NodeID:         fmt.Sprintf("node-%d", i+1),
+		SessionTimeout: 3 * time.Second,
+		OpenTimeout:    5 * time.Second,
+		Cluster: &runtime.ClusterConfig{
+			Name:     name,
+			Port:     mp.remote,
+			Provider: runtime.AutoManaged{Port: mp.health, Peers: peers, RefreshInterval: 200 * time.Millisecond},
+			Commands: ledgerCommands(),
+			Errors:   ledgerErrors(),
+		},
+	}
+	for _, a := range adjust {
+		a(&cfg)
+	}
+	rt, err := runtime.New(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, registerLedger(rt))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, rt.Shutdown(ctx))
+	})
+	return rt
 }
 
 func acct(id string) runtime.Target { return runtime.Target{Aggregate: "account", ID: id} }

@@ -251,3 +251,37 @@ func TestInProcessCancellationCrossesMembers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1+1), res.State, "the cancelled deposit was not executed")
 }
+
+// A member joins a running cluster: the streams that move to it are handed
+// over at once (their previous hosts passivate them and release their
+// leases) instead of failing until those actors go idle.
+func TestInProcessScaleOutHandsStreamsOver(t *testing.T) {
+	j := journal.NewMemory()
+	ms, peers := allocate(t, 3)
+	name := clusterName()
+	short := func(c *runtime.Config) { c.OpenTimeout = 2 * time.Second } // IdleTimeout stays 2 min
+	rts := []*runtime.Runtime{startMember(t, name, 0, ms[0], peers, j, short), startMember(t, name, 1, ms[1], peers, j, short)}
+	waitAllMembers(t, rts, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const accounts = 30
+	for a := range accounts {
+		_, err := rts[a%2].Execute(ctx, acct(fmt.Sprintf("s%d", a)), Deposit{Amount: 1})
+		require.NoError(t, err)
+	}
+	rts = append(rts, startMember(t, name, 2, ms[2], peers, j, short))
+	waitAllMembers(t, rts, 3)
+	for a := range accounts {
+		ectx, ecancel := context.WithTimeout(ctx, 10*time.Second)
+		res, err := runtime.ExecuteTyped[Account](ectx, rts[a%3], acct(fmt.Sprintf("s%d", a)), Deposit{Amount: 1})
+		ecancel()
+		require.NoError(t, err, "account s%d after the join", a)
+		require.Equal(t, int64(2), res.State.Balance)
+	}
+	require.Positive(t, rts[2].ActiveStreams(), "the new member hosts some streams")
+	total := 0
+	for _, rt := range rts {
+		total += rt.ActiveStreams()
+	}
+	require.Equal(t, accounts, total, "each stream is active on exactly one member")
+}
