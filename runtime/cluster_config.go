@@ -44,12 +44,10 @@ const (
 // idle_in_transaction_session_timeout no longer than the session timeout,
 // so a member paused inside a transaction does not hold row locks that
 // block the takeover of its streams. When a member joins (or a restarted
-// member returns under a new address), streams that move to it are served
-// once their previous host's actor passivates (Config.IdleTimeout); until
-// then commands for them fail with journal.ErrOpenTimeout, so keep
-// IdleTimeout short in cluster mode. DCB commands are executed by the
-// member that receives them; each tag is reserved at the member hosting its
-// stream.
+// member returns), the others passivate the streams that moved to it, which
+// releases their leases, so it serves them at once. DCB commands are
+// executed by the member that receives them; each tag is reserved at the
+// member hosting its stream.
 type ClusterConfig struct {
 	// Name is the cluster's name; members with another name never join.
 	// Required.
