@@ -35,6 +35,7 @@ const (
 // proc is one member process.
 type proc struct {
 	name     string
+	raw      string // its JSON configuration
 	httpAddr string
 	cmd      *exec.Cmd
 	ready    chan struct{}
@@ -61,49 +62,7 @@ func startProcs(t *testing.T, n int, url, schema string) []*proc {
 		}
 		raw, err := json.Marshal(cfg)
 		require.NoError(t, err)
-		p := &proc{
-			name:     cfg.NodeID,
-			httpAddr: fmt.Sprintf("http://127.0.0.1:%d", httpPorts[i]),
-			ready:    make(chan struct{}),
-			fenced:   make(chan struct{}),
-			exited:   make(chan struct{}),
-			stderr:   filepath.Join(dir, cfg.NodeID+".log"),
-		}
-		errf, err := os.Create(p.stderr)
-		require.NoError(t, err)
-		p.cmd = exec.Command(os.Args[0])
-		// protoactor-go's own data races (see inprocess_test.go) must not
-		// fail a member built with -race.
-		p.cmd.Env = append(os.Environ(), envNode+"="+string(raw), "GORACE=exitcode=0")
-		p.cmd.Stderr = errf
-		out, err := p.cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, p.cmd.Start())
-		go p.scan(out)
-		go func() {
-			_ = p.cmd.Wait()
-			p.exitCode = p.cmd.ProcessState.ExitCode()
-			_ = errf.Close()
-			close(p.exited)
-		}()
-		procs[i] = p
-		t.Cleanup(func() {
-			select {
-			case <-p.exited:
-			default:
-				_ = p.cmd.Process.Signal(syscall.SIGCONT)
-				_ = p.cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-p.exited:
-				case <-time.After(30 * time.Second):
-					_ = p.cmd.Process.Kill()
-					<-p.exited
-				}
-			}
-			if t.Failed() {
-				p.dumpLog(t)
-			}
-		})
+		procs[i] = launch(t, cfg.NodeID, string(raw), fmt.Sprintf("http://127.0.0.1:%d", httpPorts[i]), filepath.Join(dir, cfg.NodeID+".log"))
 	}
 	for _, p := range procs {
 		select {
@@ -122,6 +81,72 @@ func startProcs(t *testing.T, n int, url, schema string) []*proc {
 		}, 30*time.Second, 100*time.Millisecond, "member %s sees %d members", p.name, n)
 	}
 	return procs
+}
+
+// launch starts one member process with its JSON configuration; the test's
+// cleanup stops it (SIGCONT, SIGTERM, then SIGKILL after 30 s).
+func launch(t *testing.T, name, raw, httpAddr, logPath string) *proc {
+	t.Helper()
+	p := &proc{
+		name:     name,
+		raw:      raw,
+		httpAddr: httpAddr,
+		ready:    make(chan struct{}),
+		fenced:   make(chan struct{}),
+		exited:   make(chan struct{}),
+		stderr:   logPath,
+	}
+	errf, err := os.Create(p.stderr)
+	require.NoError(t, err)
+	p.cmd = exec.Command(os.Args[0])
+	// protoactor-go's own data races (see inprocess_test.go) must not
+	// fail a member built with -race.
+	p.cmd.Env = append(os.Environ(), envNode+"="+raw, "GORACE=exitcode=0")
+	p.cmd.Stderr = errf
+	out, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	go p.scan(out)
+	go func() {
+		_ = p.cmd.Wait()
+		p.exitCode = p.cmd.ProcessState.ExitCode()
+		_ = errf.Close()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(30 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.exited
+			}
+		}
+		if t.Failed() {
+			p.dumpLog(t)
+		}
+	})
+	return p
+}
+
+// restart starts p's member again with the same configuration (node ID,
+// ports) and waits until it serves.
+func restart(t *testing.T, p *proc) *proc {
+	t.Helper()
+	q := launch(t, p.name, p.raw, p.httpAddr, p.stderr+".restart")
+	select {
+	case <-q.ready:
+	case <-q.exited:
+		q.dumpLog(t)
+		t.Fatalf("restarted member %s exited with code %d", q.name, q.exitCode)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("restarted member %s did not start within 60s", q.name)
+	}
+	return q
 }
 
 func (p *proc) scan(r io.Reader) {
@@ -416,8 +441,21 @@ func TestProcessesKill(t *testing.T) {
 	bound := procSessionTimeout + 2*time.Second + 300*time.Millisecond + procOpenTimeout
 	t.Logf("failover: every account served again %s after SIGKILL (bound %s)", failover.Round(time.Millisecond), bound)
 	require.Less(t, failover, bound, "streams of the killed member are served within the bound")
+
+	// The killed member restarts with the same node ID and ports: it rejoins,
+	// the others hand its streams back, and it serves them at once.
+	dead := procs[2]
+	procs[2] = restart(t, dead)
+	for _, p := range procs {
+		require.True(t, waitMembers(p, 3, 30*time.Second), "member %s sees the restarted member", p.name)
+	}
+	took := load.probeAll(t, time.Now(), procs)
+	t.Logf("after the restart every account was served within %s", took.Round(time.Millisecond))
+	s, err := procs[2].stats()
+	require.NoError(t, err)
+	require.Positive(t, s.Active, "the restarted member hosts streams again")
 	load.verify(t, j)
-	checkRaces(t, procs)
+	checkRaces(t, append(procs, dead))
 }
 
 // acked returns the number of acknowledged commands so far.
