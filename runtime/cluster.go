@@ -64,8 +64,11 @@ type clusterNode struct {
 	calls   map[uint64]*call
 	held    map[uint64]heldReservation       // reservations granted to other members
 	running map[servedKey]context.CancelFunc // envelopes being served, by sender and request
-	closed  bool
-	serving sync.WaitGroup
+	// abandoned are reservation requests whose caller gave up before the
+	// reply; a grant that still arrives is cancelled.
+	abandoned map[uint64]abandonedReserve
+	closed    bool
+	serving   sync.WaitGroup
 
 	members    atomic.Pointer[cluster.Rendezvous]
 	addrs      atomic.Pointer[[]string]
@@ -115,6 +118,7 @@ func startCluster(ctx context.Context, rt *Runtime, cfg ClusterConfig) (c *clust
 		calls:          map[uint64]*call{},
 		held:           map[uint64]heldReservation{},
 		running:        map[servedKey]context.CancelFunc{},
+		abandoned:      map[uint64]abandonedReserve{},
 		joined:         make(chan struct{}),
 		fenced:         make(chan struct{}),
 		stop:           make(chan struct{}),
@@ -262,6 +266,13 @@ func (c *clusterNode) onEvent(ev any) {
 		addr := m.Address()
 		c.log.Warn("member left the cluster", "member", addr)
 		c.failCalls(func(cl *call) bool { return cl.target.Address == addr }, errMemberLeft)
+		c.mu.Lock()
+		for id, ab := range c.abandoned {
+			if ab.pid.Address == addr {
+				delete(c.abandoned, id)
+			}
+		}
+		c.mu.Unlock()
 		c.serveAsync(func() { c.releaseHeldBy(addr) })
 	}
 }
@@ -531,9 +542,19 @@ func (c *clusterNode) complete(id uint64, msg any) {
 	c.mu.Lock()
 	cl := c.calls[id]
 	delete(c.calls, id)
+	ab, wasAbandoned := c.abandoned[id]
+	delete(c.abandoned, id)
 	c.mu.Unlock()
 	if cl != nil {
 		cl.reply <- msg
+		return
+	}
+	if r, ok := msg.(*clusterpb.ReserveReply); ok && wasAbandoned && r.Error == nil {
+		// Granted after its caller gave up: end it now rather than leave
+		// the tag held until the reservation hold runs out.
+		c.system.Root.RequestWithCustomSender(ab.pid, &clusterpb.EndReservationRequest{
+			RequestId: c.seq.Add(1), Stream: ab.stream, ReservationId: r.ReservationId,
+		}, c.replies)
 	}
 }
 
@@ -557,7 +578,7 @@ func (g *streamGrain) Receive(ctx actor.Context) {
 		if sender == nil {
 			return
 		}
-		sctx, done := g.c.startServed(sender, m)
+		sctx, done := g.c.startServed(sender, m.RequestId, m.TimeoutNanos, m.TraceParent, m.TraceState)
 		if !g.c.serve(sender, func() any { defer done(); return g.c.serveExecute(sctx, m) }) {
 			done()
 		}
@@ -567,7 +588,13 @@ func (g *streamGrain) Receive(ctx actor.Context) {
 		}
 	case *clusterpb.ReserveRequest:
 		sender := ctx.Sender()
-		g.c.serve(sender, func() any { return g.c.serveReserve(sender, m) })
+		if sender == nil {
+			return
+		}
+		sctx, done := g.c.startServed(sender, m.RequestId, m.TimeoutNanos, m.TraceParent, m.TraceState)
+		if !g.c.serve(sender, func() any { defer done(); return g.c.serveReserve(sctx, sender, m) }) {
+			done()
+		}
 	case *clusterpb.EndReservationRequest:
 		g.c.serve(ctx.Sender(), func() any { return g.c.serveEndReservation(m) })
 	}
@@ -634,11 +661,11 @@ func (c *clusterNode) cancelServed(k servedKey) {
 	}
 }
 
-// startServed creates the context an ExecuteRequest is served with and
-// registers it for cancellation; done releases both.
-func (c *clusterNode) startServed(sender *actor.PID, m *clusterpb.ExecuteRequest) (context.Context, func()) {
-	ctx, cancel := c.serveContext(m.TimeoutNanos, m.TraceParent, m.TraceState)
-	key := servedKey{sender.Address, m.RequestId}
+// startServed creates the context a request is served with and registers
+// it for cancellation (CancelRequest); done releases both.
+func (c *clusterNode) startServed(sender *actor.PID, requestID uint64, timeoutNanos int64, parent, state string) (context.Context, func()) {
+	ctx, cancel := c.serveContext(timeoutNanos, parent, state)
+	key := servedKey{sender.Address, requestID}
 	c.mu.Lock()
 	c.running[key] = cancel
 	c.mu.Unlock()

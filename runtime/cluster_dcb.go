@@ -77,8 +77,12 @@ func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamI
 	req.TraceParent, req.TraceState = c.traceContext(ctx)
 	r, err := c.send(ctx, pid, id, req)
 	if err != nil {
-		// A grant that arrives later is cancelled by the hosting actor after
-		// its reservation hold.
+		// A grant that still arrives is cancelled by the reply router.
+		c.mu.Lock()
+		if !c.closed {
+			c.abandoned[id] = abandonedReserve{pid: pid, stream: req.Stream}
+		}
+		c.mu.Unlock()
 		return tagconsistency.Reservation{}, false, err
 	}
 	switch r := r.(type) {
@@ -183,15 +187,19 @@ func (c *clusterNode) localOwners() tagconsistency.TagOwners {
 	return tagconsistency.ActorOwners(c.rt.host)
 }
 
-func (c *clusterNode) serveReserve(sender *actor.PID, m *clusterpb.ReserveRequest) *clusterpb.ReserveReply {
+// abandonedReserve is a reservation request whose caller gave up.
+type abandonedReserve struct {
+	pid    *actor.PID
+	stream *clusterpb.Stream
+}
+
+func (c *clusterNode) serveReserve(ctx context.Context, sender *actor.PID, m *clusterpb.ReserveRequest) *clusterpb.ReserveReply {
 	reply := &clusterpb.ReserveReply{RequestId: m.RequestId}
 	stream := streamFromPB(m.Stream)
 	if e := c.hostedHere(stream); e != nil {
 		reply.Error = e
 		return reply
 	}
-	ctx, cancel := c.serveContext(m.TimeoutNanos, m.TraceParent, m.TraceState)
-	defer cancel()
 	r, err := c.localOwners().Reserve(ctx, stream)
 	if err != nil {
 		reply.Error = c.encodeError(err)
