@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -176,9 +177,16 @@ func BenchmarkPostgresAppend32(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.close(ctx)
+	raw, err := newRawMode(ctx, cell{Scenario: scenarioHot}, o, be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Each sub-benchmark run (-count runs them repeatedly in one schema)
+	// writes its own stream.
+	var runs atomic.Int64
 	const n = 32
 	b.Run("journal", func(b *testing.B) {
-		tag := counterTag(0)
+		tag := counterTag(int(runs.Add(1)))
 		var st counterState
 		for b.Loop() {
 			evs := make([]journal.Event, 0, n)
@@ -200,11 +208,7 @@ func BenchmarkPostgresAppend32(b *testing.B) {
 		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
 	})
 	b.Run("raw", func(b *testing.B) {
-		m, err := newRawMode(ctx, cell{Scenario: scenarioHot}, o, be)
-		if err != nil {
-			b.Fatal(err)
-		}
-		w := m.newWorker(0)
+		w := raw.newWorker(int(runs.Add(1)))
 		for b.Loop() {
 			if _, err := w.do(ctx, target{}); err != nil {
 				b.Fatal(err)
@@ -225,6 +229,7 @@ func BenchmarkPostgresAppend32(b *testing.B) {
 		INSERT INTO ` + s + `.event_tags (partition, tag, version, commit_xid, seq, type)
 		SELECT 'default', tag, version, commit_xid, seq, $7 FROM ev`
 		var version int64
+		tag := "direct:" + strconv.FormatInt(runs.Add(1), 10)
 		for b.Loop() {
 			ids, tags, vers := make([]string, n), make([]string, n), make([]int64, n)
 			data, prev, hash := make([][]byte, n), make([][]byte, n), make([][]byte, n)
@@ -235,7 +240,7 @@ func BenchmarkPostgresAppend32(b *testing.B) {
 					b.Fatal(err)
 				}
 				h := sha256.Sum256(d)
-				ids[k], tags[k], vers[k] = journal.NewEventID().String(), "direct:0", version
+				ids[k], tags[k], vers[k] = journal.NewEventID().String(), tag, version
 				data[k], prev[k], hash[k] = d, h[:], h[:]
 			}
 			if _, err := be.Pool.Exec(ctx, insert, ids, tags, vers, data, prev, hash, depositedType); err != nil {
