@@ -58,5 +58,6 @@
 // -cpuprofile FILE writes the harness's Go CPU profile for go tool pprof.
 //
 // benchmarks/pgbench.sh measures Postgres's own single-row commit rate at 16
-// clients for comparison, and the same with a NOTIFY in every transaction.
+// clients for comparison, and the same with a NOTIFY in every transaction
+// (which serializes commits: why the journal notifies after commit instead).
 package main

@@ -3,7 +3,9 @@
 # spread scenario: pgbench runs one single-row INSERT per transaction (a row the
 # size of a benchmark event) from 16 clients for 10 seconds, into a scratch
 # table that is dropped afterwards. A second run adds a NOTIFY to each
-# transaction, as the Postgres journal's append does, to show its cost.
+# transaction, to show what a NOTIFY inside every append transaction costs
+# (Postgres serializes the commits of notifying transactions): the reason the
+# Postgres journal sends its wake-ups after commit, coalesced, instead.
 #
 #   benchmarks/pgbench.sh [URL]   (default: $SCRIBE_TEST_DATABASE_URL, then the local test database)
 #
