@@ -102,7 +102,7 @@ func startCluster(ctx context.Context, rt *Runtime, cfg ClusterConfig) (c *clust
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	prov, err := cfg.Provider.build()
+	prov, err := cfg.Provider.Build()
 	if err != nil {
 		return nil, err
 	}

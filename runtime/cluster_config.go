@@ -59,7 +59,8 @@ type ClusterConfig struct {
 	// other members and the providers must know it.
 	Port int
 	// Provider finds the cluster's members: AutoManaged (static peers, for
-	// tests and small deployments), Consul, Etcd or Kubernetes. Required.
+	// tests and small deployments), Consul, Etcd, or kubernetes.Provider
+	// (package runtime/kubernetes). Required.
 	Provider ClusterProvider
 	// Commands lists the command types that may be executed on streams hosted
 	// by another member, with their wire names (use CommandType). A command of
@@ -105,10 +106,16 @@ func ClusterCommand[C any](name string) CommandType {
 	return CommandType{name: name, typ: reflect.TypeFor[C]()}
 }
 
-// ClusterProvider finds a cluster's members. The implementations are
-// AutoManaged, Consul, Etcd and Kubernetes.
+// ClusterProvider finds a cluster's members. This package implements it with
+// AutoManaged, Consul and Etcd; package runtime/kubernetes implements it for
+// members that run as Kubernetes pods (kept apart so that only programs that
+// use it compile k8s.io/client-go). Any other protoactor-go provider can be
+// plugged in by implementing Build.
 type ClusterProvider interface {
-	build() (cluster.ClusterProvider, error)
+	// Build returns a new protoactor-go provider for one member, or an error
+	// that says which setting is wrong. New calls it once per Runtime; the
+	// returned provider is started by the cluster and shut down with it.
+	Build() (cluster.ClusterProvider, error)
 }
 
 // AutoManaged is a provider for static peers: every member serves a small
@@ -127,7 +134,9 @@ type AutoManaged struct {
 	RefreshInterval time.Duration
 }
 
-func (a AutoManaged) build() (cluster.ClusterProvider, error) {
+// Build validates the settings and returns protoactor-go's automanaged
+// provider for them.
+func (a AutoManaged) Build() (cluster.ClusterProvider, error) {
 	if a.Port <= 0 || a.Port > 65535 {
 		return nil, fmt.Errorf("runtime: AutoManaged.Port is %d; give the member's health endpoint a TCP port", a.Port)
 	}
@@ -151,7 +160,7 @@ func (c *ClusterConfig) setDefaults() error {
 	case c.Port <= 0 || c.Port > 65535:
 		return fmt.Errorf("runtime: ClusterConfig.Port is %d; give the member a TCP port for its remote endpoint", c.Port)
 	case c.Provider == nil:
-		return errors.New("runtime: ClusterConfig.Provider is nil; use runtime.AutoManaged for static peers, or Consul, Etcd or Kubernetes")
+		return errors.New("runtime: ClusterConfig.Provider is nil; use runtime.AutoManaged for static peers, runtime.Consul, runtime.Etcd, or kubernetes.Provider from package runtime/kubernetes")
 	case c.JoinTimeout < 0:
 		return fmt.Errorf("runtime: ClusterConfig.JoinTimeout is negative (%s); use 0 for the default", c.JoinTimeout)
 	}

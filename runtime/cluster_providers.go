@@ -28,7 +28,9 @@ type Consul struct {
 	RefreshInterval time.Duration
 }
 
-func (c Consul) build() (cluster.ClusterProvider, error) {
+// Build validates the settings and returns protoactor-go's Consul provider
+// for them.
+func (c Consul) Build() (cluster.ClusterProvider, error) {
 	if c.TTL < 0 || c.RefreshInterval < 0 {
 		return nil, errors.New("runtime: Consul.TTL and Consul.RefreshInterval must not be negative; use 0 for the defaults")
 	}
@@ -57,7 +59,9 @@ type Etcd struct {
 	DialTimeout time.Duration
 }
 
-func (e Etcd) build() (cluster.ClusterProvider, error) {
+// Build validates the settings and returns protoactor-go's etcd provider
+// for them.
+func (e Etcd) Build() (cluster.ClusterProvider, error) {
 	if len(e.Endpoints) == 0 {
 		return nil, errors.New("runtime: Etcd.Endpoints is empty; list the etcd servers (host:port)")
 	}
@@ -76,7 +80,6 @@ func (e Etcd) build() (cluster.ClusterProvider, error) {
 	return p, nil
 }
 
-// The Kubernetes provider of protoactor-go is not wired in: it builds, but
-// it would compile k8s.io/client-go into every program that imports this
-// package. Run members on Kubernetes with Consul or etcd, or with
-// AutoManaged over a headless service's stable pod addresses.
+// Members that run as Kubernetes pods find each other with
+// kubernetes.Provider, in package runtime/kubernetes: it lives apart so that
+// only the programs that use it compile k8s.io/client-go.
