@@ -766,6 +766,27 @@ func (rt *Runtime) ClusterMembers() []string {
 	return c.memberAddrs()
 }
 
+// ClusterAddress returns this member's address ("host:port"), the form
+// ClusterMembers and ClusterOwner use; "" in single-node mode.
+func (rt *Runtime) ClusterAddress() string {
+	if rt.cluster == nil {
+		return ""
+	}
+	return rt.cluster.self
+}
+
+// ClusterOwner returns the address of the member that hosts target's stream
+// in the topology this runtime sees now: Execute on target runs there. It
+// is "" in single-node mode, after this member was fenced, and while no
+// member is known. The answer can change as members join and leave.
+func (rt *Runtime) ClusterOwner(target Target) string {
+	c := rt.cluster
+	if c == nil || c.fenceError() != nil {
+		return ""
+	}
+	return c.owner(target.Stream().String())
+}
+
 // ClusterFenced returns a channel closed when this member lost its node
 // session and left the cluster (see ErrNodeFenced); a process should then
 // exit or restart. nil in single-node mode.

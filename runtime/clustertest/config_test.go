@@ -59,6 +59,8 @@ func TestSingleNodeHasNoCluster(t *testing.T) {
 	require.NoError(t, registerLedger(rt))
 	require.Nil(t, rt.ClusterMembers())
 	require.Nil(t, rt.ClusterFenced())
+	require.Empty(t, rt.ClusterAddress())
+	require.Empty(t, rt.ClusterOwner(acct("x")))
 	res, err := runtime.ExecuteTyped[Account](ctx, rt, acct("x"), Deposit{Amount: 3})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), res.State.Balance)

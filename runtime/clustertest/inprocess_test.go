@@ -76,6 +76,17 @@ func TestInProcessRoutingAndTypedErrors(t *testing.T) {
 	// Find a stream hosted by member 1, and execute on it through member 0.
 	remote, local := rts[0], rts[1]
 	id := hostedBy(t, ctx, local, remote)
+	// ClusterOwner names the member where the actor became active, on both.
+	require.NotEmpty(t, local.ClusterAddress())
+	require.NotEqual(t, local.ClusterAddress(), remote.ClusterAddress())
+	require.Equal(t, local.ClusterAddress(), remote.ClusterOwner(acct(id)))
+	require.Equal(t, local.ClusterAddress(), local.ClusterOwner(acct(id)))
+	for a := range accounts {
+		// Every stream is owned by one of the two members, and both agree which.
+		o := rts[0].ClusterOwner(acct(fmt.Sprintf("a%d", a)))
+		require.Contains(t, []string{rts[0].ClusterAddress(), rts[1].ClusterAddress()}, o)
+		require.Equal(t, o, rts[1].ClusterOwner(acct(fmt.Sprintf("a%d", a))))
+	}
 
 	// A domain error keeps its identity across members.
 	_, err := remote.Execute(ctx, acct(id), Withdraw{Amount: 1 << 40})
