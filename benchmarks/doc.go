@@ -32,6 +32,16 @@
 //   - raw: multi-row INSERTs of rows the size of the events, straight through
 //     pgx into a scratch table, with the same connection pool: what Postgres can
 //     physically take. Postgres only.
+//   - cluster-local and cluster-remote (with -cluster, or named in -mode):
+//     two runtimes in this process form a cluster over loopback gRPC
+//     (automanaged provider) on the same journal, and every stream the
+//     scenario addresses is given an ID that member 0 hosts. cluster-local
+//     calls Execute on member 0, so the command goes straight to its actor;
+//     cluster-remote calls Execute on member 1, so every command (for
+//     transfers: every tag reservation) crosses to member 0 as a protobuf
+//     envelope and its reply comes back. The "actor ÷ mode" column then
+//     reads as the cost of the hop. A cell fails if member 1 hosted any
+//     stream.
 //
 // Every mode runs the same pure decide function on the same state; each
 // command appends one event with a JSON payload of about 100 bytes.

@@ -175,6 +175,8 @@ func newMode(ctx context.Context, c cell, o options, b *backend) (mode, error) {
 		return newRawMode(ctx, c, o, b)
 	case modeActor:
 		return newActorMode(ctx, c, b)
+	case modeClusterLocal, modeClusterRemote:
+		return newClusterMode(ctx, c, b)
 	}
 	return nil, fmt.Errorf("mode %s is not built into this harness", c.Mode)
 }

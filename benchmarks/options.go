@@ -22,11 +22,17 @@ const (
 	modeOCC     = "occ"
 	modeOCCFast = "occ-fast"
 	modeRaw     = "raw"
+
+	modeClusterLocal  = "cluster-local"
+	modeClusterRemote = "cluster-remote"
 )
 
 var (
 	allScenarios = []string{scenarioHot, scenarioSpread, scenarioSkewed, scenarioTransfer}
 	allModes     = []string{modeActor, modeOCC, modeOCCFast, modeRaw}
+	// clusterModes are measured only when named in -mode or with -cluster.
+	clusterModes = []string{modeClusterLocal, modeClusterRemote}
+	knownModes   = slices.Concat(allModes, clusterModes)
 )
 
 // Fixed sizes of the scenarios.
@@ -52,6 +58,7 @@ type options struct {
 	RawBatch int
 	Progress time.Duration
 	CPUProf  string // file for the Go CPU profile of the whole run
+	Cluster  bool   // also measure cluster-local and cluster-remote
 }
 
 // cellDuration is the measured time of one (run, writers, mode) cell.
@@ -72,7 +79,8 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 	var o options
 	var modes, writers string
 	fs.StringVar(&o.Scenario, "scenario", scenarioHot, "scenario: "+strings.Join(allScenarios, ", "))
-	fs.StringVar(&modes, "mode", strings.Join(allModes, ","), "comma-separated modes: "+strings.Join(allModes, ", ")+" (raw needs -db)")
+	fs.StringVar(&modes, "mode", strings.Join(allModes, ","), "comma-separated modes: "+strings.Join(knownModes, ", ")+" (raw needs -db)")
+	fs.BoolVar(&o.Cluster, "cluster", false, "also measure "+strings.Join(clusterModes, " and ")+": Execute on a two-member cluster over loopback, by the member hosting the streams and through the other one")
 	fs.StringVar(&writers, "writers", "1,8,64", "comma-separated numbers of concurrent writers")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "measured time of each (mode, writers) pair, split evenly across -runs")
 	fs.DurationVar(&o.Warmup, "warmup", 250*time.Millisecond, "unmeasured warm-up before each measurement")
@@ -103,11 +111,18 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 		if m == "" {
 			continue
 		}
-		if !slices.Contains(allModes, m) {
-			return o, fmt.Errorf("-mode %q: want a comma-separated list of %s", m, strings.Join(allModes, ", "))
+		if !slices.Contains(knownModes, m) {
+			return o, fmt.Errorf("-mode %q: want a comma-separated list of %s", m, strings.Join(knownModes, ", "))
 		}
 		if !slices.Contains(o.Modes, m) {
 			o.Modes = append(o.Modes, m)
+		}
+	}
+	if o.Cluster {
+		for _, m := range clusterModes {
+			if !slices.Contains(o.Modes, m) {
+				o.Modes = append(o.Modes, m)
+			}
 		}
 	}
 	if len(o.Modes) == 0 {

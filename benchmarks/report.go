@@ -289,7 +289,8 @@ func writeOutDir(dir string, info runInfo, results []cellResult, rows []summary,
 }
 
 // modeColors are the chart's line colours, one per mode (colour-blind safe).
-var modeColors = map[string]string{modeActor: "#0072B2", modeOCC: "#D55E00", modeOCCFast: "#E69F00", modeRaw: "#009E73"}
+var modeColors = map[string]string{modeActor: "#0072B2", modeOCC: "#D55E00", modeOCCFast: "#E69F00", modeRaw: "#009E73",
+	modeClusterLocal: "#56B4E9", modeClusterRemote: "#CC79A7"}
 
 // writeSVG draws median commands/s (raw: rows/s) against writers, one line
 // per mode, both axes logarithmic, with axis labels, grid and legend.

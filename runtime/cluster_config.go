@@ -3,8 +3,12 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
+	"sync/atomic"
 	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
@@ -150,7 +154,57 @@ func (a AutoManaged) Build() (cluster.ClusterProvider, error) {
 	if d == 0 {
 		d = DefaultAutoManagedInterval
 	}
-	return automanaged.NewWithConfig(d, a.Port, a.Peers...), nil
+	// protoactor's automanaged provider prints "http server started" to
+	// stdout when it starts its own health server; a library must not
+	// write to its program's stdout, so the provider is given a quiet
+	// server serving the same health document.
+	q := &quietAutoManaged{port: a.Port}
+	q.server = echo.New()
+	q.server.HideBanner, q.server.HidePort = true, true
+	q.server.GET("/_health", q.health)
+	q.ClusterProvider = automanaged.NewWithTesting(d, a.Port, q.server, a.Peers...)
+	return q, nil
+}
+
+// quietAutoManaged is protoactor's automanaged provider with a health server
+// that prints nothing. The health document describes the member; it is
+// filled in when the member starts.
+type quietAutoManaged struct {
+	cluster.ClusterProvider
+	port   int
+	server *echo.Echo
+	node   atomic.Pointer[automanaged.NodeModel]
+}
+
+func (q *quietAutoManaged) describe(c *cluster.Cluster) error {
+	host, port, err := c.ActorSystem.GetHostPort()
+	if err != nil {
+		return err
+	}
+	q.node.Store(automanaged.NewNode(c.Config.Name, c.ActorSystem.ID, host, port, q.port, c.GetClusterKinds()))
+	return nil
+}
+
+func (q *quietAutoManaged) StartMember(c *cluster.Cluster) error {
+	if err := q.describe(c); err != nil {
+		return err
+	}
+	return q.ClusterProvider.StartMember(c)
+}
+
+func (q *quietAutoManaged) StartClient(c *cluster.Cluster) error {
+	if err := q.describe(c); err != nil {
+		return err
+	}
+	return q.ClusterProvider.StartClient(c)
+}
+
+func (q *quietAutoManaged) health(ctx echo.Context) error {
+	n := q.node.Load()
+	if n == nil {
+		return ctx.NoContent(http.StatusServiceUnavailable)
+	}
+	return ctx.JSON(http.StatusOK, n)
 }
 
 func (c *ClusterConfig) setDefaults() error {
