@@ -209,8 +209,9 @@ func runBankCluster(t *testing.T, kill bool) {
 	stored := map[string]int{}
 	for a := range accounts {
 		id := fmt.Sprintf("acct%02d", a)
-		var events []EventView
-		require.Equal(t, http.StatusOK, getJSON(t, c.hc, "http://"+live[a%len(live)].addr+"/accounts/"+id+"/events", &events))
+		reader := &loadClient{base: "http://" + live[a%len(live)].addr, http: c.hc}
+		events, err := reader.allEvents(ctx, id)
+		require.NoError(t, err, "account %s: its events", id)
 		var balance int64
 		for v, ev := range events {
 			require.Equal(t, uint64(v+1), ev.Version, "account %s: versions are gap-free", id)

@@ -188,8 +188,8 @@ func TestPostgresCrashRestart(t *testing.T) {
 	require.Empty(t, inv.Problems)
 	stored := map[string]bool{}
 	for _, id := range ids {
-		var events []EventView
-		require.NoError(t, c2.get(ctx, "/accounts/"+id+"/events", &events))
+		events, err := c2.allEvents(ctx, id)
+		require.NoError(t, err)
 		for _, ev := range events {
 			var data struct{ TransferID string }
 			require.NoError(t, json.Unmarshal(ev.Data, &data))

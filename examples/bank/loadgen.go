@@ -12,6 +12,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -258,8 +259,8 @@ func checkInvariants(ctx context.Context, c *loadClient, accounts []string, tota
 		if err := c.get(ctx, "/accounts/"+id, &acct); err != nil {
 			return err
 		}
-		var events []EventView
-		if err := c.get(ctx, "/accounts/"+id+"/events", &events); err != nil {
+		events, err := c.allEvents(ctx, id)
+		if err != nil {
 			return err
 		}
 		folded, version, err := foldEvents(events)
@@ -381,6 +382,7 @@ type loadClient struct {
 type httpResult struct {
 	status int
 	code   bank.Code
+	header http.Header
 	body   []byte
 }
 
@@ -438,6 +440,161 @@ func (c *loadClient) get(ctx context.Context, path string, v any) error {
 	return json.Unmarshal(res.body, v)
 }
 
+// maxFollowedEvents bounds allEvents: a server whose Link headers never end
+// makes it fail instead of reading forever.
+const maxFollowedEvents = 1_000_000
+
+// allEvents reads account id's whole history: GET /accounts/{id}/events,
+// then each page its rel="next" Link header names, until a page has none.
+// It checks that the versions run 1, 2, 3 … across pages, so a server that
+// links back to a page it already served fails at once, and it gives up
+// after maxFollowedEvents events.
+func (c *loadClient) allEvents(ctx context.Context, id string) ([]EventView, error) {
+	base, err := url.Parse(c.base)
+	if err != nil {
+		return nil, fmt.Errorf("base URL %q: %w", c.base, err)
+	}
+	u, err := base.Parse(c.base + "/accounts/" + url.PathEscape(id) + "/events")
+	if err != nil {
+		return nil, fmt.Errorf("account %q: %w", id, err)
+	}
+	var all []EventView
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.do(req)
+		if err != nil {
+			return nil, err
+		}
+		if res.status != http.StatusOK {
+			return nil, fmt.Errorf("GET %s: status %d: %s", u.RequestURI(), res.status, strings.TrimSpace(string(res.body)))
+		}
+		var page []EventView
+		if err := json.Unmarshal(res.body, &page); err != nil {
+			return nil, fmt.Errorf("GET %s: the body is not a JSON array of events: %w", u.RequestURI(), err)
+		}
+		for _, ev := range page {
+			if want := uint64(len(all) + 1); ev.Version != want {
+				return nil, fmt.Errorf("GET %s: account %s: event version %d where version %d was due; the pages are not contiguous", u.RequestURI(), id, ev.Version, want)
+			}
+			all = append(all, ev)
+		}
+		if len(all) > maxFollowedEvents {
+			return nil, fmt.Errorf("account %s: more than %d events after following Link headers; giving up in case the server links pages in a loop", id, maxFollowedEvents)
+		}
+		next, err := nextLink(res.header.Values("Link"))
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: %w", u.RequestURI(), err)
+		}
+		if next == "" {
+			return all, nil
+		}
+		if len(page) == 0 {
+			return nil, fmt.Errorf("GET %s: an empty page links to a next page; the server's paging is broken", u.RequestURI())
+		}
+		nu, err := u.Parse(next)
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: the next link %q is not a URI reference: %w", u.RequestURI(), next, err)
+		}
+		if nu.Scheme != base.Scheme || nu.Host != base.Host {
+			return nil, fmt.Errorf("GET %s: the next link %q leaves the service at %s", u.RequestURI(), next, c.base)
+		}
+		u = nu
+	}
+}
+
+// nextLink returns the target of the link with relation type "next" in the
+// values of Link header fields (RFC 8288), or "" when there is none. The
+// target is returned as written: a URI reference to resolve against the
+// request's URL.
+func nextLink(values []string) (string, error) {
+	for _, v := range values {
+		s := v
+		for {
+			s = strings.TrimLeft(s, " \t,")
+			if s == "" {
+				break
+			}
+			if s[0] != '<' {
+				return "", fmt.Errorf("malformed Link header %q: a link must start with <URI>", v)
+			}
+			end := strings.IndexByte(s, '>')
+			if end < 0 {
+				return "", fmt.Errorf("malformed Link header %q: <URI> is not closed", v)
+			}
+			target := s[1:end]
+			s = s[end+1:]
+			next := false
+			// Parameters: ; name[=token | ="quoted string"] until ',' or the end.
+			for {
+				s = strings.TrimLeft(s, " \t")
+				if s == "" || s[0] == ',' {
+					break
+				}
+				if s[0] != ';' {
+					return "", fmt.Errorf("malformed Link header %q: expected ; or , after a link's URI or parameter", v)
+				}
+				s = strings.TrimLeft(s[1:], " \t")
+				n := strings.IndexAny(s, "=;,")
+				if n < 0 {
+					n = len(s)
+				}
+				name := strings.TrimSpace(s[:n])
+				s = s[n:]
+				value := ""
+				if strings.HasPrefix(s, "=") {
+					s = strings.TrimLeft(s[1:], " \t")
+					var err error
+					if value, s, err = linkParamValue(s); err != nil {
+						return "", fmt.Errorf("malformed Link header %q: %w", v, err)
+					}
+				}
+				if strings.EqualFold(name, "rel") {
+					for _, rel := range strings.Fields(value) {
+						if strings.EqualFold(rel, "next") {
+							next = true
+						}
+					}
+				}
+			}
+			if next {
+				return target, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// linkParamValue reads a Link parameter's value at the start of s (a quoted
+// string or a token) and returns it and the rest of s.
+func linkParamValue(s string) (value, rest string, err error) {
+	if !strings.HasPrefix(s, `"`) {
+		n := strings.IndexAny(s, ";, \t")
+		if n < 0 {
+			n = len(s)
+		}
+		return s[:n], s[n:], nil
+	}
+	var b strings.Builder
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			if i+1 == len(s) {
+				return "", "", errors.New("a quoted parameter value ends in a backslash")
+			}
+			i++
+			b.WriteByte(s[i])
+		case '"':
+			return b.String(), s[i+1:], nil
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return "", "", errors.New("a quoted parameter value is not closed")
+}
+
 func (c *loadClient) do(req *http.Request) (httpResult, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -448,7 +605,7 @@ func (c *loadClient) do(req *http.Request) (httpResult, error) {
 	if err != nil {
 		return httpResult{}, err
 	}
-	res := httpResult{status: resp.StatusCode, body: body}
+	res := httpResult{status: resp.StatusCode, header: resp.Header, body: body}
 	if resp.StatusCode >= 400 {
 		var eb errorBody
 		if json.Unmarshal(body, &eb) == nil {

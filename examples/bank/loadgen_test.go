@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestNextLink(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		values []string
+		want   string
+	}{
+		{nil, ""},
+		{[]string{`</a?from=11&limit=10>; rel="next"`}, "/a?from=11&limit=10"},
+		{[]string{`</a>; rel=next`}, "/a"},
+		{[]string{`</a>;rel="prev", </b>; rel="next"`}, "/b"},
+		{[]string{`</a>; rel="prev"`, `</b>; title="x; rel=next, y"; REL="Next"`}, "/b"},
+		{[]string{`</a>; rel="prev next"`}, "/a"},
+		{[]string{`</a>; title="a \"next\""; rel="nextpage"`}, ""},
+		{[]string{`</a>; rel="prev"`}, ""},
+		{[]string{`<https://example.com/x,y;z>; anchor="#"; rel="next"`}, "https://example.com/x,y;z"},
+	} {
+		got, err := nextLink(tc.values)
+		require.NoError(t, err, "%q", tc.values)
+		require.Equal(t, tc.want, got, "%q", tc.values)
+	}
+	for _, bad := range []string{`/a; rel="next"`, `</a; rel="next"`, `</a> rel="next"`, `</a>; rel="next`, `</a>; title="x\`} {
+		_, err := nextLink([]string{bad})
+		require.Error(t, err, bad)
+	}
+}
+
+// TestAllEventsStopsOnBrokenPaging serves Link headers that would make a
+// naive client loop or wander off; allEvents must fail instead.
+func TestAllEventsStopsOnBrokenPaging(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		handler func(w http.ResponseWriter, r *http.Request)
+		want    string
+	}{
+		"links to itself": {
+			func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Link", `</accounts/a/events?from=1&limit=2>; rel="next"`)
+				fmt.Fprint(w, `[{"version":1},{"version":2}]`)
+			},
+			"not contiguous",
+		},
+		"empty page with a next link": {
+			func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Link", `</accounts/a/events?from=2>; rel="next"`)
+				fmt.Fprint(w, `[]`)
+			},
+			"empty page",
+		},
+		"links to another host": {
+			func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Link", `<http://elsewhere.invalid/accounts/a/events?from=2>; rel="next"`)
+				fmt.Fprint(w, `[{"version":1}]`)
+			},
+			"leaves the service",
+		},
+		"malformed link": {
+			func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Link", `/accounts/a/events?from=2; rel="next"`)
+				fmt.Fprint(w, `[{"version":1}]`)
+			},
+			"malformed Link header",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(tc.handler))
+			defer srv.Close()
+			_, err := (&loadClient{base: srv.URL, http: srv.Client()}).allEvents(context.Background(), "a")
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
