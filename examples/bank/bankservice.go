@@ -255,19 +255,47 @@ func (s *bankService) Account(ctx context.Context, id string) (AccountView, erro
 	return AccountView{ID: id, Balance: res.State.Balance, Version: res.Version}, nil
 }
 
-// Events implements Service.
-func (s *bankService) Events(ctx context.Context, id string) ([]EventView, error) {
-	var out []EventView
-	for rec, err := range s.journal.ReadStream(ctx, streamOf(id), 1, 0) {
+// Events implements Service. It reads limit+1 records in one query: the
+// extra one, when present, says that more events follow the page and is
+// not returned.
+func (s *bankService) Events(ctx context.Context, id string, from uint64, limit int) ([]EventView, bool, error) {
+	if from < 1 || limit < 1 || limit > maxEventsPage {
+		return nil, false, invalidRequest(fmt.Sprintf(
+			"an events page from version %d with limit %d was asked for; give a version of at least 1 and a limit from 1 to %d", from, limit, maxEventsPage))
+	}
+	var page []EventView
+	for rec, err := range s.journal.ReadStream(ctx, streamOf(id), from, limit+1) {
 		if err != nil {
-			return nil, classify(err)
+			return nil, false, classify(err)
 		}
-		out = append(out, eventView(rec, id))
+		page = append(page, eventView(rec, id))
 	}
-	if len(out) == 0 {
-		return nil, bank.NotFound(id)
+	if len(page) > limit {
+		return page[:limit:limit], true, nil
 	}
-	return out, nil
+	if len(page) > 0 {
+		return page, false, nil
+	}
+	// The page is empty: either the account has no events at all (not
+	// found) or it exists and from is past its last version (an empty
+	// page). Streams have no gaps and start at version 1, so from 1 an
+	// empty page means no account; from a later version, reading version 1
+	// alone (an index lookup of one row, cheaper than a summary of the
+	// stream) tells the two apart. Streams only grow, so an account created
+	// between the two reads is reported as existing, which is also true.
+	exists := false
+	if from > 1 {
+		for _, err := range s.journal.ReadStream(ctx, streamOf(id), 1, 1) {
+			if err != nil {
+				return nil, false, classify(err)
+			}
+			exists = true
+		}
+	}
+	if !exists {
+		return nil, false, bank.NotFound(id)
+	}
+	return []EventView{}, false, nil
 }
 
 // streamOf returns the stream of account id.

@@ -25,7 +25,18 @@
 //	                               200 {"id","from":{"id","balance","version"},"to":{…}}
 //	GET  /accounts/{id}            200 {"id","balance","version"}
 //	GET  /accounts/{id}/events     200 [{"position","version","type","data","recordedAt"}, …]
+//	     ?from=1&limit=1000        one page: versions ≥ from, at most limit (1–10000)
 //	GET  /healthz                  200 once the service can serve
+//
+// GET /accounts/{id}/events is paginated: while more events follow the page,
+// the response has an RFC 8288 Link header naming the next page,
+//
+//	Link: </accounts/{id}/events?from=<next>&limit=<limit>>; rel="next"
+//
+// and the last page has none; follow the links to read a whole history. An
+// account without events is 404 account_not_found; reading an existing
+// account past its last version gives 200 []; an unknown, repeated or
+// out-of-range query parameter is 400 invalid_request.
 //
 // Errors are {"error":"<what went wrong and what to do>","code":"<code>"}:
 // 400 invalid_request, invalid_amount, same_account; 404 account_not_found,

@@ -8,7 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -411,19 +415,74 @@ func (a *api) getAccount(_ http.ResponseWriter, r *http.Request) response {
 	return jsonResponse(http.StatusOK, v)
 }
 
-func (a *api) getEvents(_ http.ResponseWriter, r *http.Request) response {
+// getEvents serves one page of an account's events. When more events follow
+// the page it sets an RFC 8288 Link header with rel="next" whose target asks
+// for the next page with the same limit; the last page has no Link.
+func (a *api) getEvents(w http.ResponseWriter, r *http.Request) response {
 	id, err := pathAccountID(r)
 	if err != nil {
 		return a.clientError(err)
 	}
-	events, err := a.svc.Events(r.Context(), id)
+	from, limit, err := eventsQuery(r)
+	if err != nil {
+		return a.clientError(err)
+	}
+	events, more, err := a.svc.Events(r.Context(), id, from, limit)
 	if err != nil {
 		return a.failure(r.Context(), "events", err)
 	}
 	if events == nil {
 		events = []EventView{}
 	}
+	if more && len(events) > 0 {
+		next := events[len(events)-1].Version + 1
+		w.Header().Set("Link", fmt.Sprintf(`</accounts/%s/events?from=%d&limit=%d>; rel="next"`, url.PathEscape(id), next, limit))
+	}
 	return jsonResponse(http.StatusOK, events)
+}
+
+// maxEventsFrom is the largest from a request may give: stream versions are
+// stored as signed 64-bit integers.
+const maxEventsFrom = math.MaxInt64
+
+// eventsQuery reads the query of GET /accounts/{id}/events: from, the first
+// stream version to return (default 1), and limit, the page size (default
+// defaultEventsPage). A malformed query, another parameter, a repeated one
+// or a value out of range is an invalid_request error that names the
+// parameter, its value and what to give instead.
+func eventsQuery(r *http.Request) (from uint64, limit int, err error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return 0, 0, invalidRequest(fmt.Sprintf("the query string %s is malformed (%v); give from=<version>&limit=<n>",
+			strconv.Quote(truncate(r.URL.RawQuery, 200)), err))
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if name != "from" && name != "limit" {
+			return 0, 0, invalidRequest(fmt.Sprintf("unknown query parameter %s; this request accepts only \"from\" (the first stream version, default 1) and \"limit\" (the page size, default %d)",
+				strconv.Quote(truncate(name, 64)), defaultEventsPage))
+		}
+		if n := len(q[name]); n > 1 {
+			return 0, 0, invalidRequest(fmt.Sprintf("query parameter %q is given %d times; give it once", name, n))
+		}
+	}
+	from, limit = 1, defaultEventsPage
+	if v, ok := q["from"]; ok {
+		n, err := strconv.ParseUint(v[0], 10, 64)
+		if err != nil || n < 1 || n > maxEventsFrom {
+			return 0, 0, invalidRequest(fmt.Sprintf("query parameter \"from\" is %s; give a stream version: an integer from 1 to %d",
+				strconv.Quote(truncate(v[0], 64)), uint64(maxEventsFrom)))
+		}
+		from = n
+	}
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.ParseUint(v[0], 10, 64)
+		if err != nil || n < 1 || n > maxEventsPage {
+			return 0, 0, invalidRequest(fmt.Sprintf("query parameter \"limit\" is %s; give a page size: an integer from 1 to %d",
+				strconv.Quote(truncate(v[0], 64)), maxEventsPage))
+		}
+		limit = int(n)
+	}
+	return from, limit, nil
 }
 
 func (a *api) healthz(_ http.ResponseWriter, _ *http.Request) response {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/examples/bank/bank"
 )
 
 func TestNextLink(t *testing.T) {
@@ -34,6 +37,44 @@ func TestNextLink(t *testing.T) {
 		_, err := nextLink([]string{bad})
 		require.Error(t, err, bad)
 	}
+}
+
+// pagedEvents is a Service that only serves Events: account "many" has n
+// events; any other account has none.
+type pagedEvents struct {
+	Service
+	n uint64
+}
+
+func (p pagedEvents) Events(_ context.Context, id string, from uint64, limit int) ([]EventView, bool, error) {
+	if id != "many" {
+		return nil, false, bank.NotFound(id)
+	}
+	var page []EventView
+	for v := from; v <= p.n && len(page) < limit; v++ {
+		page = append(page, EventView{Version: v, Type: bank.TypeMoneyDeposited, Data: json.RawMessage(`{"amount":1}`)})
+	}
+	return page, from+uint64(limit) <= p.n, nil
+}
+
+// TestAllEventsFollowsLinks reads 2,345 events through the real handler,
+// whose default page of 1,000 makes three pages.
+func TestAllEventsFollowsLinks(t *testing.T) {
+	t.Parallel()
+	h, err := newAPI(apiConfig{Service: pagedEvents{n: 2345}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := &loadClient{base: srv.URL, http: srv.Client()}
+
+	all, err := c.allEvents(context.Background(), "many")
+	require.NoError(t, err)
+	require.Equal(t, 2345, len(all), "events read across the pages")
+	for i, ev := range all {
+		require.Equal(t, uint64(i+1), ev.Version)
+	}
+	_, err = c.allEvents(context.Background(), "nobody")
+	require.ErrorContains(t, err, "404")
 }
 
 // TestAllEventsStopsOnBrokenPaging serves Link headers that would make a

@@ -196,6 +196,7 @@ func TestEndpointsAndErrorCodes(t *testing.T) {
 
 			r = ts.request("GET", "/accounts/alice/events", "")
 			require.Equal(t, 200, r.Status, string(r.Body))
+			require.Empty(t, r.Header.Values("Link"), "six events fit in one default page")
 			var events []EventView
 			require.NoError(t, json.Unmarshal(r.Body, &events))
 			require.Len(t, events, 6)
@@ -230,6 +231,137 @@ func TestEndpointsAndErrorCodes(t *testing.T) {
 			require.Equal(t, "GET, HEAD", r.Header.Get("Allow"))
 			requireError(t, ts.request("GET", "/transfers", ""), 405, "method_not_allowed")
 			requireError(t, ts.request("PUT", "/accounts", `{"id":"x"}`), 405, "method_not_allowed")
+		})
+	}
+}
+
+// TestEventsPagination reads an account of 25 events in pages of 10 by
+// following the Link headers, reads past its end, and sends bad paging
+// parameters.
+func TestEventsPagination(t *testing.T) {
+	t.Parallel()
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ts := startTestServer(t, kind)
+			requireAccount(t, ts.request("POST", "/accounts", `{"id":"alice"}`), 201, "alice", 0, 1)
+			for v := uint64(2); v <= 25; v++ {
+				requireAccount(t, ts.request("POST", "/accounts/alice/deposit", `{"amount":1}`), 200, "alice", int64(v-1), v)
+			}
+			events := func(r reply) []EventView {
+				t.Helper()
+				require.Equal(t, 200, r.Status, string(r.Body))
+				var page []EventView
+				require.NoError(t, json.Unmarshal(r.Body, &page), string(r.Body))
+				return page
+			}
+
+			// Pages of 10, 10 and 5, each linking to the next but the last.
+			var versions []uint64
+			path := "/accounts/alice/events?limit=10"
+			for _, want := range []struct {
+				size int
+				link string
+			}{
+				{10, `</accounts/alice/events?from=11&limit=10>; rel="next"`},
+				{10, `</accounts/alice/events?from=21&limit=10>; rel="next"`},
+				{5, ""},
+			} {
+				r := ts.request("GET", path, "")
+				page := events(r)
+				require.Len(t, page, want.size, path)
+				for _, ev := range page {
+					versions = append(versions, ev.Version)
+				}
+				if want.link == "" {
+					require.Empty(t, r.Header.Values("Link"), "the last page links nowhere")
+					break
+				}
+				require.Equal(t, []string{want.link}, r.Header.Values("Link"), path)
+				next, err := nextLink(r.Header.Values("Link"))
+				require.NoError(t, err)
+				path = next
+			}
+			want := make([]uint64, 25)
+			for i := range want {
+				want[i] = uint64(i + 1)
+			}
+			require.Equal(t, want, versions, "the pages hold versions 1..25 once each, in order")
+
+			// The client helper follows the same links and gets the same events.
+			all, err := (&loadClient{base: ts.url, http: ts.client}).allEvents(context.Background(), "alice")
+			require.NoError(t, err)
+			require.Len(t, all, 25)
+			require.Equal(t, events(ts.request("GET", "/accounts/alice/events?from=1&limit=25", "")), all)
+
+			// Page boundaries: no Link when the page ends the stream exactly.
+			r := ts.request("GET", "/accounts/alice/events?from=1&limit=25", "")
+			require.Len(t, events(r), 25)
+			require.Empty(t, r.Header.Values("Link"))
+			r = ts.request("GET", "/accounts/alice/events?limit=1&from=25", "")
+			require.Equal(t, []uint64{25}, []uint64{events(r)[0].Version})
+			require.Empty(t, r.Header.Values("Link"))
+			r = ts.request("GET", "/accounts/alice/events?from=24&limit=1", "")
+			require.Equal(t, uint64(24), events(r)[0].Version)
+			require.Equal(t, `</accounts/alice/events?from=25&limit=1>; rel="next"`, r.Header.Get("Link"))
+
+			// Past the end of an existing account: an empty page.
+			for _, from := range []string{"26", "1000", "9223372036854775807"} {
+				r = ts.request("GET", "/accounts/alice/events?from="+from, "")
+				require.Equal(t, 200, r.Status, string(r.Body))
+				require.JSONEq(t, `[]`, string(r.Body))
+				require.Empty(t, r.Header.Values("Link"))
+			}
+
+			// HEAD: the GET's status and Link header, no body.
+			r = ts.request("HEAD", "/accounts/alice/events?limit=10", "")
+			require.Equal(t, 200, r.Status)
+			require.Empty(t, r.Body)
+			require.Equal(t, `</accounts/alice/events?from=11&limit=10>; rel="next"`, r.Header.Get("Link"))
+
+			// An account without events is missing whatever the page.
+			for _, q := range []string{"", "?from=1", "?from=5", "?limit=10", "?from=26&limit=1"} {
+				requireError(t, ts.request("GET", "/accounts/nobody/events"+q, ""), 404, bank.CodeAccountNotFound)
+			}
+
+			// Bad parameters: 400 invalid_request naming the parameter, its
+			// value and what to give.
+			for _, tc := range []struct{ query, parameter, value, allowed string }{
+				{"from=0", `"from"`, `"0"`, "1 to 9223372036854775807"},
+				{"from=-1", `"from"`, `"-1"`, "1 to 9223372036854775807"},
+				{"from=x", `"from"`, `"x"`, "1 to 9223372036854775807"},
+				{"from=", `"from"`, `""`, "1 to 9223372036854775807"},
+				{"from=1.5", `"from"`, `"1.5"`, "1 to 9223372036854775807"},
+				{"from=9223372036854775808", `"from"`, `"9223372036854775808"`, "1 to 9223372036854775807"},
+				{"limit=0", `"limit"`, `"0"`, "1 to 10000"},
+				{"limit=10001", `"limit"`, `"10001"`, "1 to 10000"},
+				{"limit=%2B5", `"limit"`, `"+5"`, "1 to 10000"},
+				{"limit=ten&from=1", `"limit"`, `"ten"`, "1 to 10000"},
+				{"page=2", `"page"`, "", `"from"`},
+				{"from=1&limit=10&From=2", `"From"`, "", `"limit"`},
+				{"from=1&from=2", `"from"`, "2 times", "once"},
+				{"limit=%zz", "malformed", `"limit=%zz"`, "from=<version>&limit=<n>"},
+			} {
+				r := ts.request("GET", "/accounts/alice/events?"+tc.query, "")
+				requireError(t, r, 400, bank.CodeInvalidRequest)
+				msg := r.json(t)["error"].(string)
+				for _, part := range []string{tc.parameter, tc.value, tc.allowed} {
+					require.Contains(t, msg, part, tc.query)
+				}
+			}
+			requireError(t, ts.request("GET", "/accounts/nobody/events?limit=0", ""), 400, bank.CodeInvalidRequest)
+			require.Equal(t, 400, ts.request("HEAD", "/accounts/alice/events?from=0", "").Status)
+			limit := ts.request("GET", "/accounts/alice/events?limit=10000", "")
+			require.Len(t, events(limit), 25, "the largest page size is allowed")
+
+			// The service checks its arguments too.
+			for _, args := range []struct {
+				from  uint64
+				limit int
+			}{{0, 10}, {1, 0}, {1, -1}, {1, 10_001}} {
+				_, _, err := ts.srv.svc.Events(context.Background(), "alice", args.from, args.limit)
+				require.ErrorIs(t, err, bank.ErrInvalidRequest, "%+v", args)
+			}
 		})
 	}
 }

@@ -58,6 +58,19 @@ type Service interface {
 	Transfer(ctx context.Context, from, to string, amount int64, opts CommandOptions) (TransferView, error)
 	// Account returns account id as of every command acknowledged before the call.
 	Account(ctx context.Context, id string) (AccountView, error)
-	// Events returns the events of account id's stream in version order.
-	Events(ctx context.Context, id string) ([]EventView, error)
+	// Events returns one page of account id's stream: the events with
+	// version ≥ from (from ≥ 1), at most limit of them (1..maxEventsPage), in
+	// version order. more reports whether the stream has events after the
+	// page. An account without events is a not-found error; an existing
+	// account read beyond its last version gives an empty page. The returned
+	// slice is owned by the caller.
+	Events(ctx context.Context, id string, from uint64, limit int) (page []EventView, more bool, err error)
 }
+
+// Paging of Service.Events and GET /accounts/{id}/events.
+const (
+	// defaultEventsPage is the page size when the request gives no limit.
+	defaultEventsPage = 1000
+	// maxEventsPage is the largest page size a request may ask for.
+	maxEventsPage = 10_000
+)

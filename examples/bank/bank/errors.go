@@ -12,7 +12,7 @@ type Code string
 // The domain's error codes.
 const (
 	// CodeInvalidRequest: the request is malformed (bad JSON, unknown field,
-	// invalid account ID, ...). HTTP 400.
+	// invalid account ID, bad query parameter, ...). HTTP 400.
 	CodeInvalidRequest Code = "invalid_request"
 	// CodeInvalidAmount: the amount is missing, not an integer, or outside
 	// [MinAmount, MaxAmount]. HTTP 400.
