@@ -148,7 +148,9 @@ func startCluster(ctx context.Context, rt *Runtime, cfg ClusterConfig) (c *clust
 	c.cl = cluster.New(c.system, ccfg)
 	c.topoSub = c.system.EventStream.Subscribe(c.onEvent)
 	if err := c.startMember(); err != nil {
-		c.system.Shutdown()
+		// The remote endpoint and gossip may already run: stop them too, so
+		// the port and their goroutines are released.
+		c.leave()
 		return nil, err
 	}
 	c.self = c.system.Address()
@@ -212,17 +214,30 @@ func (c *clusterNode) shutdown() {
 
 // leave stops the provider (others see this member leave), the identity
 // lookup and the remote endpoint, then the actor system.
+// Each step runs even if an earlier one fails (after a failed start, some
+// parts never started).
 func (c *clusterNode) leave() {
-	defer func() {
-		if r := recover(); r != nil {
-			c.log.Warn("leaving the cluster reported a failure", "panic", r)
+	step := func(name string, f func()) {
+		defer func() {
+			if r := recover(); r != nil {
+				c.log.Warn("leaving the cluster reported a failure", "step", name, "panic", r)
+			}
+		}()
+		f()
+	}
+	step("provider", func() { _ = c.cl.Config.ClusterProvider.Shutdown(true) })
+	step("identity lookup", func() {
+		if c.cl.IdentityLookup != nil {
+			c.cl.IdentityLookup.Shutdown()
 		}
-	}()
-	_ = c.cl.Config.ClusterProvider.Shutdown(true)
-	c.cl.IdentityLookup.Shutdown()
-	c.cl.Gossip.Shutdown()
-	c.cl.Remote.Shutdown(false)
-	c.system.Shutdown()
+	})
+	step("gossip", func() { c.cl.Gossip.Shutdown() })
+	step("remote", func() {
+		if c.cl.Remote != nil {
+			c.cl.Remote.Shutdown(false)
+		}
+	})
+	step("actor system", func() { c.system.Shutdown() })
 }
 
 // onEvent follows the cluster topology: it keeps the rendezvous table that
@@ -254,7 +269,7 @@ func (c *clusterNode) onEvent(ev any) {
 		if !self {
 			// The others dropped this member (it missed their health checks)
 			// and block it for good: it can no longer host streams.
-			c.fence(fmt.Errorf("%w: member %s (node %q) was removed from cluster %q (it missed the others' health checks) and cannot rejoin; it serves no more commands: restart it",
+			c.fence(fmt.Errorf("%w: member %s (node %q) was removed from cluster %q (its provider stopped listing it: it missed the others' health checks, or its pod stopped running) and cannot rejoin; it serves no more commands: restart it",
 				ErrNodeFenced, c.system.Address(), c.rt.cfg.NodeID, c.cfg.Name))
 		}
 	default:

@@ -2,9 +2,14 @@ package clustertest
 
 import (
 	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
@@ -76,4 +81,43 @@ func TestIsRetryable(t *testing.T) {
 	for _, err := range []error{errInsufficient, journal.ErrVersionMismatch, runtime.ErrUnknownCommand, runtime.ErrPanic} {
 		require.False(t, runtime.IsRetryable(err), "%v", err)
 	}
+}
+
+// failingProvider is a provider whose member start fails, as a provider
+// does when its registry is unreachable.
+type failingProvider struct{ shutdowns *atomic.Int32 }
+
+func (p failingProvider) Build() (cluster.ClusterProvider, error) { return p, nil }
+func (p failingProvider) StartMember(*cluster.Cluster) error {
+	return errors.New("registry unreachable")
+}
+func (p failingProvider) StartClient(*cluster.Cluster) error {
+	return errors.New("registry unreachable")
+}
+func (p failingProvider) Shutdown(bool) error { p.shutdowns.Add(1); return nil }
+
+// When the provider fails to start the member, New reports it and releases
+// what the cluster had started already: the remote endpoint's port is free
+// again.
+func TestFailedProviderStartReleasesThePort(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+
+	var shutdowns atomic.Int32
+	rt, err := runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), NodeID: "n", Cluster: &runtime.ClusterConfig{
+		Name: "failing", Port: port, Provider: failingProvider{&shutdowns},
+	}})
+	require.Nil(t, rt)
+	require.ErrorContains(t, err, "registry unreachable")
+	require.ErrorContains(t, err, "is the port free and the provider reachable?")
+	require.Equal(t, int32(1), shutdowns.Load(), "the provider was shut down")
+	// The remote endpoint had started on the port; it must be closed now.
+	l, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	require.NoError(t, err, "the remote endpoint's port is still in use after the failed start")
+	require.NoError(t, l.Close())
 }
