@@ -17,7 +17,7 @@ func TamperMemory(m *Memory, id uuid.UUID) error {
 	if !ok {
 		return fmt.Errorf("%w: no event with ID %s to tamper with", ErrNotFound, id)
 	}
-	r := &m.records[idx]
+	r := m.records.at(idx)
 	data := []byte(`{"tampered":true`)
 	if rest := r.Data[1:]; len(rest) > 1 { // r.Data is a compacted object: "{" … "}"
 		data = append(data, ',')

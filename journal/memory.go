@@ -56,7 +56,7 @@ type Memory struct {
 	closed bool
 	done   chan struct{} // closed by Close
 
-	records       []Record // position order; records[i].Position.Seq == i+1
+	records       recordLog // position order; records.at(i).Position.Seq == i+1
 	byID          map[uuid.UUID]int
 	streams       map[StreamID]*memStream
 	byType        map[string][]int
@@ -184,7 +184,7 @@ func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions)
 	m.commit++
 	out := make([]Record, len(prepared))
 	for i := range prepared {
-		idx := len(m.records)
+		idx := m.records.len()
 		rec := Record{
 			Event:      prepared[i],
 			Position:   Position{Commit: m.commit, Seq: uint64(idx) + 1},
@@ -196,7 +196,7 @@ func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions)
 			}
 			return 0, Hash{}
 		})
-		m.records = append(m.records, rec)
+		m.records.push(rec)
 		m.byID[rec.ID] = idx
 		for _, l := range rec.Links {
 			id := StreamID{Partition: partition, Tag: l.Tag}
@@ -212,7 +212,7 @@ func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions)
 		if c := rec.Metadata.CorrelationID; c != "" {
 			m.byCorrelation[c] = append(m.byCorrelation[c], idx)
 		}
-		out[i] = cloneRecord(&m.records[idx])
+		out[i] = cloneRecord(m.records.at(idx))
 	}
 	close(m.appended)
 	m.appended = make(chan struct{})
@@ -242,7 +242,7 @@ func (m *Memory) duplicateLocked(events []Event) (AppendResult, bool, error) {
 	}
 	out := make([]Record, len(events))
 	for i := range events {
-		r := &m.records[m.byID[events[i].ID]]
+		r := m.records.at(m.byID[events[i].ID])
 		if !SameContent(&events[i], &r.Event) {
 			return AppendResult{}, true, fmt.Errorf("%w: event %s (index %d) is already stored with different content (stored type %q); an event ID names one event: give a different event a new ID",
 				ErrDuplicateMismatch, events[i].ID, i, r.Type)
@@ -311,13 +311,13 @@ func (m *Memory) checkExpectLocked(partition string, expect map[Tag]uint64) erro
 }
 
 func (m *Memory) checkConditionLocked(c *AppendCondition) error {
-	cur := m.queryCursorLocked(c.FailIfEventsMatch, m.firstAfterLocked(c.After), len(m.records), false)
+	cur := m.queryCursorLocked(c.FailIfEventsMatch, m.firstAfterLocked(c.After), m.records.len(), false)
 	for {
 		idx, ok := cur.next()
 		if !ok {
 			return nil
 		}
-		r := &m.records[idx]
+		r := m.records.at(idx)
 		if c.FailIfEventsMatch.Matches(r) {
 			return fmt.Errorf("%w: event %s (type %q) at position %s matches the condition's query and lies after position %s; read again and decide on the new state",
 				ErrAppendConditionFailed, r.ID, r.Type, r.Position, c.After)
@@ -327,12 +327,12 @@ func (m *Memory) checkConditionLocked(c *AppendCondition) error {
 
 // firstAfterLocked returns the index of the first record with position > p.
 func (m *Memory) firstAfterLocked(p Position) int {
-	return sort.Search(len(m.records), func(i int) bool { return m.records[i].Position.After(p) })
+	return sort.Search(m.records.len(), func(i int) bool { return m.records.at(i).Position.After(p) })
 }
 
 // firstFromLocked returns the index of the first record with position ≥ p.
 func (m *Memory) firstFromLocked(p Position) int {
-	return sort.Search(len(m.records), func(i int) bool { return m.records[i].Position.Compare(p) >= 0 })
+	return sort.Search(m.records.len(), func(i int) bool { return m.records.at(i).Position.Compare(p) >= 0 })
 }
 
 // memCursor walks record indices: a range of them, or a slot range of an
@@ -478,7 +478,7 @@ func (m *Memory) read(ctx context.Context, open func() (memCursor, error), keep 
 				if !ok {
 					break
 				}
-				r := &m.records[idx]
+				r := m.records.at(idx)
 				if keep != nil && !keep(r) {
 					continue
 				}
@@ -537,7 +537,7 @@ func (m *Memory) Read(ctx context.Context, q Query, opts ReadOptions) iter.Seq2[
 		return yieldErr(fmt.Errorf("%w: read limit %d is negative; use 0 for no limit", ErrInvalidQuery, opts.Limit))
 	}
 	return m.read(ctx, func() (memCursor, error) {
-		lo, hi := 0, len(m.records)
+		lo, hi := 0, m.records.len()
 		switch {
 		case !opts.Backwards:
 			lo = m.firstFromLocked(opts.From)
@@ -554,7 +554,7 @@ func (m *Memory) ReadAll(ctx context.Context, after Position, limit int) iter.Se
 		return yieldErr(fmt.Errorf("%w: ReadAll: limit %d is negative; use 0 for no limit", ErrInvalidQuery, limit))
 	}
 	return m.read(ctx, func() (memCursor, error) {
-		return memCursor{all: true, lo: m.firstAfterLocked(after), hi: len(m.records)}, nil
+		return memCursor{all: true, lo: m.firstAfterLocked(after), hi: m.records.len()}, nil
 	}, nil, limit)
 }
 
@@ -568,7 +568,7 @@ func (m *Memory) ReadEvent(ctx context.Context, id uuid.UUID) (Record, error) {
 	if !ok {
 		return Record{}, fmt.Errorf("%w: no event with ID %s", ErrNotFound, id)
 	}
-	return cloneRecord(&m.records[idx]), nil
+	return cloneRecord(m.records.at(idx)), nil
 }
 
 // Head implements Reader.
@@ -577,10 +577,10 @@ func (m *Memory) Head(ctx context.Context) (Position, error) {
 		return Position{}, err
 	}
 	defer m.mu.Unlock()
-	if len(m.records) == 0 {
+	if m.records.len() == 0 {
 		return Position{}, nil
 	}
-	return m.records[len(m.records)-1].Position, nil
+	return m.records.at(m.records.len() - 1).Position, nil
 }
 
 // ReadByCorrelation implements Reader. An empty correlation ID yields ErrInvalidQuery.
@@ -636,12 +636,12 @@ func (m *Memory) Subscribe(ctx context.Context, q Query, after Position) iter.Se
 			}
 			if !opened {
 				start := m.firstAfterLocked(after)
-				catchUp = m.queryCursorLocked(q, start, len(m.records), false)
+				catchUp = m.queryCursorLocked(q, start, m.records.len(), false)
 				if catchUp.all {
 					// No index applies: the tail scan covers everything.
 					catchUp, next = memCursor{}, start
 				} else {
-					next = len(m.records)
+					next = m.records.len()
 				}
 				opened = true
 			}
@@ -649,17 +649,17 @@ func (m *Memory) Subscribe(ctx context.Context, q Query, after Position) iter.Se
 			for budget := memScanBudget; budget > 0 && len(page) < memPageSize; budget-- {
 				idx, ok := catchUp.next()
 				if !ok {
-					if next >= len(m.records) {
+					if next >= m.records.len() {
 						break
 					}
 					idx = next
 					next++
 				}
-				if r := &m.records[idx]; q.Matches(r) {
+				if r := m.records.at(idx); q.Matches(r) {
 					page = append(page, cloneRecord(r))
 				}
 			}
-			caughtUp := catchUp.exhausted() && next >= len(m.records)
+			caughtUp := catchUp.exhausted() && next >= m.records.len()
 			wake, done := m.appended, m.done
 			m.mu.Unlock()
 			for _, r := range page {
@@ -698,8 +698,8 @@ func (m *Memory) summaryLocked(id StreamID, s *memStream) TagSummary {
 		return sum
 	}
 	sum.Version = uint64(len(s.records))
-	sum.FirstPosition = m.records[s.records[0]].Position
-	sum.LastPosition = m.records[s.records[len(s.records)-1]].Position
+	sum.FirstPosition = m.records.at(s.records[0]).Position
+	sum.LastPosition = m.records.at(s.records[len(s.records)-1]).Position
 	return sum
 }
 
@@ -756,5 +756,30 @@ func (m *Memory) CountAfter(ctx context.Context, after Position) (uint64, error)
 		return 0, err
 	}
 	defer m.mu.Unlock()
-	return uint64(len(m.records) - m.firstAfterLocked(after)), nil
+	return uint64(m.records.len() - m.firstAfterLocked(after)), nil
+}
+
+// recordLog is the journal's records in position order, kept in chunks of
+// fixed size: appending never copies earlier records (a single growing
+// slice copies the whole log each time it doubles, inside the journal's
+// lock), and a pointer to a record stays valid.
+type recordLog struct {
+	chunks [][]Record
+	n      int
+}
+
+const recordChunk = 1 << 12
+
+func (l *recordLog) len() int { return l.n }
+
+// at returns record i (0-based); i must be below len.
+func (l *recordLog) at(i int) *Record { return &l.chunks[i/recordChunk][i%recordChunk] }
+
+func (l *recordLog) push(r Record) {
+	if l.n%recordChunk == 0 {
+		l.chunks = append(l.chunks, make([]Record, 0, recordChunk))
+	}
+	c := &l.chunks[len(l.chunks)-1]
+	*c = append(*c, r)
+	l.n++
 }
