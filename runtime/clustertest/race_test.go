@@ -3,11 +3,9 @@
 package clustertest
 
 import (
-	"os"
-	"os/exec"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/scribe-es/scribe/internal/racefree"
 )
 
 // The in-process tests (several members in one process) cannot run under
@@ -16,10 +14,5 @@ import (
 // this test runs them in a race-free build of this package.
 func TestInProcessWithoutRaceDetector(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "test", "-count=1", "-run", "^TestInProcess", ".")
-	cmd.Env = os.Environ()
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go test -run ^TestInProcess (race-free build):\n%s", out)
-	require.NotContains(t, string(out), "no tests to run")
-	t.Logf("%s", out)
+	racefree.Run(t, "^TestInProcess")
 }
