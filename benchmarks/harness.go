@@ -154,14 +154,14 @@ func measure(ctx context.Context, c cell, m mode, warmup, window, progressEvery 
 					continue
 				}
 				if err != nil {
-					if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-						// Cut off by the window's end. The window's end is
-						// the only deadline; a remote member gets the
-						// caller's time minus a margin for the reply, so
-						// its share can end a moment before ctx does.
-						if ctx.Err() != nil {
-							return
-						}
+					if ctx.Err() != nil {
+						return // cut off by the window's end
+					}
+					if errors.Is(err, context.DeadlineExceeded) {
+						// Also cut off by the window's end, the only
+						// deadline: a remote member gets the caller's time
+						// minus a margin for the reply, so its share ends a
+						// moment before ctx does.
 						continue
 					}
 					st.errors++

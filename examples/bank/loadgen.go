@@ -426,18 +426,28 @@ func (c *loadClient) post(ctx context.Context, path string, body any, want int) 
 
 // get fetches path and decodes the 200 response into v.
 func (c *loadClient) get(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	_, err := c.fetch(ctx, c.base+path, v)
+	return err
+}
+
+// fetch GETs the absolute URL target, decodes the 200 response into v and
+// returns the response's header.
+func (c *loadClient) fetch(ctx context.Context, target string, v any) (http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res, err := c.do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if res.status != http.StatusOK {
-		return fmt.Errorf("GET %s: status %d: %s", path, res.status, strings.TrimSpace(string(res.body)))
+		return nil, fmt.Errorf("GET %s: status %d: %s", req.URL.RequestURI(), res.status, strings.TrimSpace(string(res.body)))
 	}
-	return json.Unmarshal(res.body, v)
+	if err := json.Unmarshal(res.body, v); err != nil {
+		return nil, fmt.Errorf("GET %s: decoding the body: %w", req.URL.RequestURI(), err)
+	}
+	return res.header, nil
 }
 
 // maxFollowedEvents bounds allEvents: a server whose Link headers never end
@@ -460,20 +470,10 @@ func (c *loadClient) allEvents(ctx context.Context, id string) ([]EventView, err
 	}
 	var all []EventView
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-		if err != nil {
-			return nil, err
-		}
-		res, err := c.do(req)
-		if err != nil {
-			return nil, err
-		}
-		if res.status != http.StatusOK {
-			return nil, fmt.Errorf("GET %s: status %d: %s", u.RequestURI(), res.status, strings.TrimSpace(string(res.body)))
-		}
 		var page []EventView
-		if err := json.Unmarshal(res.body, &page); err != nil {
-			return nil, fmt.Errorf("GET %s: the body is not a JSON array of events: %w", u.RequestURI(), err)
+		header, err := c.fetch(ctx, u.String(), &page)
+		if err != nil {
+			return nil, err
 		}
 		for _, ev := range page {
 			if want := uint64(len(all) + 1); ev.Version != want {
@@ -484,7 +484,7 @@ func (c *loadClient) allEvents(ctx context.Context, id string) ([]EventView, err
 		if len(all) > maxFollowedEvents {
 			return nil, fmt.Errorf("account %s: more than %d events after following Link headers; giving up in case the server links pages in a loop", id, maxFollowedEvents)
 		}
-		next, err := nextLink(res.header.Values("Link"))
+		next, err := nextLink(header.Values("Link"))
 		if err != nil {
 			return nil, fmt.Errorf("GET %s: %w", u.RequestURI(), err)
 		}
