@@ -21,6 +21,21 @@ var (
 	// is no longer held: it outlived the reservation timeout and was cancelled
 	// by the actor, or the actor stopped (session lost).
 	ErrReservationLost = errors.New("actors: reservation no longer held")
+	// ErrLeaseLost is returned for a request that arrived while this host
+	// could not prove that it still holds its node session: the last
+	// successful renewal was sent longer ago than the session timeout minus a
+	// safety margin (the process was paused, or the database could not be
+	// reached), or another live process opened the same node ID (then the
+	// error also matches journal.ErrNodeSuperseded). The request was not
+	// decided and nothing was written; nothing was answered from the cache.
+	// Retryable: the host renews (or another node takes the stream over).
+	ErrLeaseLost = errors.New("actors: the node's lease could not be confirmed valid")
+	// ErrOverloaded is returned at once, before anything is queued, when a
+	// stream's queue (Config.MaxQueue) or the host's pending requests
+	// (Config.MaxPending) are full, or when a command's deadline leaves less
+	// time than the stream's recent appends take. Nothing was decided or
+	// written. Retryable after a back-off.
+	ErrOverloaded = errors.New("actors: overloaded")
 )
 
 // PanicError reports that user code (Decide, Evolve or a codec) panicked. Only

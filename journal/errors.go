@@ -37,6 +37,20 @@ var (
 	// the append may or may not be stored. Retrying the same append (same event
 	// IDs) resolves it: a stored append comes back marked Duplicate.
 	ErrOutcomeUnknown = errors.New("journal: append outcome unknown")
+	// ErrUnavailable: the store cannot be reached or is shutting down
+	// (connection refused or reset, administrator shutdown, no pooled
+	// connection before the context's deadline). Nothing about the store's
+	// contents is implied: a read returned nothing, a write either wrote
+	// nothing or, when the error also matches ErrOutcomeUnknown, may have
+	// been stored. Retrying later is safe.
+	ErrUnavailable = errors.New("journal: store unavailable")
+	// ErrNodeSuperseded: a node session was superseded by a newer
+	// incarnation of the same node ID (OpenNode was called again with that
+	// ID). Errors matching it also match ErrInvalidSession. When the older
+	// incarnation's process is still alive, two live processes share one
+	// node ID: the older must stop serving rather than open the node again,
+	// or the two take each other's leases forever.
+	ErrNodeSuperseded = errors.New("journal: node session superseded by a newer incarnation")
 )
 
 // VersionMismatchError details ErrVersionMismatch for one stream.

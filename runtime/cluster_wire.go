@@ -55,20 +55,23 @@ func (e *RemoteError) Error() string { return e.Message }
 // Unwrap returns the sentinels the original error matched.
 func (e *RemoteError) Unwrap() []error { return e.sentinels }
 
-// IsRetryable reports whether err is a transient cluster or lease condition
-// after which executing the command again (with the same idempotency key
-// when the outcome is unknown) can succeed: ErrNodeUnavailable,
-// ErrNodeFenced (on another member), journal.ErrOpenTimeout,
-// journal.ErrSessionExpired, journal.ErrInvalidSession and
-// journal.ErrOutcomeUnknown.
+// IsRetryable reports whether err is a transient condition after which
+// executing the command again (with the same idempotency key when the
+// outcome is unknown) can succeed: ErrNodeUnavailable, ErrNodeFenced (on
+// another member), ErrLeaseLost, ErrOverloaded, journal.ErrUnavailable,
+// journal.ErrOpenTimeout, journal.ErrSessionExpired,
+// journal.ErrInvalidSession and journal.ErrOutcomeUnknown.
 func IsRetryable(err error) bool {
-	for _, s := range []error{ErrNodeUnavailable, ErrNodeFenced, journal.ErrOpenTimeout, journal.ErrSessionExpired, journal.ErrInvalidSession, journal.ErrOutcomeUnknown} {
+	for _, s := range retryable {
 		if errors.Is(err, s) {
 			return true
 		}
 	}
 	return false
 }
+
+var retryable = []error{ErrNodeUnavailable, ErrNodeFenced, ErrLeaseLost, ErrOverloaded, journal.ErrUnavailable,
+	journal.ErrOpenTimeout, journal.ErrSessionExpired, journal.ErrInvalidSession, journal.ErrOutcomeUnknown}
 
 // codeNotOwner answers an envelope sent to a member that no longer hosts its
 // stream; the caller routes it again (it was not executed).
@@ -88,6 +91,10 @@ func builtinErrorCodes() []ErrorCode {
 		{Code: "scribe.invalid_query", Err: journal.ErrInvalidQuery},
 		{Code: "scribe.not_found", Err: journal.ErrNotFound},
 		{Code: "scribe.outcome_unknown", Err: journal.ErrOutcomeUnknown},
+		{Code: "scribe.unavailable", Err: journal.ErrUnavailable},
+		{Code: "scribe.node_superseded", Err: journal.ErrNodeSuperseded},
+		{Code: "scribe.lease_lost", Err: actors.ErrLeaseLost},
+		{Code: "scribe.overloaded", Err: actors.ErrOverloaded},
 		{Code: "scribe.shutdown", Err: actors.ErrShutdown},
 		{Code: "scribe.no_aggregate", Err: actors.ErrNoAggregate},
 		{Code: "scribe.panic", Err: actors.ErrPanic},

@@ -20,6 +20,16 @@ var (
 	// ErrPanic matches the error of a command whose aggregate code panicked
 	// (an *actors.PanicError carrying the panic value).
 	ErrPanic = actors.ErrPanic
+	// ErrLeaseLost is returned when this runtime cannot prove it still holds
+	// its node session (paused past the session timeout, the database
+	// unreachable, or another live process with the same NodeID): nothing
+	// was decided, written or answered from a cache. Retryable.
+	ErrLeaseLost = actors.ErrLeaseLost
+	// ErrOverloaded is returned at once when a stream's queue or the
+	// runtime's pending commands are full (Config.MaxQueue,
+	// Config.MaxPending), or when the command's deadline is too near to be
+	// met: nothing was decided. Retryable after a back-off.
+	ErrOverloaded = actors.ErrOverloaded
 )
 
 // PanicError is the error of a command whose aggregate code panicked: it
