@@ -29,6 +29,8 @@ const (
 	DefaultReservationHold     = 10 * time.Second
 	DefaultRecoveryConcurrency = 64
 	DefaultMaxBatch            = 1000
+	DefaultMaxQueue            = 5000
+	DefaultMaxPending          = 50000
 )
 
 // Config configures a Host. Zero durations and counts take the documented
@@ -73,6 +75,15 @@ type Config struct {
 	// MaxBatch caps the commands decided and appended in one journal call.
 	// Default DefaultMaxBatch (1000).
 	MaxBatch int
+	// MaxQueue bounds the commands and reservations waiting at one stream's
+	// actor; past it Execute and Reserve fail at once with ErrOverloaded.
+	// Default DefaultMaxQueue (5000).
+	MaxQueue int
+	// MaxPending bounds the commands and reservations waiting at all actors
+	// of the host together; past it Execute and Reserve fail at once with
+	// ErrOverloaded. Default DefaultMaxPending (50000): about 4 KB each with
+	// their callers' contexts, so at most some 200 MB.
+	MaxPending int
 	// Logger receives operational logs. Default: discard.
 	Logger *slog.Logger
 	// TracerProvider and MeterProvider receive spans and metrics. Default: no-op.
@@ -122,6 +133,22 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
+	}
+	counts := []struct {
+		name string
+		n    *int
+		def  int
+	}{
+		{"MaxQueue", &c.MaxQueue, DefaultMaxQueue},
+		{"MaxPending", &c.MaxPending, DefaultMaxPending},
+	}
+	for _, n := range counts {
+		if *n.n < 0 {
+			return fmt.Errorf("actors: Config.%s is negative (%d); use 0 for the default (%d) or a positive bound", n.name, *n.n, n.def)
+		}
+		if *n.n == 0 {
+			*n.n = n.def
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -199,6 +226,13 @@ type Host struct {
 	renewDone chan struct{}
 	shutdown  sync.Once
 	resSeq    atomic.Uint64
+
+	lease   leaseClock
+	limits  journal.Limits // the journal's, when it reports them
+	pending atomic.Int64   // requests of all actors not yet taken or abandoned
+	// renewFailures and renewLogged belong to the renewal loop.
+	renewFailures int
+	renewLogged   time.Time
 }
 
 // NewHost validates cfg, opens the node session (superseding a previous
@@ -211,6 +245,7 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: creating instruments: %w", err)
 	}
+	opened := time.Now()
 	node, err := cfg.Sessions.OpenNode(ctx, cfg.NodeID, cfg.SessionTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("actors: opening the session of node %q: %w", cfg.NodeID, err)
@@ -241,7 +276,11 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 	for i := range h.shards {
 		h.shards[i].entries = make(map[journal.StreamID]*entry)
 	}
+	if l, ok := cfg.Journal.(interface{ Limits() journal.Limits }); ok {
+		h.limits = l.Limits()
+	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.lease.init(cfg.NodeID, cfg.SessionTimeout, opened)
 	h.node.Store(&node)
 	go h.renewLoop()
 	return h, nil
@@ -277,6 +316,9 @@ func (h *Host) shardOf(stream journal.StreamID) *shard {
 // deliver sends msg to the stream's actor, spawning it when absent and
 // waiting for a draining actor to stop first.
 func (h *Host) deliver(ctx context.Context, stream journal.StreamID, msg any) (*entry, error) {
+	if err := h.lease.check(); err != nil {
+		return nil, err
+	}
 	s := h.shardOf(stream)
 	for {
 		s.mu.Lock()
@@ -304,18 +346,39 @@ func (h *Host) deliver(ctx context.Context, stream journal.StreamID, msg any) (*
 				return nil, ctx.Err()
 			}
 		}
+		var st *reqStatus
 		switch r := msg.(type) {
 		case *commandReq:
-			r.queued = &e.queued
-			e.queued.Add(1)
+			st = &r.reqStatus
 		case *reserveReq:
-			r.queued = &e.queued
-			e.queued.Add(1)
+			st = &r.reqStatus
+		}
+		if st != nil {
+			if err := h.admit(stream, e); err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
+			st.queued, st.pending = &e.queued, &h.pending
 		}
 		h.system.Root.Send(e.pid, msg)
 		s.mu.Unlock()
 		return e, nil
 	}
+}
+
+// admit counts a request in the stream's and the host's queues, or fails with
+// ErrOverloaded when either is full. Called with the shard lock held, so the
+// stream's bound is exact; the host's may be exceeded by one per shard.
+func (h *Host) admit(stream journal.StreamID, e *entry) error {
+	if n := e.queued.Load(); n >= int64(h.cfg.MaxQueue) {
+		return fmt.Errorf("%w: stream %s has %d requests waiting (Config.MaxQueue = %d); nothing was queued: retry after a back-off, or spread the load over more streams", ErrOverloaded, stream, n, h.cfg.MaxQueue)
+	}
+	if n := h.pending.Add(1); n > int64(h.cfg.MaxPending) {
+		h.pending.Add(-1)
+		return fmt.Errorf("%w: node %q has %d requests waiting over all streams (Config.MaxPending = %d); nothing was queued: retry after a back-off", ErrOverloaded, h.cfg.NodeID, n-1, h.cfg.MaxPending)
+	}
+	e.queued.Add(1)
+	return nil
 }
 
 // spawn starts the actor of stream; called with the shard lock held.
@@ -374,47 +437,6 @@ func (h *Host) goIO(fn func()) {
 // ioContext bounds one journal or snapshot call.
 func (h *Host) ioContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(h.ctx, h.cfg.RequestTimeout)
-}
-
-// renewLoop renews the node session every SessionTimeout/3. When the session
-// is lost (expired or superseded), every actor stops and fails its pending
-// work with journal.ErrSessionExpired, and a new incarnation is opened so new
-// commands can be served again.
-func (h *Host) renewLoop() {
-	defer close(h.renewDone)
-	interval := h.cfg.SessionTimeout / 3
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-h.renewStop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(h.ctx, interval)
-		cur := h.node.Load()
-		next, err := h.cfg.Sessions.RenewNode(ctx, *cur)
-		cancel()
-		switch {
-		case err == nil:
-			h.node.CompareAndSwap(cur, &next)
-		case isSessionError(err):
-			h.cfg.Logger.Error("node session lost; stopping every stream actor and opening a new session",
-				"node", h.cfg.NodeID, "incarnation", cur.Incarnation, "error", err)
-			h.tel.fenceRejections.Add(context.Background(), 1)
-			h.loseSession(err)
-			ctx, cancel := context.WithTimeout(h.ctx, interval)
-			fresh, oerr := h.cfg.Sessions.OpenNode(ctx, h.cfg.NodeID, h.cfg.SessionTimeout)
-			cancel()
-			if oerr != nil {
-				h.cfg.Logger.Error("reopening the node session failed; retrying at the next renewal", "node", h.cfg.NodeID, "error", oerr)
-				continue
-			}
-			h.node.Store(&fresh)
-		default:
-			h.cfg.Logger.Warn("renewing the node session failed; retrying", "node", h.cfg.NodeID, "error", err)
-		}
-	}
 }
 
 // loseSession stops every actor with a session error.

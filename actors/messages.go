@@ -19,14 +19,16 @@ const (
 
 type reqStatus struct {
 	v atomic.Int32
-	// queued counts the stream's requests not yet taken or abandoned
-	// (Host.Pending); set by deliver.
-	queued *atomic.Int64
+	// queued and pending count the stream's and the host's requests not yet
+	// taken or abandoned (Host.Pending, Config.MaxQueue, Config.MaxPending);
+	// set by deliver.
+	queued, pending *atomic.Int64
 }
 
 func (s *reqStatus) leave() {
 	if s.queued != nil {
 		s.queued.Add(-1)
+		s.pending.Add(-1)
 	}
 }
 
@@ -64,6 +66,9 @@ type commandReq struct {
 	reply    chan commandReply // buffered, size 1
 	// mailboxWait is written by the actor before it replies.
 	mailboxWait time.Duration
+	// retries counts the times the actor decided the command again after
+	// an append failed without writing (a version mismatch); actor-owned.
+	retries int
 }
 
 type reserveReply struct {
@@ -123,9 +128,10 @@ type rebuiltMsg struct {
 }
 
 type appendDoneMsg struct {
-	b   *batch
-	res journal.AppendResult
-	err error
+	b    *batch
+	res  journal.AppendResult
+	err  error
+	took time.Duration
 }
 
 type lookupDoneMsg struct {

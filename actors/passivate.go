@@ -1,6 +1,13 @@
 package actors
 
-import "github.com/scribe-es/scribe/journal"
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/snapshots"
+)
 
 // Passivate asks the active actor of stream, if there is one, to passivate
 // now, as if it had been idle: it serves the requests it has already
@@ -38,4 +45,123 @@ func (h *Host) Streams() []journal.StreamID {
 		s.mu.Unlock()
 	}
 	return out
+}
+
+// ---- snapshots, idleness, passivation of one actor ----
+
+func (a *streamActor) maybeSnapshot() {
+	h := a.host
+	if a.model == nil || h.cfg.Snapshots == nil || a.snapInFlight || a.stale || a.rebuild || !h.cfg.SnapshotPolicy.Due(a.snapVersion, a.version) {
+		return
+	}
+	snap, ok := a.encodeSnapshot()
+	if !ok {
+		return
+	}
+	a.snapInFlight = true
+	self := a.self
+	h.goIO(func() {
+		ctx, cancel := h.ioContext()
+		defer cancel()
+		err := h.cfg.Snapshots.Save(ctx, snap)
+		h.send(self, &snapshotDoneMsg{snap: snap, err: err})
+	})
+}
+
+func (a *streamActor) encodeSnapshot() (snapshots.Snapshot, bool) {
+	var data []byte
+	st := a.state
+	if err := safe(a.stream, "encode state", func() (err error) { data, err = a.model.EncodeState(st); return err }); err != nil {
+		a.host.cfg.Logger.Warn("encoding a snapshot failed; continuing without it", "stream", a.stream.String(), "error", err)
+		return snapshots.Snapshot{}, false
+	}
+	return snapshots.Snapshot{Stream: a.stream, Version: a.version, SchemaVersion: a.model.StateSchemaVersion(), State: data, CreatedAt: time.Now().UTC()}, true
+}
+
+func (a *streamActor) onSnapshotDone(m *snapshotDoneMsg) {
+	a.snapInFlight = false
+	if m.err != nil {
+		a.host.cfg.Logger.Warn("saving a snapshot failed", "stream", a.stream.String(), "version", m.snap.Version, "error", m.err)
+		return
+	}
+	if m.snap.Version > a.snapVersion {
+		a.snapVersion = m.snap.Version
+	}
+}
+
+// onIdle runs when the idle timer fires: it passivates an actor that
+// received nothing for IdleTimeout and has nothing in progress, and re-arms
+// the timer otherwise.
+func (a *streamActor) onIdle() {
+	if a.drainSeen || a.failErr != nil || a.stopping {
+		return
+	}
+	timeout := a.host.cfg.IdleTimeout
+	if quiet := time.Since(a.lastActive); quiet < timeout {
+		a.idleTimer.Reset(timeout - quiet)
+		return
+	}
+	if a.busy == notBusy && len(a.queue) == 0 && a.reserved == nil && !a.snapInFlight {
+		a.host.drain(a.stream, a.entry, &drainMsg{})
+		return
+	}
+	a.idleTimer.Reset(timeout)
+}
+
+// finish runs the passivation I/O (snapshot if due, release) and stops.
+func (a *streamActor) finish(c actor.Context) {
+	if a.snapInFlight || a.busy != notBusy {
+		return
+	}
+	h := a.host
+	var snap snapshots.Snapshot
+	doSnap := false
+	if a.failErr == nil && a.ready && !a.stale && !a.rebuild && a.model != nil && h.cfg.Snapshots != nil && h.cfg.SnapshotPolicy.DueOnPassivation(a.snapVersion, a.version) {
+		snap, doSnap = a.encodeSnapshot()
+	}
+	doRelease := a.leased && !a.sessionFailed
+	if !doSnap && !doRelease {
+		a.stop(c)
+		return
+	}
+	a.busy = busyFinal
+	self, lease := a.self, a.lease
+	h.goIO(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), h.cfg.RequestTimeout)
+		defer cancel()
+		if doSnap {
+			if err := h.cfg.Snapshots.Save(ctx, snap); err != nil {
+				h.cfg.Logger.Warn("saving the passivation snapshot failed", "stream", snap.Stream.String(), "error", err)
+			}
+		}
+		if doRelease {
+			if err := h.cfg.Sessions.Release(ctx, lease); err != nil {
+				h.cfg.Logger.Warn("releasing a stream lease failed; it lapses with the node session", "stream", lease.Stream.String(), "error", err)
+			}
+		}
+		h.send(self, &finalDoneMsg{})
+	})
+}
+
+func (a *streamActor) stop(c actor.Context) {
+	if a.stopping {
+		return
+	}
+	a.stopping = true
+	c.Stop(a.self)
+}
+
+func (a *streamActor) onStopped() {
+	if a.idleTimer != nil {
+		a.idleTimer.Stop()
+	}
+	if a.reserved != nil {
+		a.reserved.timer.Stop()
+		a.reserved = nil
+	}
+	a.host.tel.active.Add(context.Background(), -1)
+	if a.failErr == nil && a.ready {
+		a.host.tel.passivations.Add(context.Background(), 1)
+	}
+	a.host.removed(a.stream, a.entry)
 }

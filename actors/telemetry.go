@@ -50,6 +50,7 @@ const (
 	OutcomeDomainError = "domain_error"
 	OutcomeError       = "error"
 	OutcomeCanceled    = "canceled"
+	OutcomeOverloaded  = "overloaded"
 )
 
 type telemetry struct {
@@ -104,7 +105,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	if t.fenceRejections, err = m.Int64Counter(MetricFenceRejections, metric.WithDescription("Appends or renewals rejected because the lease or node session was lost."), metric.WithUnit("{rejection}")); err != nil {
 		return nil, err
 	}
-	for _, o := range []string{OutcomeOK, OutcomeDuplicate, OutcomeDomainError, OutcomeError, OutcomeCanceled} {
+	for _, o := range []string{OutcomeOK, OutcomeDuplicate, OutcomeDomainError, OutcomeError, OutcomeCanceled, OutcomeOverloaded} {
 		t.outcomeOpts[o] = metric.WithAttributeSet(attribute.NewSet(AttrOutcome.String(o)))
 	}
 	return t, nil

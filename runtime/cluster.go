@@ -332,6 +332,10 @@ func (c *clusterNode) watchFence() {
 			return
 		case <-t.C:
 		}
+		if err := c.rt.host.Ready(); errors.Is(err, journal.ErrNodeSuperseded) {
+			c.fence(fmt.Errorf("%w: %w", ErrNodeFenced, err))
+			return
+		}
 		if inc := c.rt.host.Node().Incarnation; inc != c.generation {
 			c.fence(fmt.Errorf("%w: node %q lost its session (incarnation %d; paused or cut off from the database past the session timeout), so the cluster may host its streams elsewhere; it left the cluster and serves no more commands: restart it",
 				ErrNodeFenced, c.rt.cfg.NodeID, c.generation))

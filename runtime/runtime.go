@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -27,6 +28,8 @@ const (
 	DefaultReservationHold     = actors.DefaultReservationHold     // 10 s
 	DefaultRecoveryConcurrency = actors.DefaultRecoveryConcurrency // 64
 	DefaultMaxBatch            = actors.DefaultMaxBatch            // 1000
+	DefaultMaxQueue            = actors.DefaultMaxQueue            // 5000
+	DefaultMaxPending          = actors.DefaultMaxPending          // 50000
 )
 
 // Config configures a Runtime. Only Journal is required; every other zero
@@ -86,6 +89,14 @@ type Config struct {
 	RecoveryConcurrency int
 	// MaxBatch caps the commands of one group commit. Default DefaultMaxBatch (1000).
 	MaxBatch int
+	// MaxQueue bounds the commands (and DCB reservations) waiting at one
+	// stream; past it Execute fails at once with ErrOverloaded. Default
+	// DefaultMaxQueue (5000).
+	MaxQueue int
+	// MaxPending bounds the commands (and DCB reservations) waiting at all
+	// streams of this runtime; past it Execute fails at once with
+	// ErrOverloaded. Default DefaultMaxPending (50000).
+	MaxPending int
 	// Codec encodes event payloads (to JSON objects) and snapshot states.
 	// Default JSONCodec.
 	Codec Codec
@@ -151,6 +162,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		ReservationHold:     cfg.ReservationHold,
 		RecoveryConcurrency: cfg.RecoveryConcurrency,
 		MaxBatch:            cfg.MaxBatch,
+		MaxQueue:            cfg.MaxQueue,
+		MaxPending:          cfg.MaxPending,
 		Logger:              cfg.Logger,
 		TracerProvider:      cfg.TracerProvider,
 		MeterProvider:       cfg.MeterProvider,
@@ -163,6 +176,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	hc := host.Config()
 	cfg.SessionTimeout, cfg.OpenTimeout, cfg.IdleTimeout, cfg.RequestTimeout = hc.SessionTimeout, hc.OpenTimeout, hc.IdleTimeout, hc.RequestTimeout
 	cfg.ReservationTimeout, cfg.ReservationHold, cfg.RecoveryConcurrency, cfg.MaxBatch = hc.ReservationTimeout, hc.ReservationHold, hc.RecoveryConcurrency, hc.MaxBatch
+	cfg.MaxQueue, cfg.MaxPending = hc.MaxQueue, hc.MaxPending
 	rt.cfg = cfg
 	if cfg.Cluster != nil {
 		if rt.cluster, err = startCluster(ctx, rt, *cfg.Cluster); err != nil {
@@ -174,6 +188,24 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 
 // Config returns the runtime's configuration with every default applied.
 func (rt *Runtime) Config() Config { return rt.cfg }
+
+// Ready returns nil while this runtime can serve commands: its node session
+// was confirmed by the database less than SessionTimeout (minus a safety
+// margin) ago, no other live process opened the same NodeID, and (in cluster
+// mode) the member is not fenced. Otherwise it returns the reason, the error
+// Execute would return: ErrLeaseLost (paused past the session timeout, or
+// the database unreachable; it clears itself once a renewal succeeds), which
+// also matches journal.ErrNodeSuperseded for a twin NodeID (permanent:
+// restart the process with its own NodeID), or ErrNodeFenced. Use it for a
+// readiness probe. It does no I/O and is safe for concurrent use.
+func (rt *Runtime) Ready() error {
+	if rt.cluster != nil {
+		if err := rt.cluster.fenceError(); err != nil {
+			return err
+		}
+	}
+	return rt.host.Ready()
+}
 
 // ActiveStreams returns the number of stream actors currently alive.
 func (rt *Runtime) ActiveStreams() int { return rt.host.ActiveActors() }
@@ -282,7 +314,7 @@ func execute[S any](ctx context.Context, rt *Runtime, target Target, command any
 	}
 	stream := target.Stream()
 	if len(stream.Tag) > journal.MaxTagLength {
-		return Result[S]{}, fmt.Errorf("runtime: the stream tag of %q:%q is longer than %d bytes; use a shorter ID", target.Aggregate, target.ID[:16]+"…", journal.MaxTagLength)
+		return Result[S]{}, fmt.Errorf("runtime: the stream tag of aggregate %q with ID %q is %d bytes long, over the limit of %d; use a shorter ID", target.Aggregate, abbreviate(target.ID, 32), len(stream.Tag), journal.MaxTagLength)
 	}
 	var md journal.Metadata
 	for _, o := range opts {
@@ -305,4 +337,17 @@ func execute[S any](ctx context.Context, rt *Runtime, target Target, command any
 		out.State = s
 	}
 	return out, err
+}
+
+// abbreviate shortens s to at most n bytes (cut on a rune boundary) for an
+// error message, marking the cut.
+func abbreviate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

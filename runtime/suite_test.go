@@ -102,8 +102,10 @@ func testCounter64x1000(t *testing.T, e *env) {
 	}
 	require.Equal(t, int64(callers*each), sum, "every command is in exactly one append")
 	mean := float64(sum) / float64(count)
+	// How many commands share an append depends on the machine's timing;
+	// that group commit takes the whole queue is asserted deterministically
+	// by GroupCommitTakesTheQueue (faults_test.go).
 	t.Logf("%d commands in %d appends: mean batch size %.1f", sum, count, mean)
-	require.Greater(t, mean, 8.0, "group commit must batch concurrent callers")
 	require.Equal(t, int64(callers*each+1), sumOf(t, rm, actors.MetricCommands))
 }
 
@@ -252,11 +254,15 @@ func testForcedLeaseExpiry(t *testing.T, e *env) {
 	got := mustExec(t, fresh, target, Increment{By: 10}) // waits for the stale session to expire
 	require.Equal(t, 11, got.State.Count)
 
-	// The stale actor still thinks it owns the stream: its append is fenced,
-	// the command fails with ErrSessionExpired and the actor stops.
+	// The stale actor still holds the stream's old state, but its node
+	// session was not confirmed for longer than the session timeout: it
+	// decides nothing (ErrLeaseLost), so nothing reaches the store to fence.
 	_, err := stale.Execute(context.Background(), target, Increment{By: 100})
-	require.ErrorIs(t, err, journal.ErrSessionExpired)
-	require.Eventually(t, func() bool { return stale.ActiveStreams() == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.ErrorIs(t, err, runtime.ErrLeaseLost)
+	// Once its renewals reach the store again, it learns that its session
+	// expired: every actor stops (a fence rejection) and it opens a new one.
+	wrap.frozen.Store(false)
+	require.Eventually(t, func() bool { return stale.ActiveStreams() == 0 && stale.Ready() == nil }, 5*time.Second, 5*time.Millisecond)
 	require.GreaterOrEqual(t, sumOf(t, collect(), actors.MetricFenceRejections), int64(1))
 
 	sum, err := e.j.TagSummary(context.Background(), target.Stream())

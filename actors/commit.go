@@ -1,0 +1,342 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scribe-es/scribe/journal"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Deciding and group commit.
+
+func (a *streamActor) decide(cmds []*commandReq) {
+	h := a.host
+	now := time.Now()
+	b := &batch{startVersion: a.version}
+	working := a.state
+	var inBatch map[string]int
+	for i, r := range cmds {
+		if r.abandoned() {
+			h.tel.commands.Add(context.Background(), 1, h.tel.outcomeOpts[OutcomeCanceled])
+			continue
+		}
+		if err := r.ctx.Err(); err != nil {
+			// Not decided: the caller learns it was not executed.
+			r.abandon()
+			a.reply(r, Result{}, err, OutcomeCanceled)
+			continue
+		}
+		if !r.take() {
+			continue
+		}
+		r.mailboxWait = now.Sub(r.enqueued)
+		key := r.cmd.Metadata.IdempotencyKey
+		if key != "" {
+			if recs, ok := a.keys.get(key); ok {
+				a.replyDuplicate(r, recs)
+				continue
+			}
+			if j, ok := inBatch[key]; ok {
+				b.entries = append(b.entries, batchEntry{req: r, dupOf: j})
+				continue
+			}
+		}
+		if a.model == nil {
+			a.reply(r, Result{}, fmt.Errorf("%w: stream %s (tag group %q); register an aggregate named %q to execute commands on it", ErrNoAggregate, a.stream, a.stream.Tag.Group(), a.stream.Tag.Group()), OutcomeError)
+			continue
+		}
+		evs, err := a.decideOne(r, working)
+		var pe *PanicError
+		if errors.As(err, &pe) {
+			a.onPanic(r, pe, b, cmds[i+1:])
+			return
+		}
+		if err != nil {
+			b.entries = append(b.entries, batchEntry{req: r, err: err, domain: true, dupOf: -1})
+			continue
+		}
+		st := working
+		jevs := make([]journal.Event, 0, len(evs))
+		var sc trace.SpanContext
+		if len(evs) > 0 && r.cmd.Metadata.TraceParent == "" {
+			sc = trace.SpanContextFromContext(r.ctx)
+		}
+		var encErr error
+		for j, ev := range evs {
+			var je journal.Event
+			if err := safe(a.stream, "encode", func() (err error) { je, err = a.model.EncodeEvent(ev); return err }); err != nil {
+				if errors.As(err, &pe) {
+					a.onPanic(r, pe, b, cmds[i+1:])
+					return
+				}
+				encErr = fmt.Errorf("actors: encoding event %d (%T) of a command on stream %s: %w", j, ev, a.stream, err)
+				break
+			}
+			if err := safe(a.stream, "evolve", func() error { st = a.model.Evolve(st, ev); return nil }); err != nil {
+				errors.As(err, &pe)
+				a.onPanic(r, pe, b, cmds[i+1:])
+				return
+			}
+			a.stamp(&je, r, key, j, now, sc)
+			jevs = append(jevs, je)
+		}
+		if encErr != nil {
+			b.entries = append(b.entries, batchEntry{req: r, err: encErr, dupOf: -1})
+			continue
+		}
+		if len(jevs) > 0 {
+			// Validated alone, against the journal's own limits, before it
+			// joins the batch: an invalid command fails by itself.
+			if _, _, err := journal.PrepareAppend(jevs, journal.AppendOptions{}, h.limits); err != nil {
+				b.entries = append(b.entries, batchEntry{req: r, dupOf: -1, err: fmt.Errorf(
+					"actors: the events decided for a command on stream %s are invalid, so the command was not applied (its metadata or its events break the journal's limits): %w", a.stream, err)})
+				continue
+			}
+		}
+		working = st
+		if key != "" && len(jevs) > 0 {
+			if inBatch == nil {
+				inBatch = map[string]int{}
+			}
+			inBatch[key] = len(b.entries)
+		}
+		b.entries = append(b.entries, batchEntry{req: r, from: len(b.events), to: len(b.events) + len(jevs), state: st, dupOf: -1})
+		b.events = append(b.events, jevs...)
+	}
+	a.lookedUp = nil
+	b.state = working
+	if len(b.events) == 0 {
+		a.settle(b, journal.AppendResult{}, nil)
+		return
+	}
+	a.startAppend(b)
+}
+
+func (a *streamActor) decideOne(r *commandReq, state any) (evs []any, err error) {
+	if !a.host.tel.tracing {
+		err = safe(a.stream, "decide", func() (err error) { evs, err = a.model.Decide(state, r.cmd.Payload); return err })
+		return evs, err
+	}
+	_, span := a.host.tel.tracer.Start(r.ctx, SpanDecide, trace.WithAttributes(
+		AttrStream.String(a.stream.String()), AttrAggregate.String(a.model.Name()), AttrVersion.Int64(int64(a.version))))
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.SetAttributes(AttrEvents.Int(len(evs)))
+		span.End()
+	}()
+	err = safe(a.stream, "decide", func() (err error) { evs, err = a.model.Decide(state, r.cmd.Payload); return err })
+	return evs, err
+}
+
+// stamp sets the actor-owned fields of a decided event.
+func (a *streamActor) stamp(je *journal.Event, r *commandReq, key string, index int, now time.Time, sc trace.SpanContext) {
+	if key != "" {
+		je.ID = a.host.eventID(a.stream, key, index)
+	} else {
+		je.ID = journal.NewEventID()
+	}
+	if !je.HasTag(a.stream.Tag) {
+		tags := make([]journal.Tag, 0, len(je.Tags)+1)
+		tags = append(tags, a.stream.Tag)
+		je.Tags = append(tags, je.Tags...)
+	}
+	md := r.cmd.Metadata
+	md.Partition = a.stream.Partition
+	if md.CreatedAt.IsZero() {
+		md.CreatedAt = now.UTC()
+	}
+	if sc.IsValid() && md.TraceParent == "" {
+		md.TraceParent = "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+		md.TraceState = sc.TraceState().String()
+	}
+	je.Metadata = md
+}
+
+// onPanic fails the command whose user code panicked, puts the rest of the
+// batch (undecided, never appended) back at the head of the queue and
+// rebuilds the state from the journal before serving again.
+func (a *streamActor) onPanic(r *commandReq, pe *PanicError, b *batch, rest []*commandReq) {
+	a.host.cfg.Logger.Error("user code panicked; failing the command and rebuilding the stream's state", "stream", a.stream.String(), "phase", pe.Phase, "panic", fmt.Sprint(pe.Value))
+	a.reply(r, Result{}, pe, OutcomeError)
+	requeue := make([]any, 0, len(b.entries)+len(rest)+len(a.queue))
+	for _, e := range b.entries {
+		requeue = append(requeue, e.req)
+	}
+	for _, c := range rest {
+		requeue = append(requeue, c)
+	}
+	a.queue = append(requeue, a.queue...)
+	a.lookedUp = nil
+	a.rebuild = true
+}
+
+func (a *streamActor) replyDuplicate(r *commandReq, recs []journal.Record) {
+	res := Result{Records: recs, State: a.state, Duplicate: true}
+	if len(recs) > 0 {
+		res.Version = recs[len(recs)-1].Version(a.stream.Tag)
+	}
+	a.reply(r, res, nil, OutcomeDuplicate)
+}
+
+func (a *streamActor) startAppend(b *batch) {
+	a.busy = busyAppend
+	h, stream, self, lease := a.host, a.stream, a.self, a.lease
+	expect := map[journal.Tag]uint64{stream.Tag: a.version}
+	var parent trace.SpanContext
+	var links []trace.Link
+	commands := 0
+	for _, e := range b.entries {
+		if e.to == e.from {
+			continue
+		}
+		commands++
+		if !h.tel.tracing {
+			continue
+		}
+		sc := trace.SpanContextFromContext(e.req.ctx)
+		if !parent.IsValid() {
+			parent = sc
+		} else if sc.IsValid() && len(links) < maxSpanLinks {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	h.tel.batchSize.Record(context.Background(), int64(commands))
+	events := b.events
+	h.goIO(func() {
+		ctx, cancel := h.ioContext()
+		defer cancel()
+		span := noSpan()
+		if h.tel.tracing {
+			ctx, span = h.tel.tracer.Start(trace.ContextWithSpanContext(ctx, parent), SpanAppend,
+				trace.WithLinks(links...),
+				trace.WithAttributes(AttrStream.String(stream.String()), AttrBatchSize.Int(commands), AttrEvents.Int(len(events))))
+		}
+		start := time.Now()
+		res, err := h.cfg.Journal.Append(ctx, events, journal.AppendOptions{Expect: expect, Leases: []journal.Lease{lease}})
+		h.tel.appendLatency.Record(ctx, time.Since(start).Seconds())
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		h.send(self, &appendDoneMsg{b: b, res: res, err: err, took: time.Since(start)})
+	})
+}
+
+func (a *streamActor) onAppendDone(m *appendDoneMsg) {
+	a.busy = notBusy
+	b := m.b
+	if m.err != nil {
+		if isSessionError(m.err) {
+			a.host.tel.fenceRejections.Add(context.Background(), 1)
+			err := sessionLost(a.stream, m.err)
+			a.host.cfg.Logger.Warn("append fenced: the stream's lease was lost; stopping the actor", "stream", a.stream.String(), "error", m.err)
+			a.settle(b, journal.AppendResult{}, err)
+			a.fail(err, true)
+			return
+		}
+		// The journal may have moved (another writer, or an unknown outcome):
+		// catch up before deciding again.
+		a.stale = true
+		err := m.err
+		if (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) && !errors.Is(err, journal.ErrOutcomeUnknown) {
+			// The call was cut off: it may or may not have committed.
+			err = fmt.Errorf("%w: %w", journal.ErrOutcomeUnknown, err)
+		}
+		failure := fmt.Errorf("actors: appending %d events to stream %s failed; the commands of this batch were not acknowledged: %w", len(b.events), a.stream, err)
+		switch {
+		case errors.Is(err, journal.ErrVersionMismatch):
+			// Nothing was written, and the stream moved under the actor
+			// (something bypassed it): re-read the tail and decide again,
+			// rather than answer a conflict the caller cannot act on.
+			a.requeue(b, true, failure)
+			a.split = splitState{}
+			return
+		case len(b.entries) > 1 && splittable(err):
+			a.host.cfg.Logger.Warn("an append failed for a reason one command can cause; appending the batch again in halves to isolate it",
+				"stream", a.stream.String(), "commands", len(b.entries), "error", err)
+			a.requeue(b, false, nil)
+			a.split = splitState{limit: max(1, len(b.entries)/2), suspects: len(b.entries)}
+			return
+		}
+		a.settle(b, journal.AppendResult{}, failure)
+		return
+	}
+	a.cost.observe(m.took, len(b.events))
+	if len(m.res.Records) != len(b.events) || m.res.Duplicate {
+		a.stale = true
+	}
+	a.settle(b, m.res, nil)
+}
+
+// settle replies to every command of a batch: its records (after a successful
+// append), its domain error, or the batch's failure.
+func (a *streamActor) settle(b *batch, res journal.AppendResult, failure error) {
+	a.split.settled(len(b.entries))
+	tag := a.stream.Tag
+	ok := failure == nil && len(res.Records) == len(b.events)
+	if ok && len(res.Records) > 0 {
+		first, last := res.Records[0].Version(tag), res.Records[len(res.Records)-1].Version(tag)
+		if res.Duplicate || first != b.startVersion+1 || last != b.startVersion+uint64(len(b.events)) {
+			// Not the append this actor decided on top of its version: adopt
+			// nothing and catch up from the journal.
+			a.stale = true
+		} else {
+			a.state, a.version, a.lastPos = b.state, last, res.Records[len(res.Records)-1].Position
+		}
+	}
+	for i := range b.entries {
+		e := &b.entries[i]
+		switch {
+		case failure != nil:
+			a.reply(e.req, Result{}, failure, OutcomeError)
+		case e.err != nil:
+			outcome := OutcomeError
+			if e.domain {
+				outcome = OutcomeDomainError
+			}
+			a.reply(e.req, Result{}, e.err, outcome)
+		case e.dupOf >= 0:
+			o := b.entries[e.dupOf]
+			if !ok {
+				a.reply(e.req, Result{}, fmt.Errorf("actors: stream %s: the journal returned %d records for %d events", a.stream, len(res.Records), len(b.events)), OutcomeError)
+				continue
+			}
+			a.replyDuplicate(e.req, res.Records[o.from:o.to])
+		case e.to == e.from:
+			a.reply(e.req, Result{Version: b.startVersion + uint64(e.to), State: e.stateOr(a.state)}, nil, OutcomeOK)
+		case !ok:
+			a.reply(e.req, Result{}, fmt.Errorf("actors: stream %s: the journal returned %d records for %d events", a.stream, len(res.Records), len(b.events)), OutcomeError)
+		default:
+			recs := res.Records[e.from:e.to]
+			if key := e.req.cmd.Metadata.IdempotencyKey; key != "" {
+				if a.keys == nil {
+					a.keys = &keyCache{}
+				}
+				a.keys.put(key, recs)
+			}
+			res := Result{Records: recs, Version: recs[len(recs)-1].Version(tag), State: e.state, Duplicate: res.Duplicate}
+			outcome := OutcomeOK
+			if res.Duplicate {
+				outcome = OutcomeDuplicate
+			}
+			a.reply(e.req, res, nil, outcome)
+		}
+	}
+	if ok && len(res.Records) > 0 {
+		a.maybeSnapshot()
+	}
+}
+
+func (e *batchEntry) stateOr(s any) any {
+	if e.state != nil {
+		return e.state
+	}
+	return s
+}

@@ -1,0 +1,223 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/snapshots"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Activation and recovery of a stream actor: acquire the lease, load the
+// newest usable snapshot, replay the tail; and catch-ups after a failed append.
+
+func (a *streamActor) activate() {
+	a.busy = busyActivating
+	h, stream, model, self, parent := a.host, a.stream, a.model, a.self, a.spawnedBy
+	node := h.Node()
+	h.goIO(func() {
+		start := time.Now()
+		m := &activatedMsg{}
+		defer func() {
+			m.duration = time.Since(start)
+			h.send(self, m)
+		}()
+		ctx, cancel := context.WithTimeout(h.ctx, h.cfg.OpenTimeout+h.cfg.RequestTimeout)
+		lease, err := h.cfg.Sessions.Acquire(ctx, node, stream, h.cfg.OpenTimeout)
+		cancel()
+		if err != nil {
+			m.err = err
+			return
+		}
+		m.lease, m.leased = lease, true
+		select {
+		case h.sem <- struct{}{}:
+		case <-h.ctx.Done():
+			m.err = h.ctx.Err()
+			return
+		}
+		defer func() { <-h.sem }()
+		m.rec, m.err = h.recoverState(parent, stream, model, nil)
+	})
+}
+
+func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
+	a.busy = notBusy
+	if m.leased {
+		a.lease, a.leased = m.lease, true
+	}
+	if m.err != nil {
+		var err error
+		switch {
+		case errors.Is(m.err, journal.ErrOpenTimeout):
+			err = fmt.Errorf("actors: stream %s is held by another live node; its lease was not granted within the open timeout (%s): %w", a.stream, a.host.cfg.OpenTimeout, m.err)
+		case isSessionError(m.err):
+			err = sessionLost(a.stream, m.err)
+		case a.host.ctx.Err() != nil:
+			err = fmt.Errorf("%w (activating stream %s): %w", ErrShutdown, a.stream, m.err)
+		default:
+			err = fmt.Errorf("actors: activating stream %s failed: %w", a.stream, m.err)
+		}
+		a.host.cfg.Logger.Warn("stream actor activation failed", "stream", a.stream.String(), "error", err)
+		a.fail(err, isSessionError(m.err))
+		return
+	}
+	a.state, a.version, a.lastPos, a.snapVersion, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.snapVersion, m.rec.keys
+	a.ready = true
+	a.host.tel.activations.Add(context.Background(), 1)
+	// Idle detection with our own timer: protoactor-go's receive timeout
+	// races between its timer goroutine and the mailbox goroutine.
+	h, self := a.host, a.self
+	a.idleTimer = time.AfterFunc(h.cfg.IdleTimeout, func() { h.send(self, &idleCheckMsg{}) })
+}
+
+// recoverState rebuilds a stream's state: from base (a tail catch-up) or, when
+// base is nil, from the newest usable snapshot and the journal.
+func (h *Host) recoverState(parent trace.SpanContext, stream journal.StreamID, model Model, base *recovered) (recovered, error) {
+	ctx, span := h.tel.tracer.Start(trace.ContextWithSpanContext(h.ctx, parent), SpanRecovery,
+		trace.WithAttributes(AttrStream.String(stream.String())))
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.RequestTimeout)
+	defer cancel()
+	h.tel.recoveries.Add(ctx, 1)
+	rec, err := h.doRecover(ctx, stream, model, base)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.SetAttributes(AttrVersion.Int64(int64(rec.version)))
+	return rec, err
+}
+
+func (h *Host) doRecover(ctx context.Context, stream journal.StreamID, model Model, base *recovered) (recovered, error) {
+	if model == nil {
+		sum, err := h.cfg.Journal.TagSummary(ctx, stream)
+		if err != nil {
+			return recovered{}, fmt.Errorf("actors: reading the version of stream %s: %w", stream, err)
+		}
+		return recovered{version: sum.Version, lastPos: sum.LastPosition}, nil
+	}
+	var rec recovered
+	if base != nil {
+		rec = *base
+	} else {
+		rec.keys = &keyCache{}
+		if err := safe(stream, "initial", func() error { rec.state = model.Initial(); return nil }); err != nil {
+			return recovered{}, err
+		}
+		if snap, ok := h.loadSnapshot(ctx, stream, model.StateSchemaVersion()); ok {
+			var st any
+			err := safe(stream, "decode state", func() (err error) { st, err = model.DecodeState(snap.State); return err })
+			if err != nil {
+				h.cfg.Logger.Warn("ignoring a snapshot that does not decode; replaying the stream", "stream", stream.String(), "version", snap.Version, "error", err)
+			} else {
+				rec.state, rec.version, rec.snapVersion = st, snap.Version, snap.Version
+			}
+		}
+		rec.keys.complete = rec.version == 0
+	}
+	if rec.keys == nil {
+		rec.keys = &keyCache{}
+	}
+	col := keyCollector{h: h, stream: stream, k: rec.keys}
+	for r, err := range h.cfg.Journal.ReadStream(ctx, stream, rec.version+1, 0) {
+		if err != nil {
+			return rec, fmt.Errorf("actors: replaying stream %s after version %d: %w", stream, rec.version, err)
+		}
+		v := r.Version(stream.Tag)
+		if v != rec.version+1 {
+			return rec, fmt.Errorf("actors: replaying stream %s: the journal returned version %d after %d", stream, v, rec.version)
+		}
+		var ev any
+		if err := safe(stream, "decode", func() (err error) { ev, err = model.DecodeEvent(&r); return err }); err != nil {
+			return rec, fmt.Errorf("actors: replaying stream %s: decoding event %s (version %d): %w", stream, r.Type, v, err)
+		}
+		st := rec.state
+		if err := safe(stream, "evolve", func() error { st = model.Evolve(st, ev); return nil }); err != nil {
+			return rec, err
+		}
+		rec.state, rec.version, rec.lastPos = st, v, r.Position
+		col.add(r)
+	}
+	col.flush()
+	return rec, nil
+}
+
+// loadSnapshot returns the newest snapshot of stream stamped with schema.
+func (h *Host) loadSnapshot(ctx context.Context, stream journal.StreamID, schema int) (snapshots.Snapshot, bool) {
+	store := h.cfg.Snapshots
+	if store == nil {
+		return snapshots.Snapshot{}, false
+	}
+	s, err := store.Load(ctx, stream, math.MaxUint64)
+	if err != nil {
+		if !errors.Is(err, snapshots.ErrNotFound) {
+			h.cfg.Logger.Warn("loading a snapshot failed; replaying the stream", "stream", stream.String(), "error", err)
+		}
+		return snapshots.Snapshot{}, false
+	}
+	if s.SchemaVersion == schema {
+		return s, true
+	}
+	infos, err := store.List(ctx, stream)
+	if err != nil {
+		h.cfg.Logger.Warn("listing snapshots failed; replaying the stream", "stream", stream.String(), "error", err)
+		return snapshots.Snapshot{}, false
+	}
+	for i := len(infos) - 1; i >= 0; i-- {
+		if infos[i].SchemaVersion != schema || infos[i].Version >= s.Version {
+			continue
+		}
+		older, err := store.Load(ctx, stream, infos[i].Version)
+		if err == nil && older.SchemaVersion == schema {
+			return older, true
+		}
+	}
+	return snapshots.Snapshot{}, false
+}
+
+func (a *streamActor) startRebuild() {
+	a.busy = busyRebuild
+	h, stream, model, self := a.host, a.stream, a.model, a.self
+	full := a.rebuild
+	var base *recovered
+	if !full {
+		base = &recovered{state: a.state, version: a.version, lastPos: a.lastPos, snapVersion: a.snapVersion, keys: a.keys}
+	}
+	h.goIO(func() {
+		if full {
+			select {
+			case h.sem <- struct{}{}:
+				defer func() { <-h.sem }()
+			case <-h.ctx.Done():
+				h.send(self, &rebuiltMsg{full: full, err: h.ctx.Err()})
+				return
+			}
+		}
+		rec, err := h.recoverState(trace.SpanContext{}, stream, model, base)
+		h.send(self, &rebuiltMsg{full: full, rec: rec, err: err})
+	})
+}
+
+func (a *streamActor) onRebuilt(m *rebuiltMsg) {
+	a.busy = notBusy
+	if m.err != nil {
+		// Serving on a state that may be wrong is never an option: fail the
+		// waiting requests and try again when the next one arrives.
+		err := fmt.Errorf("actors: stream %s could not reload its state from the journal: %w", a.stream, m.err)
+		a.host.cfg.Logger.Error("stream actor reload failed", "stream", a.stream.String(), "error", m.err)
+		a.failQueue(err)
+		return
+	}
+	a.state, a.version, a.lastPos, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.keys
+	if m.full {
+		a.snapVersion = m.rec.snapVersion
+	}
+	a.stale, a.rebuild = false, false
+}
