@@ -125,7 +125,6 @@ func RegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) (*DCBCommand[C, S], error
 	x, err := tagconsistency.New(tagconsistency.Config{
 		Journal:        rt.cfg.Journal,
 		Owners:         rt.tagOwners(),
-		ReserveTimeout: rt.cfg.ReservationTimeout,
 		ReleaseTimeout: rt.cfg.RequestTimeout,
 		TracerProvider: rt.cfg.TracerProvider,
 		MeterProvider:  rt.cfg.MeterProvider,

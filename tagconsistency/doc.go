@@ -11,8 +11,8 @@
 //     single writer, a [TagOwners] (in Scribe, the stream actors: see
 //     [ActorOwners]), in ascending tag order, so concurrent commands never
 //     deadlock; a busy tag queues the command, and a reservation that waits
-//     longer than Config.ReserveTimeout fails with a [ReservationTimeoutError]
-//     naming the tag;
+//     longer than the owner's reservation timeout fails with a
+//     [ReservationTimeoutError] naming the tag;
 //  2. it builds the state: from the owners' cached aggregate states
 //     (Command.FromStates), or by folding the matching events of the reserved
 //     streams, continuing a cached fold of the same command and query when it

@@ -19,8 +19,9 @@ var (
 	// journal.ErrAppendConditionFailed or journal.ErrVersionMismatch,
 	// whichever the journal reported.
 	ErrConflict = errors.New("tagconsistency: conflict")
-	// ErrReservationTimeout: a tag stayed busy longer than the reservation
-	// timeout. A ReservationTimeoutError names the tag.
+	// ErrReservationTimeout: a tag stayed busy longer than its owner's
+	// reservation timeout (TagOwners.Reserve). A ReservationTimeoutError
+	// names the tag.
 	ErrReservationTimeout = errors.New("tagconsistency: reservation timeout")
 	// ErrInvalidCommand: the command is malformed (nothing was reserved or
 	// written), or its decision is (nothing was written).
@@ -59,7 +60,7 @@ type ReservationTimeoutError struct {
 }
 
 func (e *ReservationTimeoutError) Error() string {
-	return fmt.Sprintf("tagconsistency: command %q waited %s to reserve tag %s, longer than the reservation timeout; the tag is busy with other commands: raise Config.ReserveTimeout or reduce contention on that tag",
+	return fmt.Sprintf("tagconsistency: command %q waited %s to reserve tag %s, longer than its owner's reservation timeout; the tag is busy with other commands: retry later, raise the owner's reservation timeout (runtime.Config.ReservationTimeout) or reduce contention on that tag",
 		e.Command, e.Waited.Round(time.Millisecond), e.Stream)
 }
 

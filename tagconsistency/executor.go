@@ -28,9 +28,6 @@ type Journal interface {
 	ReadEvent(ctx context.Context, id uuid.UUID) (journal.Record, error)
 }
 
-// DefaultReserveTimeout is the default of Config.ReserveTimeout.
-const DefaultReserveTimeout = 5 * time.Second
-
 // DefaultReleaseTimeout is the default of Config.ReleaseTimeout.
 const DefaultReleaseTimeout = 5 * time.Second
 
@@ -41,10 +38,6 @@ type Config struct {
 	// Owners grants reservations of tag streams (in Scribe: the stream
 	// actors). Required.
 	Owners TagOwners
-	// ReserveTimeout bounds how long one reservation may wait for a busy tag
-	// before the command fails with a ReservationTimeoutError naming the tag.
-	// Default 5 s (DefaultReserveTimeout).
-	ReserveTimeout time.Duration
 	// ReleaseTimeout bounds each Confirm and Cancel call. They run even when
 	// the caller's context has ended, because the owners must learn the
 	// outcome. Default 5 s (DefaultReleaseTimeout).
@@ -74,7 +67,6 @@ type Config struct {
 type Executor struct {
 	journal        Journal
 	owners         TagOwners
-	reserveTimeout time.Duration
 	releaseTimeout time.Duration
 	cache          *foldCache
 	tails          *tailCache
@@ -89,11 +81,8 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Owners == nil {
 		return nil, errors.New("tagconsistency: Config.Owners is nil; pass the tag owners (the runtime's stream actors)")
 	}
-	if cfg.ReserveTimeout < 0 || cfg.ReleaseTimeout < 0 {
-		return nil, errors.New("tagconsistency: Config.ReserveTimeout and Config.ReleaseTimeout must not be negative; use 0 for the default")
-	}
-	if cfg.ReserveTimeout == 0 {
-		cfg.ReserveTimeout = DefaultReserveTimeout
+	if cfg.ReleaseTimeout < 0 {
+		return nil, fmt.Errorf("tagconsistency: Config.ReleaseTimeout is negative (%s); use 0 for the default (%s) or a positive duration", cfg.ReleaseTimeout, DefaultReleaseTimeout)
 	}
 	if cfg.ReleaseTimeout == 0 {
 		cfg.ReleaseTimeout = DefaultReleaseTimeout
@@ -108,7 +97,6 @@ func New(cfg Config) (*Executor, error) {
 	return &Executor{
 		journal:        cfg.Journal,
 		owners:         cfg.Owners,
-		reserveTimeout: cfg.ReserveTimeout,
 		releaseTimeout: cfg.ReleaseTimeout,
 		cache:          newFoldCache(cfg.FoldCacheSize),
 		tails:          newTailCache(cfg.FoldCacheSize > 0),
@@ -307,10 +295,10 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 		attribute.String("scribe.stream", s.String()),
 	))
 	defer span.End()
-	rctx, cancel := context.WithTimeout(ctx, x.reserveTimeout)
-	defer cancel()
+	// How long a reservation may wait is the owner's rule (TagOwners), enforced
+	// there once: the executor adds no timer of its own.
 	start := time.Now()
-	r, err := x.owners.Reserve(rctx, s)
+	r, err := x.owners.Reserve(ctx, s)
 	waited := time.Since(start)
 	span.SetAttributes(attribute.Float64("scribe.reservation.wait_ms", float64(waited.Microseconds())/1000))
 	x.tel.reservationWait.Record(ctx, waited.Seconds(), metric.WithAttributes(attribute.String("scribe.tag.group", s.Tag.Group())))
@@ -318,7 +306,7 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 		switch {
 		case ctx.Err() != nil:
 			err = fmt.Errorf("tagconsistency: command %q not executed while reserving tag %s: %w", command, s, ctx.Err())
-		case errors.Is(err, ErrReservationTimeout), rctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, ErrReservationTimeout):
 			err = &ReservationTimeoutError{Command: command, Stream: s, Waited: waited}
 		default:
 			err = fmt.Errorf("tagconsistency: command %q: reserving tag %s: %w", command, s, err)

@@ -35,7 +35,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	require.ErrorContains(t, err, "Journal")
 	_, err = tagconsistency.New(tagconsistency.Config{Journal: j})
 	require.ErrorContains(t, err, "Owners")
-	_, err = tagconsistency.New(tagconsistency.Config{Journal: j, Owners: owners, ReserveTimeout: -time.Second})
+	_, err = tagconsistency.New(tagconsistency.Config{Journal: j, Owners: owners, ReleaseTimeout: -time.Second})
 	require.ErrorContains(t, err, "negative")
 	_, err = tagconsistency.New(tagconsistency.Config{Journal: j, Owners: owners})
 	require.NoError(t, err)
@@ -266,8 +266,8 @@ func TestIdempotencyKey(t *testing.T) {
 
 func TestReservationTimeoutNamesTheTagAndReleasesTheOthers(t *testing.T) {
 	t.Parallel()
-	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) {
-		c.ReserveTimeout = 50 * time.Millisecond
+	e := setup(t, memoryBackend(), func(_ *tagconsistency.Config, o *lockOwners) {
+		o.timeout = 50 * time.Millisecond
 	})
 	ctx := context.Background()
 	a, b := accountTag(1), accountTag(2)

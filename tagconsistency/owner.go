@@ -49,7 +49,10 @@ type Reservation struct {
 type TagOwners interface {
 	// Reserve waits until the owner of stream grants it to the caller, or ctx
 	// ends (then it returns ctx's error and grants nothing, or cancels the
-	// grant itself). While the reservation is held the owner queues its own
+	// grant itself). The owner bounds the wait with its own reservation
+	// timeout (in Scribe: runtime.Config.ReservationTimeout); past it Reserve
+	// fails with an error matching ErrReservationTimeout and grants nothing.
+	// The executor relies on that bound and sets none of its own. While the reservation is held the owner queues its own
 	// commands and later reservations for the stream.
 	Reserve(ctx context.Context, stream journal.StreamID) (Reservation, error)
 	// Confirm ends the reservation after a successful append: records are the

@@ -30,6 +30,10 @@ type lockOwners struct {
 
 	mu      sync.Mutex
 	streams map[journal.StreamID]*lockStream
+	// timeout, when set, is the owners' reservation timeout: a Reserve that
+	// waits longer fails with ErrReservationTimeout (the owner enforces it,
+	// as the TagOwners contract says).
+	timeout time.Duration
 
 	reloads atomic.Int64
 }
@@ -69,10 +73,18 @@ func (o *lockOwners) stream(id journal.StreamID) *lockStream {
 func (o *lockOwners) hold(ctx context.Context, id journal.StreamID) (*lockStream, error) {
 	id = id.Normalize()
 	s := o.stream(id)
+	var expired <-chan time.Time
+	if o.timeout > 0 {
+		t := time.NewTimer(o.timeout)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case s.slot <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-expired:
+		return nil, fmt.Errorf("%w: %s stayed busy for %s", tagconsistency.ErrReservationTimeout, id, o.timeout)
 	}
 	if s.loaded {
 		return s, nil

@@ -62,6 +62,8 @@ type execRequest struct {
 	Op      string `json:"op"` // "deposit" or "withdraw"
 	Amount  int64  `json:"amount"`
 	Key     string `json:"key"`
+	// Correlation is stored as the command's correlation ID.
+	Correlation string `json:"correlation,omitempty"`
 }
 
 // execReply is the body of every /exec answer.
@@ -145,7 +147,8 @@ func runNode(raw string) int {
 		}
 		ectx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
-		res, err := runtime.ExecuteTyped[Account](ectx, rt, acct(req.Account), cmd, runtime.WithIdempotencyKey(req.Key))
+		res, err := runtime.ExecuteTyped[Account](ectx, rt, acct(req.Account), cmd,
+			runtime.WithMetadata(journal.Metadata{CorrelationID: req.Correlation}), runtime.WithIdempotencyKey(req.Key))
 		rep := execReply{Version: res.Version, Balance: res.State.Balance, Duplicate: res.Duplicate}
 		status := http.StatusOK
 		switch {
@@ -154,6 +157,8 @@ func runNode(raw string) int {
 			status, rep.Code, rep.Error = http.StatusConflict, "insufficient", err.Error()
 		case errors.Is(err, journal.ErrVersionMismatch):
 			status, rep.Code, rep.Error = http.StatusConflict, "version_mismatch", err.Error()
+		case errors.Is(err, journal.ErrInvalidEvent):
+			status, rep.Code, rep.Error = http.StatusBadRequest, "invalid_event", err.Error()
 		case runtime.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
 			status, rep.Code, rep.Error = http.StatusServiceUnavailable, "retryable", err.Error()
 		default:

@@ -616,9 +616,10 @@ func waitMembers(p *proc, n int, timeout time.Duration) bool {
 }
 
 // Typed errors cross processes: a command sent to a member that does not
-// host its stream fails with journal.ErrVersionMismatch (after an append
-// behind the actor's back) and with the ledger's domain error, as the
-// calling member's errors.Is sees them.
+// host its stream fails with journal.ErrInvalidEvent (metadata the journal
+// rejects) and with the ledger's domain error, as the calling member's
+// errors.Is sees them. An append behind the hosting actor's back is no
+// conflict for the caller: the actor re-reads its stream and decides again.
 func TestProcessesTypedErrors(t *testing.T) {
 	t.Parallel()
 	url, schema, j := openVerifier(t)
@@ -653,13 +654,13 @@ func TestProcessesTypedErrors(t *testing.T) {
 	require.NoError(t, err)
 	rep, status, err = caller.exec(ctx, hc, execRequest{Account: "typed", Op: "deposit", Amount: 1, Key: "k2"})
 	require.NoError(t, err)
-	require.Equal(t, http.StatusConflict, status)
-	require.Equal(t, "version_mismatch", rep.Code, "errors.Is(err, journal.ErrVersionMismatch) on the calling member: %s", rep.Error)
-
-	rep, status, err = caller.exec(ctx, hc, execRequest{Account: "typed", Op: "deposit", Amount: 1, Key: "k3"})
-	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, status, rep.Error)
-	require.Equal(t, int64(10+5+1), rep.Balance, "the hosting actor re-read its stream")
+	require.Equal(t, int64(10+5+1), rep.Balance, "the hosting actor re-read its stream and decided again")
+
+	rep, status, err = caller.exec(ctx, hc, execRequest{Account: "typed", Op: "deposit", Amount: 1, Key: "k3", Correlation: "bad\x00id"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Equal(t, "invalid_event", rep.Code, "errors.Is(err, journal.ErrInvalidEvent) on the calling member: %s", rep.Error)
 
 	rep, status, err = caller.exec(ctx, hc, execRequest{Account: "typed", Op: "withdraw", Amount: 1000, Key: "k4"})
 	require.NoError(t, err)
