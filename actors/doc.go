@@ -14,9 +14,27 @@
 // the node session is, so renewal costs one call per period whatever the number
 // of streams. A host opened with the NodeID of a crashed process gets a new
 // incarnation and takes over that process's leases at once; other nodes wait
-// for the session timeout. When renewal reports the session expired or
-// superseded, every actor stops and fails its pending work with
-// journal.ErrSessionExpired, and the host opens a new incarnation.
+// for the session timeout. When renewal reports the session expired (this
+// process was paused or cut off past the timeout), every actor stops and
+// fails its pending work with journal.ErrSessionExpired, and the host opens a
+// new incarnation: streams are acquired again and reloaded, never served from
+// the old cache.
+//
+// Truthful answers: an actor decides, appends, grants a reservation or serves
+// state only while the node session is known valid: until the time the last
+// successful OpenNode or RenewNode was *sent*, plus SessionTimeout, minus
+// SessionTimeout/10 (monotonic clock, so a paused process cannot look fresh).
+// Past that, requests fail at once with ErrLeaseLost (retryable; nothing was
+// decided) and the host renews immediately; a failed renewal is retried with
+// a short back-off (at most 1 s), logging one warning per 5 s. Host.Ready
+// reports the same condition for readiness probes.
+//
+// Twin node IDs: when renewal reports that a newer incarnation of this node ID
+// superseded the session while this process lives (journal.ErrNodeSuperseded:
+// two live processes share one node ID), the host stops its actors and never
+// serves again (ErrLeaseLost matching journal.ErrNodeSuperseded) instead of
+// re-opening the node, which would make the two processes take each other's
+// leases forever. Exactly one of the two (the newer) serves.
 //
 // # The stream actor
 //
@@ -35,11 +53,33 @@
 // command (up to Config.MaxBatch) in order against the confirmed state plus the
 // batch's earlier events, appends all their events in ONE journal.Append with
 // Expect{tag: version} and the lease, and replies to each caller with its own
-// records or its own domain error. No reply precedes durability. A failed
-// append fails every command of the batch and leaves the confirmed state
-// untouched; after a version mismatch or an unknown outcome the actor re-reads
-// its tail before deciding again; after a fencing error (lease or session lost)
-// it stops and fails pending work with journal.ErrSessionExpired.
+// records or its own domain error. No reply precedes durability.
+//
+// Failures stay with their cause. Each command's events are validated alone
+// against the journal's limits (journal.PrepareAppend, with the journal's
+// Limits when it reports them) before they join a batch: an invalid command
+// (over-long correlation ID, bad UTF-8, ...) fails by itself with
+// journal.ErrInvalidEvent. If an append still fails for a reason one command
+// can cause (not a fencing, version, condition, availability, unknown-outcome
+// or context error), the batch's commands go back to the head of the queue
+// undecided and are appended again in halves until the offender fails alone.
+// A version mismatch (something appended behind the actor) wrote nothing: the
+// actor re-reads its tail and decides the commands again (at most twice more
+// each). An append cut off by its deadline or connection fails its commands
+// with journal.ErrOutcomeUnknown, never a guessed conflict, and the actor
+// re-reads its tail. After a fencing error (lease or session lost) it stops and
+// fails pending work with journal.ErrSessionExpired. The confirmed state moves
+// only on a durable append.
+//
+// Backpressure: Config.MaxQueue bounds the requests waiting at one stream and
+// Config.MaxPending those of the whole host; past either, Execute and Reserve
+// fail at once with ErrOverloaded and queue nothing. Commands whose caller left
+// (context done) are dropped before they are decided. A command whose deadline
+// leaves less time than the stream's recent appends take (fitted per stream as
+// base + per-event cost, times 1.25) is answered ErrOverloaded without being
+// decided, and a batch stops growing before it would outlast the tightest
+// deadline among its commands: under overload the actor spends its appends on
+// callers who will still be there to hear the answer.
 //
 // Context: a command whose context ends before it is decided is never executed
 // (Execute returns ctx.Err()). If the context ends after the command was
