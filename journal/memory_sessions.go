@@ -40,7 +40,7 @@ func (m *Memory) nodeErrLocked(node NodeSession, now time.Time) error {
 	case n == nil:
 		return fmt.Errorf("%w: node %q has no session; open one with OpenNode", ErrInvalidSession, node.NodeID)
 	case n.incarnation != node.Incarnation:
-		return fmt.Errorf("%w: node %q incarnation %d was superseded by incarnation %d; this process must stop writing", ErrInvalidSession, node.NodeID, node.Incarnation, n.incarnation)
+		return fmt.Errorf("%w (%w): node %q incarnation %d was superseded by incarnation %d; this process must stop writing", ErrInvalidSession, ErrNodeSuperseded, node.NodeID, node.Incarnation, n.incarnation)
 	case n.closed:
 		return fmt.Errorf("%w: node %q incarnation %d was closed; open a new node session", ErrInvalidSession, node.NodeID, node.Incarnation)
 	case !now.Before(n.expiresAt):

@@ -67,7 +67,7 @@ func (j *Journal) nodeError(ctx context.Context, node journal.NodeSession, op st
 	case err != nil:
 		return j.translate(op+" node", err)
 	case inc != int64(node.Incarnation):
-		return fmt.Errorf("%w: %s: node %s incarnation %d was superseded by incarnation %d; this process must stop writing", journal.ErrInvalidSession, op, node.NodeID, node.Incarnation, inc)
+		return fmt.Errorf("%w (%w): %s: node %s incarnation %d was superseded by incarnation %d; this process must stop writing", journal.ErrInvalidSession, journal.ErrNodeSuperseded, op, node.NodeID, node.Incarnation, inc)
 	case closed:
 		return fmt.Errorf("%w: %s: node session %s incarnation %d was closed; open a new one", journal.ErrInvalidSession, op, node.NodeID, node.Incarnation)
 	case !live:

@@ -280,6 +280,7 @@ func testNewIncarnationTakesOver(t *testing.T, h Harness) {
 	requireFenced(t, ctx, j, before, err, "the old incarnation's append after the takeover")
 	_, err = s.RenewNode(ctx, old)
 	require.ErrorIs(t, err, journal.ErrInvalidSession, "a superseded incarnation cannot renew")
+	require.ErrorIs(t, err, journal.ErrNodeSuperseded, "and is told why: a newer incarnation of its node ID exists (a restart, or a twin process)")
 
 	res, err := leasedAppend(ctx, j, lc)
 	require.NoError(t, err)
