@@ -276,7 +276,7 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 	for i := range h.shards {
 		h.shards[i].entries = make(map[journal.StreamID]*entry)
 	}
-	if l, ok := cfg.Journal.(interface{ Limits() journal.Limits }); ok {
+	if l, ok := cfg.Journal.(journal.Limited); ok {
 		h.limits = l.Limits()
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())

@@ -147,6 +147,9 @@ func (m *Memory) lock(ctx context.Context) error {
 func (m *Memory) now() time.Time { return m.clock().UTC().Truncate(time.Microsecond) }
 
 // Append implements Appender.
+// Limits returns the limits Append validates with (journal.Limited).
+func (m *Memory) Limits() Limits { return m.limits }
+
 func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions) (AppendResult, error) {
 	if err := m.lock(ctx); err != nil {
 		return AppendResult{}, err

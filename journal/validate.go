@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -14,6 +15,29 @@ import (
 
 // MaxPartitionLength bounds a partition name, in bytes.
 const MaxPartitionLength = 256
+
+// Bounds of an event's metadata, the same on every backend (PrepareAppend
+// enforces them): an identifier is at most MaxMetadataIDLength bytes of UTF-8
+// text without control characters; a W3C traceparent is at most
+// MaxTraceParentLength bytes and a tracestate MaxTraceStateLength; there are at
+// most MaxScopes scopes of at most MaxMetadataIDLength bytes each. Values are
+// bounded because every event stores them and indexes (correlation ID) and
+// caches (idempotency key) hold them: one caller's megabyte header must not
+// cost every reader.
+const (
+	MaxMetadataIDLength  = 256
+	MaxTraceParentLength = 55
+	MaxTraceStateLength  = 512
+	MaxScopes            = 64
+)
+
+// Limited is implemented by journals that report the limits they validate
+// appends with, so a writer (the stream actor) can validate one command's
+// events exactly as the journal will, before they join a batch.
+type Limited interface {
+	// Limits returns the limits of Append's validation. Safe for concurrent use.
+	Limits() Limits
+}
 
 // Limits bounds what an append may carry.
 type Limits struct {
@@ -188,12 +212,38 @@ func prepareMetadata(md Metadata) (Metadata, string, string) {
 			return Metadata{}, t.field, "the value " + reason
 		}
 	}
+	ids := []struct {
+		field string
+		value string
+		max   int
+	}{
+		{"Metadata.CorrelationID", md.CorrelationID, MaxMetadataIDLength},
+		{"Metadata.CausationID", md.CausationID, MaxMetadataIDLength},
+		{"Metadata.UserID", md.UserID, MaxMetadataIDLength},
+		{"Metadata.IdempotencyKey", md.IdempotencyKey, MaxMetadataIDLength},
+		{"Metadata.TraceParent", md.TraceParent, MaxTraceParentLength},
+		{"Metadata.TraceState", md.TraceState, MaxTraceStateLength},
+	}
+	for _, id := range ids {
+		if len(id.value) > id.max {
+			return Metadata{}, id.field, fmt.Sprintf("the value is %d bytes long, over the limit of %d bytes; use a shorter value", len(id.value), id.max)
+		}
+		if i := strings.IndexFunc(id.value, unicode.IsControl); i >= 0 {
+			return Metadata{}, id.field, fmt.Sprintf("the value contains the control character %U at byte %d; use printable text", []rune(id.value[i:])[0], i)
+		}
+	}
+	if len(md.Scopes) > MaxScopes {
+		return Metadata{}, "Metadata.Scopes", fmt.Sprintf("there are %d scopes, over the limit of %d; merge or drop scopes", len(md.Scopes), MaxScopes)
+	}
 	if len(md.Partition) > MaxPartitionLength {
 		return Metadata{}, "Metadata.Partition", fmt.Sprintf("the partition is %d bytes long, over the limit of %d; use a shorter partition name", len(md.Partition), MaxPartitionLength)
 	}
 	for k, s := range md.Scopes {
 		if reason := badText(s); reason != "" {
 			return Metadata{}, fmt.Sprintf("Metadata.Scopes[%d]", k), "the scope " + reason
+		}
+		if len(s) > MaxMetadataIDLength {
+			return Metadata{}, fmt.Sprintf("Metadata.Scopes[%d]", k), fmt.Sprintf("the scope is %d bytes long, over the limit of %d bytes; use a shorter scope", len(s), MaxMetadataIDLength)
 		}
 	}
 	if md.Partition == "" {

@@ -648,6 +648,9 @@ func (j *Journal) diagnose(ctx context.Context, conn *pgxpool.Conn, r *appendReq
 // Append stores events atomically; see journal.Appender. With batching on
 // (the default), concurrent calls may share one transaction, each in its own
 // savepoint with its own checks; a conflict fails only its own call.
+// Limits returns the limits Append validates with (journal.Limited).
+func (j *Journal) Limits() journal.Limits { return j.limits }
+
 func (j *Journal) Append(ctx context.Context, events []journal.Event, opts journal.AppendOptions) (journal.AppendResult, error) {
 	if err := j.checkOpen(); err != nil {
 		return journal.AppendResult{}, err

@@ -68,6 +68,22 @@ func testRejectsInvalidEvents(t *testing.T, h Harness) {
 			e.Tags = []journal.Tag{journal.Tag("t:" + strings.Repeat("v", journal.MaxTagLength-1))}
 		}), "tag"},
 		{"nil ID", with(func(e *journal.Event) { e.ID = uuid.Nil }), "id"},
+		// Metadata bounds: the same on every backend (Postgres would otherwise
+		// fail on its index row size, memory would accept anything).
+		{"correlation ID of 3,200 bytes", with(func(e *journal.Event) { e.Metadata.CorrelationID = strings.Repeat("c", 3200) }), "correlation"},
+		{"correlation ID over 256 bytes", with(func(e *journal.Event) {
+			e.Metadata.CorrelationID = strings.Repeat("c", journal.MaxMetadataIDLength+1)
+		}), "correlation"},
+		{"correlation ID with a NUL byte", with(func(e *journal.Event) { e.Metadata.CorrelationID = "a\x00b" }), "correlation"},
+		{"correlation ID not UTF-8", with(func(e *journal.Event) { e.Metadata.CorrelationID = "a\xffb" }), "correlation"},
+		{"correlation ID with a newline", with(func(e *journal.Event) { e.Metadata.CorrelationID = "a\nb" }), "correlation"},
+		{"causation ID over 256 bytes", with(func(e *journal.Event) { e.Metadata.CausationID = strings.Repeat("c", journal.MaxMetadataIDLength+1) }), "causation"},
+		{"user ID over 256 bytes", with(func(e *journal.Event) { e.Metadata.UserID = strings.Repeat("u", journal.MaxMetadataIDLength+1) }), "user"},
+		{"idempotency key over 256 bytes", with(func(e *journal.Event) { e.Metadata.IdempotencyKey = strings.Repeat("k", journal.MaxMetadataIDLength+1) }), "idempotency"},
+		{"traceparent over 55 bytes", with(func(e *journal.Event) { e.Metadata.TraceParent = strings.Repeat("0", journal.MaxTraceParentLength+1) }), "traceparent"},
+		{"tracestate over 512 bytes", with(func(e *journal.Event) { e.Metadata.TraceState = strings.Repeat("s", journal.MaxTraceStateLength+1) }), "tracestate"},
+		{"too many scopes", with(func(e *journal.Event) { e.Metadata.Scopes = make([]string, journal.MaxScopes+1) }), "scopes"},
+		{"scope over 256 bytes", with(func(e *journal.Event) { e.Metadata.Scopes = []string{strings.Repeat("s", journal.MaxMetadataIDLength+1)} }), "scopes"},
 	}
 	for _, c := range cases {
 		// The invalid event is the second of the append: the valid first one
@@ -114,6 +130,15 @@ func testAcceptsValuesAtTheLimits(t *testing.T, h Harness) {
 	e := newEvent(strings.Repeat("T", journal.MaxTypeLength), longTag)
 	e.Data = objectOfSize(h.maxDataSize())
 	require.Len(t, e.Data, h.maxDataSize())
+	// Metadata at its bounds is stored and indexed (the correlation ID index
+	// takes 256 bytes of UTF-8 text, multi-byte characters included).
+	e.Metadata.CorrelationID = strings.Repeat("é", journal.MaxMetadataIDLength/2)
+	e.Metadata.CausationID = strings.Repeat("c", journal.MaxMetadataIDLength)
+	e.Metadata.UserID = strings.Repeat("u", journal.MaxMetadataIDLength)
+	e.Metadata.Scopes = make([]string, journal.MaxScopes)
+	for i := range e.Metadata.Scopes {
+		e.Metadata.Scopes[i] = strings.Repeat("s", journal.MaxMetadataIDLength)
+	}
 	empty := newEvent("EmptyObject")
 	empty.Data = json.RawMessage(`{}`)
 	res := mustAppend(t, ctx, j, journal.AppendOptions{}, e, newEvent("NoTags"), empty)
@@ -124,4 +149,6 @@ func testAcceptsValuesAtTheLimits(t *testing.T, h Harness) {
 	require.Equal(t, e.Type, got.Type)
 	require.Equal(t, []journal.Tag{longTag}, got.Tags)
 	require.JSONEq(t, string(e.Data), string(got.Data))
+	require.Equal(t, e.Metadata.CorrelationID, got.Metadata.CorrelationID)
+	require.Equal(t, e.Metadata.Scopes, got.Metadata.Scopes)
 }
