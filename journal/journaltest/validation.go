@@ -83,7 +83,9 @@ func testRejectsInvalidEvents(t *testing.T, h Harness) {
 		{"traceparent over 55 bytes", with(func(e *journal.Event) { e.Metadata.TraceParent = strings.Repeat("0", journal.MaxTraceParentLength+1) }), "traceparent"},
 		{"tracestate over 512 bytes", with(func(e *journal.Event) { e.Metadata.TraceState = strings.Repeat("s", journal.MaxTraceStateLength+1) }), "tracestate"},
 		{"too many scopes", with(func(e *journal.Event) { e.Metadata.Scopes = make([]string, journal.MaxScopes+1) }), "scopes"},
-		{"scope over 256 bytes", with(func(e *journal.Event) { e.Metadata.Scopes = []string{strings.Repeat("s", journal.MaxMetadataIDLength+1)} }), "scopes"},
+		{"scope over 256 bytes", with(func(e *journal.Event) {
+			e.Metadata.Scopes = []string{strings.Repeat("s", journal.MaxMetadataIDLength+1)}
+		}), "scopes"},
 	}
 	for _, c := range cases {
 		// The invalid event is the second of the append: the valid first one
