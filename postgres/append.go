@@ -743,6 +743,9 @@ func (j *Journal) appendDirect(ctx context.Context, r *appendReq, mode memberMod
 // was in flight, otherwise a definite failure (nothing was written).
 func (j *Journal) fatalErr(err error, unknown bool) error {
 	if unknown {
+		if unavailable(err) {
+			return fmt.Errorf("%w (%w): postgres: the connection failed while the commit was in flight (%v); retry the same append (same event IDs) once the database is back to learn whether it was stored", journal.ErrOutcomeUnknown, journal.ErrUnavailable, err)
+		}
 		return fmt.Errorf("%w: postgres: the connection failed while the commit was in flight (%v); retry the same append (same event IDs) to learn whether it was stored", journal.ErrOutcomeUnknown, err)
 	}
 	return j.translate("append (nothing was written)", err)

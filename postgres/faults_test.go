@@ -153,6 +153,7 @@ type proxy struct {
 	ln         net.Listener
 	port       uint16
 	dropCommit atomic.Bool
+	down       atomic.Bool // refuse connections (accept, then close at once)
 	wg         sync.WaitGroup
 	mu         sync.Mutex
 	conns      []net.Conn
@@ -171,6 +172,10 @@ func startProxy(t *testing.T, host string, port uint16) *proxy {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if p.down.Load() {
+				c.Close()
+				continue
 			}
 			s, err := net.DialTimeout("tcp", target, 5*time.Second)
 			if err != nil {
@@ -205,6 +210,82 @@ func startProxy(t *testing.T, host string, port uint16) *proxy {
 		p.wg.Wait()
 	})
 	return p
+}
+
+// cut makes the database unreachable through the proxy: open connections are
+// closed and new ones refused, until restore.
+func (p *proxy) cut() {
+	p.down.Store(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *proxy) restore() { p.down.Store(false) }
+
+// TestFaultDatabaseUnreachable: while the database cannot be reached, every
+// kind of call fails with journal.ErrUnavailable within its context (an
+// append that never reached COMMIT is not an unknown outcome); once it is
+// reachable again, the same journal and pool serve again.
+func TestFaultDatabaseUnreachable(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	px := startProxy(t, f.pool.Config().ConnConfig.Host, f.pool.Config().ConnConfig.Port)
+	pcfg := f.pool.Config().Copy()
+	pcfg.ConnConfig.Host, pcfg.ConnConfig.Port = "127.0.0.1", px.port
+	pool, err := pxpool(t, pcfg)
+	require.NoError(t, err)
+	j, err := postgres.NewJournal(pool, postgres.Config{Schema: f.cfg.Schema})
+	require.NoError(t, err)
+	defer j.Close()
+	ctx := t.Context()
+	stream := journal.Stream("account:outage")
+	node, err := j.OpenNode(ctx, "outage", time.Minute)
+	require.NoError(t, err)
+	_, err = j.Append(ctx, []journal.Event{event("A", stream.Tag)}, journal.AppendOptions{})
+	require.NoError(t, err)
+
+	px.cut()
+	calls := map[string]func(context.Context) error{
+		"append": func(ctx context.Context) error {
+			_, err := j.Append(ctx, []journal.Event{event("B", stream.Tag)}, journal.AppendOptions{})
+			return err
+		},
+		"read stream": func(ctx context.Context) error {
+			for _, err := range j.ReadStream(ctx, stream, 1, 0) {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		"tag summary": func(ctx context.Context) error { _, err := j.TagSummary(ctx, stream); return err },
+		"renew node":  func(ctx context.Context) error { _, err := j.RenewNode(ctx, node); return err },
+		"open node":   func(ctx context.Context) error { _, err := j.OpenNode(ctx, "other", time.Minute); return err },
+		"acquire": func(ctx context.Context) error {
+			_, err := j.Acquire(ctx, node, journal.Stream("account:x"), time.Second)
+			return err
+		},
+	}
+	for name, call := range calls {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		start := time.Now()
+		err := call(cctx)
+		cancel()
+		require.ErrorIs(t, err, journal.ErrUnavailable, name)
+		require.NotErrorIs(t, err, journal.ErrOutcomeUnknown, "%s: nothing reached the server", name)
+		require.Less(t, time.Since(start), 10*time.Second, "%s failed before its deadline", name)
+	}
+
+	px.restore()
+	res, err := j.Append(ctx, []journal.Event{event("C", stream.Tag)}, journal.AppendOptions{})
+	require.NoError(t, err, "the same journal serves again")
+	require.Equal(t, uint64(2), res.Records[0].Version(stream.Tag), "nothing of the outage was written")
+	_, err = j.RenewNode(ctx, node)
+	require.NoError(t, err)
 }
 
 // forward copies server messages to the client one by one.

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -128,6 +131,9 @@ func (j *Journal) translate(op string, err error) error {
 }
 
 func translateErr(schema, op string, err error) error {
+	if unavailable(err) {
+		return fmt.Errorf("%w: postgres: %s: the database cannot be reached or is shutting down (%w); retry later", journal.ErrUnavailable, op, err)
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
@@ -146,6 +152,31 @@ func translateErr(schema, op string, err error) error {
 		}
 	}
 	return fmt.Errorf("postgres: %s: %w", op, err)
+}
+
+// unavailable reports whether err means that the database cannot be reached
+// or is going away: no connection could be made (refused, unreachable, the
+// dial or the pool wait outlived the context), the server is shutting down or
+// starting (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
+// cannot_connect_now), refuses connections (53300 too_many_connections), or
+// the connection broke (class 08, EOF, reset). A statement error reported by
+// a live server is not unavailability.
+func unavailable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300"
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		pgconn.Timeout(err) || strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "closed pool")
 }
 
 // isConnErr reports whether err is a failure of the connection rather than a
