@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -34,6 +35,7 @@ type bankService struct {
 	transfer *runtime.DCBCommand[transferRequest, bank.TransferState]
 	journal  journal.Journal
 	log      *slog.Logger
+	db       *dbProbe
 }
 
 var _ Service = (*bankService)(nil)
@@ -69,7 +71,47 @@ func newBankService(ctx context.Context, cfg bankServiceConfig) (*bankService, e
 		_ = rt.Shutdown(ctx)
 		return nil, err
 	}
-	return &bankService{rt: rt, transfer: transfer, journal: cfg.Backend.Journal, log: cfg.Logger}, nil
+	return &bankService{rt: rt, transfer: transfer, journal: cfg.Backend.Journal, log: cfg.Logger, db: &dbProbe{journal: cfg.Backend.Journal}}, nil
+}
+
+// Ready reports why this node cannot serve now, nil when it can: the
+// runtime's own state (node session confirmed, node ID not taken by a twin,
+// not fenced), then whether the database answers (a cached probe).
+func (s *bankService) Ready(ctx context.Context) error {
+	if err := s.rt.Ready(); err != nil {
+		return err
+	}
+	return s.db.check(ctx)
+}
+
+// dbProbeEvery bounds how often /readyz touches the database: probes are
+// cached this long, so a flood of readiness checks costs one query per period.
+const dbProbeEvery = time.Second
+
+// dbProbe checks that the database answers (journal Head, one index lookup),
+// at most once per dbProbeEvery.
+type dbProbe struct {
+	journal journal.Journal
+	mu      sync.Mutex
+	at      time.Time
+	err     error
+}
+
+func (p *dbProbe) check(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.at.IsZero() && time.Since(p.at) < dbProbeEvery {
+		return p.err
+	}
+	ctx, cancel := context.WithTimeout(ctx, dbProbeEvery)
+	defer cancel()
+	if _, err := p.journal.Head(ctx); err != nil {
+		p.err = fmt.Errorf("the database does not answer: %w", err)
+	} else {
+		p.err = nil
+	}
+	p.at = time.Now()
+	return p.err
 }
 
 func register(rt *runtime.Runtime) error {

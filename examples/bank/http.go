@@ -27,6 +27,7 @@ import (
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime"
 )
 
 // HTTP-layer error codes (the domain's codes are in package bank).
@@ -38,9 +39,25 @@ const (
 	codeNotFound bank.Code = "not_found"
 	// codeMethodNotAllowed: the route exists but not for this method. HTTP 405.
 	codeMethodNotAllowed bank.Code = "method_not_allowed"
-	// codeUnavailable: the service is starting, shutting down, overloaded or
-	// timed out; the request may be retried (with the same Idempotency-Key). HTTP 503.
+	// codeUnavailable: the service is starting, shutting down or timed out;
+	// the request may be retried (with the same Idempotency-Key). HTTP 503.
 	codeUnavailable bank.Code = "unavailable"
+	// codeOverloaded: too many requests are in flight or queued at the
+	// account; nothing was done. HTTP 503 with Retry-After.
+	codeOverloaded bank.Code = "overloaded"
+	// codeDatabaseUnavailable: the database cannot be reached; nothing was
+	// done. HTTP 503 with Retry-After.
+	codeDatabaseUnavailable bank.Code = "database_unavailable"
+	// codeLeaseLost: this node cannot prove it still owns the account's
+	// stream (paused, cut off from the database, or another process runs
+	// with its node ID); nothing was done or read. HTTP 503 with Retry-After.
+	codeLeaseLost bank.Code = "lease_lost"
+	// codeOutcomeUnknown: the command was sent to the database but its
+	// commit was not confirmed; it may or may not have taken effect: retry
+	// with the same Idempotency-Key to learn which. HTTP 503 with Retry-After.
+	codeOutcomeUnknown bank.Code = "outcome_unknown"
+	// codeNotReady: /readyz while the node cannot serve. HTTP 503.
+	codeNotReady bank.Code = "not_ready"
 	// codeInternal: a server fault; the body says nothing more. HTTP 500.
 	codeInternal bank.Code = "internal"
 )
@@ -65,7 +82,7 @@ func statusOf(code bank.Code) int {
 		return http.StatusUnprocessableEntity
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case codeUnavailable:
+	case codeUnavailable, codeOverloaded, codeDatabaseUnavailable, codeLeaseLost, codeOutcomeUnknown, codeNotReady:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -82,8 +99,17 @@ type apiConfig struct {
 	Service Service
 	// Logger defaults to discarding.
 	Logger *slog.Logger
-	// Ready reports whether /healthz answers 200.
+	// Ready reports whether the process is up (/healthz answers 200): set once
+	// serving starts, cleared when shutdown starts.
 	Ready *atomic.Bool
+	// Readiness reports why the node cannot serve now (database unreachable,
+	// lease lapsed, twin node ID, fenced), nil when it can: /readyz. Default:
+	// ready whenever Ready is set.
+	Readiness func(context.Context) error
+	// MaxInFlight bounds the requests served at once (health checks aside);
+	// past it requests answer 503 overloaded at once. Default
+	// defaultMaxInFlight.
+	MaxInFlight int
 	// RequestTimeout bounds each request's work (default 10 s).
 	RequestTimeout time.Duration
 	// IdempotencyEntries and IdempotencyTTL bound the replay cache (defaults
@@ -96,13 +122,16 @@ type apiConfig struct {
 }
 
 type api struct {
-	svc     Service
-	log     *slog.Logger
-	ready   *atomic.Bool
-	timeout time.Duration
-	idem    *idempotencyCache
-	tracer  trace.Tracer
-	prop    propagation.TextMapPropagator
+	svc       Service
+	log       *slog.Logger
+	ready     *atomic.Bool
+	readiness func(context.Context) error
+	inflight  chan struct{}
+	shed      *rateLimitedLog
+	timeout   time.Duration
+	idem      *idempotencyCache
+	tracer    trace.Tracer
+	prop      propagation.TextMapPropagator
 
 	requests metric.Int64Counter
 	duration metric.Float64Histogram
@@ -122,6 +151,9 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = defaultMaxInFlight
+	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = tracenoop.NewTracerProvider()
 	}
@@ -129,13 +161,16 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 		cfg.MeterProvider = metricnoop.NewMeterProvider()
 	}
 	a := &api{
-		svc:     cfg.Service,
-		log:     cfg.Logger,
-		ready:   cfg.Ready,
-		timeout: cfg.RequestTimeout,
-		idem:    newIdempotencyCache(cfg.IdempotencyEntries, cfg.IdempotencyTTL, time.Now),
-		tracer:  cfg.TracerProvider.Tracer("github.com/scribe-es/scribe/examples/bank"),
-		prop:    propagation.TraceContext{},
+		svc:       cfg.Service,
+		log:       cfg.Logger,
+		ready:     cfg.Ready,
+		readiness: cfg.Readiness,
+		inflight:  make(chan struct{}, cfg.MaxInFlight),
+		shed:      newRateLimitedLog(cfg.Logger, retryableLogInterval, time.Now),
+		timeout:   cfg.RequestTimeout,
+		idem:      newIdempotencyCache(cfg.IdempotencyEntries, cfg.IdempotencyTTL, time.Now),
+		tracer:    cfg.TracerProvider.Tracer("github.com/scribe-es/scribe/examples/bank"),
+		prop:      propagation.TraceContext{},
 	}
 	meter := cfg.MeterProvider.Meter("github.com/scribe-es/scribe/examples/bank")
 	var err error
@@ -162,10 +197,35 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 	route("GET /accounts/{id}", "/accounts/{id}", "GET, HEAD", a.getAccount)
 	route("GET /accounts/{id}/events", "/accounts/{id}/events", "GET, HEAD", a.getEvents)
 	route("GET /healthz", "/healthz", "GET, HEAD", a.healthz)
+	route("GET /readyz", "/readyz", "GET, HEAD", a.readyz)
 	mux.Handle("/", a.instrument(func(w http.ResponseWriter, r *http.Request) response {
 		return errorResponse(codeNotFound, fmt.Sprintf("no route for %s %s; see the README for the API", r.Method, truncate(r.URL.Path, 200)))
 	}))
-	return mux, nil
+	return a.limitInFlight(mux), nil
+}
+
+// limitInFlight answers 503 overloaded at once, before any work, when
+// MaxInFlight requests are being served; health checks are never refused.
+func (a *api) limitInFlight(next http.Handler) http.Handler {
+	overloaded := a.instrument(func(http.ResponseWriter, *http.Request) response {
+		resp := errorResponse(codeOverloaded, fmt.Sprintf("the server is serving %d requests, its limit; nothing was done: retry after the Retry-After delay", cap(a.inflight)))
+		resp.retryAfter = 1
+		return resp
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case a.inflight <- struct{}{}:
+			defer func() { <-a.inflight }()
+			next.ServeHTTP(w, r)
+		default:
+			a.shed.note(string(codeOverloaded), errors.New("in-flight request limit reached"))
+			overloaded.ServeHTTP(w, r)
+		}
+	})
 }
 
 // instrument wraps a handler with a span, metrics, a request timeout, an
@@ -201,6 +261,9 @@ func (a *api) instrument(h func(http.ResponseWriter, *http.Request) response) ht
 		if resp.replayed {
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
+		if resp.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(resp.retryAfter))
+		}
 		if sc := span.SpanContext(); sc.HasTraceID() {
 			w.Header().Set("Trace-Id", sc.TraceID().String())
 		}
@@ -227,8 +290,10 @@ func (a *api) instrument(h func(http.ResponseWriter, *http.Request) response) ht
 		}
 		a.requests.Add(ctx, 1, metric.WithAttributes(attrs...))
 		a.duration.Record(ctx, elapsed.Seconds(), metric.WithAttributes(attribute.String("http.route", route)))
+		// A 503 is logged by the rate-limited summary (failure), not once
+		// per request: an outage must not flood the log.
 		level := slog.LevelDebug
-		if resp.status >= 500 {
+		if resp.status >= 500 && resp.status != http.StatusServiceUnavailable {
 			level = slog.LevelWarn
 		}
 		a.log.Log(ctx, level, "request", "method", r.Method, "route", route, "path", r.URL.Path,
@@ -262,20 +327,51 @@ func (a *api) failure(ctx context.Context, op string, err error) response {
 	span := trace.SpanFromContext(ctx)
 	span.RecordError(err)
 	if errors.Is(err, errUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		a.log.WarnContext(ctx, "request not served", "op", op, "err", err)
-		return errorResponse(codeUnavailable, "the service could not complete the request in time or is shutting down; retry it with the same Idempotency-Key")
+		resp := retryableResponse(err)
+		a.shed.note(op, err)
+		return resp
 	}
 	a.log.ErrorContext(ctx, "request failed", "op", op, "err", err)
 	return errorResponse(codeInternal, internalMessage)
 }
 
+// retryableResponse is the 503 of a transient failure: a code that says what
+// happened, a message that says what to do, and a Retry-After in seconds.
+func retryableResponse(err error) response {
+	code, after, msg := codeUnavailable, 1, "the service could not complete the request in time or is shutting down; retry it with the same Idempotency-Key"
+	switch {
+	case errors.Is(err, journal.ErrOutcomeUnknown):
+		code, msg = codeOutcomeUnknown, "the request reached the database but its commit was not confirmed, so it may or may not have taken effect; retry it with the same Idempotency-Key to learn which (it is never applied twice)"
+	case errors.Is(err, runtime.ErrOverloaded):
+		code, msg = codeOverloaded, "the account has too many requests waiting, or the request's deadline was too near to be met; nothing was done: retry after the Retry-After delay"
+	case errors.Is(err, journal.ErrUnavailable):
+		code, after, msg = codeDatabaseUnavailable, 2, "the database cannot be reached; nothing was done: retry after the Retry-After delay with the same Idempotency-Key"
+	case errors.Is(err, journal.ErrNodeSuperseded):
+		code, msg = codeLeaseLost, "this node stopped serving: another process runs with its node ID; nothing was done: send the request to another node"
+	case errors.Is(err, runtime.ErrLeaseLost):
+		code, msg = codeLeaseLost, "this node cannot confirm it still owns the account (it was paused or cut off from the database); nothing was done or read: retry after the Retry-After delay"
+	}
+	resp := errorResponse(code, msg)
+	resp.retryAfter = after
+	return resp
+}
+
 // command runs a state-changing request through the idempotency cache when
 // it carries an Idempotency-Key. fingerprint identifies the operation and its
 // parameters; run executes it.
-func (a *api) command(r *http.Request, op, fingerprint string, run func(context.Context, CommandOptions) (any, error)) response {
+//
+// scope is the key's scope, the same as the runtime's durable one, so a key
+// means the same before and after a restart: "account:<id>" for account
+// operations (the runtime dedups keys per account stream) and "transfers"
+// for transfers (the runtime dedups a transfer's key across all transfers).
+func (a *api) command(r *http.Request, op, scope, fingerprint string, run func(context.Context, CommandOptions) (any, error)) response {
 	ctx := r.Context()
 	key := r.Header.Get("Idempotency-Key")
-	opts := CommandOptions{IdempotencyKey: key, CorrelationID: r.Header.Get("X-Correlation-Id")}
+	correlation := r.Header.Get("X-Correlation-Id")
+	if err := validateCorrelationID(correlation); err != nil {
+		return errorResponse(bank.CodeInvalidRequest, err.Error())
+	}
+	opts := CommandOptions{IdempotencyKey: key, CorrelationID: correlation}
 	exec := func() response {
 		v, err := run(ctx, opts)
 		if err != nil {
@@ -294,7 +390,7 @@ func (a *api) command(r *http.Request, op, fingerprint string, run func(context.
 		return errorResponse(bank.CodeInvalidRequest, err.Error())
 	}
 	sum := sha256.Sum256([]byte(fingerprint))
-	resp, outcome, err := a.idem.do(ctx, key, hex.EncodeToString(sum[:]), exec)
+	resp, outcome, err := a.idem.do(ctx, scope+"\x00"+key, hex.EncodeToString(sum[:]), exec)
 	switch {
 	case err != nil:
 		return a.failure(ctx, op, err)
@@ -305,6 +401,21 @@ func (a *api) command(r *http.Request, op, fingerprint string, run func(context.
 		resp.replayed = true
 	}
 	return resp
+}
+
+// validateCorrelationID checks the X-Correlation-Id header: at most
+// journal.MaxMetadataIDLength bytes of printable ASCII (it is stored on
+// every event the request causes and indexed).
+func validateCorrelationID(id string) error {
+	if len(id) > journal.MaxMetadataIDLength {
+		return fmt.Errorf("the X-Correlation-Id header is %d bytes long; use at most %d bytes of printable ASCII (a UUID is a good correlation ID)", len(id), journal.MaxMetadataIDLength)
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return fmt.Errorf("the X-Correlation-Id header contains a byte other than printable ASCII (0x%02X) at byte %d; use printable ASCII", id[i], i)
+		}
+	}
+	return nil
 }
 
 func validateIdempotencyKey(key string) error {
@@ -345,7 +456,7 @@ func (a *api) createAccount(w http.ResponseWriter, r *http.Request) response {
 	if err != nil {
 		return a.clientError(err)
 	}
-	return a.command(r, "create", "create\x00"+id, func(ctx context.Context, opts CommandOptions) (any, error) {
+	return a.command(r, "create", "account:"+id, "create\x00"+id, func(ctx context.Context, opts CommandOptions) (any, error) {
 		return a.svc.CreateAccount(ctx, id, opts)
 	})
 }
@@ -372,7 +483,7 @@ func (a *api) amountCommand(w http.ResponseWriter, r *http.Request, op string, c
 		return a.clientError(err)
 	}
 	fp := op + "\x00" + id + "\x00" + strconv.FormatInt(amount, 10)
-	return a.command(r, op, fp, func(ctx context.Context, opts CommandOptions) (any, error) {
+	return a.command(r, op, "account:"+id, fp, func(ctx context.Context, opts CommandOptions) (any, error) {
 		return call(ctx, id, amount, opts)
 	})
 }
@@ -398,7 +509,7 @@ func (a *api) transfer(w http.ResponseWriter, r *http.Request) response {
 		return errorResponse(bank.CodeSameAccount, fmt.Sprintf("cannot transfer from account %q to itself; give two different accounts", from))
 	}
 	fp := "transfer\x00" + from + "\x00" + to + "\x00" + strconv.FormatInt(amount, 10)
-	return a.command(r, "transfer", fp, func(ctx context.Context, opts CommandOptions) (any, error) {
+	return a.command(r, "transfer", "transfers", fp, func(ctx context.Context, opts CommandOptions) (any, error) {
 		return a.svc.Transfer(ctx, from, to, amount, opts)
 	})
 }
@@ -485,11 +596,32 @@ func eventsQuery(r *http.Request) (from uint64, limit int, err error) {
 	return from, limit, nil
 }
 
+// healthz is the liveness check: 200 while the process serves HTTP, whatever
+// the state of the database or the node's leases (restarting the process
+// would not fix those: /readyz reports them).
 func (a *api) healthz(_ http.ResponseWriter, _ *http.Request) response {
 	if a.ready == nil || !a.ready.Load() {
 		return errorResponse(codeUnavailable, "the service is starting or shutting down; retry shortly")
 	}
 	return jsonResponse(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is the readiness check: 200 only while this node can serve
+// requests: started, the database reachable, its node session confirmed and
+// its node ID not taken by another process. Otherwise 503 not_ready with the
+// reason, so a load balancer sends traffic elsewhere.
+func (a *api) readyz(_ http.ResponseWriter, r *http.Request) response {
+	if a.ready == nil || !a.ready.Load() {
+		return errorResponse(codeNotReady, "the service is starting or shutting down; retry shortly")
+	}
+	if a.readiness != nil {
+		if err := a.readiness(r.Context()); err != nil {
+			resp := errorResponse(codeNotReady, "not ready: "+err.Error())
+			resp.retryAfter = 1
+			return resp
+		}
+	}
+	return jsonResponse(http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // eventView renders a stored record of account id's stream.

@@ -10,11 +10,13 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime"
 )
 
 // TestFailureResponses checks how service errors become responses: domain
@@ -22,7 +24,7 @@ import (
 // a 500 whose body says nothing about the cause.
 func TestFailureResponses(t *testing.T) {
 	t.Parallel()
-	a := &api{log: slog.New(slog.DiscardHandler)}
+	a := &api{log: slog.New(slog.DiscardHandler), shed: newRateLimitedLog(slog.New(slog.DiscardHandler), time.Second, time.Now)}
 	ctx := context.Background()
 	secret := errors.New("pq: relation scribe.events does not exist at 10.0.0.7:5432")
 	for _, tc := range []struct {
@@ -35,7 +37,11 @@ func TestFailureResponses(t *testing.T) {
 		{keyReused("k"), 422, codeIdempotencyKeyReused},
 		{fmt.Errorf("%w: %w", errUnavailable, secret), 503, codeUnavailable},
 		{classify(fmt.Errorf("actors: %w", journal.ErrOpenTimeout)), 503, codeUnavailable},
-		{classify(fmt.Errorf("append: %w", journal.ErrOutcomeUnknown)), 503, codeUnavailable},
+		{classify(fmt.Errorf("append: %w", journal.ErrOutcomeUnknown)), 503, codeOutcomeUnknown},
+		{classify(fmt.Errorf("append: %w", journal.ErrUnavailable)), 503, codeDatabaseUnavailable},
+		{classify(fmt.Errorf("actors: %w", runtime.ErrOverloaded)), 503, codeOverloaded},
+		{classify(fmt.Errorf("actors: %w", runtime.ErrLeaseLost)), 503, codeLeaseLost},
+		{classify(fmt.Errorf("actors: %w: %w", runtime.ErrLeaseLost, journal.ErrNodeSuperseded)), 503, codeLeaseLost},
 		{context.DeadlineExceeded, 503, codeUnavailable},
 		{secret, 500, codeInternal},
 		{classify(secret), 500, codeInternal},
@@ -46,6 +52,9 @@ func TestFailureResponses(t *testing.T) {
 		require.NoError(t, json.Unmarshal(r.body, &eb))
 		require.Equal(t, tc.code, eb.Code)
 		require.NotEmpty(t, eb.Error)
+		if tc.status == 503 {
+			require.Positive(t, r.retryAfter, "a 503 says when to retry")
+		}
 		if tc.status >= 500 {
 			require.NotContains(t, string(r.body), "10.0.0.7")
 			require.NotContains(t, string(r.body), "relation")

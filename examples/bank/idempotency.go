@@ -14,6 +14,8 @@ type response struct {
 	// replayed marks a response served from the cache (header
 	// Idempotent-Replayed: true).
 	replayed bool
+	// retryAfter, when positive, is sent as the Retry-After header (seconds).
+	retryAfter int
 }
 
 // idempotencyCache remembers the responses of requests that carried an

@@ -42,6 +42,7 @@ func runServer(ctx context.Context, args []string, getenv func(string) string, s
 	fs.BoolVar(&cfg.OtelStdout, "otel-stdout", false, "export OpenTelemetry traces and metrics to stdout (OTLP is used when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug (one line per request), info, warn or error")
+	fs.IntVar(&cfg.MaxInFlight, "max-inflight", defaultMaxInFlight, "requests served at once; more answer 503 overloaded with Retry-After (health checks aside)")
 	clusterF := addClusterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bank [flags]          serve the bank API\n       bank loadgen [flags]  drive load against a running bank (bank loadgen -h)\n\nflags:")

@@ -34,7 +34,14 @@ type serverConfig struct {
 	// SessionTimeout is the runtime's node session timeout (0: its default).
 	Cluster        *runtime.ClusterConfig
 	SessionTimeout time.Duration
+	// MaxInFlight bounds the requests served at once (0: defaultMaxInFlight).
+	MaxInFlight int
 }
+
+// maxHeaderBytes bounds a request's headers (Go's server answers 431 past
+// it): headers bypass the body limit, and a megabyte correlation ID stored on
+// every event and held in caches is how one client costs everyone memory.
+const maxHeaderBytes = 16 << 10
 
 // server is a running bank service: HTTP API, Scribe runtime and storage.
 type server struct {
@@ -90,6 +97,8 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 		Service:        s.svc,
 		Logger:         log,
 		Ready:          &s.ready,
+		Readiness:      s.svc.Ready,
+		MaxInFlight:    cfg.MaxInFlight,
 		TracerProvider: s.tel.Tracer,
 		MeterProvider:  s.tel.Meter,
 	})
@@ -105,6 +114,7 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	go func() {

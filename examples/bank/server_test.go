@@ -398,7 +398,9 @@ func TestIdempotencyKeys(t *testing.T) {
 			}
 			requireError(t, ts.request("POST", "/accounts/alice/deposit", `{"amount":101}`, "Idempotency-Key", "dep-1"), 422, "idempotency_key_reused")
 			requireError(t, ts.request("POST", "/accounts/alice/withdraw", `{"amount":100}`, "Idempotency-Key", "dep-1"), 422, "idempotency_key_reused")
-			requireError(t, ts.request("POST", "/accounts/bob/deposit", `{"amount":100}`, "Idempotency-Key", "dep-1"), 422, "idempotency_key_reused")
+			// Keys are scoped per account (as the runtime's durable dedup is, so
+			// the scope is the same after a restart): dep-1 on bob is another request.
+			requireAccount(t, ts.request("POST", "/accounts/bob/deposit", `{"amount":100}`, "Idempotency-Key", "dep-1"), 200, "bob", 100, 2)
 			requireAccount(t, ts.request("GET", "/accounts/alice", ""), 200, "alice", 100, 2)
 
 			tr := ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":30}`, "Idempotency-Key", "tr-1")
@@ -406,13 +408,13 @@ func TestIdempotencyKeys(t *testing.T) {
 			require.Equal(t, tr.Body, ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":30}`, "Idempotency-Key", "tr-1").Body)
 			requireError(t, ts.request("POST", "/transfers", `{"from":"bob","to":"alice","amount":30}`, "Idempotency-Key", "tr-1"), 422, "idempotency_key_reused")
 			requireAccount(t, ts.request("GET", "/accounts/alice", ""), 200, "alice", 70, 3)
-			requireAccount(t, ts.request("GET", "/accounts/bob", ""), 200, "bob", 30, 2)
+			requireAccount(t, ts.request("GET", "/accounts/bob", ""), 200, "bob", 130, 3)
 
 			// A rejected command is replayed too: the first response wins.
-			no := ts.request("POST", "/accounts/bob/withdraw", `{"amount":31}`, "Idempotency-Key", "wd-1")
+			no := ts.request("POST", "/accounts/bob/withdraw", `{"amount":131}`, "Idempotency-Key", "wd-1")
 			requireError(t, no, 409, bank.CodeInsufficientFunds)
-			requireAccount(t, ts.request("POST", "/accounts/bob/deposit", `{"amount":10}`), 200, "bob", 40, 3)
-			require.Equal(t, no.Body, ts.request("POST", "/accounts/bob/withdraw", `{"amount":31}`, "Idempotency-Key", "wd-1").Body)
+			requireAccount(t, ts.request("POST", "/accounts/bob/deposit", `{"amount":10}`), 200, "bob", 140, 4)
+			require.Equal(t, no.Body, ts.request("POST", "/accounts/bob/withdraw", `{"amount":131}`, "Idempotency-Key", "wd-1").Body)
 
 			// Concurrent retries of one request: one effect, one response.
 			var wg sync.WaitGroup
@@ -428,7 +430,7 @@ func TestIdempotencyKeys(t *testing.T) {
 			for _, b := range bodies {
 				require.Equal(t, bodies[0], b)
 			}
-			requireAccount(t, ts.request("GET", "/accounts/bob", ""), 200, "bob", 45, 4)
+			requireAccount(t, ts.request("GET", "/accounts/bob", ""), 200, "bob", 145, 5)
 		})
 	}
 }
@@ -551,4 +553,10 @@ func TestIdempotencyAcrossRestart(t *testing.T) {
 	requireError(t, ts.request("POST", "/transfers", `{"from":"alice","to":"bob","amount":201}`, "Idempotency-Key", "k-tr"), 422, "idempotency_key_reused")
 	requireAccount(t, ts.request("GET", "/accounts/alice", ""), 200, "alice", 299, 4)
 	requireAccount(t, ts.request("GET", "/accounts/bob", ""), 200, "bob", 200, 2)
+	// The key scope is the same as before the restart (TestIdempotencyKeys):
+	// per account, so alice's k-dep on bob is another request, applied once.
+	bobDep := ts.request("POST", "/accounts/bob/deposit", `{"amount":500}`, "Idempotency-Key", "k-dep")
+	requireAccount(t, bobDep, 200, "bob", 700, 3)
+	require.Equal(t, bobDep.Body, ts.request("POST", "/accounts/bob/deposit", `{"amount":500}`, "Idempotency-Key", "k-dep").Body)
+	requireAccount(t, ts.request("GET", "/accounts/bob", ""), 200, "bob", 700, 3)
 }

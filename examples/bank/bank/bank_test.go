@@ -25,6 +25,10 @@ func TestValidateAccountID(t *testing.T) {
 		require.ErrorIs(t, err, bank.ErrInvalidRequest, id)
 		require.Equal(t, bank.CodeInvalidRequest, bank.CodeOf(err))
 	}
+	// The message names the offending character as the client wrote it, not
+	// one byte of it read as a character of its own.
+	require.ErrorContains(t, bank.ValidateAccountID("caf\u00e9"), `the character 'é' at byte 3`)
+	require.ErrorContains(t, bank.ValidateAccountID("a\xffb"), "the byte 0xFF (not valid UTF-8) at byte 1")
 }
 
 func TestParseAmount(t *testing.T) {

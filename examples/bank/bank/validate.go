@@ -1,8 +1,10 @@
 package bank
 
 import (
+	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Limits of account IDs and amounts.
@@ -30,10 +32,21 @@ func ValidateAccountID(id string) error {
 		c := id[i]
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 		if !ok {
-			return errorf(CodeInvalidRequest, "account ID %s contains %s at byte %d; use only A-Z, a-z, 0-9, '_' and '-'", strconv.Quote(id), strconv.QuoteRune(rune(c)), i)
+			return errorf(CodeInvalidRequest, "account ID %s contains %s at byte %d; use only A-Z, a-z, 0-9, '_' and '-'", strconv.Quote(id), describeChar(id[i:]), i)
 		}
 	}
 	return nil
+}
+
+// describeChar names the character s starts with: the quoted character when
+// s starts with valid UTF-8, otherwise the byte in hex (a lone byte of a
+// multi-byte character is not a character of its own).
+func describeChar(s string) string {
+	r, size := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && size <= 1 {
+		return fmt.Sprintf("the byte 0x%02X (not valid UTF-8)", s[0])
+	}
+	return "the character " + strconv.QuoteRune(r)
 }
 
 // ValidateAmount checks that amount is in [MinAmount, MaxAmount]. The error
