@@ -9,11 +9,8 @@ import (
 // OpenNode implements Sessions. The session expires timeout after now by the
 // configured clock unless renewed.
 func (m *Memory) OpenNode(ctx context.Context, nodeID string, timeout time.Duration) (NodeSession, error) {
-	if nodeID == "" {
-		return NodeSession{}, fmt.Errorf("journal: OpenNode: the node ID is empty; give each runtime a stable node ID")
-	}
-	if timeout <= 0 {
-		return NodeSession{}, fmt.Errorf("journal: OpenNode: session timeout %s is not positive; use a timeout such as one minute", timeout)
+	if err := ValidateNodeSession(nodeID, timeout); err != nil {
+		return NodeSession{}, fmt.Errorf("journal: OpenNode: %w", err)
 	}
 	if err := m.lock(ctx); err != nil {
 		return NodeSession{}, err
@@ -123,7 +120,11 @@ func (m *Memory) Acquire(ctx context.Context, node NodeSession, stream StreamID,
 			l.held = true
 			l.nodeID = node.NodeID
 			l.incarnation = node.Incarnation
-			l.epoch++
+			// Epochs come from one counter for all streams, so a stream's
+			// epochs only grow, also across an entry deleted by Release of
+			// an empty stream: no earlier lease of it can match.
+			m.epochs++
+			l.epoch = m.epochs
 			lease := Lease{Stream: stream, NodeID: node.NodeID, Incarnation: node.Incarnation, Epoch: l.epoch}
 			m.mu.Unlock()
 			return lease, nil
@@ -159,6 +160,13 @@ func (m *Memory) Release(ctx context.Context, lease Lease) error {
 	l := m.leases[stream]
 	if l != nil && l.held && l.epoch == lease.Epoch && l.nodeID == lease.NodeID && l.incarnation == lease.Incarnation {
 		l.held = false
+		if s := m.streams[stream]; s == nil || len(s.records) == 0 {
+			// A stream without events keeps nothing (a command for an
+			// account that does not exist leaves no trace). The next lease
+			// starts at epoch 1 again; no old lease can pass for it, since
+			// appends also check the holder's node ID and incarnation.
+			delete(m.leases, stream)
+		}
 		m.leasesChangedLocked()
 	}
 	return nil

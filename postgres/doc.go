@@ -52,7 +52,7 @@
 // Sessions: nodes(node_id, incarnation, expires_at, closed) is renewed by one
 // UPDATE per node, whatever the number of its leases; a stream lease is valid
 // only while its node session is. Acquire is one conditional upsert that grants
-// (epoch+1) when the stream is free, released, held by a dead or superseded
+// (a new epoch from the stream_epochs sequence) when the stream is free, released, held by a dead or superseded
 // session or by the same node ID; otherwise it polls every
 // AcquirePollInterval until the wait ends with ErrOpenTimeout naming the holder.
 //

@@ -7,10 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stretchr/testify/require"
 
@@ -171,4 +172,38 @@ func TestFenceInClaimStatement(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestReleaseOfEmptyStreamDeletesItsRow: a stream leased for a command that
+// appended nothing (an account that does not exist) keeps no row once
+// released; a stream with events keeps its row. A new lease of the deleted
+// stream gets an epoch above the old one's.
+func TestReleaseOfEmptyStreamDeletesItsRow(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	j, ctx := f.journal, t.Context()
+	rows := func() int {
+		var n int
+		require.NoError(t, f.pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %q.streams", f.cfg.Schema)).Scan(&n))
+		return n
+	}
+	node, err := j.OpenNode(ctx, "n", time.Minute)
+	require.NoError(t, err)
+	for i := range 20 {
+		l, err := j.Acquire(ctx, node, journal.Stream(journal.NewTag("ghost", fmt.Sprint(i))), time.Second)
+		require.NoError(t, err)
+		require.NoError(t, j.Release(ctx, l))
+	}
+	require.Zero(t, rows(), "no row for streams that never had an event")
+
+	ghost := journal.Stream("ghost:0")
+	l1, err := j.Acquire(ctx, node, ghost, time.Second)
+	require.NoError(t, err)
+	_, err = j.Append(ctx, []journal.Event{event("A", ghost.Tag)}, journal.AppendOptions{Leases: []journal.Lease{l1}})
+	require.NoError(t, err)
+	require.NoError(t, j.Release(ctx, l1))
+	require.Equal(t, 1, rows(), "a stream with events keeps its row")
+	l2, err := j.Acquire(ctx, node, ghost, time.Second)
+	require.NoError(t, err)
+	require.Greater(t, l2.Epoch, l1.Epoch)
 }

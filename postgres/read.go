@@ -433,6 +433,12 @@ func (j *Journal) pages(ctx context.Context, limit int, next func(last *journal.
 // stream: a stream's events are appended one transaction at a time.
 func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
+	if stream.Tag == "" {
+		return yieldErr(fmt.Errorf("%w: ReadStream: the stream's tag is empty; name the stream to read", journal.ErrInvalidQuery))
+	}
+	if limit < 0 {
+		return yieldErr(fmt.Errorf("%w: ReadStream: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, limit))
+	}
 	if fromVersion == 0 {
 		fromVersion = 1
 	}
@@ -476,6 +482,9 @@ func (j *Journal) Read(ctx context.Context, q journal.Query, opts journal.ReadOp
 // ReadAll yields every record of every partition after position after, gated
 // so that it never shows a position a later commit could undercut.
 func (j *Journal) ReadAll(ctx context.Context, after journal.Position, limit int) iter.Seq2[journal.Record, error] {
+	if limit < 0 {
+		return yieldErr(fmt.Errorf("%w: ReadAll: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, limit))
+	}
 	q := journal.Query{All: true, AllPartitions: true}
 	return j.pages(ctx, limit, func(last *journal.Record, n int) ([]journal.Record, error) {
 		p := after
@@ -645,4 +654,9 @@ func (j *Journal) CountAfter(ctx context.Context, after journal.Position) (uint6
 		return 0, err
 	}
 	return uint64(n), nil
+}
+
+// yieldErr returns an iterator that yields only err.
+func yieldErr(err error) iter.Seq2[journal.Record, error] {
+	return func(yield func(journal.Record, error) bool) { yield(journal.Record{}, err) }
 }

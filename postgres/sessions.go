@@ -17,11 +17,8 @@ func (j *Journal) OpenNode(ctx context.Context, nodeID string, timeout time.Dura
 	if err := j.checkOpen(); err != nil {
 		return journal.NodeSession{}, err
 	}
-	if nodeID == "" {
-		return journal.NodeSession{}, fmt.Errorf("%w: the node ID is empty; give every runtime a stable node ID", journal.ErrInvalidSession)
-	}
-	if timeout < time.Microsecond {
-		return journal.NodeSession{}, fmt.Errorf("%w: node session timeout %s is too short; use a positive timeout such as 1m", journal.ErrInvalidSession, timeout)
+	if err := journal.ValidateNodeSession(nodeID, timeout); err != nil {
+		return journal.NodeSession{}, fmt.Errorf("postgres: OpenNode: %w", err)
 	}
 	var inc int64
 	var exp time.Time
@@ -101,10 +98,10 @@ func (j *Journal) CloseNode(ctx context.Context, node journal.NodeSession) error
 // up by one. It returns no row when another live session holds the stream or
 // the acquiring session itself is not live.
 const acquireSQL = `INSERT INTO __S__.streams AS s (partition, tag, lease_node, lease_incarnation, epoch, released)
-SELECT $1, $2, $3, $4, 1, false
+SELECT $1, $2, $3, $4, nextval('__S__.stream_epochs'), false
 WHERE EXISTS (SELECT 1 FROM __S__.nodes n WHERE n.node_id = $3 AND n.incarnation = $4 AND NOT n.closed AND n.expires_at > clock_timestamp())
 ON CONFLICT (partition, tag) DO UPDATE SET lease_node = excluded.lease_node, lease_incarnation = excluded.lease_incarnation,
-	epoch = s.epoch + 1, released = false
+	epoch = excluded.epoch, released = false
 WHERE s.lease_node IS NULL OR s.released
    OR (s.lease_node = excluded.lease_node AND s.lease_incarnation <= excluded.lease_incarnation)
    OR NOT EXISTS (SELECT 1 FROM __S__.nodes n WHERE n.node_id = s.lease_node AND n.incarnation = s.lease_incarnation
@@ -177,8 +174,21 @@ func (j *Journal) Release(ctx context.Context, lease journal.Lease) error {
 		return err
 	}
 	lease.Stream = lease.Stream.Normalize()
-	_, err := j.pool.Exec(ctx, j.sql(`UPDATE __S__.streams SET released = true
-		WHERE partition = $1 AND tag = $2 AND lease_node = $3 AND lease_incarnation = $4 AND epoch = $5 AND NOT released`),
+	// A stream without events (version 0: a command for an account that
+	// does not exist) is deleted rather than marked released, so nothing
+	// stays behind. Its next lease starts at epoch 1 again; no old lease can
+	// pass for it, because the append's fence also compares the holder's node
+	// ID and incarnation. A concurrent append that gives the stream its first
+	// event holds the row lock first or after: READ COMMITTED re-checks
+	// version = 0 on the row it waited for, so a stream with events is never
+	// deleted.
+	_, err := j.pool.Exec(ctx, j.sql(`WITH gone AS (
+			DELETE FROM __S__.streams
+			WHERE partition = $1 AND tag = $2 AND lease_node = $3 AND lease_incarnation = $4 AND epoch = $5 AND NOT released AND version = 0
+			RETURNING 1)
+		UPDATE __S__.streams SET released = true
+		WHERE partition = $1 AND tag = $2 AND lease_node = $3 AND lease_incarnation = $4 AND epoch = $5 AND NOT released
+			AND NOT EXISTS (SELECT 1 FROM gone)`),
 		lease.Stream.Partition, string(lease.Stream.Tag), lease.NodeID, int64(lease.Incarnation), int64(lease.Epoch))
 	if err != nil {
 		return j.translate("release", err)

@@ -3,6 +3,7 @@ package journaltest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,60 @@ func sessionCases() []testCase {
 		{"NewIncarnationTakesOver", testNewIncarnationTakesOver},
 		{"CloseNodeReleases", testCloseNodeReleases},
 		{"AppendChecksEveryLease", testAppendChecksEveryLease},
+		{"ReleasedEmptyStreamLeavesNothing", testReleasedEmptyStreamLeavesNothing},
+		{"RejectsBadNodeSessions", testRejectsBadNodeSessions},
 	}
+}
+
+// testReleasedEmptyStreamLeavesNothing: leasing a stream that has no events
+// (a command for an account that does not exist) and releasing it leaves no
+// trace, and fencing still holds: the released lease cannot append after
+// another node took the stream.
+func testReleasedEmptyStreamLeavesNothing(t *testing.T, h Harness) {
+	s := sessionsOf(t, h)
+	ctx := testContext(t)
+	j := h.Journal
+	ghost := journal.Stream("ghost:1")
+	a := openNode(t, ctx, s, "node-a", longSession)
+	b := openNode(t, ctx, s, "node-b", longSession)
+	la := acquire(t, ctx, s, a, ghost, atOnce)
+	require.NoError(t, s.Release(ctx, la))
+
+	sum, err := j.TagSummary(ctx, ghost)
+	require.NoError(t, err)
+	require.Zero(t, sum.Version)
+	tags, err := j.TagsOfGroup(ctx, journal.DefaultPartition, "ghost")
+	require.NoError(t, err)
+	require.Empty(t, tags, "a released stream without events is not listed")
+
+	lb := acquire(t, ctx, s, b, ghost, atOnce)
+	before := captureState(t, ctx, j)
+	_, err = leasedAppend(ctx, j, la)
+	requireFenced(t, ctx, j, before, err, "the released lease of a stream that had no events")
+	_, err = leasedAppend(ctx, j, lb)
+	require.NoError(t, err, "the current holder appends")
+	// A stream with events keeps its row and epoch across releases.
+	require.NoError(t, s.Release(ctx, lb))
+	la2 := acquire(t, ctx, s, a, ghost, atOnce)
+	require.Greater(t, la2.Epoch, lb.Epoch)
+}
+
+// testRejectsBadNodeSessions: every backend refuses the same bad OpenNode
+// arguments with ErrInvalidSession (not an SQL error, not silence).
+func testRejectsBadNodeSessions(t *testing.T, h Harness) {
+	s := sessionsOf(t, h)
+	ctx := testContext(t)
+	for name, id := range map[string]string{
+		"empty": "", "NUL": "node\x00a", "not UTF-8": "node\xff", "newline": "node\na",
+		"over 256 bytes": strings.Repeat("n", journal.MaxNodeIDLength+1),
+	} {
+		_, err := s.OpenNode(ctx, id, longSession)
+		require.ErrorIs(t, err, journal.ErrInvalidSession, name)
+	}
+	_, err := s.OpenNode(ctx, "node-a", 0)
+	require.ErrorIs(t, err, journal.ErrInvalidSession, "zero timeout")
+	_, err = s.OpenNode(ctx, strings.Repeat("n", journal.MaxNodeIDLength), longSession)
+	require.NoError(t, err, "a node ID at the limit")
 }
 
 const (

@@ -2,6 +2,7 @@ package journaltest
 
 import (
 	"encoding/json"
+	"iter"
 	"strings"
 	"testing"
 
@@ -16,7 +17,36 @@ func validationCases() []testCase {
 		{"RejectsInvalidEvents", testRejectsInvalidEvents},
 		{"RejectsEmptyEventList", testRejectsEmptyEventList},
 		{"AcceptsValuesAtTheLimits", testAcceptsValuesAtTheLimits},
+		{"RejectsNegativeLimits", testRejectsNegativeLimits},
 	}
+}
+
+// testRejectsNegativeLimits: a negative limit is a malformed read on every
+// backend (ErrInvalidQuery), never "everything".
+func testRejectsNegativeLimits(t *testing.T, h Harness) {
+	ctx := testContext(t)
+	j := h.Journal
+	mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Seed", "s:1"))
+	reads := map[string]func() error{
+		"ReadStream": func() error { return drain(j.ReadStream(ctx, journal.Stream("s:1"), 1, -1)) },
+		"ReadAll":    func() error { return drain(j.ReadAll(ctx, journal.Position{}, -1)) },
+		"Read": func() error {
+			return drain(j.Read(ctx, journal.Query{All: true}, journal.ReadOptions{Limit: -1}))
+		},
+	}
+	for name, read := range reads {
+		require.ErrorIs(t, read(), journal.ErrInvalidQuery, name)
+	}
+}
+
+// drain reads an iterator to its end and returns its error.
+func drain(seq iter.Seq2[journal.Record, error]) error {
+	for _, err := range seq {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // maxDataSize returns the harness's data limit.
