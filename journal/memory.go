@@ -66,7 +66,7 @@ type Memory struct {
 
 	nodes        map[string]*memNode
 	leases       map[StreamID]*memLease
-	epochs       uint64 // the highest epoch ever granted
+	epochs       uint64        // the highest epoch ever granted
 	leaseChanged chan struct{} // closed and replaced when a lease may have become free
 }
 
