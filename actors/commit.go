@@ -81,6 +81,11 @@ func (a *streamActor) decide(cmds []*commandReq) {
 				a.onPanic(r, pe, b, cmds[i+1:])
 				return
 			}
+			if foreign := foreignTags(je.Tags, a.stream.Tag); len(foreign) > 0 {
+				encErr = fmt.Errorf("%w: event %d (%s) decided on stream %s carries %v besides the stream's own tag; an aggregate's events may carry only their stream's tag, because the owners of other tags are not reserved: append events with several tags through a DCB command (runtime.RegisterDCB), which reserves every tag's owner",
+					ErrForeignTags, j, je.Type, a.stream, foreign)
+				break
+			}
 			a.stamp(&je, r, key, j, now, sc)
 			jevs = append(jevs, je)
 		}
@@ -132,6 +137,17 @@ func (a *streamActor) decideOne(r *commandReq, state any) (evs []any, err error)
 	}()
 	err = safe(a.stream, "decide", func() (err error) { evs, err = a.model.Decide(state, r.cmd.Payload); return err })
 	return evs, err
+}
+
+// foreignTags returns the tags other than own.
+func foreignTags(tags []journal.Tag, own journal.Tag) []journal.Tag {
+	var out []journal.Tag
+	for _, t := range tags {
+		if t != own {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // stamp sets the actor-owned fields of a decided event.

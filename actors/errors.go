@@ -36,6 +36,13 @@ var (
 	// time than the stream's recent appends take. Nothing was decided or
 	// written. Retryable after a back-off.
 	ErrOverloaded = errors.New("actors: overloaded")
+	// ErrForeignTags is returned for an aggregate command whose decided
+	// events carry tags besides the stream's own. The owners of those tags
+	// (their stream actors) would not be reserved, so the append would bypass
+	// them and make them fail their next command with a version mismatch.
+	// Events with several tags are appended through DCB commands, which
+	// reserve every tag's owner. Nothing of the command was appended.
+	ErrForeignTags = errors.New("actors: an aggregate's event carries tags of other streams")
 )
 
 // PanicError reports that user code (Decide, Evolve or a codec) panicked. Only

@@ -95,6 +95,7 @@ func builtinErrorCodes() []ErrorCode {
 		{Code: "scribe.node_superseded", Err: journal.ErrNodeSuperseded},
 		{Code: "scribe.lease_lost", Err: actors.ErrLeaseLost},
 		{Code: "scribe.overloaded", Err: actors.ErrOverloaded},
+		{Code: "scribe.foreign_tags", Err: actors.ErrForeignTags},
 		{Code: "scribe.shutdown", Err: actors.ErrShutdown},
 		{Code: "scribe.no_aggregate", Err: actors.ErrNoAggregate},
 		{Code: "scribe.panic", Err: actors.ErrPanic},

@@ -15,8 +15,11 @@
 // An aggregate named "account" owns the streams tagged "account:<id>". Decide
 // returns values of event types registered with RegisterEvent (name, schema
 // version, Go type); the Codec (JSON by default) encodes them as the events'
-// data. Every event carries its stream's tag; an event type implementing
-// Tagged adds more. Stored events of older schema versions are upcast step by
+// data. Every event carries its stream's tag, and an aggregate's events carry
+// only that one: a command whose events return other tags from Tagged fails
+// with ErrForeignTags (the owners of those tags would be bypassed); DCB
+// commands, which reserve every tag's owner, append events with several tags.
+// Stored events of older schema versions are upcast step by
 // step with the functions registered by RegisterUpcaster before they are
 // decoded. Snapshots (Config.Snapshots, Config.SnapshotPolicy) are stamped with
 // Aggregate.SchemaVersion; a snapshot of another schema version is ignored and

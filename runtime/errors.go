@@ -30,6 +30,11 @@ var (
 	// Config.MaxPending), or when the command's deadline is too near to be
 	// met: nothing was decided. Retryable after a back-off.
 	ErrOverloaded = actors.ErrOverloaded
+	// ErrForeignTags is returned for an aggregate command whose events carry
+	// tags besides the stream's own (a Tagged event type): those tags' owners
+	// would be bypassed. Append such events through a DCB command
+	// (RegisterDCB), which reserves every tag's owner. Nothing was appended.
+	ErrForeignTags = actors.ErrForeignTags
 )
 
 // PanicError is the error of a command whose aggregate code panicked: it

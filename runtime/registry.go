@@ -15,10 +15,13 @@ import (
 // next. It must be pure and safe for concurrent use.
 type Upcaster func(data json.RawMessage) (json.RawMessage, error)
 
-// Tagged is implemented by event types that carry tags besides their stream's
-// own tag (which is always added). Extra tags make events findable by DCB
-// queries (for example "transfer:9f…"); a tag owned by another active actor
-// makes that actor re-read its tail before its next command.
+// Tagged is implemented by event types that carry tags. Events decided by a
+// DCB command carry exactly the tags Tags returns (every one of them reserved
+// at its owner before the append). Events decided by an aggregate carry their
+// stream's tag (always added); if Tags returns any other tag, the command
+// fails with ErrForeignTags and appends nothing: an aggregate's actor holds
+// only its own stream's lease, and writing another tag's stream behind its
+// owner's back would make that owner fail its next command.
 type Tagged interface {
 	Tags() []journal.Tag
 }

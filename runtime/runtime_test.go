@@ -135,12 +135,22 @@ func TestEventsUpcastersAndTags(t *testing.T) {
 	require.Equal(t, 6, res.State, "the v1 event was upcast and applied")
 	require.Equal(t, 2, res.Records[0].SchemaVersion)
 
-	res, err = runtime.ExecuteTyped[int](ctx, rt2, target, Transferred{ID: "t9", By: 10},
+	// An aggregate event with a tag of another stream would bypass that
+	// stream's owner: the command fails and appends nothing.
+	_, err = runtime.ExecuteTyped[int](ctx, rt2, target, Transferred{ID: "t9", By: 10})
+	require.ErrorIs(t, err, runtime.ErrForeignTags)
+	require.ErrorContains(t, err, "transfer:t9")
+	require.ErrorContains(t, err, "DCB")
+	sum, err := e.j.TagSummary(ctx, journal.Stream("transfer:t9"))
+	require.NoError(t, err)
+	require.Zero(t, sum.Version, "nothing reached the other tag's stream")
+
+	res, err = runtime.ExecuteTyped[int](ctx, rt2, target, Increment{By: 10},
 		runtime.WithMetadata(journal.Metadata{CorrelationID: "corr-1", UserID: "ada"}))
 	require.NoError(t, err)
 	require.Equal(t, 16, res.State)
 	rec := res.Records[0]
-	require.ElementsMatch(t, []journal.Tag{"ledger:L1", "transfer:t9"}, rec.Tags)
+	require.Equal(t, []journal.Tag{"ledger:L1"}, rec.Tags)
 	require.Equal(t, "corr-1", rec.Metadata.CorrelationID)
 	require.Equal(t, "ada", rec.Metadata.UserID)
 	require.False(t, rec.Metadata.CreatedAt.IsZero())
