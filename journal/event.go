@@ -84,6 +84,11 @@ type Metadata struct {
 	// that caused the event.
 	TraceParent string `json:"traceParent,omitempty"`
 	TraceState  string `json:"traceState,omitempty"`
+	// CommandHash fingerprints the command that caused the event (set by the
+	// runtime for commands with an IdempotencyKey), so that a repeat of the
+	// key with a different command is told apart from a retry, also after a
+	// restart.
+	CommandHash string `json:"commandHash,omitempty"`
 }
 
 // Event is what a writer appends. ID must be a non-nil UUID (v7 preferred, see

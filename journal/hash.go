@@ -34,7 +34,11 @@ const canonicalDomain = "scribe.event.v1"
 //	str(partition)    Metadata.Partition, "" read as DefaultPartition
 //	time(Metadata.CreatedAt)
 //	str(Metadata.TraceParent) str(Metadata.TraceState)
+//	str("commandHash") str(Metadata.CommandHash)   only when CommandHash is set
 //	time(RecordedAt)
+//
+// (The optional part starts with a zero byte, time(RecordedAt) of a stored
+// record with 0x01, so records without a CommandHash hash as they always did.)
 //
 // Position and Links are not covered: the hash is what the links are made of.
 func CanonicalBytes(r *Record) []byte {
@@ -45,7 +49,7 @@ func CanonicalBytes(r *Record) []byte {
 	// and a prefix per tag and per scope.
 	n := 12*8 + 16 + 8 + 2*9 + len(canonicalDomain) + len(r.Type) + len(r.Data) +
 		len(md.CorrelationID) + len(md.CausationID) + len(md.UserID) + len(md.IdempotencyKey) +
-		len(partition) + len(md.TraceParent) + len(md.TraceState)
+		len(partition) + len(md.TraceParent) + len(md.TraceState) + 16 + len("commandHash") + len(md.CommandHash)
 	for _, t := range r.Tags {
 		n += 8 + len(t)
 	}
@@ -75,6 +79,10 @@ func CanonicalBytes(r *Record) []byte {
 	b = appendTime(b, md.CreatedAt)
 	b = appendStr(b, md.TraceParent)
 	b = appendStr(b, md.TraceState)
+	if md.CommandHash != "" {
+		b = appendStr(b, "commandHash")
+		b = appendStr(b, md.CommandHash)
+	}
 	b = appendTime(b, r.RecordedAt)
 	return b
 }

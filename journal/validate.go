@@ -206,6 +206,7 @@ func prepareMetadata(md Metadata) (Metadata, string, string) {
 		{"Metadata.Partition", md.Partition},
 		{"Metadata.TraceParent", md.TraceParent},
 		{"Metadata.TraceState", md.TraceState},
+		{"Metadata.CommandHash", md.CommandHash},
 	}
 	for _, t := range texts {
 		if reason := badText(t.value); reason != "" {
@@ -223,6 +224,7 @@ func prepareMetadata(md Metadata) (Metadata, string, string) {
 		{"Metadata.IdempotencyKey", md.IdempotencyKey, MaxMetadataIDLength},
 		{"Metadata.TraceParent", md.TraceParent, MaxTraceParentLength},
 		{"Metadata.TraceState", md.TraceState, MaxTraceStateLength},
+		{"Metadata.CommandHash", md.CommandHash, MaxMetadataIDLength},
 	}
 	for _, id := range ids {
 		if len(id.value) > id.max {
@@ -318,7 +320,8 @@ func sameMetadata(a, b *Metadata) bool {
 		partitionOrDefault(a.Partition) == partitionOrDefault(b.Partition) &&
 		a.CreatedAt.Equal(b.CreatedAt) &&
 		a.TraceParent == b.TraceParent &&
-		a.TraceState == b.TraceState
+		a.TraceState == b.TraceState &&
+		a.CommandHash == b.CommandHash
 }
 
 func partitionOrDefault(p string) string {

@@ -267,10 +267,12 @@ type Result[S any] struct {
 	// Version is the stream's version after the command.
 	Version uint64
 	// State is the aggregate state after the command. For a duplicate it is
-	// the stream's current state.
+	// the state right after the first execution (rebuilt from the journal).
 	State S
-	// Duplicate reports that the idempotency key had already been executed:
-	// Records are the first execution's records.
+	// Duplicate reports that the idempotency key had already been executed
+	// with the same command: Records, Version and State are the first
+	// execution's. The same key with a different command fails with
+	// ErrIdempotencyKeyReused instead.
 	Duplicate bool
 }
 
@@ -320,6 +322,9 @@ func execute[S any](ctx context.Context, rt *Runtime, target Target, command any
 	for _, o := range opts {
 		o(&md)
 	}
+	if md.IdempotencyKey != "" && md.CommandHash == "" {
+		md.CommandHash = commandHash(rt.cfg.Codec, command)
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, rt.cfg.RequestTimeout)
@@ -331,6 +336,9 @@ func execute[S any](ctx context.Context, rt *Runtime, target Target, command any
 		res, err = rt.cluster.execute(ctx, stream, actors.Command{Payload: command, Metadata: md})
 	} else {
 		res, err = rt.host.Execute(ctx, stream, actors.Command{Payload: command, Metadata: md})
+	}
+	if err == nil && res.Duplicate {
+		res, err = rt.firstOutcome(ctx, stream, md, res)
 	}
 	out := Result[S]{Stream: stream, Records: res.Records, Version: res.Version, Duplicate: res.Duplicate}
 	if s, ok := res.State.(S); ok {

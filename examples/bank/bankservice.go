@@ -168,6 +168,9 @@ func metadata(opts CommandOptions) runtime.ExecuteOption {
 // execute runs an account command and classifies runtime errors.
 func (s *bankService) execute(ctx context.Context, id string, cmd any, opts CommandOptions) (runtime.Result[bank.Account], error) {
 	res, err := runtime.ExecuteTyped[bank.Account](ctx, s.rt, target(id), cmd, metadata(opts))
+	if errors.Is(err, runtime.ErrIdempotencyKeyReused) {
+		return res, keyReused(opts.IdempotencyKey)
+	}
 	return res, classify(err)
 }
 
