@@ -8,15 +8,21 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// maxCachedKeys bounds the idempotency keys an actor remembers in memory;
-// older keys are found in the journal through their derived event IDs.
-const maxCachedKeys = 1024
+// maxCachedKeys and maxCachedKeyBytes bound the idempotency keys an actor
+// remembers in memory (their results' events included); older keys are found
+// in the journal through their derived event IDs. The byte bound keeps one
+// stream's cache small even when its events are large.
+const (
+	maxCachedKeys     = 1024
+	maxCachedKeyBytes = 1 << 20
+)
 
-// keyCache remembers the results of recent idempotency keys of one stream.
+// keyCache remembers the results of recent idempotency keys of one stream,
+// oldest evicted first.
 type keyCache struct {
 	m     map[string][]journal.Record
-	order []string
-	next  int
+	order []string // oldest first
+	bytes int
 	// complete is true while the cache holds every key the stream ever stored
 	// (it was rebuilt from version 1 and nothing was evicted): a miss then
 	// needs no journal lookup.
@@ -40,6 +46,24 @@ func (k *keyCache) known(key string) bool {
 	return ok || k.complete
 }
 
+// resultSize approximates the memory a key's result holds.
+func resultSize(key string, recs []journal.Record) int {
+	n := len(key) + 64
+	for i := range recs {
+		r := &recs[i]
+		md := &r.Metadata
+		n += 256 + len(r.Type) + len(r.Data) + len(md.CorrelationID) + len(md.CausationID) + len(md.UserID) +
+			len(md.IdempotencyKey) + len(md.TraceParent) + len(md.TraceState) + len(md.CommandHash)
+		for _, t := range r.Tags {
+			n += len(t) + 16
+		}
+		for _, sc := range md.Scopes {
+			n += len(sc) + 16
+		}
+	}
+	return n
+}
+
 func (k *keyCache) put(key string, recs []journal.Record) {
 	if k.m == nil {
 		k.m = make(map[string][]journal.Record)
@@ -47,15 +71,20 @@ func (k *keyCache) put(key string, recs []journal.Record) {
 	if _, ok := k.m[key]; ok {
 		return
 	}
-	if len(k.order) < maxCachedKeys {
-		k.order = append(k.order, key)
-	} else {
-		delete(k.m, k.order[k.next])
-		k.order[k.next] = key
-		k.next = (k.next + 1) % maxCachedKeys
+	k.m[key] = recs
+	k.order = append(k.order, key)
+	k.bytes += resultSize(key, recs)
+	for len(k.order) > 1 && (len(k.order) > maxCachedKeys || k.bytes > maxCachedKeyBytes) {
+		old := k.order[0]
+		k.order[0] = ""
+		k.order = k.order[1:]
+		k.bytes -= resultSize(old, k.m[old])
+		delete(k.m, old)
 		k.complete = false
 	}
-	k.m[key] = recs
+	if cap(k.order) > 4*maxCachedKeys && len(k.order) < cap(k.order)/4 {
+		k.order = append([]string(nil), k.order...)
+	}
 }
 
 // eventID derives the ID of the index-th event of the command with the given
