@@ -26,7 +26,10 @@
 //	GET  /accounts/{id}            200 {"id","balance","version"}
 //	GET  /accounts/{id}/events     200 [{"position","version","type","data","recordedAt"}, …]
 //	     ?from=1&limit=1000        one page: versions ≥ from, at most limit (1–10000)
-//	GET  /healthz                  200 once the service can serve
+//	GET  /healthz                  200 while the process serves HTTP (liveness)
+//	GET  /readyz                   200 while this node can serve: database reachable, node
+//	                               session confirmed, node ID not taken (readiness);
+//	                               otherwise 503 not_ready with the reason
 //
 // GET /accounts/{id}/events is paginated: while more events follow the page,
 // the response has an RFC 8288 Link header naming the next page,
@@ -41,15 +44,26 @@
 // Errors are {"error":"<what went wrong and what to do>","code":"<code>"}:
 // 400 invalid_request, invalid_amount, same_account; 404 account_not_found,
 // not_found; 405 method_not_allowed; 409 account_exists, insufficient_funds,
-// balance_limit; 422 idempotency_key_reused; 503 unavailable; 500 internal
-// (the body never carries internals).
+// balance_limit; 422 idempotency_key_reused; 431 for headers over 16 KiB;
+// 503 with a Retry-After header for every transient failure: unavailable
+// (starting, shutting down, timed out), overloaded (-max-inflight requests in
+// flight, or the account's queue full), database_unavailable, lease_lost
+// (this node cannot confirm it owns the account: paused, cut off, or its node
+// ID taken by another process), outcome_unknown (the commit was not
+// confirmed: retry with the same Idempotency-Key); 500 internal (the body
+// never carries internals). Transient failures are logged as one summary line
+// per 5 s, not one line per request. X-Correlation-Id is at most 256 bytes of
+// printable ASCII (400 otherwise).
 //
 // Every POST accepts an Idempotency-Key header (1–255 printable ASCII
-// characters, global to the service). A repeat with the same key and the
-// same request returns the first response (status and body, with the header
-// Idempotent-Replayed: true) and has no further effect; a concurrent repeat
-// waits for the first. A key reused for a different request (another
-// operation, account or amount) is refused with 422 idempotency_key_reused. Responses are replayed from a bounded in-memory
+// characters), scoped per account for account operations and across all
+// transfers for transfers: the scope of the runtime's durable deduplication,
+// so a key means the same before and after a restart. A repeat with the same
+// key and the same request returns the first response (status and body, with
+// the header Idempotent-Replayed: true) and has no further effect; a
+// concurrent repeat waits for the first. A key reused in its scope for a
+// different request (another operation or amount) is refused with 422
+// idempotency_key_reused. Responses are replayed from a bounded in-memory
 // cache (100,000 keys, 24 h); the key also becomes the Scribe command's
 // idempotency key, so a retry after a restart or an eviction still appends
 // nothing and answers with the state right after the first execution. 5xx
