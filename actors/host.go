@@ -230,6 +230,7 @@ type Host struct {
 	lease   leaseClock
 	limits  journal.Limits // the journal's, when it reports them
 	pending atomic.Int64   // requests of all actors not yet taken or abandoned
+	logs    logLimiter     // rate-limits logs of transient failures
 	// renewFailures and renewLogged belong to the renewal loop.
 	renewFailures int
 	renewLogged   time.Time

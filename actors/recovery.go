@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 
@@ -64,7 +65,11 @@ func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
 		default:
 			err = fmt.Errorf("actors: activating stream %s failed: %w", a.stream, m.err)
 		}
-		a.host.cfg.Logger.Warn("stream actor activation failed", "stream", a.stream.String(), "error", err)
+		if transient(m.err) {
+			a.host.logs.log(a.host.cfg.Logger, slog.LevelWarn, "stream actor activation failed: the store is unavailable", "stream", a.stream.String(), "error", err)
+		} else {
+			a.host.cfg.Logger.Warn("stream actor activation failed", "stream", a.stream.String(), "error", err)
+		}
 		a.fail(err, isSessionError(m.err))
 		return
 	}
@@ -211,7 +216,11 @@ func (a *streamActor) onRebuilt(m *rebuiltMsg) {
 		// Serving on a state that may be wrong is never an option: fail the
 		// waiting requests and try again when the next one arrives.
 		err := fmt.Errorf("actors: stream %s could not reload its state from the journal: %w", a.stream, m.err)
-		a.host.cfg.Logger.Error("stream actor reload failed", "stream", a.stream.String(), "error", m.err)
+		if transient(m.err) {
+			a.host.logs.log(a.host.cfg.Logger, slog.LevelWarn, "stream actor reload failed: the store is unavailable; retrying at the next request", "stream", a.stream.String(), "error", m.err)
+		} else {
+			a.host.cfg.Logger.Error("stream actor reload failed", "stream", a.stream.String(), "error", m.err)
+		}
 		a.failQueue(err)
 		return
 	}
