@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/scribe-es/scribe/journal"
@@ -17,11 +19,11 @@ import (
 // callers still waiting (under overload with impatient clients almost every
 // decided command would be for a caller who already left). Before a command
 // joins a batch the actor compares the time left before its deadline with the
-// time the stream's recent appends took for a batch of that size; a command
-// that cannot make it even alone is answered ErrOverloaded without being
-// decided, and a batch stops growing before it would outlast the tightest
-// deadline among its commands. Without a history (a fresh actor) nothing is
-// shed.
+// time the stream's recent appends took for a batch of that size: the batch
+// is the largest set of waiting commands that can all still be answered in
+// time, and a command that could not be answered in time even by the batch
+// after it is answered ErrOverloaded at once, without being decided (see
+// nextBatch). Without a history (a fresh actor) nothing is shed.
 //
 // Failure isolation: every command's events are validated against the
 // journal's limits before they join a batch (decide), so an invalid command
@@ -120,44 +122,83 @@ func splittable(err error) bool {
 }
 
 // nextBatch takes the commands of the next batch from the head of the queue
-// (at most MaxBatch, or the split limit) and answers ErrOverloaded to the
-// commands whose deadline is too near, removing them from the queue. The
-// returned commands are still at the head of the queue.
+// and answers ErrOverloaded to the commands whose deadline cannot be met.
+//
+// Without a history of append durations it takes the first MaxBatch (or
+// split-limit) commands. With one, among the commands waiting at the head it
+// picks the largest batch whose members can all still be answered in time:
+// with remaining times sorted in descending order r1 ≥ r2 ≥ …, the largest k
+// with r_k ≥ estimate(k). Those k commands (the ones with the most time left,
+// kept in arrival order) form the batch; a command that could not be answered
+// even after this batch, by a batch of one, is answered ErrOverloaded now, so
+// its caller can retry with a fresh deadline instead of waiting for a timeout;
+// the others wait for the next batch. The batch is left at the head of the
+// queue, the waiting commands behind it.
 func (a *streamActor) nextBatch() []*commandReq {
 	limit := a.host.cfg.MaxBatch
 	if a.split.limit > 0 {
 		limit = min(limit, a.split.limit)
 	}
-	now := time.Now()
-	tightest := time.Duration(math.MaxInt64)
-	cmds := make([]*commandReq, 0, min(limit, len(a.queue)))
-	kept, i := 0, 0
-	for ; i < len(a.queue) && len(cmds) < limit; i++ {
-		r, ok := a.queue[i].(*commandReq)
-		if !ok {
+	n := 0
+	for n < len(a.queue) {
+		if _, ok := a.queue[n].(*commandReq); !ok {
 			break
 		}
-		if deadline, ok := r.ctx.Deadline(); ok && !r.abandoned() {
-			left := deadline.Sub(now)
-			if alone, known := a.cost.estimate(1); known {
-				if left < alone {
-					a.shed(r, left, alone)
-					continue
-				}
-				need, _ := a.cost.estimate(len(cmds) + 1)
-				if need > min(left, tightest) {
-					break
-				}
-				tightest = min(tightest, left)
-			}
+		n++
+	}
+	one, known := a.cost.estimate(1)
+	if !known {
+		cmds := make([]*commandReq, min(n, limit))
+		for i := range cmds {
+			cmds[i] = a.queue[i].(*commandReq)
 		}
-		cmds = append(cmds, r)
-		a.queue[kept] = r
-		kept++
+		return cmds
 	}
-	if kept < i {
-		a.queue = append(a.queue[:kept], a.queue[i:]...)
+	now := time.Now()
+	left := make([]time.Duration, n)
+	for i := range n {
+		left[i] = time.Duration(math.MaxInt64)
+		r := a.queue[i].(*commandReq)
+		if deadline, ok := r.ctx.Deadline(); ok && !r.abandoned() {
+			left[i] = deadline.Sub(now)
+		}
 	}
+	sorted := slices.Clone(left)
+	slices.SortFunc(sorted, func(x, y time.Duration) int { return cmp.Compare(y, x) })
+	k := 0
+	for k < n && k < limit {
+		need, _ := a.cost.estimate(k + 1)
+		if sorted[k] < need {
+			break
+		}
+		k++
+	}
+	threshold := time.Duration(math.MaxInt64)
+	batchTime := time.Duration(0)
+	if k > 0 {
+		threshold = sorted[k-1]
+		batchTime, _ = a.cost.estimate(k)
+	}
+	cmds := make([]*commandReq, 0, k)
+	waiting := make([]any, 0, n-k)
+	for i := range n {
+		r := a.queue[i].(*commandReq)
+		switch {
+		case len(cmds) < k && left[i] >= threshold:
+			cmds = append(cmds, r)
+		case left[i]-batchTime < one:
+			a.shed(r, left[i], batchTime+one)
+		default:
+			waiting = append(waiting, r)
+		}
+	}
+	rest := a.queue[n:]
+	q := make([]any, 0, len(cmds)+len(waiting)+len(rest))
+	for _, c := range cmds {
+		q = append(q, c)
+	}
+	q = append(q, waiting...)
+	a.queue = append(q, rest...)
 	return cmds
 }
 

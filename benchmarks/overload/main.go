@@ -60,7 +60,7 @@ func main() {
 	fs.DurationVar(&o.unloaded, "unloaded", 5*time.Second, "length of an unloaded cell")
 	fs.IntVar(&o.runs, "runs", 3, "runs per cell (medians are reported)")
 	fs.IntVar(&o.pending, "pending", 100_000, "callers parked on a held stream in the pending-queue cell (0 skips it)")
-	fs.DurationVar(&o.backoff, "backoff", 10*time.Millisecond, "pause after an error that came back before the timeout (e.g. overloaded), so a rejected client does not spin")
+	fs.DurationVar(&o.backoff, "backoff", 50*time.Millisecond, "pause after an error that came back before the timeout (an immediate overloaded): a client that honours a short Retry-After instead of spinning")
 	fs.StringVar(&o.backends, "backends", "memory,postgres", "backends to measure (postgres needs -db)")
 	_ = fs.Parse(os.Args[1:])
 	if err := run(context.Background(), o, os.Stdout, os.Stderr); err != nil {
