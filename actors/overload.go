@@ -53,6 +53,10 @@ type appendCost struct {
 
 const costWeight = 0.2
 
+// minCostSamples is how many appends a stream must have measured before it
+// sheds by deadline: one sample says little.
+const minCostSamples = 3
+
 func (c *appendCost) observe(d time.Duration, events int) {
 	if events <= 0 || d <= 0 {
 		return
@@ -73,16 +77,18 @@ func (c *appendCost) observe(d time.Duration, events int) {
 		c.perEvent = max(0, (c.mnd-c.mn*c.md)/varN)
 		c.base = max(0, c.md-c.perEvent*c.mn)
 	} else {
-		// All recent batches had about one size: no slope to fit, charge the
-		// mean per event (conservative for smaller batches).
-		c.perEvent, c.base = c.md/c.mn, 0
+		// All recent batches had about one size: no slope to fit. Charge the
+		// mean duration whatever the size, rather than extrapolating one
+		// size's duration linearly: one slow append (a held lock, a database
+		// hiccup) must not make every large batch look hopeless.
+		c.perEvent, c.base = 0, c.md
 	}
 }
 
 // estimate returns the expected duration of an append of n events, and false
 // before any append was observed.
 func (c *appendCost) estimate(n int) (time.Duration, bool) {
-	if c.samples == 0 {
+	if c.samples < minCostSamples {
 		return 0, false
 	}
 	return time.Duration(shedFactor * (c.base + c.perEvent*float64(n))), true

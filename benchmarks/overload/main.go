@@ -143,7 +143,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	// First, in a fresh process: RSS is measured against the start.
 	if o.pending > 0 {
-		fmt.Fprintf(stdout, "| pending-queue cell | accepted (queued) | rejected at once | RSS growth while held |\n|---|---|---|---|\n")
+		fmt.Fprintf(stdout, "| pending-queue cell | accepted (queued or in the held batch) | rejected at once | RSS growth while held |\n|---|---|---|---|\n")
 		acc, rej, rss, err := pendingCell(ctx, o.pending)
 		if err != nil {
 			return err
@@ -313,23 +313,32 @@ func pendingCell(ctx context.Context, n int) (accepted, rejected int64, rss floa
 	}
 	target := runtime.Target{Aggregate: "counter", ID: "parked"}
 	rss0 := rssMB()
-	var rej atomic.Int64
+	var rej, started atomic.Int64
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 			defer cancel()
+			started.Add(1)
 			if _, err := rt.Execute(cctx, target, deposit{Amount: 1}); errors.Is(err, runtime.ErrOverloaded) {
 				rej.Add(1)
 			}
 		})
 	}
-	// Wait until every caller is either queued or refused.
-	for rt.Pending(target)+int(rej.Load()) < n-1 {
-		time.Sleep(10 * time.Millisecond)
+	// Wait until every caller has called Execute and the queue and the
+	// refusals have stopped changing: every caller is then queued, held in
+	// the first (held) batch, or refused.
+	for stable, last := 0, int64(-1); stable < 5; time.Sleep(20 * time.Millisecond) {
+		cur := int64(rt.Pending(target)) + rej.Load()
+		if started.Load() == int64(n) && cur == last {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = cur
 	}
 	rss = rssMB() - rss0
-	accepted = int64(rt.Pending(target))
+	accepted = int64(n) - rej.Load()
 	close(h.release)
 	wg.Wait()
 	return accepted, rej.Load(), rss, nil
