@@ -140,6 +140,10 @@ func startCluster(ctx context.Context, rt *Runtime, cfg ClusterConfig) (c *clust
 			return slog.New(errorOnly{logger.Handler()}).With("component", "protoactor-cluster")
 		}),
 		actor.WithDeadLetterRequestLogging(false),
+		// A dead letter (a reply to a caller that stopped waiting, a message
+		// to a passivated grain) starts a throttle goroutine that lives for
+		// this interval: keep it short so Shutdown leaves nothing behind.
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
 	grain := actor.PropsFromProducer(func() actor.Actor { return &streamGrain{c: c} })
 	ccfg := cluster.Configure(cfg.Name, prov, disthash.New(),

@@ -180,6 +180,7 @@ func metadataToPB(m journal.Metadata) *clusterpb.Metadata {
 		CreatedAtUnixNanos: unixNanos(m.CreatedAt),
 		TraceParent:        m.TraceParent,
 		TraceState:         m.TraceState,
+		CommandHash:        m.CommandHash,
 	}
 }
 
@@ -197,6 +198,7 @@ func metadataFromPB(m *clusterpb.Metadata) journal.Metadata {
 		CreatedAt:      fromUnixNanos(m.CreatedAtUnixNanos),
 		TraceParent:    m.TraceParent,
 		TraceState:     m.TraceState,
+		CommandHash:    m.CommandHash,
 	}
 }
 

@@ -92,8 +92,11 @@ type Metadata struct {
 	CreatedAtUnixNanos int64  `protobuf:"varint,7,opt,name=created_at_unix_nanos,json=createdAtUnixNanos,proto3" json:"created_at_unix_nanos,omitempty"`
 	TraceParent        string `protobuf:"bytes,8,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
 	TraceState         string `protobuf:"bytes,9,opt,name=trace_state,json=traceState,proto3" json:"trace_state,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// command_hash mirrors journal.Metadata.CommandHash: the fingerprint of a
+	// keyed command, so a reused key is recognised on the hosting member.
+	CommandHash   string `protobuf:"bytes,10,opt,name=command_hash,json=commandHash,proto3" json:"command_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Metadata) Reset() {
@@ -185,6 +188,13 @@ func (x *Metadata) GetTraceParent() string {
 func (x *Metadata) GetTraceState() string {
 	if x != nil {
 		return x.TraceState
+	}
+	return ""
+}
+
+func (x *Metadata) GetCommandHash() string {
+	if x != nil {
+		return x.CommandHash
 	}
 	return ""
 }
@@ -1156,7 +1166,7 @@ const file_scribe_cluster_proto_rawDesc = "" +
 	"\x14scribe_cluster.proto\x12\x11scribe.cluster.v1\"1\n" +
 	"\aPayload\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xc3\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xe6\x02\n" +
 	"\bMetadata\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\tR\rcorrelationId\x12!\n" +
 	"\fcausation_id\x18\x02 \x01(\tR\vcausationId\x12\x17\n" +
@@ -1167,7 +1177,9 @@ const file_scribe_cluster_proto_rawDesc = "" +
 	"\x15created_at_unix_nanos\x18\a \x01(\x03R\x12createdAtUnixNanos\x12!\n" +
 	"\ftrace_parent\x18\b \x01(\tR\vtraceParent\x12\x1f\n" +
 	"\vtrace_state\x18\t \x01(\tR\n" +
-	"traceState\"i\n" +
+	"traceState\x12!\n" +
+	"\fcommand_hash\x18\n" +
+	" \x01(\tR\vcommandHash\"i\n" +
 	"\n" +
 	"StreamLink\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x18\n" +

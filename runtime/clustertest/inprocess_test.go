@@ -95,6 +95,16 @@ func TestInProcessRoutingAndTypedErrors(t *testing.T) {
 	require.ErrorAs(t, err, &re, "the error came from the hosting member")
 	require.Contains(t, err.Error(), "insufficient funds")
 
+	// An idempotency key reused with a different command is recognised on
+	// the hosting member (the fingerprint crosses with the command).
+	_, err = remote.Execute(ctx, acct(id), Deposit{Amount: 2}, runtime.WithIdempotencyKey("k-remote"))
+	require.NoError(t, err)
+	_, err = remote.Execute(ctx, acct(id), Deposit{Amount: 3}, runtime.WithIdempotencyKey("k-remote"))
+	require.ErrorIs(t, err, runtime.ErrIdempotencyKeyReused)
+	dup, err := runtime.ExecuteTyped[Account](ctx, remote, acct(id), Deposit{Amount: 2}, runtime.WithIdempotencyKey("k-remote"))
+	require.NoError(t, err)
+	require.True(t, dup.Duplicate)
+
 	// A journal sentinel keeps its identity: metadata the journal rejects.
 	_, err = remote.Execute(ctx, acct(id), Deposit{Amount: 1}, runtime.WithMetadata(journal.Metadata{CorrelationID: "bad\x00id"}))
 	require.ErrorIs(t, err, journal.ErrInvalidEvent)
@@ -106,7 +116,7 @@ func TestInProcessRoutingAndTypedErrors(t *testing.T) {
 	require.NoError(t, err)
 	res, err := runtime.ExecuteTyped[Account](ctx, remote, acct(id), Deposit{Amount: 1})
 	require.NoError(t, err)
-	require.Equal(t, int64(1+5+1), res.State.Balance, "probe deposit, the event appended behind the actor's back, this deposit")
+	require.Equal(t, int64(1+2+5+1), res.State.Balance, "probe deposit, the keyed deposit, the event appended behind the actor's back, this deposit")
 
 	// A command type missing from ClusterConfig.Commands fails clearly
 	// when it must cross members.
