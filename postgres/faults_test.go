@@ -107,21 +107,13 @@ func TestFaultCommitAckLost(t *testing.T) {
 	for _, batched := range []bool{false, true} {
 		t.Run("batched="+strconv.FormatBool(batched), func(t *testing.T) {
 			t.Parallel()
-			f := setup(t)
-			px := startProxy(t, f.pool.Config().ConnConfig.Host, f.pool.Config().ConnConfig.Port)
-			pcfg := f.pool.Config().Copy()
-			pcfg.ConnConfig.Host, pcfg.ConnConfig.Port = "127.0.0.1", px.port
-			pool, err := pxpool(t, pcfg)
-			require.NoError(t, err)
-			j, err := postgres.NewJournal(pool, postgres.Config{Schema: f.cfg.Schema, Batching: postgres.BatchingConfig{Disabled: !batched}})
-			require.NoError(t, err)
-			defer j.Close()
+			px, j := proxiedJournal(t, postgres.BatchingConfig{Disabled: !batched})
 			ctx := t.Context()
 			stream := journal.Stream("account:ack-lost")
 
 			events := []journal.Event{event("A", stream.Tag), event("B", stream.Tag)}
 			px.dropCommit.Store(true)
-			_, err = j.Append(ctx, events, journal.AppendOptions{Expect: map[journal.Tag]uint64{stream.Tag: 0}})
+			_, err := j.Append(ctx, events, journal.AppendOptions{Expect: map[journal.Tag]uint64{stream.Tag: 0}})
 			require.ErrorIs(t, err, journal.ErrOutcomeUnknown)
 			require.False(t, px.dropCommit.Load(), "the proxy dropped a COMMIT reply")
 
@@ -226,21 +218,29 @@ func (p *proxy) cut() {
 
 func (p *proxy) restore() { p.down.Store(false) }
 
-// TestFaultDatabaseUnreachable: while the database cannot be reached, every
-// kind of call fails with journal.ErrUnavailable within its context (an
-// append that never reached COMMIT is not an unknown outcome); once it is
-// reachable again, the same journal and pool serve again.
-func TestFaultDatabaseUnreachable(t *testing.T) {
-	t.Parallel()
+// proxiedJournal is a journal on a fresh schema whose connections all pass
+// through a proxy the test controls; both are closed when the test ends.
+func proxiedJournal(t *testing.T, batching postgres.BatchingConfig) (*proxy, *postgres.Journal) {
+	t.Helper()
 	f := setup(t)
 	px := startProxy(t, f.pool.Config().ConnConfig.Host, f.pool.Config().ConnConfig.Port)
 	pcfg := f.pool.Config().Copy()
 	pcfg.ConnConfig.Host, pcfg.ConnConfig.Port = "127.0.0.1", px.port
 	pool, err := pxpool(t, pcfg)
 	require.NoError(t, err)
-	j, err := postgres.NewJournal(pool, postgres.Config{Schema: f.cfg.Schema})
+	j, err := postgres.NewJournal(pool, postgres.Config{Schema: f.cfg.Schema, Batching: batching})
 	require.NoError(t, err)
-	defer j.Close()
+	t.Cleanup(func() { j.Close() })
+	return px, j
+}
+
+// TestFaultDatabaseUnreachable: while the database cannot be reached, every
+// kind of call fails with journal.ErrUnavailable within its context (an
+// append that never reached COMMIT is not an unknown outcome); once it is
+// reachable again, the same journal and pool serve again.
+func TestFaultDatabaseUnreachable(t *testing.T) {
+	t.Parallel()
+	px, j := proxiedJournal(t, postgres.BatchingConfig{})
 	ctx := t.Context()
 	stream := journal.Stream("account:outage")
 	node, err := j.OpenNode(ctx, "outage", time.Minute)
