@@ -36,14 +36,13 @@ type Config struct {
 }
 
 // BatchingConfig controls cross-stream batching: concurrent Appends are queued
-// and up to MaxBatch of them run in one transaction, each inside its own
-// savepoint with its own checks, so one append's conflict fails only that append.
+// and up to MaxBatch of them run in one transaction, each decided on its own,
+// so one append's conflict fails only that append.
 type BatchingConfig struct {
 	// Disabled makes every Append run in its own transaction. Default false.
 	Disabled bool
 	// MaxBatch is the most appends one transaction carries. Default 32; at most
-	// 60 (each member uses a subtransaction, and Postgres caches 64 per
-	// transaction before snapshots of every session become slower).
+	// 1024 (one statement carries all their events).
 	MaxBatch int
 	// Workers is how many batch transactions may run at once. Default 2.
 	Workers int
@@ -59,7 +58,7 @@ const (
 	defaultAcquirePoll  = 25 * time.Millisecond
 	defaultPageSize     = 512
 	defaultMaxBatch     = 32
-	maxMaxBatch         = 60
+	maxMaxBatch         = 1024
 	defaultBatchWorkers = 2
 	defaultLinger       = 500 * time.Microsecond
 )

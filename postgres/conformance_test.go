@@ -35,13 +35,13 @@ func TestJournalConformanceUnbatched(t *testing.T) {
 	})
 }
 
-// TestJournalConformanceSlowPath runs the suite with every append on the
-// per-append savepoint path, the fast path's fallback.
-func TestJournalConformanceSlowPath(t *testing.T) {
+// TestJournalConformanceReadFirst runs the suite with every batch decided on
+// what it read first (two round trips), never on remembered heads.
+func TestJournalConformanceReadFirst(t *testing.T) {
 	t.Parallel()
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
 		f := setup(t)
-		f.journal.SetSlowPath(true)
+		f.journal.SetReadFirst(true)
 		return journaltest.Harness{
 			Journal:    f.journal,
 			Sessions:   f.journal,

@@ -94,16 +94,20 @@
 //
 // # Appends and batching
 //
-// An append runs in two round trips (see fastpath.go): (1) BEGIN, the advisory
-// locks, LOCK events, the transaction ID and one sequence number per event,
-// and reads of the existing event IDs, the touched streams (version, head,
-// lease), the lease nodes and each condition; (2) after the checks and hash
-// chain links are computed in Go, one statement that claims the streams —
-// checking every lease holder, epoch, release flag and node expiry by the
-// database clock and every version in that same statement, and aborting via
-// fence_check when any stream fails — and inserts the events, then COMMIT.
-// If that statement's fence fails (a lease changed between the two round
-// trips), the append reruns on the slow path, which reports its own error.
+// Every append runs through one engine (engine.go). A batch is decided once,
+// in Go, and written by one statement that makes the database check every
+// stream's version, lease holder, epoch, release flag and node session (by the
+// database clock) again under the batch's advisory locks, aborting via
+// fence_check when any differs. When the journal remembers the heads (version
+// and hash) of every stream a batch touches from its own earlier appends — the
+// common case for a stream's single writer — the batch goes out in one round
+// trip: BEGIN, the locks, LOCK events, each condition as an assertion, the
+// write statement and COMMIT in one pipeline. Otherwise, or when that
+// transaction's fence fails, the batch takes two: BEGIN, the locks and a read
+// of the touched streams, lease nodes, stored event IDs and conditions; then
+// the write statement and COMMIT. A fence that still fails (a node session
+// expired between the read and the write) makes the batch read and decide
+// again, so each append gets its own precise error.
 //
 // With Batching on (the default), concurrent Appends are queued; each of
 // Batching.Workers workers (default 2) takes up to MaxBatch of them into one
@@ -112,8 +116,7 @@
 // are decided in order as if they ran one after the other (an earlier append's
 // events count against a later append's expected versions and condition), and
 // each failure is reported to its own caller only.
-// When the shared write statement's fence fails, the batch reruns on the slow
-// path: one savepoint per append, each with its own checks. A failed COMMIT
+// A failed COMMIT
 // fails every member; a connection lost during COMMIT is reported as
 // journal.ErrOutcomeUnknown (retry with the same event IDs).
 //

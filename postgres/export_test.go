@@ -8,16 +8,16 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// SetAfterChecks installs a hook that runs inside every unbatched append
-// transaction after its checks passed and before it inserts.
+// SetAfterChecks installs a hook that runs in every append after its
+// decision and before its write goes out.
 func (j *Journal) SetAfterChecks(f func(ctx context.Context, conn *pgxpool.Conn) error) {
-	j.hooks.afterChecks = f
+	j.seam.points[seamAfterChecks] = f
 }
 
 // SetBeforeCommit installs a hook that runs right before COMMIT of every
-// unbatched append (COMMIT is then sent on its own).
+// append (COMMIT is then sent on its own).
 func (j *Journal) SetBeforeCommit(f func(ctx context.Context, conn *pgxpool.Conn) error) {
-	j.hooks.beforeCommit = f
+	j.seam.points[seamBeforeCommit] = f
 }
 
 // HoldAppend runs an append in its own transaction up to, not including,
@@ -28,8 +28,21 @@ func (j *Journal) HoldAppend(ctx context.Context, events []journal.Event, opts j
 	if err != nil {
 		return nil, err
 	}
-	_, release, err := j.appendDirect(ctx, j.newAppendReq(ctx, prepared, partition, opts), modeHold)
-	return release, err
+	outcomes, release := j.run(ctx, []*appendReq{j.newAppendReq(ctx, prepared, partition, opts)}, true)
+	if err := outcomes[0].err; err != nil {
+		return nil, err
+	}
+	res := outcomes[0].res
+	if release == nil { // a duplicate: nothing to commit
+		return func() (journal.AppendResult, error) { return res, nil }, nil
+	}
+	return func() (journal.AppendResult, error) {
+		if err := release(); err != nil {
+			return journal.AppendResult{}, err
+		}
+		j.committed()
+		return res, nil
+	}, nil
 }
 
 // NotifyChannel is the NOTIFY channel of a schema.
@@ -80,13 +93,13 @@ func (j *Journal) ReadPathStatements(tag1, tag2 journal.Tag, typ, group string, 
 
 // SetUngatedOrder makes appends skip what the gap-free order costs them
 // (benchmark baseline only: positions then ignore late commits).
-func (j *Journal) SetUngatedOrder(on bool) { j.hooks.ungatedOrder = on }
+func (j *Journal) SetUngatedOrder(on bool) { j.seam.ungatedOrder = on }
 
 // BatchStats returns how many batch transactions ran and how many appends they carried.
 func (j *Journal) BatchStats() (batches, appends int64) {
 	return j.statBatches.Load(), j.statMembers.Load()
 }
 
-// SetSlowPath makes every append take the per-append savepoint path (the
-// fast path's fallback).
-func (j *Journal) SetSlowPath(on bool) { j.hooks.slowPath = on }
+// SetReadFirst makes every batch start with a read attempt: the direct
+// (one round trip) attempt is never tried.
+func (j *Journal) SetReadFirst(on bool) { j.seam.readFirst = on }

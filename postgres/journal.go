@@ -41,25 +41,41 @@ type Journal struct {
 	notifyOnce sync.Once
 	notifyCh   chan struct{}
 
-	hooks testHooks
+	seam  seam
+	heads heads
 
 	// stats count batch transactions and their appends (read by benchmarks).
 	statBatches, statMembers atomic.Int64
 }
 
-// testHooks are set only by this package's tests (export_test.go).
-type testHooks struct {
-	// afterChecks runs inside an unbatched append transaction after its
-	// checks passed and before its rows are inserted.
-	afterChecks func(ctx context.Context, conn *pgxpool.Conn) error
-	// beforeCommit runs right before COMMIT of an unbatched append.
-	beforeCommit func(ctx context.Context, conn *pgxpool.Conn) error
+// seamPoint is a place in the append engine where a test can step in.
+type seamPoint int
+
+const (
+	seamAfterChecks  seamPoint = iota // after the decision, before the write goes out
+	seamBeforeCommit                  // after the write, before COMMIT (then sent on its own)
+	seamPoints
+)
+
+// seam is the append engine's one opening for tests (export_test.go); it is
+// empty in production.
+type seam struct {
+	points [seamPoints]func(ctx context.Context, conn *pgxpool.Conn) error
 	// ungatedOrder (benchmarks only) drops what the gap-free order costs an
 	// append: the events table lock and the transaction ID in the position
 	// (every event gets Commit 0), measuring an order that ignores late commits.
 	ungatedOrder bool
-	// slowPath makes every append take the per-append savepoint path.
-	slowPath bool
+	// readFirst makes every batch start with a read attempt.
+	readFirst bool
+}
+
+func (s *seam) has(p seamPoint) bool { return s.points[p] != nil }
+
+func (s *seam) at(ctx context.Context, p seamPoint, conn *pgxpool.Conn) error {
+	if f := s.points[p]; f != nil {
+		return f(ctx, conn)
+	}
+	return nil
 }
 
 var (

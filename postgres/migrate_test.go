@@ -77,7 +77,7 @@ func TestClosedJournalIsNotOpen(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Pool(t)
-	_, err := postgres.NewJournal(pool, postgres.Config{Batching: postgres.BatchingConfig{MaxBatch: 1000}})
+	_, err := postgres.NewJournal(pool, postgres.Config{Batching: postgres.BatchingConfig{MaxBatch: 5000}})
 	require.ErrorContains(t, err, "MaxBatch")
 	_, err = postgres.NewJournal(pool, postgres.Config{PollInterval: -1})
 	require.Error(t, err)

@@ -292,11 +292,11 @@ func TestSubscriptionSurvivesLostNotifications(t *testing.T) {
 // write or came later.
 func TestConcurrentRetriesOfOneAppend(t *testing.T) {
 	t.Parallel()
-	for _, slow := range []bool{false, true} {
-		t.Run(fmt.Sprintf("slow=%v", slow), func(t *testing.T) {
+	for _, readFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("readFirst=%v", readFirst), func(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
-			f.journal.SetSlowPath(slow)
+			f.journal.SetReadFirst(readFirst)
 			concurrentRetries(t, f.journal)
 		})
 	}
