@@ -91,3 +91,40 @@ func seqScans(node map[string]any) []string {
 	}
 	return out
 }
+
+// TestExplainGroupCommit logs the plan and timing of the write statement of
+// one group commit of 32 events on a stream that already has 20,000 (the hot
+// path's shape; run with -v). It asserts that the plan ran and touched no
+// table by a sequential scan. benchmarks/RESULTS.md quotes its figures.
+func TestExplainGroupCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads 20k events")
+	}
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	stream := journal.Stream("counter:0")
+	batchOf := func(n int) []journal.Event {
+		evs := make([]journal.Event, n)
+		for i := range evs {
+			evs[i] = event("Deposited", stream.Tag)
+			evs[i].Data = json.RawMessage(fmt.Sprintf(`{"amount":1,"balance":%d,"seq":%d,"note":"a deposit of one unit to the hot counter"}`, i, i))
+		}
+		return evs
+	}
+	var version uint64
+	for range 625 {
+		res, err := f.journal.Append(ctx, batchOf(32), journal.AppendOptions{Expect: map[journal.Tag]uint64{stream.Tag: version}})
+		require.NoError(t, err)
+		version += uint64(len(res.Records))
+	}
+	_, err := f.pool.Exec(ctx, fmt.Sprintf(`ANALYZE %[1]s.events; ANALYZE %[1]s.event_tags; ANALYZE %[1]s.streams`, quote(f.cfg.Schema)))
+	require.NoError(t, err)
+	for range 3 {
+		plan, err := f.journal.ExplainAppend(ctx, batchOf(32), journal.AppendOptions{Expect: map[journal.Tag]uint64{stream.Tag: version}})
+		require.NoError(t, err)
+		require.Contains(t, plan, "Execution Time")
+		require.NotRegexp(t, `Seq Scan on (events|event_tags|streams)`, plan)
+		t.Logf("%s", plan)
+	}
+}

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -103,3 +105,44 @@ func (j *Journal) BatchStats() (batches, appends int64) {
 // SetReadFirst makes every batch start with a read attempt: the direct
 // (one round trip) attempt is never tried.
 func (j *Journal) SetReadFirst(on bool) { j.seam.readFirst = on }
+
+// ExplainAppend runs EXPLAIN (ANALYZE, BUFFERS) of the write statement of an
+// append of events in a transaction that is rolled back: nothing is stored.
+func (j *Journal) ExplainAppend(ctx context.Context, events []journal.Event, opts journal.AppendOptions) (string, error) {
+	prepared, partition, err := journal.PrepareAppend(events, opts, j.limits)
+	if err != nil {
+		return "", err
+	}
+	batch := []*appendReq{j.newAppendReq(ctx, prepared, partition, opts)}
+	conn, err := j.pool.Acquire(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Release()
+	st, err := j.readState(ctx, conn, batch)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck
+	d := j.decide(batch, st)
+	if len(d.accepted) == 0 {
+		return "", fmt.Errorf("explain: the append was not accepted: %v", d.outcomes[0].err)
+	}
+	args, err := writeArgs(st, d.accepted)
+	if err != nil {
+		return "", err
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+j.sql(writeSQL), args...)
+	if err != nil {
+		return "", err
+	}
+	var sb strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return "", err
+		}
+		sb.WriteString(line + "\n")
+	}
+	return sb.String(), rows.Err()
+}
