@@ -107,11 +107,13 @@ func TestHarnessOutputShapeOnMemoryJournal(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.HasPrefix(svg, []byte("<svg ")))
 	for _, m := range memoryModes {
-		require.Equal(t, 1, bytes.Count(svg, []byte(`<polyline data-mode="`+m+`"`)), "polyline of %s", m)
+		require.Equal(t, 1, bytes.Count(svg, []byte(`<polyline data-mode="`+m+`" data-panel="commands/s"`)), "throughput polyline of %s", m)
+		require.Equal(t, 1, bytes.Count(svg, []byte(`<polyline data-mode="`+m+`" data-panel="ms p99"`)), "p99 polyline of %s", m)
 		require.Contains(t, string(svg), ">"+m+"</text>", "legend entry of %s", m)
 	}
 	require.Contains(t, string(svg), "writers (log scale)")
 	require.Contains(t, string(svg), "commands per second (log scale")
+	require.Contains(t, string(svg), "p99 latency, ms (log scale)")
 }
 
 func TestHarnessRunsEveryScenario(t *testing.T) {

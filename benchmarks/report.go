@@ -292,32 +292,24 @@ func writeOutDir(dir string, info runInfo, results []cellResult, rows []summary,
 var modeColors = map[string]string{modeActor: "#0072B2", modeOCC: "#D55E00", modeOCCFast: "#E69F00", modeRaw: "#009E73",
 	modeClusterLocal: "#56B4E9", modeClusterRemote: "#CC79A7"}
 
-// writeSVG draws median commands/s (raw: rows/s) against writers, one line
-// per mode, both axes logarithmic, with axis labels, grid and legend.
+// writeSVG draws two panels against writers, one line per mode, both axes
+// logarithmic: median commands/s (raw: rows/s) on top and median p99 latency
+// below, with axis labels, grid and one legend.
 func writeSVG(w io.Writer, info runInfo, rows []summary, modes []string) {
 	const (
-		width, height          = 820, 520
+		width, height          = 820, 860
 		left, right, top, bott = 90, 190, 60, 70
+		gap                    = 70
 	)
-	plotW, plotH := float64(width-left-right), float64(height-top-bott)
+	plotW := float64(width - left - right)
+	plotH := (float64(height-top-bott) - gap) / 2
 	var writers []int
-	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range rows {
 		if !slices.Contains(writers, s.Writers) {
 			writers = append(writers, s.Writers)
 		}
-		if s.CommandsPerS > 0 {
-			lo, hi = min(lo, s.CommandsPerS), max(hi, s.CommandsPerS)
-		}
 	}
 	slices.Sort(writers)
-	if math.IsInf(lo, 1) {
-		lo, hi = 1, 10
-	}
-	yMin, yMax := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
-	if yMax <= yMin {
-		yMax = yMin + 1
-	}
 	xMin, xMax := 0.0, 1.0
 	if len(writers) > 0 {
 		xMin, xMax = math.Log2(float64(writers[0])), math.Log2(float64(writers[len(writers)-1]))
@@ -328,9 +320,6 @@ func writeSVG(w io.Writer, info runInfo, rows []summary, modes []string) {
 		}
 		return float64(left) + (math.Log2(float64(n))-xMin)/(xMax-xMin)*plotW
 	}
-	y := func(v float64) float64 {
-		return float64(top) + plotH - (math.Log10(v)-yMin)/(yMax-yMin)*plotH
-	}
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="13">`+"\n", width, height, width, height)
 	fmt.Fprintf(w, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
 	title := fmt.Sprintf("Scribe: %s scenario, %s journal", info.Scenario, info.Journal)
@@ -339,6 +328,36 @@ func writeSVG(w io.Writer, info runInfo, rows []summary, modes []string) {
 	}
 	fmt.Fprintf(w, `<text x="%d" y="28" font-size="16" font-weight="bold">%s</text>`+"\n", left, xmlEscape(title))
 	fmt.Fprintf(w, `<text x="%d" y="46" fill="#555">median of %d run(s), %v each · %s</text>`+"\n", left, info.Runs, info.Cell, xmlEscape(info.Machine))
+	throughput := func(s summary) float64 { return s.CommandsPerS }
+	p99 := func(s summary) float64 { return ms(s.P99) }
+	svgPanel(w, rows, modes, writers, x, float64(top), plotW, plotH, left, throughput,
+		"commands per second (log scale; raw: rows)", "commands/s", true)
+	svgPanel(w, rows, modes, writers, x, float64(top)+plotH+gap, plotW, plotH, left, p99,
+		"p99 latency, ms (log scale)", "ms p99", false)
+	fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle">writers (log scale)</text>`+"\n", float64(left)+plotW/2, height-20)
+	fmt.Fprintln(w, "</svg>")
+}
+
+// svgPanel draws one panel of writeSVG: value(s) of every summary against
+// writers, a polyline per mode (with its legend when legend is set).
+func svgPanel(w io.Writer, rows []summary, modes []string, writers []int, x func(int) float64,
+	top, plotW, plotH float64, left int, value func(summary) float64, yLabel, unit string, legend bool) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range rows {
+		if v := value(s); v > 0 {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	if math.IsInf(lo, 1) {
+		lo, hi = 1, 10
+	}
+	yMin, yMax := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	if yMax <= yMin {
+		yMax = yMin + 1
+	}
+	y := func(v float64) float64 {
+		return top + plotH - (math.Log10(v)-yMin)/(yMax-yMin)*plotH
+	}
 	// Grid and y labels: one line per decade.
 	for d := yMin; d <= yMax; d++ {
 		yy := y(math.Pow(10, d))
@@ -347,38 +366,41 @@ func writeSVG(w io.Writer, info runInfo, rows []summary, modes []string) {
 	}
 	for _, n := range writers {
 		xx := x(n)
-		fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", xx, top, xx, float64(top)+plotH)
-		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%d</text>`+"\n", xx, float64(top)+plotH+20, n)
+		fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", xx, top, xx, top+plotH)
+		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%d</text>`+"\n", xx, top+plotH+20, n)
 	}
-	fmt.Fprintf(w, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="none" stroke="#333"/>`+"\n", left, top, plotW, plotH)
-	fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle">writers (log scale)</text>`+"\n", float64(left)+plotW/2, height-20)
-	fmt.Fprintf(w, `<text transform="translate(24 %.1f) rotate(-90)" text-anchor="middle">commands per second (log scale; raw: rows)</text>`+"\n", float64(top)+plotH/2)
-	// One polyline per mode, with point markers.
+	fmt.Fprintf(w, `<rect x="%d" y="%.1f" width="%.0f" height="%.0f" fill="none" stroke="#333"/>`+"\n", left, top, plotW, plotH)
+	fmt.Fprintf(w, `<text transform="translate(24 %.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", top+plotH/2, xmlEscape(yLabel))
 	legendY := top + 10
 	for _, m := range modes {
-		var pts []string
-		var marks []string
+		var pts, marks []string
 		for _, s := range rows {
-			if s.Mode != m || s.CommandsPerS <= 0 {
+			v := value(s)
+			if s.Mode != m || v <= 0 {
 				continue
 			}
-			px, py := x(s.Writers), y(s.CommandsPerS)
+			px, py := x(s.Writers), y(v)
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px, py))
-			marks = append(marks, fmt.Sprintf(`<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s, %d writers: %s commands/s</title></circle>`, px, py, modeColors[m], m, s.Writers, human(s.CommandsPerS)))
+			marks = append(marks, fmt.Sprintf(`<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s, %d writers: %s %s</title></circle>`, px, py, modeColors[m], m, s.Writers, human(v), unit))
 		}
 		if len(pts) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, `<polyline data-mode="%s" points="%s" fill="none" stroke="%s" stroke-width="2.5"/>`+"\n", m, strings.Join(pts, " "), modeColors[m])
+		dash := ""
+		if !legend {
+			dash = ` stroke-dasharray="6 3"`
+		}
+		fmt.Fprintf(w, `<polyline data-mode="%s" data-panel="%s" points="%s" fill="none" stroke="%s" stroke-width="2.5"%s/>`+"\n", m, xmlEscape(unit), strings.Join(pts, " "), modeColors[m], dash)
 		for _, mk := range marks {
 			fmt.Fprintln(w, mk)
 		}
-		lx := float64(left) + plotW + 20
-		fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="2.5"/>`+"\n", lx, legendY, lx+28, legendY, modeColors[m])
-		fmt.Fprintf(w, `<text x="%.1f" y="%d">%s</text>`+"\n", lx+36, legendY+4, m)
-		legendY += 24
+		if legend {
+			lx := float64(left) + plotW + 20
+			fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2.5"/>`+"\n", lx, legendY, lx+28, legendY, modeColors[m])
+			fmt.Fprintf(w, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+36, legendY+4, m)
+			legendY += 24
+		}
 	}
-	fmt.Fprintln(w, "</svg>")
 }
 
 func decade(d float64) string {
