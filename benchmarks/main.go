@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/scribe-es/scribe/postgres"
 )
 
 func main() {
@@ -155,6 +157,9 @@ func runCell(ctx context.Context, o options, c cell, progress io.Writer) (cellRe
 		return cellResult{}, errors.Join(err, b.close(context.WithoutCancel(ctx)))
 	}
 	res := measure(ctx, c, m, o.Warmup, o.cellDuration(), o.Progress, progress)
+	if pj, ok := b.Journal.(*postgres.Journal); ok {
+		printEngineStats(progress, pj.Stats())
+	}
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if err := errors.Join(m.close(closeCtx), b.close(closeCtx)); err != nil {
@@ -193,4 +198,17 @@ func loadAverage() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// printEngineStats prints where a Postgres cell's append transactions spent
+// their time (warm-up included): how many went out in one round trip and the
+// mean duration of a write round trip and of a whole transaction.
+func printEngineStats(w io.Writer, s postgres.Stats) {
+	if s.Batches == 0 {
+		return
+	}
+	n := float64(s.Batches)
+	fmt.Fprintf(w, "  postgres journal (warm-up included): %d transactions, %.1f appends and %.1f events each; %.0f%% in one round trip, %d fenced; mean write round trip %.2f ms, mean transaction %.2f ms\n",
+		s.Batches, float64(s.Appends)/n, float64(s.Events)/n, 100*float64(s.Direct)/float64(max(1, s.Direct+s.Read)), s.Fenced,
+		ms(s.WriteTime)/n, ms(s.BatchTime)/n)
 }

@@ -94,8 +94,6 @@ func (j *Journal) batchWorker() {
 // runBatch runs appends in one transaction (see run) and reports each its
 // own outcome.
 func (j *Journal) runBatch(batch []*appendReq) {
-	j.statBatches.Add(1)
-	j.statMembers.Add(int64(len(batch)))
 	outcomes, _ := j.run(context.Background(), batch, false)
 	for i, r := range batch {
 		r.done <- outcomes[i]

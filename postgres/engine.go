@@ -268,6 +268,13 @@ func (j *Journal) prefix(b *pgx.Batch, batch []*appendReq) int {
 // append only), the transaction is left open after the write and release
 // commits it.
 func (j *Journal) run(ctx context.Context, batch []*appendReq, hold bool) (outcomes []appendOutcome, release func() error) {
+	start := time.Now()
+	j.stats.batches.Add(1)
+	j.stats.appends.Add(int64(len(batch)))
+	for _, r := range batch {
+		j.stats.events.Add(int64(len(r.events)))
+	}
+	defer func() { j.stats.batchNanos.Add(int64(time.Since(start))) }()
 	failAll := func(err error) ([]appendOutcome, func() error) {
 		out := make([]appendOutcome, len(batch))
 		for i := range out {
@@ -291,6 +298,11 @@ func (j *Journal) run(ctx context.Context, batch []*appendReq, hold bool) (outco
 			st = j.heads.known(batch)
 		}
 		direct := st != nil
+		if direct {
+			j.stats.direct.Add(1)
+		} else {
+			j.stats.read.Add(1)
+		}
 		if !direct {
 			st, err = j.readState(ctx, conn, batch)
 			if err != nil {
@@ -315,6 +327,7 @@ func (j *Journal) run(ctx context.Context, batch []*appendReq, hold bool) (outco
 		}
 		fenced, err := j.write(ctx, conn, batch, st, &d, direct, hold)
 		if fenced {
+			j.stats.fenced.Add(1)
 			j.heads.forget(batch)
 			if attempt+1 < maxAttempts {
 				continue
@@ -644,6 +657,8 @@ func (j *Journal) write(ctx context.Context, conn *pgxpool.Conn, batch []*append
 	for i := range d.accepted {
 		wantTags += len(d.accepted[i].Links)
 	}
+	sent := time.Now()
+	defer func() { j.stats.writeNanos.Add(int64(time.Since(sent))) }()
 	br := conn.SendBatch(ctx, b)
 	writeDone := false
 	err = func() error {

@@ -99,7 +99,8 @@ func (j *Journal) SetUngatedOrder(on bool) { j.seam.ungatedOrder = on }
 
 // BatchStats returns how many batch transactions ran and how many appends they carried.
 func (j *Journal) BatchStats() (batches, appends int64) {
-	return j.statBatches.Load(), j.statMembers.Load()
+	s := j.Stats()
+	return s.Batches, s.Appends
 }
 
 // SetReadFirst makes every batch start with a read attempt: the direct

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,8 +45,7 @@ type Journal struct {
 	seam  seam
 	heads heads
 
-	// stats count batch transactions and their appends (read by benchmarks).
-	statBatches, statMembers atomic.Int64
+	stats stats
 }
 
 // seamPoint is a place in the append engine where a test can step in.
@@ -76,6 +76,41 @@ func (s *seam) at(ctx context.Context, p seamPoint, conn *pgxpool.Conn) error {
 		return f(ctx, conn)
 	}
 	return nil
+}
+
+// stats are the engine's counters (see Stats).
+type stats struct {
+	batches, appends, events, direct, read, fenced atomic.Int64
+	writeNanos, batchNanos                         atomic.Int64
+}
+
+// Stats are cumulative counters of a Journal's append engine since
+// NewJournal, for benchmarks and diagnostics.
+type Stats struct {
+	// Batches is the number of append batches run (one transaction each, plus
+	// reruns); Appends and Events count what they carried.
+	Batches, Appends, Events int64
+	// Direct counts transactions decided on remembered stream heads and sent
+	// in one round trip; Read counts those that read the streams first.
+	Direct, Read int64
+	// Fenced counts transactions the database rolled back because a stream,
+	// lease or event ID differed from what the decision assumed (each was
+	// decided again on what was read).
+	Fenced int64
+	// WriteTime is the total time of the write round trips (for a direct
+	// transaction: BEGIN, the locks, the write and COMMIT; otherwise the write
+	// and COMMIT); BatchTime the total time from taking a connection to the
+	// outcomes.
+	WriteTime, BatchTime time.Duration
+}
+
+// Stats returns the append engine's counters. It is safe to call at any time.
+func (j *Journal) Stats() Stats {
+	return Stats{
+		Batches: j.stats.batches.Load(), Appends: j.stats.appends.Load(), Events: j.stats.events.Load(),
+		Direct: j.stats.direct.Load(), Read: j.stats.read.Load(), Fenced: j.stats.fenced.Load(),
+		WriteTime: time.Duration(j.stats.writeNanos.Load()), BatchTime: time.Duration(j.stats.batchNanos.Load()),
+	}
 }
 
 var (
