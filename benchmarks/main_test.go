@@ -113,7 +113,7 @@ func TestHarnessOutputShapeOnMemoryJournal(t *testing.T) {
 	}
 	require.Contains(t, string(svg), "writers (log scale)")
 	require.Contains(t, string(svg), "commands per second (log scale")
-	require.Contains(t, string(svg), "p99 latency, ms (log scale)")
+	require.Contains(t, string(svg), "p99 latency, ms (log scale")
 }
 
 func TestHarnessRunsEveryScenario(t *testing.T) {

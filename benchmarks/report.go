@@ -333,7 +333,7 @@ func writeSVG(w io.Writer, info runInfo, rows []summary, modes []string) {
 	svgPanel(w, rows, modes, writers, x, float64(top), plotW, plotH, left, throughput,
 		"commands per second (log scale; raw: rows)", "commands/s", true)
 	svgPanel(w, rows, modes, writers, x, float64(top)+plotH+gap, plotW, plotH, left, p99,
-		"p99 latency, ms (log scale)", "ms p99", false)
+		"p99 latency, ms (log scale; raw: of one 64-row insert)", "ms p99", false)
 	fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle">writers (log scale)</text>`+"\n", float64(left)+plotW/2, height-20)
 	fmt.Fprintln(w, "</svg>")
 }
