@@ -40,13 +40,19 @@ func BenchmarkDCBTransfers(b *testing.B) {
 		for _, mode := range []string{"states", "events"} {
 			b.Run(be.name+"/"+mode, func(b *testing.B) {
 				const wallets, goroutines = 100, 32
-				a := startDCB(b, be.env(b))
+				e := be.env(b)
+				a := startDCB(b, e)
 				a.openWallets(b, wallets, 1_000_000_000)
 				cmd := a.transfer
 				if mode == "events" {
 					cmd = a.fold
 				}
 				ctx := context.Background()
+				pj, _ := e.j.(*postgres.Journal)
+				var before postgres.Stats
+				if pj != nil {
+					before = pj.Stats()
+				}
 				var next atomic.Int64
 				var failed atomic.Value
 				b.ResetTimer()
@@ -69,6 +75,17 @@ func BenchmarkDCBTransfers(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transfers/s")
+				if pj != nil {
+					// The journal's side of the measured transfers: appends per
+					// transaction, how many went out in one round trip, reruns.
+					s := pj.Stats()
+					tx := float64(s.Batches - before.Batches)
+					b.ReportMetric(float64(s.Appends-before.Appends)/tx, "appends/tx")
+					b.ReportMetric(100*float64(s.Direct-before.Direct)/float64(max(1, s.Direct-before.Direct+s.Read-before.Read)), "%direct")
+					b.ReportMetric(float64(s.Fenced-before.Fenced), "fenced")
+					b.ReportMetric(float64(s.WriteTime-before.WriteTime)/tx/1e6, "ms/write")
+					b.ReportMetric(float64(s.BatchTime-before.BatchTime)/tx/1e6, "ms/tx")
+				}
 			})
 		}
 	}
