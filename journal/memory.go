@@ -257,39 +257,26 @@ func (m *Memory) duplicateLocked(events []Event) (AppendResult, bool, error) {
 }
 
 func (m *Memory) checkLeaseLocked(l Lease, now time.Time) error {
-	stream := l.Stream.Normalize()
-	invalid := func(format string, args ...any) error {
-		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf(format, args...)}
+	var st LeaseState
+	if cur := m.leases[l.Stream.Normalize()]; cur != nil {
+		st = LeaseState{Acquired: true, NodeID: cur.nodeID, Incarnation: cur.incarnation, Epoch: cur.epoch, Released: !cur.held}
 	}
-	cur := m.leases[stream]
-	switch {
-	case cur == nil || cur.epoch == 0:
-		return invalid("the stream was never acquired; acquire it with Sessions.Acquire and append with that lease")
-	case cur.epoch != l.Epoch:
-		return invalid("lease epoch %d is not the stream's current epoch %d: another writer acquired the stream; stop writing to it", l.Epoch, cur.epoch)
-	case !cur.held:
-		return invalid("lease epoch %d was released; acquire the stream again before writing", l.Epoch)
-	case cur.nodeID != l.NodeID || cur.incarnation != l.Incarnation:
-		return invalid("the stream is held by node %q incarnation %d, not node %q incarnation %d", cur.nodeID, cur.incarnation, l.NodeID, l.Incarnation)
+	return CheckLease(l, st, m.nodeStateLocked(l.NodeID, now))
+}
+
+// nodeStateLocked returns node nodeID's session as the fence rule sees it.
+func (m *Memory) nodeStateLocked(nodeID string, now time.Time) NodeState {
+	n := m.nodes[nodeID]
+	if n == nil {
+		return NodeState{}
 	}
-	return m.checkNodeLocked(stream, l.NodeID, l.Incarnation, now)
+	return NodeState{Found: true, Incarnation: n.incarnation, Closed: n.closed, Live: now.Before(n.expiresAt), ExpiresAt: n.expiresAt}
 }
 
 // checkNodeLocked reports whether incarnation inc of node nodeID is the live
 // session, as a *SessionError on stream.
 func (m *Memory) checkNodeLocked(stream StreamID, nodeID string, inc uint64, now time.Time) error {
-	n := m.nodes[nodeID]
-	switch {
-	case n == nil:
-		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf("node %q has no session; open one with OpenNode", nodeID)}
-	case n.incarnation != inc:
-		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was superseded by incarnation %d; this process must stop writing", nodeID, inc, n.incarnation)}
-	case n.closed:
-		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was closed; open a new node session", nodeID, inc)}
-	case !now.Before(n.expiresAt):
-		return &SessionError{Stream: stream, Err: ErrSessionExpired, Detail: fmt.Sprintf("node %q incarnation %d expired at %s; renew the node session well before its timeout, or open a new one", nodeID, inc, n.expiresAt.Format(time.RFC3339Nano))}
-	}
-	return nil
+	return CheckNode(stream, nodeID, inc, m.nodeStateLocked(nodeID, now))
 }
 
 func (m *Memory) checkExpectLocked(partition string, expect map[Tag]uint64) error {
@@ -307,8 +294,8 @@ func (m *Memory) checkExpectLocked(partition string, expect map[Tag]uint64) erro
 		if s := m.streams[id]; s != nil {
 			actual = uint64(len(s.records))
 		}
-		if actual != expect[t] {
-			return &VersionMismatchError{Stream: id, Expected: expect[t], Actual: actual}
+		if err := CheckExpected(id, expect[t], actual); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -567,40 +567,33 @@ func (j *Journal) decide(batch []*appendReq, st *batchState) decision {
 }
 
 // checkClaims checks r's leases and expected versions against the running
-// stream states. With nodes nil (a direct attempt) leases are left to the
-// database.
+// stream states, by the journal's fence rule (journal.CheckLease,
+// journal.CheckExpected). With nodes nil (a direct attempt) leases are left to
+// the database.
 func checkClaims(r *appendReq, keys map[streamKey]*fastStream, nodes map[string]fastNode) error {
 	var errs []error
 	for _, c := range r.claims {
 		s := keys[streamKey{r.partition, c.tag}]
 		id := journal.StreamID{Partition: r.partition, Tag: journal.Tag(c.tag)}
 		if l := c.lease; l != nil && nodes != nil {
-			nr, found := nodes[l.NodeID]
-			var err error
-			switch {
-			case !found || nr.inc != int64(l.Incarnation):
-				err = &journal.SessionError{Stream: id, Err: journal.ErrInvalidSession,
-					Detail: fmt.Sprintf("node %s incarnation %d was superseded by a newer incarnation; the stream must be reacquired", l.NodeID, l.Incarnation)}
-			case nr.closed:
-				err = &journal.SessionError{Stream: id, Err: journal.ErrInvalidSession,
-					Detail: fmt.Sprintf("node session %s incarnation %d was closed; open a new node session and reacquire the stream", l.NodeID, l.Incarnation)}
-			case !s.exists || s.node == nil || *s.node != l.NodeID || s.inc == nil || *s.inc != int64(l.Incarnation) || s.epoch != int64(l.Epoch):
-				err = &journal.SessionError{Stream: id, Err: journal.ErrInvalidSession,
-					Detail: fmt.Sprintf("the lease (epoch %d) is no longer current: the stream's epoch is %d; another writer acquired it, so stop writing and reacquire", l.Epoch, s.epoch)}
-			case s.released:
-				err = &journal.SessionError{Stream: id, Err: journal.ErrInvalidSession,
-					Detail: fmt.Sprintf("the lease (epoch %d) was released; acquire the stream again before appending", l.Epoch)}
-			case !nr.live:
-				err = &journal.SessionError{Stream: id, Err: journal.ErrSessionExpired,
-					Detail: fmt.Sprintf("node session %s incarnation %d expired; renew node sessions well before their timeout", l.NodeID, l.Incarnation)}
+			st := journal.LeaseState{Acquired: s.exists && s.node != nil, Epoch: uint64(s.epoch), Released: s.released}
+			if s.node != nil {
+				st.NodeID = *s.node
 			}
-			if err != nil {
+			if s.inc != nil {
+				st.Incarnation = uint64(*s.inc)
+			}
+			nr, found := nodes[l.NodeID]
+			ns := journal.NodeState{Found: found, Incarnation: uint64(nr.inc), Closed: nr.closed, Live: nr.live}
+			if err := journal.CheckLease(*l, st, ns); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 		}
-		if c.expect >= 0 && s.version != uint64(c.expect) {
-			errs = append(errs, &journal.VersionMismatchError{Stream: id, Expected: uint64(c.expect), Actual: s.version})
+		if c.expect >= 0 {
+			if err := journal.CheckExpected(id, uint64(c.expect), s.version); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	switch len(errs) {
