@@ -25,6 +25,11 @@
 // Aggregate.SchemaVersion; a snapshot of another schema version is ignored and
 // the stream replayed.
 //
+// Reads need no actor: Runtime.Decode, DecodeAs and Runtime.Decoding turn the
+// records of any journal read (ReadStream, Read, ReadAll, Subscribe, …) into
+// the registered Go values, upcast exactly as the actors see them, without a
+// lease.
+//
 // # Guarantees
 //
 //   - One writer per stream: a stream's commands are decided one at a time in
