@@ -230,3 +230,20 @@ func (a *streamActor) onRebuilt(m *rebuiltMsg) {
 	}
 	a.stale, a.rebuild = false, false
 }
+
+// Fold returns a stream's state as its actor would recover it — the newest
+// usable snapshot, then the journal's events after it, decoded and evolved
+// with model — without the stream's actor, lease or session: it reads only,
+// creates nothing, and may run on any node. version is 0 (and state model's
+// Initial) for a stream without events; last is the position of the newest
+// event folded (zero when none was read after the snapshot).
+func (h *Host) Fold(ctx context.Context, stream journal.StreamID, model Model) (state any, version uint64, last journal.Position, err error) {
+	if model == nil {
+		return nil, 0, journal.Position{}, fmt.Errorf("actors: Fold of stream %s: no aggregate owns its tag group", stream)
+	}
+	rec, err := h.doRecover(ctx, stream.Normalize(), model, nil)
+	if err != nil {
+		return nil, 0, journal.Position{}, err
+	}
+	return rec.state, rec.version, rec.lastPos, nil
+}

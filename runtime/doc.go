@@ -28,7 +28,8 @@
 // Reads need no actor: Runtime.Decode, DecodeAs and Runtime.Decoding turn the
 // records of any journal read (ReadStream, Read, ReadAll, Subscribe, …) into
 // the registered Go values, upcast exactly as the actors see them, without a
-// lease.
+// lease; State folds an aggregate's state (snapshot and journal) the same way,
+// on any node, without the stream's actor.
 //
 // # Guarantees
 //

@@ -33,6 +33,7 @@ func runDoneWhen(t *testing.T, newEnv func(t *testing.T) *env) {
 	t.Run("IdempotencyAcrossRestart", func(t *testing.T) { t.Parallel(); testIdempotencyAcrossRestart(t, newEnv(t)) })
 	t.Run("Panic", func(t *testing.T) { t.Parallel(); testPanic(t, newEnv(t)) })
 	t.Run("ContextBeforeDecision", func(t *testing.T) { t.Parallel(); testContextBeforeDecision(t, newEnv(t)) })
+	t.Run("LeaseFreeState", func(t *testing.T) { t.Parallel(); testLeaseFreeState(t, newEnv(t)) })
 }
 
 func TestMemory(t *testing.T) {

@@ -1,0 +1,90 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// StateResult is an aggregate's state read by State.
+type StateResult[S any] struct {
+	// State is the folded state: the aggregate's Initial for a stream
+	// without events.
+	State S
+	// Version is the stream's version the state includes; 0 when the stream
+	// has no events.
+	Version uint64
+}
+
+// StateOption configures State.
+type StateOption func(*stateOptions)
+
+type stateOptions struct {
+	minVersion uint64
+	poll       time.Duration
+}
+
+// AtLeastVersion makes State wait until the stream has reached version v
+// before it folds (read your own writes: pass the Version an Execute
+// returned). It polls the stream's version, every millisecond at first and at
+// most every 50 ms, until the version is reached or ctx ends; then State
+// fails with an error wrapping ctx's error that names the version reached.
+func AtLeastVersion(v uint64) StateOption {
+	return func(o *stateOptions) { o.minVersion = v }
+}
+
+// State returns the state of target's stream folded from its newest usable
+// snapshot and the journal, exactly as the stream's actor recovers it, but
+// without the actor: it takes no lease, starts no actor, writes nothing
+// (a stream without events stays without a row) and runs on any node, also
+// while another node owns the stream. The state is as current as the journal
+// when the read ran; an append acknowledged before State was called is
+// included. S must be the aggregate's state type.
+func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...StateOption) (StateResult[S], error) {
+	m := rt.reg.model(target.Aggregate)
+	if m == nil {
+		return StateResult[S]{}, fmt.Errorf("%w %q; register it with runtime.RegisterAggregate", ErrUnknownAggregate, target.Aggregate)
+	}
+	if _, ok := m.(*aggregateModel[S]); !ok {
+		return StateResult[S]{}, fmt.Errorf("runtime: State[%s] of aggregate %q, whose state has another type; use the aggregate's state type", reflect.TypeFor[S](), target.Aggregate)
+	}
+	if target.ID == "" {
+		return StateResult[S]{}, fmt.Errorf("runtime: Target.ID is empty for aggregate %q; name the aggregate instance", target.Aggregate)
+	}
+	stream := target.Stream()
+	if len(stream.Tag) > journal.MaxTagLength {
+		return StateResult[S]{}, fmt.Errorf("runtime: the stream tag of aggregate %q with ID %q is %d bytes long, over the limit of %d; use a shorter ID", target.Aggregate, abbreviate(target.ID, 32), len(stream.Tag), journal.MaxTagLength)
+	}
+	o := stateOptions{poll: time.Millisecond}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.minVersion > 0 {
+		for {
+			sum, err := rt.cfg.Journal.TagSummary(ctx, stream)
+			if err != nil {
+				return StateResult[S]{}, fmt.Errorf("runtime: State of %s: reading its version: %w", stream, err)
+			}
+			if sum.Version >= o.minVersion {
+				break
+			}
+			t := time.NewTimer(o.poll)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return StateResult[S]{}, fmt.Errorf("runtime: State of %s: the stream is at version %d, waited for %d: %w", stream, sum.Version, o.minVersion, ctx.Err())
+			case <-t.C:
+			}
+			o.poll = min(2*o.poll, 50*time.Millisecond)
+		}
+	}
+	st, v, _, err := rt.host.Fold(ctx, stream, m)
+	if err != nil {
+		return StateResult[S]{}, fmt.Errorf("runtime: State of %s: %w", stream, err)
+	}
+	s, _ := st.(S)
+	return StateResult[S]{State: s, Version: v}, nil
+}
