@@ -102,15 +102,27 @@ type Subscriber interface {
 type TagSummary struct {
 	Stream StreamID
 	// Version is the stream's current version, which is also its event count.
-	Version       uint64
-	FirstPosition Position
-	LastPosition  Position
+	Version uint64
+	// FirstPosition and LastPosition are the positions of the stream's first
+	// and newest events; FirstRecordedAt and LastRecordedAt their RecordedAt.
+	// All are zero for a stream without events.
+	FirstPosition   Position
+	LastPosition    Position
+	FirstRecordedAt time.Time
+	LastRecordedAt  time.Time
 }
 
-// TypeSummary counts the events of one type.
+// TypeSummary counts the events of one type, across partitions.
 type TypeSummary struct {
 	Type  string
 	Count uint64
+	// FirstPosition and LastPosition are the positions of the type's first
+	// and newest events; FirstRecordedAt and LastRecordedAt the earliest and
+	// latest RecordedAt among its events.
+	FirstPosition   Position
+	LastPosition    Position
+	FirstRecordedAt time.Time
+	LastRecordedAt  time.Time
 }
 
 // Inspector answers summary questions. Safe for concurrent use.

@@ -689,8 +689,9 @@ func (m *Memory) summaryLocked(id StreamID, s *memStream) TagSummary {
 		return sum
 	}
 	sum.Version = uint64(len(s.records))
-	sum.FirstPosition = m.records.at(s.records[0]).Position
-	sum.LastPosition = m.records.at(s.records[len(s.records)-1]).Position
+	first, last := m.records.at(s.records[0]), m.records.at(s.records[len(s.records)-1])
+	sum.FirstPosition, sum.FirstRecordedAt = first.Position, first.RecordedAt
+	sum.LastPosition, sum.LastRecordedAt = last.Position, last.RecordedAt
 	return sum
 }
 
@@ -727,7 +728,20 @@ func (m *Memory) TypeSummaries(ctx context.Context) ([]TypeSummary, error) {
 	defer m.mu.Unlock()
 	out := make([]TypeSummary, 0, len(m.byType))
 	for ty, l := range m.byType {
-		out = append(out, TypeSummary{Type: ty, Count: uint64(len(l))})
+		ts := TypeSummary{Type: ty, Count: uint64(len(l))}
+		if len(l) > 0 {
+			ts.FirstPosition, ts.LastPosition = m.records.at(l[0]).Position, m.records.at(l[len(l)-1]).Position
+			for _, idx := range l {
+				at := m.records.at(idx).RecordedAt
+				if ts.FirstRecordedAt.IsZero() || at.Before(ts.FirstRecordedAt) {
+					ts.FirstRecordedAt = at
+				}
+				if at.After(ts.LastRecordedAt) {
+					ts.LastRecordedAt = at
+				}
+			}
+		}
+		out = append(out, ts)
 	}
 	slices.SortFunc(out, func(a, b TypeSummary) int {
 		switch {

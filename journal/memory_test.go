@@ -367,7 +367,12 @@ func TestMemoryLookupsAndSummaries(t *testing.T) {
 
 	ts, err := s.mem.TypeSummaries(s.ctx)
 	require.NoError(t, err)
-	require.Equal(t, []journal.TypeSummary{{Type: "Closed", Count: 1}, {Type: "Deposited", Count: 1}, {Type: "Opened", Count: 2}}, ts)
+	at := func(d time.Duration) time.Time { return t0.Add(d).UTC() }
+	require.Equal(t, []journal.TypeSummary{
+		{Type: "Closed", Count: 1, FirstPosition: journal.Position{Commit: 3, Seq: 4}, LastPosition: journal.Position{Commit: 3, Seq: 4}, FirstRecordedAt: at(2 * time.Minute), LastRecordedAt: at(2 * time.Minute)},
+		{Type: "Deposited", Count: 1, FirstPosition: journal.Position{Commit: 2, Seq: 3}, LastPosition: journal.Position{Commit: 2, Seq: 3}, FirstRecordedAt: at(time.Minute), LastRecordedAt: at(time.Minute)},
+		{Type: "Opened", Count: 2, FirstPosition: journal.Position{Commit: 1, Seq: 1}, LastPosition: journal.Position{Commit: 1, Seq: 2}, FirstRecordedAt: at(0), LastRecordedAt: at(0)},
+	}, ts)
 
 	n, err := s.mem.CountAfter(s.ctx, r1.Last())
 	require.NoError(t, err)

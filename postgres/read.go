@@ -33,13 +33,21 @@ const readByTypesSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.ty
 		AND e.recorded_at >= $2 AND e.recorded_at < $3
 		AND (e.commit_xid, e.seq) > ($4::bigint, $5::bigint) ORDER BY e.commit_xid, e.seq LIMIT $6`
 
-// tagSummarySQL reads a stream's summary, including its latest position (streams primary key).
-const tagSummarySQL = `SELECT version, first_commit, first_seq, last_commit, last_seq
-		FROM __S__.streams WHERE partition = $1 AND tag = $2`
+// tagSummarySQL reads a stream's summary, including its latest position
+// (streams primary key) and the times of its first and newest events (one
+// events primary key lookup each).
+const tagSummarySQL = `SELECT s.version, s.first_commit, s.first_seq, s.last_commit, s.last_seq, (SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
+		(SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq)
+		FROM __S__.streams s
+		WHERE s.partition = $1 AND s.tag = $2`
 
-// tagsOfGroupSQL lists the streams of a tag group (streams_group).
-const tagsOfGroupSQL = `SELECT tag, version, first_commit, first_seq, last_commit, last_seq
-		FROM __S__.streams WHERE partition = $1 AND tag_group = $2 AND version > 0 ORDER BY tag`
+// tagsOfGroupSQL lists the streams of a tag group (streams_group), with the
+// times of their first and newest events (primary key lookups per stream,
+// never a scan of events).
+const tagsOfGroupSQL = `SELECT s.tag, s.version, s.first_commit, s.first_seq, s.last_commit, s.last_seq, (SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
+		(SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq)
+		FROM __S__.streams s
+		WHERE s.partition = $1 AND s.tag_group = $2 AND s.version > 0 ORDER BY s.tag`
 
 // headSQL finds the newest visible position (events primary key, backwards).
 const headSQL = `SELECT commit_xid, seq FROM __S__.events WHERE commit_xid < ` + gateSQL + `
@@ -563,19 +571,26 @@ func (j *Journal) TagSummary(ctx context.Context, stream journal.StreamID) (jour
 	out := journal.TagSummary{Stream: stream}
 	var v int64
 	var fc, fs, lc, ls *int64
-	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(&v, &fc, &fs, &lc, &ls)
+	var fa, la *time.Time
+	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(&v, &fc, &fs, &lc, &ls, &fa, &la)
 	if err == pgx.ErrNoRows {
 		return out, nil
 	}
 	if err != nil {
 		return journal.TagSummary{}, j.translate("tag summary", err)
 	}
-	fillSummary(&out, v, fc, fs, lc, ls)
+	fillSummary(&out, v, fc, fs, lc, ls, fa, la)
 	return out, nil
 }
 
-func fillSummary(out *journal.TagSummary, v int64, fc, fs, lc, ls *int64) {
+func fillSummary(out *journal.TagSummary, v int64, fc, fs, lc, ls *int64, fa, la *time.Time) {
 	out.Version = uint64(v)
+	if fa != nil {
+		out.FirstRecordedAt = fa.UTC()
+	}
+	if la != nil {
+		out.LastRecordedAt = la.UTC()
+	}
 	if fc != nil && fs != nil {
 		out.FirstPosition = journal.Position{Commit: uint64(*fc), Seq: uint64(*fs)}
 	}
@@ -603,11 +618,12 @@ func (j *Journal) TagsOfGroup(ctx context.Context, partition, group string) ([]j
 		var tag string
 		var v int64
 		var fc, fs, lc, ls *int64
-		if err := rows.Scan(&tag, &v, &fc, &fs, &lc, &ls); err != nil {
+		var fa, la *time.Time
+		if err := rows.Scan(&tag, &v, &fc, &fs, &lc, &ls, &fa, &la); err != nil {
 			return nil, j.translate("tags of group", err)
 		}
 		s := journal.TagSummary{Stream: journal.StreamID{Partition: partition, Tag: journal.Tag(tag)}}
-		fillSummary(&s, v, fc, fs, lc, ls)
+		fillSummary(&s, v, fc, fs, lc, ls, fa, la)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
@@ -621,7 +637,8 @@ func (j *Journal) TypeSummaries(ctx context.Context) ([]journal.TypeSummary, err
 	if err := j.checkOpen(); err != nil {
 		return nil, err
 	}
-	rows, err := j.pool.Query(ctx, j.sql(`SELECT type, count(*) FROM __S__.events GROUP BY type ORDER BY type`))
+	rows, err := j.pool.Query(ctx, j.sql(`SELECT type, count(*), min(ARRAY[commit_xid, seq]), max(ARRAY[commit_xid, seq]),
+		min(recorded_at), max(recorded_at) FROM __S__.events GROUP BY type ORDER BY type`))
 	if err != nil {
 		return nil, j.translate("type summaries", err)
 	}
@@ -630,10 +647,14 @@ func (j *Journal) TypeSummaries(ctx context.Context) ([]journal.TypeSummary, err
 	for rows.Next() {
 		var s journal.TypeSummary
 		var n int64
-		if err := rows.Scan(&s.Type, &n); err != nil {
+		var first, last []int64
+		if err := rows.Scan(&s.Type, &n, &first, &last, &s.FirstRecordedAt, &s.LastRecordedAt); err != nil {
 			return nil, j.translate("type summaries", err)
 		}
 		s.Count = uint64(n)
+		s.FirstPosition = journal.Position{Commit: uint64(first[0]), Seq: uint64(first[1])}
+		s.LastPosition = journal.Position{Commit: uint64(last[0]), Seq: uint64(last[1])}
+		s.FirstRecordedAt, s.LastRecordedAt = s.FirstRecordedAt.UTC(), s.LastRecordedAt.UTC()
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {

@@ -42,6 +42,8 @@ func testTagSummary(t *testing.T, h Harness) {
 	require.Equal(t, uint64(3), sa.Version, "version is the stream's event count")
 	require.Equal(t, recs[0].Position, sa.FirstPosition)
 	require.Equal(t, recs[3].Position, sa.LastPosition)
+	require.True(t, recs[0].RecordedAt.Equal(sa.FirstRecordedAt), "first time %v, want %v", sa.FirstRecordedAt, recs[0].RecordedAt)
+	require.True(t, recs[3].RecordedAt.Equal(sa.LastRecordedAt), "last time %v, want %v", sa.LastRecordedAt, recs[3].RecordedAt)
 
 	sb := tagSummary(t, h, journal.Stream(b))
 	require.Equal(t, uint64(1), sb.Version)
@@ -54,6 +56,7 @@ func testTagSummary(t *testing.T, h Harness) {
 	require.Zero(t, unknown.Version, "an unknown stream has version 0")
 	require.True(t, unknown.FirstPosition.IsZero())
 	require.True(t, unknown.LastPosition.IsZero())
+	require.True(t, unknown.FirstRecordedAt.IsZero() && unknown.LastRecordedAt.IsZero(), "an unknown stream has no times")
 
 	other := tagSummary(t, h, journal.StreamID{Partition: "tenant-b", Tag: a})
 	require.Equal(t, uint64(1), other.Version, "summaries are per partition")
@@ -119,19 +122,40 @@ func testTypeSummaries(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Empty(t, empty)
 
-	mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Withdrawn", "a:1"), newEvent("Deposited", "a:1"), newEvent("Deposited"))
-	mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Deposited", "a:2"), newEvent("Closed"))
-	mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(newEvent("Withdrawn", "a:1"), "tenant-b"))
+	var recs []journal.Record
+	recs = append(recs, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Withdrawn", "a:1"), newEvent("Deposited", "a:1"), newEvent("Deposited")).Records...)
+	recs = append(recs, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Deposited", "a:2"), newEvent("Closed")).Records...)
+	recs = append(recs, mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(newEvent("Withdrawn", "a:1"), "tenant-b")).Records...)
 	_, err = j.Append(ctx, []journal.Event{newEvent("Rejected", "a:1")}, journal.AppendOptions{Expect: map[journal.Tag]uint64{"a:1": 0}})
 	require.ErrorIs(t, err, journal.ErrVersionMismatch)
 
 	got, err := j.TypeSummaries(ctx)
 	require.NoError(t, err)
+	counts := make([]journal.TypeSummary, len(got))
+	for i, s := range got {
+		counts[i] = journal.TypeSummary{Type: s.Type, Count: s.Count}
+	}
 	require.Equal(t, []journal.TypeSummary{
 		{Type: "Closed", Count: 1},
 		{Type: "Deposited", Count: 3},
 		{Type: "Withdrawn", Count: 2},
-	}, got, "counts per type across partitions, ordered by type; rejected appends count nothing")
+	}, counts, "counts per type across partitions, ordered by type; rejected appends count nothing")
+	for _, s := range got {
+		var first, last *journal.Record
+		for i := range recs {
+			if recs[i].Type != s.Type {
+				continue
+			}
+			if first == nil {
+				first = &recs[i]
+			}
+			last = &recs[i]
+		}
+		require.Equal(t, first.Position, s.FirstPosition, "first position of %s", s.Type)
+		require.Equal(t, last.Position, s.LastPosition, "last position of %s", s.Type)
+		require.True(t, first.RecordedAt.Equal(s.FirstRecordedAt), "first time of %s: %v, want %v", s.Type, s.FirstRecordedAt, first.RecordedAt)
+		require.True(t, last.RecordedAt.Equal(s.LastRecordedAt), "last time of %s: %v, want %v", s.Type, s.LastRecordedAt, last.RecordedAt)
+	}
 }
 
 func testCountAfter(t *testing.T, h Harness) {
