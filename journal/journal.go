@@ -2,7 +2,9 @@ package journal
 
 import (
 	"context"
+	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -86,6 +88,46 @@ type Reader interface {
 	// ReadByTypes yields the records of the given types (in any partition) whose
 	// RecordedAt is in [from, to).
 	ReadByTypes(ctx context.Context, types []string, from, to time.Time) iter.Seq2[Record, error]
+	// ReadTypes yields the records q selects (see TypeQuery) in position
+	// order, ascending or descending, at most q.Limit of them. To resume,
+	// pass the last record's Position as q.Cursor.
+	ReadTypes(ctx context.Context, q TypeQuery) iter.Seq2[Record, error]
+}
+
+// TypeQuery selects events by type and time, across partitions, for
+// Reader.ReadTypes.
+type TypeQuery struct {
+	// Types are the event types to read; at least one, none empty.
+	Types []string
+	// From and To bound RecordedAt to [From, To); a zero bound is open.
+	From, To time.Time
+	// Descending reads from the newest event backwards.
+	Descending bool
+	// Cursor resumes a read: only events after it (before it when
+	// Descending) are read. Zero starts at the beginning (or the end).
+	Cursor Position
+	// Limit is the most records to read; 0 means no limit.
+	Limit int
+}
+
+// Validate reports a query ReadTypes rejects, wrapping ErrInvalidQuery.
+func (q TypeQuery) Validate() error {
+	switch {
+	case len(q.Types) == 0:
+		return fmt.Errorf("%w: ReadTypes: no types given; name at least one event type", ErrInvalidQuery)
+	case slices.Contains(q.Types, ""):
+		return fmt.Errorf("%w: ReadTypes: an event type is empty", ErrInvalidQuery)
+	case q.Limit < 0:
+		return fmt.Errorf("%w: ReadTypes: the limit is %d; give 0 for no limit or a positive number", ErrInvalidQuery, q.Limit)
+	case !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To):
+		return fmt.Errorf("%w: ReadTypes: the time range [%s, %s) is empty; From must be before To", ErrInvalidQuery, q.From.Format(time.RFC3339Nano), q.To.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// inRange reports whether t is in q's time range.
+func (q TypeQuery) inRange(t time.Time) bool {
+	return (q.From.IsZero() || !t.Before(q.From)) && (q.To.IsZero() || t.Before(q.To))
 }
 
 // Subscriber streams matching events as they are stored.

@@ -607,6 +607,37 @@ func (m *Memory) ReadByTypes(ctx context.Context, types []string, from, to time.
 	}, 0)
 }
 
+// ReadTypes implements Reader.
+func (m *Memory) ReadTypes(ctx context.Context, q TypeQuery) iter.Seq2[Record, error] {
+	if err := q.Validate(); err != nil {
+		return yieldErr(err)
+	}
+	q.Types = slices.Clone(q.Types)
+	return m.read(ctx, func() (memCursor, error) {
+		lists := make([][]int, 0, len(q.Types))
+		for _, ty := range q.Types {
+			lists = append(lists, m.byType[ty])
+		}
+		l := unionSorted(lists)
+		cur := memCursor{list: l, hi: len(l), desc: q.Descending}
+		if !q.Cursor.IsZero() {
+			// l is in position order: the first slot after the cursor.
+			k := sort.Search(len(l), func(i int) bool { return m.records.at(l[i]).Position.After(q.Cursor) })
+			if q.Descending {
+				// Slots before the cursor: those before k, minus the cursor itself.
+				hi := k
+				if hi > 0 && m.records.at(l[hi-1]).Position == q.Cursor {
+					hi--
+				}
+				cur.hi = hi
+			} else {
+				cur.lo = k
+			}
+		}
+		return cur, nil
+	}, func(r *Record) bool { return q.inRange(r.RecordedAt) }, q.Limit)
+}
+
 // Subscribe implements Subscriber. It starts no goroutine: the consumer's own
 // goroutine waits for new commits.
 func (m *Memory) Subscribe(ctx context.Context, q Query, after Position) iter.Seq2[Record, error] {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -559,6 +560,40 @@ func (j *Journal) ReadByTypes(ctx context.Context, types []string, from, to time
 			p = last.Position
 		}
 		return j.queryRecords(ctx, j.pool, "read by types", stmt, types, from, to, i64(p.Commit), i64(p.Seq), n)
+	})
+}
+
+// ReadTypes yields the records q selects, gated like Read (a cursor never
+// skips an event that commits later at a lower position), one page per
+// statement; see journal.Reader. The time range uses events_type_recorded.
+func (j *Journal) ReadTypes(ctx context.Context, q journal.TypeQuery) iter.Seq2[journal.Record, error] {
+	if err := q.Validate(); err != nil {
+		return func(yield func(journal.Record, error) bool) { yield(journal.Record{}, err) }
+	}
+	types := slices.Clone(q.Types)
+	op, dir := ">", ""
+	if q.Descending {
+		op, dir = "<", " DESC"
+	}
+	return j.pages(ctx, q.Limit, func(last *journal.Record, n int) ([]journal.Record, error) {
+		cursor := q.Cursor
+		if last != nil {
+			cursor = last.Position
+		}
+		var a args
+		stmt := "SELECT " + recordCols + " FROM " + j.t("events") + " e WHERE e.type = ANY(" + a.add(types) + "::text[])"
+		if !q.From.IsZero() {
+			stmt += " AND e.recorded_at >= " + a.add(q.From)
+		}
+		if !q.To.IsZero() {
+			stmt += " AND e.recorded_at < " + a.add(q.To)
+		}
+		if !cursor.IsZero() {
+			stmt += bound{op: op, pos: cursor}.sql(&a, "e.")
+		}
+		stmt += " AND e.commit_xid < " + gateSQL +
+			" ORDER BY e.commit_xid" + dir + ", e.seq" + dir + " LIMIT " + strconv.Itoa(n)
+		return j.gatedRecords(ctx, "read types", stmt, a)
 	})
 }
 

@@ -1,6 +1,7 @@
 package journaltest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ func summaryCases() []testCase {
 		{"Head", testHead},
 		{"ReadByCorrelation", testReadByCorrelation},
 		{"ReadByTypesInTimeRange", testReadByTypesInTimeRange},
+		{"ReadTypes", testReadTypes},
 	}
 }
 
@@ -269,4 +271,84 @@ func testReadByTypesInTimeRange(t *testing.T, h Harness) {
 	require.Empty(t, read(types, long, first[0].RecordedAt), "to is exclusive")
 	require.Empty(t, read([]string{"Nope"}, long, far))
 	require.Equal(t, []uuid.UUID{second[2].ID}, read([]string{"Closed"}, long, far))
+}
+
+// testReadTypes: ReadTypes reads types across partitions in either
+// direction, within a time range, up to a limit, and resumes from a cursor
+// without repeating or skipping a record; bad queries are ErrInvalidQuery.
+func testReadTypes(t *testing.T, h Harness) {
+	ctx := testContext(t)
+	j := h.Journal
+	var all []journal.Record
+	for i := range 4 {
+		all = append(all, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Deposited", "a:1"), newEvent("Filler")).Records...)
+		all = append(all, mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(newEvent("Withdrawn", "a:2"), "tenant-b")).Records...)
+		if i == 1 {
+			all = append(all, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Closed")).Records...)
+		}
+	}
+	types := []string{"Deposited", "Withdrawn", "Closed"}
+	var want []uuid.UUID
+	for _, r := range all {
+		if r.Type != "Filler" {
+			want = append(want, r.ID)
+		}
+	}
+	reversed := slices.Clone(want)
+	slices.Reverse(reversed)
+	read := func(q journal.TypeQuery) []journal.Record {
+		t.Helper()
+		return collect(t, j.ReadTypes(ctx, q))
+	}
+
+	asc := read(journal.TypeQuery{Types: types})
+	requireAscending(t, asc)
+	require.Equal(t, want, ids(asc), "every partition, in position order")
+	desc := read(journal.TypeQuery{Types: types, Descending: true})
+	require.Equal(t, reversed, ids(desc), "newest first")
+
+	// Pages of 3, each resuming from the last record of the one before.
+	for _, descending := range []bool{false, true} {
+		var got []uuid.UUID
+		var cursor journal.Position
+		for range len(want) {
+			page := read(journal.TypeQuery{Types: types, Descending: descending, Cursor: cursor, Limit: 3})
+			require.LessOrEqual(t, len(page), 3, "the limit holds")
+			if len(page) == 0 {
+				break
+			}
+			got = append(got, ids(page)...)
+			cursor = page[len(page)-1].Position
+		}
+		if descending {
+			require.Equal(t, reversed, got, "descending pages cover every record once")
+		} else {
+			require.Equal(t, want, got, "ascending pages cover every record once")
+		}
+	}
+
+	// A time range: the records whose RecordedAt falls in it, wherever the
+	// backend's clock put them.
+	from, to := asc[2].RecordedAt, asc[len(asc)-1].RecordedAt
+	var inRange []uuid.UUID
+	for _, r := range asc {
+		if !r.RecordedAt.Before(from) && r.RecordedAt.Before(to) {
+			inRange = append(inRange, r.ID)
+		}
+	}
+	got := read(journal.TypeQuery{Types: types, From: from, To: to})
+	require.Equal(t, inRange, ids(got), "From inclusive, To exclusive")
+	require.Equal(t, []uuid.UUID{want[len(want)-1]}, ids(read(journal.TypeQuery{Types: types, From: to})), "an open upper bound")
+	require.Equal(t, ids(asc[:1]), ids(read(journal.TypeQuery{Types: []string{"Deposited"}, Limit: 1})))
+	require.Empty(t, read(journal.TypeQuery{Types: []string{"Nope"}}))
+
+	for name, q := range map[string]journal.TypeQuery{
+		"no types":       {},
+		"an empty type":  {Types: []string{""}},
+		"negative limit": {Types: types, Limit: -1},
+		"empty range":    {Types: types, From: to, To: from},
+	} {
+		err := drain(j.ReadTypes(ctx, q))
+		require.ErrorIs(t, err, journal.ErrInvalidQuery, name)
+	}
 }
