@@ -113,3 +113,42 @@ func Example() {
 	// withdrawn, version 3 duplicate false balance 70
 	// withdrawn, version 3 duplicate true balance 70
 }
+
+// Reading without the stream's actor: the state folded from the journal, and
+// the stream's events decoded into their registered Go types.
+func ExampleState() {
+	ctx := context.Background()
+	j := journal.NewMemory()
+	rt, err := runtime.New(ctx, runtime.Config{Journal: j, NodeID: "reader-example"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = rt.Shutdown(ctx) }()
+	_ = runtime.RegisterEvent[AccountOpened](rt, "AccountOpened", 1)
+	_ = runtime.RegisterEvent[MoneyDeposited](rt, "MoneyDeposited", 1)
+	_ = runtime.RegisterEvent[MoneyWithdrawn](rt, "MoneyWithdrawn", 1)
+	_ = runtime.RegisterAggregate(rt, runtime.Aggregate[Account]{
+		Name: "account", Initial: func() Account { return Account{} },
+		Decide: decideAccount, Evolve: evolveAccount, SchemaVersion: 1,
+	})
+	acct := runtime.Target{Aggregate: "account", ID: "7"}
+	_, _ = rt.Execute(ctx, acct, OpenAccount{Owner: "Grace"})
+	res, _ := rt.Execute(ctx, acct, Deposit{Amount: 40})
+
+	s, err := runtime.State[Account](ctx, rt, acct, runtime.AtLeastVersion(res.Version))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.State.Owner, s.State.Balance, "at version", s.Version)
+
+	for d, err := range rt.Decoding(j.ReadStream(ctx, acct.Stream(), 1, 0)) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%d %T %+v\n", d.Record.Version(acct.Stream().Tag), d.Value, d.Value)
+	}
+	// Output:
+	// Grace 40 at version 2
+	// 1 runtime_test.AccountOpened {Owner:Grace}
+	// 2 runtime_test.MoneyDeposited {Amount:40}
+}
