@@ -307,17 +307,26 @@ func ExecuteTyped[S any](ctx context.Context, rt *Runtime, target Target, comman
 	return execute[S](ctx, rt, target, command, opts)
 }
 
-func execute[S any](ctx context.Context, rt *Runtime, target Target, command any, opts []ExecuteOption) (Result[S], error) {
+// checkTarget reports a target that names no registered aggregate, has no
+// ID, or makes a stream tag over the journal's limit.
+func (rt *Runtime) checkTarget(target Target) error {
 	if rt.reg.model(target.Aggregate) == nil {
-		return Result[S]{}, fmt.Errorf("%w %q; register it with runtime.RegisterAggregate", ErrUnknownAggregate, target.Aggregate)
+		return fmt.Errorf("%w %q; register it with runtime.RegisterAggregate", ErrUnknownAggregate, target.Aggregate)
 	}
 	if target.ID == "" {
-		return Result[S]{}, fmt.Errorf("runtime: Target.ID is empty for aggregate %q; name the aggregate instance", target.Aggregate)
+		return fmt.Errorf("runtime: Target.ID is empty for aggregate %q; name the aggregate instance", target.Aggregate)
+	}
+	if tag := target.Stream().Tag; len(tag) > journal.MaxTagLength {
+		return fmt.Errorf("runtime: the stream tag of aggregate %q with ID %q is %d bytes long, over the limit of %d; use a shorter ID", target.Aggregate, abbreviate(target.ID, 32), len(tag), journal.MaxTagLength)
+	}
+	return nil
+}
+
+func execute[S any](ctx context.Context, rt *Runtime, target Target, command any, opts []ExecuteOption) (Result[S], error) {
+	if err := rt.checkTarget(target); err != nil {
+		return Result[S]{}, err
 	}
 	stream := target.Stream()
-	if len(stream.Tag) > journal.MaxTagLength {
-		return Result[S]{}, fmt.Errorf("runtime: the stream tag of aggregate %q with ID %q is %d bytes long, over the limit of %d; use a shorter ID", target.Aggregate, abbreviate(target.ID, 32), len(stream.Tag), journal.MaxTagLength)
-	}
 	var md journal.Metadata
 	for _, o := range opts {
 		o(&md)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"time"
-
-	"github.com/scribe-es/scribe/journal"
 )
 
 // StateResult is an aggregate's state read by State.
@@ -44,20 +42,14 @@ func AtLeastVersion(v uint64) StateOption {
 // when the read ran; an append acknowledged before State was called is
 // included. S must be the aggregate's state type.
 func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...StateOption) (StateResult[S], error) {
-	m := rt.reg.model(target.Aggregate)
-	if m == nil {
-		return StateResult[S]{}, fmt.Errorf("%w %q; register it with runtime.RegisterAggregate", ErrUnknownAggregate, target.Aggregate)
+	if err := rt.checkTarget(target); err != nil {
+		return StateResult[S]{}, err
 	}
+	m := rt.reg.model(target.Aggregate)
 	if _, ok := m.(*aggregateModel[S]); !ok {
 		return StateResult[S]{}, fmt.Errorf("runtime: State[%s] of aggregate %q, whose state has another type; use the aggregate's state type", reflect.TypeFor[S](), target.Aggregate)
 	}
-	if target.ID == "" {
-		return StateResult[S]{}, fmt.Errorf("runtime: Target.ID is empty for aggregate %q; name the aggregate instance", target.Aggregate)
-	}
 	stream := target.Stream()
-	if len(stream.Tag) > journal.MaxTagLength {
-		return StateResult[S]{}, fmt.Errorf("runtime: the stream tag of aggregate %q with ID %q is %d bytes long, over the limit of %d; use a shorter ID", target.Aggregate, abbreviate(target.ID, 32), len(stream.Tag), journal.MaxTagLength)
-	}
 	o := stateOptions{poll: time.Millisecond}
 	for _, opt := range opts {
 		opt(&o)
