@@ -467,7 +467,11 @@ func TestLostNodeSessionStopsActorsAndReopens(t *testing.T) {
 	clock.Store(time.Now().UnixNano())
 	mem := journal.NewMemoryWithConfig(journal.MemoryConfig{Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
 	f := &fixture{mem: mem, snaps: snapshots.NewMemory()}
-	h := f.host(t, func(c *actors.Config) { c.SessionTimeout = 300 * time.Millisecond })
+	// The journal's clock is the test's; the host's own lease clock is real
+	// time. The timeout only sets how often the host renews (every second),
+	// and is long enough that a loaded machine never lets the lease lapse
+	// before the test moves the journal's clock.
+	h := f.host(t, func(c *actors.Config) { c.SessionTimeout = 3 * time.Second })
 	s := stream("session")
 	exec(t, h, s, add{1})
 	first := h.Node().Incarnation

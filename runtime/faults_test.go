@@ -119,7 +119,10 @@ func testPausedNodeNeverServesStale(t *testing.T, e *env) {
 // never claims the node ID back, so the two do not flap.
 func testTwinNodeID(t *testing.T, e *env) {
 	ctx := context.Background()
-	const timeout = 600 * time.Millisecond // renewals every 200 ms
+	// Renewals every 667 ms: long enough that a loaded machine never lets a
+	// live lease lapse (the newer must serve every command), short enough to
+	// watch several renewal periods.
+	const timeout = 2 * time.Second
 	older := e.start(t, func(c *runtime.Config) { c.NodeID = "twin"; c.SessionTimeout = timeout })
 	target := counter("twinned")
 	mustExec(t, older, target, Increment{By: 1})
@@ -132,7 +135,7 @@ func testTwinNodeID(t *testing.T, e *env) {
 	// Over several renewal periods: the newer serves every command, the older
 	// none, and the older stays not ready (no flapping).
 	served := 0
-	deadline := time.Now().Add(4 * timeout)
+	deadline := time.Now().Add(timeout + timeout/2)
 	for time.Now().Before(deadline) {
 		_, err := newer.Execute(ctx, target, Increment{By: 1})
 		require.NoError(t, err, "the newer process serves without interruption")

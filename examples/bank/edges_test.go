@@ -219,14 +219,16 @@ func TestTransientFailuresAreSummarised(t *testing.T) {
 func TestTwinNodeIDOneServes(t *testing.T) {
 	t.Parallel()
 	_, schema := pgtest.Pool(t)
-	cfg := serverConfig{Addr: "127.0.0.1:0", NodeID: "twin", Logger: testLogger(t), DatabaseURL: pgtest.URL(t), Schema: schema, SessionTimeout: 600 * time.Millisecond}
+	cfg := serverConfig{Addr: "127.0.0.1:0", NodeID: "twin", Logger: testLogger(t), DatabaseURL: pgtest.URL(t), Schema: schema, SessionTimeout: 2 * time.Second}
 	older := startTestServerWith(t, cfg)
 	requireAccount(t, older.request("POST", "/accounts", `{"id":"frank"}`), 201, "frank", 0, 1)
 	newer := startTestServerWith(t, cfg)
 	require.Eventually(t, func() bool { return older.request("GET", "/readyz", "").Status == 503 }, 10*time.Second, 10*time.Millisecond)
 	require.Contains(t, string(older.request("GET", "/readyz", "").Body), `another live process opened node ID \"twin\"`, "the reason names the node ID")
 	acked := int64(0)
-	deadline := time.Now().Add(4 * cfg.SessionTimeout)
+	// Several renewal periods (one every 667 ms); the timeout is long enough
+	// that the newer's lease never lapses on a loaded machine.
+	deadline := time.Now().Add(cfg.SessionTimeout + cfg.SessionTimeout/2)
 	for time.Now().Before(deadline) {
 		r := newer.request("POST", "/accounts/frank/deposit", `{"amount":1}`)
 		require.Equal(t, 200, r.Status, string(r.Body))
