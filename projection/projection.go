@@ -29,6 +29,12 @@ type Projection[Tx any] struct {
 	// not at all. A returned error rolls both back; the runner retries (see
 	// Options.MaxAttempts).
 	Handle func(ctx context.Context, tx Tx, batch Batch) error
+	// Prepare, when set, runs before each batch's transaction and outside
+	// it, for effects outside the database (a publisher's deliveries): it
+	// may set Batch.Prepared for Handle. Its error counts as a handler
+	// error. It runs again when the batch is retried, so its effects are
+	// at-least-once.
+	Prepare func(ctx context.Context, batch *Batch) error
 }
 
 // Batch is what a handler receives.
@@ -40,6 +46,8 @@ type Batch struct {
 	// Epoch is the runner's lease epoch: it grows every time another runner
 	// (or this one again, after losing its lease) takes the projection over.
 	Epoch uint64
+	// Prepared is what Prepare left for Handle (nil without Prepare).
+	Prepared any
 }
 
 // NoTx is the transaction type of stores without transactions (the memory

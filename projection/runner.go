@@ -446,9 +446,12 @@ func (r *Runner[Tx]) applyAll(ctx context.Context, lease Lease, checkpoint *jour
 		}
 		chunk := pending[:n]
 		b := Batch{Records: chunk, Attempt: attempt, Epoch: lease.Epoch}
-		err := r.store.Commit(ctx, lease, *checkpoint, chunk, func(ctx context.Context, tx Tx) error {
-			return r.p.Handle(ctx, tx, b)
-		})
+		err := r.prepare(ctx, lease, &b)
+		if err == nil {
+			err = r.store.Commit(ctx, lease, *checkpoint, chunk, func(ctx context.Context, tx Tx) error {
+				return r.p.Handle(ctx, tx, b)
+			})
+		}
 		if err == nil {
 			*checkpoint = chunk[n-1].Position
 			pending = pending[n:]
@@ -505,6 +508,22 @@ func (r *Runner[Tx]) applyAll(ctx context.Context, lease Lease, checkpoint *jour
 		}
 		attempt++
 		delay = min(2*delay, r.o.MaxBackoff)
+	}
+	return nil
+}
+
+// prepare runs the projection's Prepare, if any, after checking that the
+// lease is still held (so that a runner that lost it does not start outside
+// effects).
+func (r *Runner[Tx]) prepare(ctx context.Context, lease Lease, b *Batch) error {
+	if r.p.Prepare == nil {
+		return nil
+	}
+	if err := r.store.Renew(ctx, lease); err != nil {
+		return err
+	}
+	if err := r.p.Prepare(ctx, b); err != nil {
+		return &HandlerError{At: b.Records[0].Position, Err: err}
 	}
 	return nil
 }

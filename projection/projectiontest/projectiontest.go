@@ -2,8 +2,12 @@ package projectiontest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,6 +51,8 @@ func Run[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) {
 		{"NewVersionTakesOver", testBlueGreen[Tx]},
 		{"QueryFilters", testFilter[Tx]},
 		{"DeadLettersCommitWithTheBatch", testDeadLetters[Tx]},
+		{"PublisherDeliversInOrder", testPublisher[Tx]},
+		{"PublisherDeadLetters", testPublisherDeadLetters[Tx]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newHarness(t)) })
@@ -449,4 +455,76 @@ func testDeadLetters[Tx any](t *testing.T, h Harness[Tx]) {
 	require.Equal(t, "HTTP 410", dl[0].Error)
 	require.Equal(t, 4, dl[0].Attempts)
 	require.False(t, dl[0].At.IsZero())
+}
+
+func testPublisher[Tx any](t *testing.T, h Harness[Tx]) {
+	ctx := ctxT(t)
+	var recs []journal.Record
+	for i := range 4 {
+		recs = append(recs, appendN(t, ctx, h.Journal, "", journal.Tag(fmt.Sprintf("s:%d", i%2)), "E", 10)...)
+	}
+	ch := make(chan journal.Record, len(recs))
+	pub, err := projection.NewPublisher(h.Journal, h.Store, "pub", journal.Query{}, projection.ChannelSink(ch), projection.PublisherOptions{}, opts("a"))
+	require.NoError(t, err)
+	running(t, pub)
+	require.NoError(t, pub.WaitFor(ctx, recs[len(recs)-1].Position))
+	require.Len(t, ch, len(recs))
+	for i := range recs {
+		got := <-ch
+		require.Equal(t, recs[i].ID, got.ID, "published out of position order")
+	}
+	dl, err := h.Store.DeadLetters(ctx, pub.Key())
+	require.NoError(t, err)
+	require.Empty(t, dl)
+}
+
+func testPublisherDeadLetters[Tx any](t *testing.T, h Harness[Tx]) {
+	ctx := ctxT(t)
+	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 6)
+	// Event 1 fails twice, then is accepted; event 2 is refused (410) at
+	// once; event 3 always fails with 503; the rest are accepted.
+	var mu sync.Mutex
+	calls := map[string]int{}
+	var accepted []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m projection.Message
+		if err := json.NewDecoder(r.Body).Decode(&m); err != nil || r.Header.Get("Idempotency-Key") != m.ID {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		calls[m.ID]++
+		switch {
+		case m.ID == recs[1].ID.String() && calls[m.ID] <= 2, m.ID == recs[3].ID.String():
+			http.Error(w, "try later", http.StatusServiceUnavailable)
+		case m.ID == recs[2].ID.String():
+			http.Error(w, "gone", http.StatusGone)
+		default:
+			accepted = append(accepted, m.ID)
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	sink := &projection.WebhookSink{URL: srv.URL}
+	pub, err := projection.NewPublisher(h.Journal, h.Store, "hook", journal.Query{}, sink,
+		projection.PublisherOptions{Attempts: 4, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}, opts("a"))
+	require.NoError(t, err)
+	running(t, pub)
+	require.NoError(t, pub.WaitFor(ctx, recs[len(recs)-1].Position))
+	mu.Lock()
+	require.Equal(t, []string{recs[0].ID.String(), recs[1].ID.String(), recs[4].ID.String(), recs[5].ID.String()}, accepted)
+	require.Equal(t, 3, calls[recs[1].ID.String()])
+	require.Equal(t, 1, calls[recs[2].ID.String()], "a permanent refusal is not retried")
+	require.Equal(t, 4, calls[recs[3].ID.String()], "Attempts tries before the dead letter")
+	mu.Unlock()
+	dl, err := h.Store.DeadLetters(ctx, pub.Key())
+	require.NoError(t, err)
+	require.Len(t, dl, 2)
+	require.Equal(t, recs[2].ID, dl[0].Record.ID)
+	require.Equal(t, 1, dl[0].Attempts)
+	require.Contains(t, dl[0].Error, "HTTP 410")
+	require.Equal(t, recs[3].ID, dl[1].Record.ID)
+	require.Equal(t, 4, dl[1].Attempts)
+	require.Contains(t, dl[1].Error, "HTTP 503")
 }
