@@ -3,11 +3,13 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
@@ -176,6 +178,10 @@ func BenchmarkReadAll(b *testing.B) {
 	f := setup(b)
 	load(b, f.journal, 10_000, func(i int) []journal.Tag { return []journal.Tag{journal.NewTag("account", fmt.Sprint(i%100))} })
 	ctx := context.Background()
+	if os.Getenv("BENCH_ANALYZE") != "" {
+		_, err := f.pool.Exec(ctx, "ANALYZE "+pgx.Identifier{f.cfg.Schema, "events"}.Sanitize())
+		require.NoError(b, err)
+	}
 	b.ResetTimer()
 	for range b.N {
 		n := 0
