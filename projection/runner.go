@@ -201,6 +201,18 @@ func (r *Runner[Tx]) Progress() Progress {
 	return p
 }
 
+// Behind counts the journal's events after this runner's checkpoint: its
+// lag in events. For a projection whose query selects only some events it
+// is an upper bound (events of other types count too). It needs a source
+// that is also a journal.Inspector (every journal.Journal is).
+func (r *Runner[Tx]) Behind(ctx context.Context) (uint64, error) {
+	in, ok := r.src.(journal.Inspector)
+	if !ok {
+		return 0, fmt.Errorf("projection %s: the source %T cannot count events (it is not a journal.Inspector)", r.key, r.src)
+	}
+	return in.CountAfter(ctx, r.Progress().Checkpoint)
+}
+
 // WaitFor blocks until this runner has applied the record at pos (its
 // checkpoint is at or after pos), the projection stops, or ctx ends. pos
 // should be the position of a record the projection's query selects (the

@@ -241,6 +241,9 @@ func testCatchUpThenLive[Tx any](t *testing.T, h Harness[Tx]) {
 	require.NoError(t, r.WaitFor(ctx, live[len(live)-1].Position))
 	exactlyOnce(t, h, "live@1", recs)
 	require.EqualValues(t, len(recs), committed.Load(), "Committed saw every applied record once")
+	behind, err := r.Behind(ctx)
+	require.NoError(t, err)
+	require.Zero(t, behind)
 	p := r.Progress()
 	require.Equal(t, projection.StateRunning, p.State)
 	require.EqualValues(t, len(recs), p.Events)
@@ -268,9 +271,14 @@ func testRestart[Tx any](t *testing.T, h Harness[Tx]) {
 	recs = append(recs, appendN(t, ctx, h.Journal, "", "s:2", "E", 25)...)
 	r2, err := projection.NewRunner(h.Journal, h.Store, counting(h, "restart", 1), opts("b"))
 	require.NoError(t, err)
-	running(t, r2)
+	stop, _ = running(t, r2)
 	require.NoError(t, r2.WaitFor(ctx, recs[len(recs)-1].Position))
 	exactlyOnce(t, h, "restart@1", recs)
+	require.NoError(t, stop())
+	appendN(t, ctx, h.Journal, "", "s:3", "E", 4)
+	behind, err := r2.Behind(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, behind, "events after the checkpoint of a stopped runner")
 }
 
 func testStandby[Tx any](t *testing.T, h Harness[Tx]) {
