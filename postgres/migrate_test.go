@@ -54,7 +54,7 @@ func TestUnmigratedSchemaIsNotOpen(t *testing.T) {
 	require.NoError(t, err, "the constructor does no I/O")
 	defer j.Close()
 
-	_, err = j.Append(ctx, []journal.Event{{ID: journal.NewEventID(), Type: "T", Data: []byte(`{}`)}}, journal.AppendOptions{})
+	_, err = j.Append(ctx, []journal.Event{{ID: journal.NewEventID(), Type: "T", Tags: []journal.Tag{"t:1"}, Data: []byte(`{}`)}}, journal.AppendOptions{})
 	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
 	require.Contains(t, err.Error(), "postgres.Migrate")
 	_, err = j.Head(ctx)
@@ -70,7 +70,7 @@ func TestClosedJournalIsNotOpen(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	require.NoError(t, f.journal.Close())
-	_, err := f.journal.Append(context.Background(), []journal.Event{{ID: journal.NewEventID(), Type: "T", Data: []byte(`{}`)}}, journal.AppendOptions{})
+	_, err := f.journal.Append(context.Background(), []journal.Event{{ID: journal.NewEventID(), Type: "T", Tags: []journal.Tag{"t:1"}, Data: []byte(`{}`)}}, journal.AppendOptions{})
 	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
 }
 
