@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -43,7 +44,9 @@ func TestMigrateIsIdempotentAndConcurrentSafe(t *testing.T) {
 	require.Equal(t, postgres.LatestVersion(), v)
 	var applied int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+quote(schema)+`.schema_migrations`).Scan(&applied))
-	require.Equal(t, postgres.LatestVersion(), applied, "each version recorded once")
+	files, err := filepath.Glob("migrations/*.sql")
+	require.NoError(t, err)
+	require.Equal(t, len(files), applied, "each embedded migration recorded once (versions may skip numbers)")
 }
 
 func TestUnmigratedSchemaIsNotOpen(t *testing.T) {
