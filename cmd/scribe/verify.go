@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres"
+)
+
+func verifyCommand() *command {
+	var partition, tag string
+	return &command{
+		name: "verify",
+		summary: "verify the hash chain of every stream (of a partition, or one tag): report the first broken link of each " +
+			"stream; exit status 1 on any break",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&partition, "partition", "", "only this partition (default: every partition; with -tag: default)")
+			fs.StringVar(&tag, "tag", "", "only this stream")
+		},
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			s, err := e.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			var streams []journal.StreamID
+			if tag != "" {
+				streams = []journal.StreamID{journal.StreamID{Partition: partition, Tag: journal.Tag(tag)}.Normalize()}
+			} else if streams, err = listStreams(e.ctx, s.journal, partition); err != nil {
+				return err
+			}
+			v := &verifier{e: e, j: s.journal, total: len(streams), progress: isTerminal(e.stderr)}
+			for _, stream := range streams {
+				if err := v.verify(stream); err != nil {
+					v.clearProgress()
+					return err
+				}
+			}
+			v.clearProgress()
+			if tag != "" && v.events == 0 && v.broken == 0 {
+				return fmt.Errorf("stream %s has no events to verify; check the tag and -partition, or list streams with `scribe streams list`", streams[0])
+			}
+			var untagged uint64
+			if tag == "" {
+				if untagged, err = s.journal.UntaggedEvents(e.ctx, partition); err != nil {
+					return err
+				}
+			}
+			return v.report(untagged)
+		},
+	}
+}
+
+// listStreams returns every stream with events of partition ("" for all).
+func listStreams(ctx context.Context, j *postgres.Journal, partition string) ([]journal.StreamID, error) {
+	var out []journal.StreamID
+	q := postgres.StreamsQuery{Partition: partition, Limit: streamsPage}
+	for {
+		page, err := j.Streams(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range page {
+			out = append(out, s.Stream)
+		}
+		if len(page) < q.Limit {
+			return out, nil
+		}
+		q.After = page[len(page)-1].Stream
+	}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// verifier walks streams and collects what broke.
+type verifier struct {
+	e        *env
+	j        *postgres.Journal
+	total    int
+	done     int
+	events   uint64
+	broken   int
+	progress bool
+	shown    time.Time
+}
+
+// progressEvery is how often the progress line is redrawn.
+const progressEvery = 100 * time.Millisecond
+
+func (v *verifier) showProgress() {
+	if !v.progress || time.Since(v.shown) < progressEvery {
+		return
+	}
+	v.shown = time.Now()
+	fmt.Fprintf(v.e.stderr, "\rverifying: %d/%d streams (%d%%), %d events", v.done, v.total, v.done*100/max(v.total, 1), v.events)
+}
+
+func (v *verifier) clearProgress() {
+	if v.progress && !v.shown.IsZero() {
+		fmt.Fprint(v.e.stderr, "\r\033[K")
+	}
+}
+
+// verify checks one stream, reporting a broken link at once. It fails only
+// when the database cannot be read at all or ctx ends.
+func (v *verifier) verify(stream journal.StreamID) error {
+	n, err := journal.VerifyStream(v.e.ctx, v.j, stream)
+	v.done++
+	v.events += n
+	defer v.showProgress()
+	if err == nil {
+		return nil
+	}
+	if v.e.ctx.Err() != nil || errors.Is(err, journal.ErrUnavailable) || errors.Is(err, journal.ErrStoreNotOpen) {
+		return err
+	}
+	v.broken++
+	var ce *journal.ChainError
+	if !errors.As(err, &ce) {
+		// The stream cannot even be read back (a row altered into
+		// something the journal cannot decode): as broken as a bad hash.
+		ce = &journal.ChainError{Stream: stream, Version: n + 1, Reason: fmt.Sprintf("the event after version %d cannot be read: %v", n, err)}
+	}
+	v.clearProgress()
+	if v.e.opts.json {
+		return emitJSON(v.e.stdout, map[string]any{
+			"broken": true, "partition": ce.Stream.Normalize().Partition, "tag": ce.Stream.Tag,
+			"version": ce.Version, "position": ce.Position, "verifiedEvents": n, "reason": ce.Reason,
+		})
+	}
+	_, err = fmt.Fprintf(v.e.stdout, "BROKEN %s at version %d, position %s: %s\n", ce.Stream, ce.Version, ce.Position, ce.Reason)
+	return err
+}
+
+// report prints the summary and fails when anything was broken or untagged.
+func (v *verifier) report(untagged uint64) error {
+	if v.e.opts.json {
+		if err := emitJSON(v.e.stdout, map[string]any{"streams": v.total, "events": v.events, "broken": v.broken, "untaggedEvents": untagged}); err != nil {
+			return err
+		}
+	} else {
+		if untagged > 0 {
+			fmt.Fprintf(v.e.stdout, "UNCHAINED %d events carry no tag, so no hash chain covers them (written before tags became required, or inserted around the journal); find them with SELECT ... WHERE cardinality(tags) = 0\n", untagged)
+		}
+		if v.broken == 0 && untagged == 0 {
+			fmt.Fprintf(v.e.stdout, "verified %d streams, %d events: every chain is intact\n", v.total, v.events)
+		} else {
+			fmt.Fprintf(v.e.stdout, "verified %d streams, %d events: %d broken chain(s), %d unchained event(s)\n", v.total, v.events, v.broken, untagged)
+		}
+	}
+	if v.broken > 0 || untagged > 0 {
+		return errFailed
+	}
+	return nil
+}
