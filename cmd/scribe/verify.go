@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 )
@@ -157,7 +159,8 @@ func (v *verifier) report(untagged uint64) error {
 		}
 	} else {
 		if untagged > 0 {
-			fmt.Fprintf(v.e.stdout, "UNCHAINED %d events carry no tag, so no hash chain covers them (written before tags became required, or inserted around the journal); find them with SELECT ... WHERE cardinality(tags) = 0\n", untagged)
+			fmt.Fprintf(v.e.stdout, "UNCHAINED %d events carry no tag, so no hash chain covers them (written before tags became required, or inserted around the journal); list them with: SELECT commit_xid, seq, id, type FROM %s.events WHERE cardinality(tags) = 0\n",
+				untagged, pgx.Identifier{v.e.opts.schema}.Sanitize())
 		}
 		if v.broken == 0 && untagged == 0 {
 			fmt.Fprintf(v.e.stdout, "verified %d streams, %d events: every chain is intact\n", v.total, v.events)
