@@ -20,7 +20,10 @@ type backend struct {
 	Snapshots snapshots.Store
 	// Description says what it is, for the start log line (no secrets).
 	Description string
-	close       func()
+	// pool and pgCfg are set on Postgres (the read model's tables live there).
+	pool  *pgxpool.Pool
+	pgCfg postgres.Config
+	close func()
 }
 
 // Close releases the backend's resources (background goroutines, pool).
@@ -87,6 +90,8 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 		Sessions:    j,
 		Snapshots:   snaps,
 		Description: "postgres " + where + " schema " + schema,
+		pool:        pool,
+		pgCfg:       pgCfg,
 		close: func() {
 			_ = j.Close()
 			pool.Close()

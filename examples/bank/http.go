@@ -119,6 +119,11 @@ type apiConfig struct {
 	// TracerProvider and MeterProvider default to no-op providers.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	// Read serves GET /accounts and GET /events/stream (nil: they answer 404).
+	Read *readSide
+	// Closing, when closed, ends the open event streams (a graceful
+	// shutdown would otherwise wait for them).
+	Closing <-chan struct{}
 }
 
 type api struct {
@@ -132,6 +137,9 @@ type api struct {
 	idem      *idempotencyCache
 	tracer    trace.Tracer
 	prop      propagation.TextMapPropagator
+	read      *readSide
+	streams   chan struct{}
+	closing   <-chan struct{}
 
 	requests metric.Int64Counter
 	duration metric.Float64Histogram
@@ -171,6 +179,9 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 		idem:      newIdempotencyCache(cfg.IdempotencyEntries, cfg.IdempotencyTTL, time.Now),
 		tracer:    cfg.TracerProvider.Tracer("github.com/scribe-es/scribe/examples/bank"),
 		prop:      propagation.TraceContext{},
+		read:      cfg.Read,
+		streams:   make(chan struct{}, maxEventStreams),
+		closing:   cfg.Closing,
 	}
 	meter := cfg.MeterProvider.Meter("github.com/scribe-es/scribe/examples/bank")
 	var err error
@@ -190,7 +201,10 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 			return errorResponse(codeMethodNotAllowed, fmt.Sprintf("%s %s is not supported; use %s", r.Method, path, allow))
 		}))
 	}
-	route("POST /accounts", "/accounts", "POST", a.createAccount)
+	route("POST /accounts", "/accounts", "GET, HEAD, POST", a.createAccount)
+	mux.Handle("GET /accounts", a.instrument(a.listAccounts))
+	// Long-lived: no request timeout, its own limit (maxEventStreams).
+	mux.HandleFunc("GET /events/stream", a.eventStream)
 	route("POST /accounts/{id}/deposit", "/accounts/{id}/deposit", "POST", a.deposit)
 	route("POST /accounts/{id}/withdraw", "/accounts/{id}/withdraw", "POST", a.withdraw)
 	route("POST /transfers", "/transfers", "POST", a.transfer)
@@ -213,7 +227,7 @@ func (a *api) limitInFlight(next http.Handler) http.Handler {
 		return resp
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/events/stream" {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
@@ -59,8 +60,17 @@ type invariantResult struct {
 	Sum          int64
 	Negative     []string // accounts with a negative balance
 	FoldMismatch []string // accounts whose balance differs from the fold of their events
-	Problems     []string
+	// ReadModelMismatch lists accounts that GET /accounts (the read model)
+	// still showed differently from GET /accounts/{id} after
+	// readModelPatience.
+	ReadModelMismatch []string
+	Problems          []string
 }
+
+// readModelPatience is how long the final check waits for the accounts read
+// model (a projection, which trails the accounts) to show every account as
+// the account itself does.
+const readModelPatience = 30 * time.Second
 
 // runLoadgen is the loadgen subcommand: it parses flags, runs the load,
 // prints the report to stdout and returns the exit code (1 when the
@@ -253,12 +263,16 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadReport, error) {
 func checkInvariants(ctx context.Context, c *loadClient, accounts []string, total int64) (invariantResult, error) {
 	var res invariantResult
 	var mu sync.Mutex
+	views := make(map[string]AccountView, len(accounts))
 	err := parallel(ctx, 8, len(accounts), func(i int) error {
 		id := accounts[i]
 		var acct AccountView
 		if err := c.get(ctx, "/accounts/"+id, &acct); err != nil {
 			return err
 		}
+		mu.Lock()
+		views[id] = acct
+		mu.Unlock()
 		events, err := c.allEvents(ctx, id)
 		if err != nil {
 			return err
@@ -286,7 +300,43 @@ func checkInvariants(ctx context.Context, c *loadClient, accounts []string, tota
 	if res.Sum != total {
 		res.Problems = append(res.Problems, fmt.Sprintf("money not conserved: the accounts hold %d, %d was deposited", res.Sum, total))
 	}
+	if err := checkReadModel(ctx, c, views, readModelPatience, &res); err != nil {
+		return res, err
+	}
 	return res, nil
+}
+
+// checkReadModel compares the read model (GET /accounts) with the accounts'
+// own views, waiting up to patience for it to catch up.
+func checkReadModel(ctx context.Context, c *loadClient, views map[string]AccountView, patience time.Duration, res *invariantResult) error {
+	deadline := time.Now().Add(patience)
+	for {
+		listed, err := c.allAccounts(ctx)
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]AccountView, len(listed))
+		for _, a := range listed {
+			byID[a.ID] = a
+		}
+		var differ, problems []string
+		for _, id := range slices.Sorted(maps.Keys(views)) {
+			if got, want := byID[id], views[id]; got != want {
+				differ = append(differ, id)
+				problems = append(problems, fmt.Sprintf("read model: account %s shows balance %d version %d, the account itself %d version %d", id, got.Balance, got.Version, want.Balance, want.Version))
+			}
+		}
+		if len(differ) == 0 || time.Now().After(deadline) {
+			res.ReadModelMismatch = differ
+			res.Problems = append(res.Problems, problems...)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // foldEvents folds an account's events as the API returns them; versions
@@ -316,8 +366,8 @@ func printReport(w io.Writer, cfg loadConfig, rep *loadReport) {
 	if !rep.InvariantOK {
 		status = "FAILED"
 	}
-	fmt.Fprintf(w, "invariants %s: %d accounts hold %d (deposited %d), %d negative, %d differ from the fold of their events\n",
-		status, len(rep.Accounts), rep.Invariant.Sum, rep.Total, len(rep.Invariant.Negative), len(rep.Invariant.FoldMismatch))
+	fmt.Fprintf(w, "invariants %s: %d accounts hold %d (deposited %d), %d negative, %d differ from the fold of their events, %d differ in the read model\n",
+		status, len(rep.Accounts), rep.Invariant.Sum, rep.Total, len(rep.Invariant.Negative), len(rep.Invariant.FoldMismatch), len(rep.Invariant.ReadModelMismatch))
 	for _, p := range rep.Invariant.Problems {
 		fmt.Fprintf(w, "  %s\n", p)
 	}
@@ -460,46 +510,79 @@ const maxFollowedEvents = 1_000_000
 // links back to a page it already served fails at once, and it gives up
 // after maxFollowedEvents events.
 func (c *loadClient) allEvents(ctx context.Context, id string) ([]EventView, error) {
-	base, err := url.Parse(c.base)
-	if err != nil {
-		return nil, fmt.Errorf("base URL %q: %w", c.base, err)
-	}
-	u, err := base.Parse(c.base + "/accounts/" + url.PathEscape(id) + "/events")
-	if err != nil {
-		return nil, fmt.Errorf("account %q: %w", id, err)
-	}
 	var all []EventView
-	for {
-		var page []EventView
-		header, err := c.fetch(ctx, u.String(), &page)
-		if err != nil {
-			return nil, err
-		}
+	err := followPages(ctx, c, "/accounts/"+url.PathEscape(id)+"/events", func(u *url.URL, page []EventView) error {
 		for _, ev := range page {
 			if want := uint64(len(all) + 1); ev.Version != want {
-				return nil, fmt.Errorf("GET %s: account %s: event version %d where version %d was due; the pages are not contiguous", u.RequestURI(), id, ev.Version, want)
+				return fmt.Errorf("GET %s: account %s: event version %d where version %d was due; the pages are not contiguous", u.RequestURI(), id, ev.Version, want)
 			}
 			all = append(all, ev)
 		}
 		if len(all) > maxFollowedEvents {
-			return nil, fmt.Errorf("account %s: more than %d events after following Link headers; giving up in case the server links pages in a loop", id, maxFollowedEvents)
+			return fmt.Errorf("account %s: more than %d events after following Link headers; giving up in case the server links pages in a loop", id, maxFollowedEvents)
+		}
+		return nil
+	})
+	return all, err
+}
+
+// allAccounts reads the accounts read model: GET /accounts and the pages
+// its Link headers name. IDs must ascend across pages.
+func (c *loadClient) allAccounts(ctx context.Context) ([]AccountView, error) {
+	var all []AccountView
+	err := followPages(ctx, c, "/accounts?limit=1000", func(u *url.URL, page []AccountView) error {
+		for _, a := range page {
+			if len(all) > 0 && a.ID <= all[len(all)-1].ID {
+				return fmt.Errorf("GET %s: account %q follows %q; the pages are not in ID order", u.RequestURI(), a.ID, all[len(all)-1].ID)
+			}
+			all = append(all, a)
+		}
+		if len(all) > maxFollowedEvents {
+			return fmt.Errorf("more than %d accounts after following Link headers; giving up in case the server links pages in a loop", maxFollowedEvents)
+		}
+		return nil
+	})
+	return all, err
+}
+
+// followPages GETs path and then each page the rel="next" Link header
+// names, passing each decoded page to each, until a page has no next link.
+// A link that leaves the service, or an empty page with a next link, is an
+// error.
+func followPages[T any](ctx context.Context, c *loadClient, path string, each func(u *url.URL, page []T) error) error {
+	base, err := url.Parse(c.base)
+	if err != nil {
+		return fmt.Errorf("base URL %q: %w", c.base, err)
+	}
+	u, err := base.Parse(c.base + path)
+	if err != nil {
+		return fmt.Errorf("path %q: %w", path, err)
+	}
+	for {
+		var page []T
+		header, err := c.fetch(ctx, u.String(), &page)
+		if err != nil {
+			return err
+		}
+		if err := each(u, page); err != nil {
+			return err
 		}
 		next, err := nextLink(header.Values("Link"))
 		if err != nil {
-			return nil, fmt.Errorf("GET %s: %w", u.RequestURI(), err)
+			return fmt.Errorf("GET %s: %w", u.RequestURI(), err)
 		}
 		if next == "" {
-			return all, nil
+			return nil
 		}
 		if len(page) == 0 {
-			return nil, fmt.Errorf("GET %s: an empty page links to a next page; the server's paging is broken", u.RequestURI())
+			return fmt.Errorf("GET %s: an empty page links to a next page; the server's paging is broken", u.RequestURI())
 		}
 		nu, err := u.Parse(next)
 		if err != nil {
-			return nil, fmt.Errorf("GET %s: the next link %q is not a URI reference: %w", u.RequestURI(), next, err)
+			return fmt.Errorf("GET %s: the next link %q is not a URI reference: %w", u.RequestURI(), next, err)
 		}
 		if nu.Scheme != base.Scheme || nu.Host != base.Host {
-			return nil, fmt.Errorf("GET %s: the next link %q leaves the service at %s", u.RequestURI(), next, c.base)
+			return fmt.Errorf("GET %s: the next link %q leaves the service at %s", u.RequestURI(), next, c.base)
 		}
 		u = nu
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -122,4 +123,35 @@ func TestAllEventsStopsOnBrokenPaging(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestReadModelCheck: the loadgen's final check passes when GET /accounts
+// agrees with the accounts, follows its pages, and reports every account
+// the read model shows differently (or not at all).
+func TestReadModelCheck(t *testing.T) {
+	t.Parallel()
+	listed := []AccountView{{ID: "a", Balance: 5, Version: 2}, {ID: "b", Balance: 7, Version: 3}, {ID: "c", Balance: 1, Version: 1}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page := listed[:2]
+		if r.URL.Query().Get("after") == "b" {
+			page = listed[2:]
+		} else {
+			w.Header().Set("Link", `</accounts?after=b&limit=2>; rel="next"`)
+		}
+		require.NoError(t, json.NewEncoder(w).Encode(page))
+	}))
+	defer srv.Close()
+	c := &loadClient{base: srv.URL, http: srv.Client()}
+	ctx := context.Background()
+
+	var ok invariantResult
+	require.NoError(t, checkReadModel(ctx, c, map[string]AccountView{"a": listed[0], "c": listed[2]}, time.Millisecond, &ok))
+	require.Empty(t, ok.Problems)
+
+	var bad invariantResult
+	views := map[string]AccountView{"a": {ID: "a", Balance: 6, Version: 3}, "c": listed[2], "d": {ID: "d", Balance: 1, Version: 1}}
+	require.NoError(t, checkReadModel(ctx, c, views, time.Millisecond, &bad))
+	require.Equal(t, []string{"a", "d"}, bad.ReadModelMismatch)
+	require.Len(t, bad.Problems, 2)
+	require.Contains(t, bad.Problems[0], "account a shows balance 5 version 2, the account itself 6 version 3")
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,9 +51,13 @@ type server struct {
 	http    *http.Server
 	ready   atomic.Bool
 	svc     *bankService
-	backend *backend
-	tel     *telemetry
-	failed  chan error
+	read    *readModel
+	closing chan struct{}
+	// closeOnce closes closing.
+	closeOnce sync.Once
+	backend   *backend
+	tel       *telemetry
+	failed    chan error
 }
 
 // startServer opens the storage, starts the runtime and serves the API. It
@@ -69,7 +74,7 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 		cfg.TelemetryOut = io.Discard
 	}
 	log := cfg.Logger
-	s := &server{log: log, failed: make(chan error, 1)}
+	s := &server{log: log, failed: make(chan error, 1), closing: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.close(context.Background())
@@ -93,7 +98,12 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	if s.read, err = startReadModel(ctx, s.backend, cfg.NodeID, log); err != nil {
+		return nil, fmt.Errorf("start the accounts read model: %w", err)
+	}
 	handler, err := newAPI(apiConfig{
+		Read:           &readSide{List: s.read.list, Progress: s.read.progress, Feed: s.backend.Journal},
+		Closing:        s.closing,
 		Service:        s.svc,
 		Logger:         log,
 		Ready:          &s.ready,
@@ -140,6 +150,7 @@ func (s *server) Failed() <-chan error { return s.failed }
 // released), closes the storage and flushes telemetry.
 func (s *server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
+	s.closeOnce.Do(func() { close(s.closing) })
 	var errs []error
 	if s.http != nil {
 		if err := s.http.Shutdown(ctx); err != nil {
@@ -152,6 +163,9 @@ func (s *server) Shutdown(ctx context.Context) error {
 
 func (s *server) close(ctx context.Context) error {
 	var errs []error
+	if s.read != nil {
+		s.read.Stop()
+	}
 	if s.svc != nil {
 		if err := s.svc.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("runtime shutdown: %w", err))

@@ -1,0 +1,70 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/projection"
+	"github.com/scribe-es/scribe/projection/projectiontest"
+)
+
+// TestProjectionConformance runs the projection suite on the Postgres store:
+// the read model is a table written in the handler's transaction.
+func TestProjectionConformance(t *testing.T) {
+	t.Parallel()
+	projectiontest.Run(t, func(t *testing.T) projectiontest.Harness[pgx.Tx] {
+		f := setup(t, func(c *postgres.Config) { c.PollInterval = 50e6 })
+		store, err := postgres.NewProjectionStore(f.pool, f.cfg)
+		require.NoError(t, err)
+		table := pgx.Identifier{f.cfg.Schema, "rm_applied"}.Sanitize()
+		_, err = f.pool.Exec(context.Background(), `CREATE TABLE `+table+` (model text, id uuid, n int NOT NULL, PRIMARY KEY (model, id))`)
+		require.NoError(t, err)
+		return projectiontest.Harness[pgx.Tx]{
+			Journal: f.journal,
+			Store:   store,
+			Apply: func(ctx context.Context, tx pgx.Tx, model string, recs []journal.Record) error {
+				ids := make([]uuid.UUID, len(recs))
+				for i, r := range recs {
+					ids[i] = r.ID
+				}
+				_, err := tx.Exec(ctx, `INSERT INTO `+table+` (model, id, n) SELECT $1, id, 1 FROM unnest($2::uuid[]) AS id
+					ON CONFLICT (model, id) DO UPDATE SET n = `+table+`.n + 1`, model, ids)
+				return err
+			},
+			Applied: func(t *testing.T, model string) map[uuid.UUID]int {
+				rows, err := f.pool.Query(context.Background(), `SELECT id, n FROM `+table+` WHERE model = $1`, model)
+				require.NoError(t, err)
+				out := map[uuid.UUID]int{}
+				for rows.Next() {
+					var id uuid.UUID
+					var n int
+					require.NoError(t, rows.Scan(&id, &n))
+					out[id] = n
+				}
+				require.NoError(t, rows.Err())
+				return out
+			},
+			Clear: func(ctx context.Context, tx pgx.Tx, model string) error {
+				_, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE model = $1`, model)
+				return err
+			},
+		}
+	})
+}
+
+// TestProjectionStoreNeedsMigrate: an unmigrated schema is reported as such.
+func TestProjectionStoreNeedsMigrate(t *testing.T) {
+	pool, schema := pgtest.Pool(t)
+	store, err := postgres.NewProjectionStore(pool, postgres.Config{Schema: schema})
+	require.NoError(t, err)
+	_, err = store.Claim(context.Background(), projection.Key{Name: "p", Version: 1}, "a", 1e9)
+	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
+	require.ErrorContains(t, err, "run postgres.Migrate")
+}

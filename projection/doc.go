@@ -1,0 +1,51 @@
+// Package projection builds read models from the journal: a projection is a
+// name, a version, a query (which events) and a handler of record batches.
+// A Runner reads the journal's global feed from the projection's checkpoint
+// (catch-up, then live through Subscribe, gap-free as the feed is), calls the
+// handler in batches and stores the checkpoint through a Store.
+//
+// # Delivery
+//
+// With the Postgres store (postgres.ProjectionStore) the handler receives the
+// pgx.Tx that also moves the checkpoint: a read model in the same database
+// sees every selected event exactly once, across crashes, restarts and
+// failovers. With the memory store, or for effects outside that transaction
+// (calls to other services, messages), delivery is at-least-once: a batch
+// whose effects happened but whose checkpoint did not commit is delivered
+// again, so make such effects idempotent with the record's event ID.
+//
+// # One runner at a time
+//
+// Runners of one projection may run in many processes; the store's lease
+// lets one of them apply batches while the others stand by. Every commit is
+// fenced by the lease's epoch and expiry (checked by the store, under a lock
+// held while the batch is applied), so a paused or partitioned runner that
+// lost its lease applies nothing; a standby takes over within about
+// Options.LeaseTTL after the active runner died, at once after it stopped.
+//
+// # Failures
+//
+// A handler error rolls the batch back. The runner retries the batch record
+// by record, to pin the failure to one record, with exponential backoff; after
+// Options.MaxAttempts tries of one record the projection stops: Run returns a
+// *FailedError, the store records State failed with the record's position
+// and the error (Store.Status), the scribe.projection.failures counter grows
+// and the error is logged. Nothing is ever skipped. Starting a runner again
+// retries the record. Store and journal outages are retried without limit.
+//
+// # Rebuilds
+//
+// Blue-green: deploy version N+1 beside version N. It starts at position zero
+// with its own checkpoint (and should write its own tables); when it has
+// caught up it becomes the active version (Status.Active) and the runners of
+// older versions stop with ErrSuperseded. Readers pick the tables of the
+// active version. In place: Store.Reset moves the checkpoint back to zero,
+// clears the read model in the same transaction and fences the current
+// runner, which claims again and replays everything.
+//
+// # Publishing
+//
+// Publisher delivers each event to a Sink after it is persisted (an outbox
+// without an outbox table: the journal is the outbox), in order, at least
+// once, with retries and dead letters.
+package projection

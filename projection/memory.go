@@ -1,0 +1,274 @@
+package projection
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// MemoryStore keeps checkpoints, leases and dead letters in memory, for
+// tests and for services on the memory journal. Its handlers receive NoTx:
+// the read model is the handler's own, and a batch whose handler returned
+// nil counts as applied. Within one process it fences like the Postgres
+// store: a commit, claim, renewal or reset of a projection waits for the
+// batch being applied, so at most one batch of a projection is applied at a
+// time and a fenced runner's batch never starts.
+type MemoryStore struct {
+	// Now is the store's clock; default time.Now.
+	Now func() time.Time
+
+	mu     sync.Mutex
+	rows   map[Key]*memRow
+	active map[string]int
+	dead   map[Key][]DeadLetter
+}
+
+type memRow struct {
+	apply sync.Mutex // held through Claim, Renew, Commit (with its handler), Fail and Reset
+	st    Status     // guarded by MemoryStore.mu
+	ttl   time.Duration
+}
+
+// NewMemoryStore returns an empty store.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{rows: map[Key]*memRow{}, active: map[string]int{}, dead: map[Key][]DeadLetter{}}
+}
+
+var _ Store[NoTx] = (*MemoryStore)(nil)
+
+func (s *MemoryStore) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// row returns k's row, creating it idle.
+func (s *MemoryStore) row(k Key) *memRow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[k]
+	if r == nil {
+		r = &memRow{st: Status{Key: k, State: StateIdle}}
+		s.rows[k] = r
+	}
+	return r
+}
+
+// Claim implements Store.
+func (s *MemoryStore) Claim(ctx context.Context, k Key, owner string, ttl time.Duration) (Lease, error) {
+	if err := k.Validate(); err != nil {
+		return Lease{}, err
+	}
+	if owner == "" || ttl <= 0 {
+		return Lease{}, fmt.Errorf("projection %s: Claim needs an owner and a positive TTL", k)
+	}
+	r := s.row(k)
+	r.apply.Lock()
+	defer r.apply.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if r.st.Owner != "" && r.st.Owner != owner && now.Before(r.st.LeaseUntil) {
+		return Lease{}, fmt.Errorf("%w: %s holds %s until %s", ErrLeaseHeld, r.st.Owner, k, r.st.LeaseUntil.Format(time.RFC3339Nano))
+	}
+	r.st.Epoch++
+	r.st.Owner, r.st.LeaseUntil, r.ttl, r.st.UpdatedAt = owner, now.Add(ttl), ttl, now
+	if r.st.State != StateFailed {
+		r.st.State = StateRunning
+	}
+	return Lease{Key: k, Owner: owner, Epoch: r.st.Epoch, TTL: ttl, Checkpoint: r.st.Checkpoint, Events: r.st.Events}, nil
+}
+
+// check reports why l may not act on r (nil when it may). s.mu is held.
+func (s *MemoryStore) check(r *memRow, l Lease) error {
+	if r.st.Epoch != l.Epoch || r.st.Owner != l.Owner {
+		return fmt.Errorf("%w: %s is at epoch %d (owner %q), the lease has epoch %d", ErrFenced, l.Key, r.st.Epoch, r.st.Owner, l.Epoch)
+	}
+	if !s.now().Before(r.st.LeaseUntil) {
+		return fmt.Errorf("%w: the lease of %s expired at %s", ErrFenced, l.Key, r.st.LeaseUntil.Format(time.RFC3339Nano))
+	}
+	if v, ok := s.active[l.Key.Name]; ok && v > l.Key.Version {
+		return fmt.Errorf("%w: %s is active", ErrSuperseded, Key{l.Key.Name, v})
+	}
+	return nil
+}
+
+// Renew implements Store.
+func (s *MemoryStore) Renew(ctx context.Context, l Lease) error {
+	r := s.row(l.Key)
+	r.apply.Lock()
+	defer r.apply.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(r, l); err != nil {
+		return err
+	}
+	r.st.LeaseUntil = s.now().Add(l.TTL)
+	return nil
+}
+
+// Release implements Store.
+func (s *MemoryStore) Release(ctx context.Context, l Lease) error {
+	r := s.row(l.Key)
+	r.apply.Lock()
+	defer r.apply.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.st.Epoch == l.Epoch && r.st.Owner == l.Owner {
+		r.st.Owner, r.st.LeaseUntil = "", time.Time{}
+		if r.st.State == StateRunning {
+			r.st.State = StateStandby
+		}
+		if v, ok := s.active[l.Key.Name]; ok && v > l.Key.Version {
+			r.st.State = StateSuperseded
+		}
+	}
+	return nil
+}
+
+// Commit implements Store. apply runs while the projection's row is locked.
+func (s *MemoryStore) Commit(ctx context.Context, l Lease, from journal.Position, records []journal.Record, apply func(ctx context.Context, tx NoTx) error) error {
+	if len(records) == 0 {
+		return fmt.Errorf("projection %s: Commit of no records", l.Key)
+	}
+	r := s.row(l.Key)
+	r.apply.Lock()
+	defer r.apply.Unlock()
+	s.mu.Lock()
+	err := s.check(r, l)
+	if err == nil && r.st.Checkpoint != from {
+		err = fmt.Errorf("%w: the checkpoint of %s is %s, the runner expected %s", ErrFenced, l.Key, r.st.Checkpoint, from)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := apply(ctx, NoTx{}); err != nil {
+		return &HandlerError{At: records[0].Position, Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	r.st.Checkpoint = records[len(records)-1].Position
+	r.st.Events += uint64(len(records))
+	r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = StateRunning, "", journal.Position{}, now
+	r.st.LeaseUntil = now.Add(l.TTL)
+	return nil
+}
+
+// Fail implements Store.
+func (s *MemoryStore) Fail(ctx context.Context, l Lease, pos journal.Position, msg string) error {
+	r := s.row(l.Key)
+	r.apply.Lock()
+	defer r.apply.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.st.Epoch != l.Epoch {
+		return fmt.Errorf("%w: %s is at epoch %d, the lease has epoch %d", ErrFenced, l.Key, r.st.Epoch, l.Epoch)
+	}
+	r.st.State, r.st.FailedAt, r.st.Error, r.st.UpdatedAt = StateFailed, pos, msg, s.now()
+	return nil
+}
+
+// DeadLetter implements Store; the letter is kept even when the batch's
+// handler then fails (the memory store has no transactions).
+func (s *MemoryStore) DeadLetter(ctx context.Context, _ NoTx, d DeadLetter) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d.At.IsZero() {
+		d.At = s.now()
+	}
+	s.dead[d.Key] = append(s.dead[d.Key], d)
+	return nil
+}
+
+// DeadLetters implements Store.
+func (s *MemoryStore) DeadLetters(ctx context.Context, k Key) ([]DeadLetter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.dead[k])
+	slices.SortFunc(out, func(a, b DeadLetter) int { return a.Record.Position.Compare(b.Record.Position) })
+	return out, nil
+}
+
+// Activate implements Store.
+func (s *MemoryStore) Activate(ctx context.Context, k Key) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.active[k.Name]; !ok || v < k.Version {
+		s.active[k.Name] = k.Version
+	}
+	return nil
+}
+
+// Status implements Store.
+func (s *MemoryStore) Status(ctx context.Context, k Key) (Status, error) {
+	if err := k.Validate(); err != nil {
+		return Status{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[k]
+	if !ok {
+		return Status{Key: k, State: StateIdle, Active: s.active[k.Name] == k.Version}, nil
+	}
+	return s.status(r), nil
+}
+
+func (s *MemoryStore) status(r *memRow) Status {
+	st := r.st
+	st.Active = s.active[st.Key.Name] == st.Key.Version
+	if v, ok := s.active[st.Key.Name]; ok && v > st.Key.Version && st.State != StateFailed {
+		st.State = StateSuperseded
+	}
+	return st
+}
+
+// Statuses implements Store.
+func (s *MemoryStore) Statuses(ctx context.Context) ([]Status, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Status, 0, len(s.rows))
+	for _, r := range s.rows {
+		out = append(out, s.status(r))
+	}
+	slices.SortFunc(out, func(a, b Status) int {
+		return cmp.Or(cmp.Compare(a.Key.Name, b.Key.Name), cmp.Compare(a.Key.Version, b.Key.Version))
+	})
+	return out, nil
+}
+
+// Reset implements Store.
+func (s *MemoryStore) Reset(ctx context.Context, k Key, clear func(ctx context.Context, tx NoTx) error) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	r := s.row(k)
+	r.apply.Lock()
+	defer r.apply.Unlock()
+	if clear != nil {
+		if err := clear(ctx, NoTx{}); err != nil {
+			return fmt.Errorf("projection %s: reset: clearing the read model failed, nothing was reset: %w", k, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.st.Epoch++ // fences the current holder
+	r.st.Owner, r.st.LeaseUntil = "", time.Time{}
+	r.st.Checkpoint, r.st.Events = journal.Position{}, 0
+	r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = StateIdle, "", journal.Position{}, s.now()
+	delete(s.dead, k)
+	return nil
+}

@@ -1,0 +1,217 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Projection describes a read model fed from the journal's global feed.
+// Tx is the type of the transaction a handler writes in: pgx.Tx for the
+// Postgres store (read model and checkpoint commit together), NoTx for the
+// memory store.
+type Projection[Tx any] struct {
+	// Name identifies the projection across processes; at most 200 bytes.
+	Name string
+	// Version is the projection's code version, ≥ 1. A new version is a new
+	// projection with its own checkpoint that starts at position zero beside
+	// the old one (see Options.TakeOver).
+	Version int
+	// Query selects the events the handler sees. The zero Query means every
+	// event of every partition.
+	Query journal.Query
+	// Handle applies one batch of records, in ascending position order. With
+	// the Postgres store it runs inside the transaction that also stores the
+	// checkpoint: the batch's effects and the checkpoint commit together or
+	// not at all. A returned error rolls both back; the runner retries (see
+	// Options.MaxAttempts).
+	Handle func(ctx context.Context, tx Tx, batch Batch) error
+	// Prepare, when set, runs before each batch's transaction and outside
+	// it, for effects outside the database (a publisher's deliveries): it
+	// may set Batch.Prepared for Handle. Its error counts as a handler
+	// error. It runs again when the batch is retried, so its effects are
+	// at-least-once.
+	Prepare func(ctx context.Context, batch *Batch) error
+}
+
+// Batch is what a handler receives.
+type Batch struct {
+	// Records are the batch's events, ascending by position, never empty.
+	Records []journal.Record
+	// Attempt is 1 on the first try of these records, 2 on the first retry…
+	Attempt int
+	// Epoch is the runner's lease epoch: it grows every time another runner
+	// (or this one again, after losing its lease) takes the projection over.
+	Epoch uint64
+	// Prepared is what Prepare left for Handle (nil without Prepare).
+	Prepared any
+}
+
+// NoTx is the transaction type of stores without transactions (the memory
+// store): handlers receive the zero value.
+type NoTx struct{}
+
+// Key identifies one version of a projection.
+type Key struct {
+	Name    string
+	Version int
+}
+
+// String renders "name@version".
+func (k Key) String() string { return fmt.Sprintf("%s@%d", k.Name, k.Version) }
+
+// Validate reports a key a store rejects.
+func (k Key) Validate() error {
+	switch {
+	case k.Name == "":
+		return errors.New("projection: the name is empty; give the projection a stable name such as \"accounts\"")
+	case len(k.Name) > 200:
+		return fmt.Errorf("projection: the name is %d bytes; use at most 200", len(k.Name))
+	case k.Version < 1:
+		return fmt.Errorf("projection %q: version %d; versions start at 1", k.Name, k.Version)
+	}
+	return nil
+}
+
+// Lease is a runner's exclusive right to apply batches of one projection.
+// Stores fence every commit with it: a commit under a lease whose epoch is no
+// longer current, or that has expired, fails with ErrFenced.
+type Lease struct {
+	Key   Key
+	Owner string
+	Epoch uint64
+	// TTL is how long a claim, a renewal or a commit keeps the lease.
+	TTL time.Duration
+	// Checkpoint is the position of the last applied record when the lease
+	// was granted (zero: nothing applied), and Events the number of records
+	// applied so far.
+	Checkpoint journal.Position
+	Events     uint64
+}
+
+// State is where a projection stands.
+type State string
+
+// States of a projection, as stores record them and runners report them.
+const (
+	StateIdle       State = "idle"       // never run, or reset
+	StateStandby    State = "standby"    // a runner waits for the lease
+	StateRunning    State = "running"    // a runner holds the lease and applies batches
+	StateFailed     State = "failed"     // stopped after MaxAttempts at FailedAt
+	StateSuperseded State = "superseded" // a newer version took over
+	StateStopped    State = "stopped"    // the runner's context ended
+)
+
+// Status describes a projection as its store records it.
+type Status struct {
+	Key   Key
+	State State
+	// Checkpoint is the position of the last applied record; Events how many
+	// records were applied in all.
+	Checkpoint journal.Position
+	Events     uint64
+	// Owner and Epoch name the current lease holder; LeaseUntil is when the
+	// lease lapses unless renewed.
+	Owner      string
+	Epoch      uint64
+	LeaseUntil time.Time
+	// Active is true when this version is the one readers should use (the
+	// newest version that caught up, or the only one).
+	Active bool
+	// FailedAt and Error describe the record that stopped the projection
+	// (State failed), or the last infrastructure error (any state).
+	FailedAt  journal.Position
+	Error     string
+	UpdatedAt time.Time
+}
+
+// DeadLetter is a record a publisher gave up on.
+type DeadLetter struct {
+	Key      Key
+	Record   journal.Record
+	Error    string
+	Attempts int
+	At       time.Time
+}
+
+// Store keeps projections' checkpoints and leases. Implementations are safe
+// for concurrent use, also by several processes when they share a database.
+type Store[Tx any] interface {
+	// Claim takes the lease of k for owner when it is free, expired, or was
+	// released: the epoch grows by one and the lease lasts ttl. When another
+	// owner holds a live lease it fails with ErrLeaseHeld.
+	Claim(ctx context.Context, k Key, owner string, ttl time.Duration) (Lease, error)
+	// Renew extends a live lease by its TTL, or fails with ErrFenced when the
+	// lease is no longer current or has expired.
+	Renew(ctx context.Context, l Lease) error
+	// Release gives the lease up so that a standby can claim it at once.
+	Release(ctx context.Context, l Lease) error
+	// Commit runs apply and moves the checkpoint from l's view (from) to the
+	// last record's position, atomically where the store has transactions,
+	// and extends the lease. It fails with ErrFenced, without running apply,
+	// when l is not the current live lease or the stored checkpoint is not
+	// from; with ErrSuperseded when a newer version is active; and with a
+	// *HandlerError when apply failed (nothing stored).
+	Commit(ctx context.Context, l Lease, from journal.Position, records []journal.Record, apply func(ctx context.Context, tx Tx) error) error
+	// Fail records that k stopped at the record at pos with msg.
+	Fail(ctx context.Context, l Lease, pos journal.Position, msg string) error
+	// DeadLetter stores d in tx (so that it commits with the checkpoint).
+	DeadLetter(ctx context.Context, tx Tx, d DeadLetter) error
+	// DeadLetters lists k's dead letters in position order.
+	DeadLetters(ctx context.Context, k Key) ([]DeadLetter, error)
+	// Activate makes k the version readers use, unless a newer one is active.
+	Activate(ctx context.Context, k Key) error
+	// Status returns k's status; a projection never run is StateIdle.
+	Status(ctx context.Context, k Key) (Status, error)
+	// Statuses lists every projection version the store knows, by name and version.
+	Statuses(ctx context.Context) ([]Status, error)
+	// Reset moves k's checkpoint back to zero, ends the current lease
+	// (the runner holding it is fenced and starts over) and clears the
+	// failure; clear, when not nil, runs in the same transaction to empty the
+	// read model.
+	Reset(ctx context.Context, k Key, clear func(ctx context.Context, tx Tx) error) error
+}
+
+// Errors of stores and runners; test with errors.Is.
+var (
+	// ErrLeaseHeld: another runner holds a live lease of the projection.
+	ErrLeaseHeld = errors.New("projection: the lease is held by another runner")
+	// ErrFenced: the lease is no longer current (another runner took over,
+	// it expired, or the projection was reset); nothing was stored.
+	ErrFenced = errors.New("projection: lease lost; nothing was stored")
+	// ErrSuperseded: a newer version of the projection is active.
+	ErrSuperseded = errors.New("projection: a newer version is active")
+)
+
+// HandlerError wraps an error returned by a projection's handler.
+type HandlerError struct {
+	// At is the position of the first record of the batch that failed.
+	At  journal.Position
+	Err error
+}
+
+func (e *HandlerError) Error() string {
+	return fmt.Sprintf("projection: handler failed on the batch starting at %s: %v", e.At, e.Err)
+}
+
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// FailedError is what Runner.Run returns when the handler failed
+// MaxAttempts times on one record: the projection stopped at At.
+type FailedError struct {
+	Key      Key
+	At       journal.Position
+	EventID  string
+	Attempts int
+	Err      error
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("projection %s stopped at position %s (event %s) after %d attempts: %v; fix the handler or the data and run it again (or reset it)",
+		e.Key, e.At, e.EventID, e.Attempts, e.Err)
+}
+
+func (e *FailedError) Unwrap() error { return e.Err }

@@ -1,0 +1,541 @@
+package projection
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Source is what a runner reads: the journal's feed (Subscribe) and DCB reads
+// (Read, to tell when the projection has caught up). Every journal.Journal is
+// a Source.
+type Source interface {
+	journal.Subscriber
+	Read(ctx context.Context, q journal.Query, opts journal.ReadOptions) iter.Seq2[journal.Record, error]
+}
+
+// Options tune a Runner. The zero value is valid.
+type Options struct {
+	// Owner names this runner in leases and status; default host-pid-random.
+	// Two runners must not share an owner.
+	Owner string
+	// BatchSize is the most records one handler call receives. Default 512.
+	BatchSize int
+	// LeaseTTL is how long the lease lasts without a commit or renewal; a
+	// standby takes over at most about this long after the active runner
+	// died. The runner renews every LeaseTTL/3. Default 10s.
+	LeaseTTL time.Duration
+	// MaxAttempts is how many times one record is tried before the projection
+	// stops with a *FailedError. Default 5.
+	MaxAttempts int
+	// Backoff is the pause before the first retry; it doubles up to
+	// MaxBackoff. Defaults 100ms and 10s.
+	Backoff, MaxBackoff time.Duration
+	// NoTakeOver keeps the runner from making its version the active one
+	// when it has caught up (blue-green switch). By default a runner
+	// activates its version as soon as it has applied every matching event,
+	// and the runners of older versions stop with ErrSuperseded.
+	NoTakeOver bool
+	// Logger receives state changes and failures; default slog.Default().
+	Logger *slog.Logger
+	// MeterProvider records scribe.projection.* metrics; default the global one.
+	MeterProvider metric.MeterProvider
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = 512
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 10 * time.Second
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 5
+	}
+	if o.Backoff == 0 {
+		o.Backoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 10 * time.Second
+	}
+	switch {
+	case o.BatchSize < 0:
+		return o, fmt.Errorf("projection: Options.BatchSize is %d; use a positive number or 0 for the default 512", o.BatchSize)
+	case o.LeaseTTL < 10*time.Millisecond:
+		return o, fmt.Errorf("projection: Options.LeaseTTL is %s; use at least 10ms (or 0 for the default 10s)", o.LeaseTTL)
+	case o.MaxAttempts < 0:
+		return o, fmt.Errorf("projection: Options.MaxAttempts is %d; use a positive number or 0 for the default 5", o.MaxAttempts)
+	case o.Backoff < 0 || o.MaxBackoff < o.Backoff:
+		return o, fmt.Errorf("projection: Options.Backoff %s and MaxBackoff %s: both must be positive and Backoff ≤ MaxBackoff", o.Backoff, o.MaxBackoff)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MeterProvider == nil {
+		o.MeterProvider = otel.GetMeterProvider()
+	}
+	return o, nil
+}
+
+// Progress is a runner's own view of its projection.
+type Progress struct {
+	State State
+	// Checkpoint and Events are as of the runner's last commit.
+	Checkpoint journal.Position
+	Events     uint64
+	Epoch      uint64
+	// Lag is how long the oldest record the runner has read but not yet
+	// applied has waited since it was recorded; zero when nothing waits.
+	Lag time.Duration
+	// LastLag is the age of the newest record of the last applied batch when
+	// that batch committed (end-to-end delay of the live path).
+	LastLag time.Duration
+	// Error is the last failure (handler or infrastructure), "" after a
+	// success; FailedAt is the record the projection stopped at.
+	Error    string
+	FailedAt journal.Position
+}
+
+// Runner feeds one projection from the journal. Several runners of one
+// projection (in one or many processes) may run at once: the store's lease
+// lets one apply batches while the others stand by and take over when it
+// dies or lets its lease lapse.
+type Runner[Tx any] struct {
+	src   Source
+	store Store[Tx]
+	p     Projection[Tx]
+	key   Key
+	q     journal.Query
+	o     Options
+	attrs metric.MeasurementOption
+
+	applied  metric.Int64Counter
+	failures metric.Int64Counter
+	lagHist  metric.Float64Histogram
+
+	mu       sync.Mutex
+	progress Progress
+	oldest   time.Time // RecordedAt of the oldest unapplied record read, zero if none
+	changed  chan struct{}
+}
+
+// NewRunner checks p and o and returns a runner; Run starts it.
+func NewRunner[Tx any](src Source, store Store[Tx], p Projection[Tx], o Options) (*Runner[Tx], error) {
+	key := Key{Name: p.Name, Version: p.Version}
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	if src == nil || store == nil {
+		return nil, fmt.Errorf("projection %s: the journal and the store must not be nil", key)
+	}
+	if p.Handle == nil {
+		return nil, fmt.Errorf("projection %s: Handle is nil; give the function that applies a batch", key)
+	}
+	q := p.Query
+	if q.Partition == "" && !q.All && len(q.Items) == 0 {
+		q = journal.Query{All: true, AllPartitions: true}
+	}
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("projection %s: %w", key, err)
+	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := o.MeterProvider.Meter("github.com/scribe-es/scribe/projection")
+	r := &Runner[Tx]{src: src, store: store, p: p, key: key, q: q, o: o, changed: make(chan struct{}),
+		attrs: metric.WithAttributes(attribute.String("scribe.projection.name", key.Name), attribute.Int("scribe.projection.version", key.Version))}
+	r.progress.State = StateIdle
+	if r.applied, err = m.Int64Counter("scribe.projection.events", metric.WithUnit("{event}"),
+		metric.WithDescription("Events applied by the projection's handler and committed with its checkpoint.")); err != nil {
+		return nil, err
+	}
+	if r.failures, err = m.Int64Counter("scribe.projection.failures", metric.WithUnit("{failure}"),
+		metric.WithDescription("Failed batch attempts (handler or store).")); err != nil {
+		return nil, err
+	}
+	if r.lagHist, err = m.Float64Histogram("scribe.projection.lag", metric.WithUnit("s"),
+		metric.WithDescription("Age of a batch's newest event when the batch committed.")); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Key returns the projection's name and version.
+func (r *Runner[Tx]) Key() Key { return r.key }
+
+// Owner returns the name this runner uses in leases.
+func (r *Runner[Tx]) Owner() string { return r.o.Owner }
+
+// Progress returns the runner's current view.
+func (r *Runner[Tx]) Progress() Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.progress
+	if !r.oldest.IsZero() {
+		p.Lag = max(0, time.Since(r.oldest))
+	}
+	return p
+}
+
+// WaitFor blocks until this runner has applied the record at pos (its
+// checkpoint is at or after pos), the projection stops, or ctx ends. pos
+// should be the position of a record the projection's query selects (the
+// checkpoint only moves over selected records).
+func (r *Runner[Tx]) WaitFor(ctx context.Context, pos journal.Position) error {
+	for {
+		r.mu.Lock()
+		p, ch := r.progress, r.changed
+		r.mu.Unlock()
+		if !p.Checkpoint.Before(pos) {
+			return nil
+		}
+		switch p.State {
+		case StateFailed, StateSuperseded:
+			return fmt.Errorf("projection %s is %s at %s: %s", r.key, p.State, p.Checkpoint, p.Error)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+func (r *Runner[Tx]) update(f func(p *Progress)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(&r.progress)
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func (r *Runner[Tx]) setState(s State) {
+	r.update(func(p *Progress) {
+		if p.State != s {
+			r.o.Logger.Info("projection state", "projection", r.key.String(), "owner", r.o.Owner, "state", string(s), "checkpoint", p.Checkpoint.String())
+		}
+		p.State = s
+	})
+}
+
+// Run claims the projection's lease (standing by while another runner holds
+// it), then applies batches until ctx ends (Run returns nil), a newer version
+// takes over (ErrSuperseded), or the handler fails MaxAttempts times on one
+// record (a *FailedError; the store records the failure). A lost lease sends
+// the runner back to standby; store and journal outages are retried with
+// backoff for as long as they last.
+func (r *Runner[Tx]) Run(ctx context.Context) error {
+	delay := r.o.Backoff
+	for {
+		lease, err := r.store.Claim(ctx, r.key, r.o.Owner, r.o.LeaseTTL)
+		switch {
+		case err == nil:
+			delay = r.o.Backoff
+			r.update(func(p *Progress) {
+				p.Checkpoint, p.Events, p.Epoch = lease.Checkpoint, lease.Events, lease.Epoch
+			})
+			r.setState(StateRunning)
+			err = r.active(ctx, lease)
+		case errors.Is(err, ErrLeaseHeld):
+			r.setState(StateStandby)
+			if !sleep(ctx, r.o.LeaseTTL/4) {
+				return r.stopped()
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return r.stopped()
+		}
+		var failed *FailedError
+		switch {
+		case errors.As(err, &failed):
+			r.update(func(p *Progress) { p.State, p.FailedAt, p.Error = StateFailed, failed.At, failed.Err.Error() })
+			r.o.Logger.Error("projection stopped", "projection", r.key.String(), "at", failed.At.String(), "event", failed.EventID, "attempts", failed.Attempts, "error", failed.Err)
+			return err
+		case errors.Is(err, ErrSuperseded):
+			r.setState(StateSuperseded)
+			return err
+		case errors.Is(err, ErrFenced):
+			r.o.Logger.Warn("projection lease lost; standing by", "projection", r.key.String(), "owner", r.o.Owner)
+			r.setState(StateStandby)
+		default:
+			r.update(func(p *Progress) { p.Error = err.Error() })
+			r.o.Logger.Warn("projection retrying after an error", "projection", r.key.String(), "in", delay.String(), "error", err)
+			r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
+			if !sleep(ctx, delay) {
+				return r.stopped()
+			}
+			delay = min(2*delay, r.o.MaxBackoff)
+		}
+	}
+}
+
+func (r *Runner[Tx]) stopped() error {
+	r.setState(StateStopped)
+	return nil
+}
+
+type item struct {
+	rec journal.Record
+	err error
+}
+
+// active applies batches under lease until the lease is lost, ctx ends, or
+// a failure that ends the lease's use.
+func (r *Runner[Tx]) active(ctx context.Context, lease Lease) (err error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel(nil)
+		wg.Wait()
+		if ctx.Err() != nil || errors.Is(err, ErrSuperseded) {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = r.store.Release(rctx, lease)
+			rcancel()
+		}
+	}()
+
+	feed := make(chan item, r.o.BatchSize)
+	wg.Add(2)
+	go func() { // the journal's feed, from the lease's checkpoint
+		defer wg.Done()
+		for rec, err := range r.src.Subscribe(actx, r.q, lease.Checkpoint) {
+			select {
+			case feed <- item{rec, err}:
+			case <-actx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() { // renewals while no commit extends the lease
+		defer wg.Done()
+		t := time.NewTicker(lease.TTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-t.C:
+				if err := r.store.Renew(actx, lease); err != nil && actx.Err() == nil {
+					if errors.Is(err, ErrFenced) || errors.Is(err, ErrSuperseded) {
+						cancel(err)
+						return
+					}
+					r.o.Logger.Warn("projection lease renewal failed", "projection", r.key.String(), "error", err)
+				}
+			}
+		}
+	}()
+
+	checkpoint := lease.Checkpoint
+	activated := r.o.NoTakeOver
+	var lastCheck time.Time
+	var pending []journal.Record
+	for {
+		if len(pending) == 0 {
+			r.mu.Lock()
+			r.oldest = time.Time{}
+			r.mu.Unlock()
+			if !activated && len(feed) == 0 && time.Since(lastCheck) > 200*time.Millisecond {
+				lastCheck = time.Now()
+				caught, err := r.caughtUp(actx, checkpoint)
+				if err != nil {
+					return r.cause(actx, err)
+				}
+				if caught {
+					if err := r.store.Activate(actx, r.key); err != nil {
+						return r.cause(actx, err)
+					}
+					activated = true
+					r.o.Logger.Info("projection caught up and active", "projection", r.key.String(), "checkpoint", checkpoint.String())
+				}
+			}
+			var wait <-chan time.Time
+			if !activated {
+				wait = time.After(250 * time.Millisecond)
+			}
+			select {
+			case <-actx.Done():
+				return context.Cause(actx)
+			case <-wait:
+				continue
+			case it := <-feed:
+				if it.err != nil {
+					return r.cause(actx, it.err)
+				}
+				pending = append(pending, it.rec)
+			}
+		}
+		for len(pending) < r.o.BatchSize {
+			select {
+			case it := <-feed:
+				if it.err != nil {
+					return r.cause(actx, it.err)
+				}
+				pending = append(pending, it.rec)
+				continue
+			default:
+			}
+			break
+		}
+		r.mu.Lock()
+		r.oldest = pending[0].RecordedAt
+		r.mu.Unlock()
+		if err := r.applyAll(actx, lease, &checkpoint, pending); err != nil {
+			return r.cause(actx, err)
+		}
+		pending = pending[:0]
+	}
+}
+
+// cause prefers the reason actx was cancelled (a lost lease) over err.
+func (r *Runner[Tx]) cause(actx context.Context, err error) error {
+	if c := context.Cause(actx); c != nil {
+		return c
+	}
+	return err
+}
+
+// caughtUp reports whether no selected record lies after checkpoint.
+func (r *Runner[Tx]) caughtUp(ctx context.Context, checkpoint journal.Position) (bool, error) {
+	for rec, err := range r.src.Read(ctx, r.q, journal.ReadOptions{From: checkpoint, Limit: 2}) {
+		if err != nil {
+			return false, err
+		}
+		if rec.Position.After(checkpoint) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// applyAll commits pending in batches. After a handler error it retries
+// record by record, so that a failure is pinned to one record, backing off
+// between attempts of that record.
+func (r *Runner[Tx]) applyAll(ctx context.Context, lease Lease, checkpoint *journal.Position, pending []journal.Record) error {
+	single := false
+	attempt := 1
+	delay := r.o.Backoff
+	for len(pending) > 0 {
+		n := min(len(pending), r.o.BatchSize)
+		if single {
+			n = 1
+		}
+		chunk := pending[:n]
+		b := Batch{Records: chunk, Attempt: attempt, Epoch: lease.Epoch}
+		err := r.prepare(ctx, lease, &b)
+		if err == nil {
+			err = r.store.Commit(ctx, lease, *checkpoint, chunk, func(ctx context.Context, tx Tx) error {
+				return r.p.Handle(ctx, tx, b)
+			})
+		}
+		if err == nil {
+			*checkpoint = chunk[n-1].Position
+			pending = pending[n:]
+			attempt, delay = 1, r.o.Backoff
+			lag := time.Since(chunk[n-1].RecordedAt)
+			r.applied.Add(context.WithoutCancel(ctx), int64(n), r.attrs)
+			r.lagHist.Record(context.WithoutCancel(ctx), lag.Seconds(), r.attrs)
+			r.update(func(p *Progress) {
+				p.Checkpoint = *checkpoint
+				p.Events += uint64(n)
+				p.LastLag = lag
+				p.Error = ""
+			})
+			r.mu.Lock()
+			if len(pending) > 0 {
+				r.oldest = pending[0].RecordedAt
+			}
+			r.mu.Unlock()
+			continue
+		}
+		var herr *HandlerError
+		if !errors.As(err, &herr) {
+			if ctx.Err() == nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrSuperseded) {
+				// The store failed (not the handler): retry the same records
+				// under the same lease while it lasts.
+				r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
+				r.update(func(p *Progress) { p.Error = err.Error() })
+				r.o.Logger.Warn("projection commit failed; retrying", "projection", r.key.String(), "in", delay.String(), "error", err)
+				if sleep(ctx, delay) {
+					delay = min(2*delay, r.o.MaxBackoff)
+					continue
+				}
+			}
+			return err
+		}
+		r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
+		r.update(func(p *Progress) { p.Error = herr.Err.Error() })
+		if n > 1 {
+			single = true // find the record that fails; no attempt is counted
+			continue
+		}
+		if attempt >= r.o.MaxAttempts {
+			failed := &FailedError{Key: r.key, At: chunk[0].Position, EventID: chunk[0].ID.String(), Attempts: attempt, Err: herr.Err}
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if ferr := r.store.Fail(fctx, lease, chunk[0].Position, failed.Error()); ferr != nil {
+				r.o.Logger.Error("projection failure could not be recorded in the store", "projection", r.key.String(), "error", ferr)
+			}
+			cancel()
+			return failed
+		}
+		r.o.Logger.Warn("projection handler failed; retrying", "projection", r.key.String(), "at", chunk[0].Position.String(), "attempt", attempt, "in", delay.String(), "error", herr.Err)
+		if !sleep(ctx, delay) {
+			return ctx.Err()
+		}
+		attempt++
+		delay = min(2*delay, r.o.MaxBackoff)
+	}
+	return nil
+}
+
+// prepare runs the projection's Prepare, if any, after checking that the
+// lease is still held (so that a runner that lost it does not start outside
+// effects).
+func (r *Runner[Tx]) prepare(ctx context.Context, lease Lease, b *Batch) error {
+	if r.p.Prepare == nil {
+		return nil
+	}
+	if err := r.store.Renew(ctx, lease); err != nil {
+		return err
+	}
+	if err := r.p.Prepare(ctx, b); err != nil {
+		return &HandlerError{At: b.Records[0].Position, Err: err}
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
