@@ -1,7 +1,8 @@
 // Command scribe is the operator's command line for a Scribe journal in
 // Postgres: it migrates a schema, lists streams, tags, leases and snapshots,
 // shows a stream's events, follows the global feed, reads events by type
-// and time, prunes snapshots and verifies every hash chain.
+// and time, prunes snapshots, reports and rebuilds projections and verifies
+// every hash chain.
 //
 // Install it with
 //
@@ -21,6 +22,8 @@
 //	scribe snapshots list
 //	scribe snapshots prune -keep 2
 //	scribe tags account
+//	scribe projections status
+//	scribe projections rebuild -version 2 -confirm accounts
 //
 // Output is an aligned table by default and one JSON object per line with
 // -json. Exit status: 0 on success, 1 when a command fails (including a

@@ -99,6 +99,8 @@ func commands() []*command {
 		snapshotsListCommand(),
 		snapshotsPruneCommand(),
 		tagsCommand(),
+		projectionsStatusCommand(),
+		projectionsRebuildCommand(),
 	}
 }
 
