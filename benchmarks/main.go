@@ -68,6 +68,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.Scenario == scenarioProjection {
+		return runProjection(ctx, o, stdout, stderr)
+	}
 	table := stdout
 	if o.JSON {
 		table = stderr

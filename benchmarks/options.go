@@ -28,7 +28,7 @@ const (
 )
 
 var (
-	allScenarios = []string{scenarioHot, scenarioSpread, scenarioSkewed, scenarioTransfer}
+	allScenarios = []string{scenarioHot, scenarioSpread, scenarioSkewed, scenarioTransfer, scenarioProjection}
 	allModes     = []string{modeActor, modeOCC, modeOCCFast, modeRaw}
 	// clusterModes are measured only when named in -mode or with -cluster.
 	clusterModes = []string{modeClusterLocal, modeClusterRemote}
@@ -59,6 +59,11 @@ type options struct {
 	Progress time.Duration
 	CPUProf  string // file for the Go CPU profile of the whole run
 	Cluster  bool   // also measure cluster-local and cluster-remote
+	// Events and ProjBatch size the projection scenario: events filled
+	// before the catch-up runs, and the projection's batch size.
+	Events    int
+	ProjBatch int
+	args      []string // as given, for the report
 }
 
 // cellDuration is the measured time of one (run, writers, mode) cell.
@@ -92,6 +97,8 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 	fs.StringVar(&o.Prefix, "schema-prefix", "bench_", "prefix of the per-measurement Postgres schemas (lowercase letters, digits, _)")
 	fs.IntVar(&o.RawBatch, "raw-batch", 64, "rows per multi-row INSERT in raw mode")
 	fs.DurationVar(&o.Progress, "progress", time.Second, "interval of the progress line on stderr (0: none)")
+	fs.IntVar(&o.Events, "events", 1_000_000, "projection scenario: events to fill the journal with before the catch-up runs")
+	fs.IntVar(&o.ProjBatch, "projection-batch", 1000, "projection scenario: records per projection batch")
 	fs.StringVar(&o.CPUProf, "cpuprofile", "", "write the harness's Go CPU profile (every mode, every measurement) to this file, for go tool pprof")
 	fs.Usage = func() {
 		fmt.Fprintf(w, "Usage: go run ./benchmarks [flags]\n\nMeasures Scribe's actors against OCC retry loops and raw inserts (see doc.go).\n\nFlags:\n")
@@ -100,6 +107,7 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	o.args = args
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q: every setting is a flag (see -help)", fs.Args())
 	}
@@ -160,6 +168,10 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 		return o, fmt.Errorf("-schema-prefix %q: want 1 to 40 lowercase letters, digits or underscores, starting with a letter", o.Prefix)
 	case o.RawBatch < 1:
 		return o, fmt.Errorf("-raw-batch %d: want at least 1 row", o.RawBatch)
+	case o.Events < 1:
+		return o, fmt.Errorf("-events %d: want at least 1", o.Events)
+	case o.ProjBatch < 1:
+		return o, fmt.Errorf("-projection-batch %d: want at least 1", o.ProjBatch)
 	case o.Progress < 0:
 		return o, fmt.Errorf("-progress %v: want zero (off) or a positive interval", o.Progress)
 	}

@@ -53,6 +53,10 @@ type Options struct {
 	Logger *slog.Logger
 	// MeterProvider records scribe.projection.* metrics; default the global one.
 	MeterProvider metric.MeterProvider
+	// Committed, when set, is called after each batch committed, on the
+	// runner's goroutine (the next batch waits for it): to wake readers of
+	// the read model, or to measure its lag.
+	Committed func(b Batch)
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -315,7 +319,7 @@ func (r *Runner[Tx]) active(ctx context.Context, lease Lease) (err error) {
 		}
 	}()
 
-	feed := make(chan item, r.o.BatchSize)
+	feed := make(chan item, 2*r.o.BatchSize) // read ahead while a batch commits
 	wg.Add(2)
 	go func() { // the journal's feed, from the lease's checkpoint
 		defer wg.Done()
@@ -470,6 +474,9 @@ func (r *Runner[Tx]) applyAll(ctx context.Context, lease Lease, checkpoint *jour
 				r.oldest = pending[0].RecordedAt
 			}
 			r.mu.Unlock()
+			if r.o.Committed != nil {
+				r.o.Committed(b)
+			}
 			continue
 		}
 		var herr *HandlerError

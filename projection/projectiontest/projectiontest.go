@@ -229,7 +229,10 @@ func testCatchUpThenLive[Tx any](t *testing.T, h Harness[Tx]) {
 		recs = append(recs, appendN(t, ctx, h.Journal, "", journal.Tag(fmt.Sprintf("s:%d", i)), "E", 20)...)
 	}
 	recs = append(recs, appendN(t, ctx, h.Journal, "tenant-b", "s:1", "E", 7)...) // another partition
-	r, err := projection.NewRunner(h.Journal, h.Store, counting(h, "live", 1), opts("a"))
+	o := opts("a")
+	var committed atomic.Int64
+	o.Committed = func(b projection.Batch) { committed.Add(int64(len(b.Records))) }
+	r, err := projection.NewRunner(h.Journal, h.Store, counting(h, "live", 1), o)
 	require.NoError(t, err)
 	stop, _ := running(t, r)
 	require.NoError(t, r.WaitFor(ctx, recs[len(recs)-1].Position))
@@ -237,6 +240,7 @@ func testCatchUpThenLive[Tx any](t *testing.T, h Harness[Tx]) {
 	recs = append(recs, live...)
 	require.NoError(t, r.WaitFor(ctx, live[len(live)-1].Position))
 	exactlyOnce(t, h, "live@1", recs)
+	require.EqualValues(t, len(recs), committed.Load(), "Committed saw every applied record once")
 	p := r.Progress()
 	require.Equal(t, projection.StateRunning, p.State)
 	require.EqualValues(t, len(recs), p.Events)
