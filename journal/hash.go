@@ -212,7 +212,7 @@ func VerifyStream(ctx context.Context, rd Reader, stream StreamID) (uint64, erro
 			return verified, err
 		}
 		if again.Version == 0 {
-			return verified, &ChainError{Stream: stream, Version: 1, Position: last, Reason: fmt.Sprintf(
+			return verified, &ChainError{Stream: stream, Version: verified, Position: last, Reason: fmt.Sprintf(
 				"the stream has %d events but records no version or head hash: its stream record was removed", verified)}
 		}
 	}

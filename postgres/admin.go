@@ -293,3 +293,37 @@ func (j *Journal) UntaggedEvents(ctx context.Context, partition string) (uint64,
 	}
 	return uint64(n), nil
 }
+
+// UnrecordedStreams lists the streams of partition ("" for every partition)
+// that have events in the tag index but no streams row with a version: their
+// recorded version and head hash were removed around the journal (the
+// journal writes both in one statement). journal.VerifyStream reports such a
+// stream as broken. Ordered by partition and tag; it reads the whole tag
+// index of the selected partitions, as a verification does anyway.
+func (j *Journal) UnrecordedStreams(ctx context.Context, partition string) ([]journal.StreamID, error) {
+	if err := j.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := j.pool.Query(ctx, j.sql(`SELECT DISTINCT et.partition, et.tag FROM __S__.event_tags et
+		WHERE ($1 = '' OR et.partition = $1)
+		  AND NOT EXISTS (SELECT 1 FROM __S__.streams s WHERE s.partition = et.partition AND s.tag = et.tag AND s.version > 0)
+		ORDER BY et.partition, et.tag`), partition)
+	if err != nil {
+		return nil, j.translate("list unrecorded streams", err)
+	}
+	defer rows.Close()
+	var out []journal.StreamID
+	for rows.Next() {
+		var id journal.StreamID
+		var tag string
+		if err := rows.Scan(&id.Partition, &tag); err != nil {
+			return nil, j.translate("list unrecorded streams", err)
+		}
+		id.Tag = journal.Tag(tag)
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, j.translate("list unrecorded streams", err)
+	}
+	return out, nil
+}

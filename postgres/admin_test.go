@@ -110,4 +110,16 @@ func TestStreamsListing(t *testing.T) {
 	n, err := f.journal.UntaggedEvents(ctx, "")
 	require.NoError(t, err)
 	require.Zero(t, n)
+
+	unrecorded, err := f.journal.UnrecordedStreams(ctx, "")
+	require.NoError(t, err)
+	require.Empty(t, unrecorded)
+	_, err = f.pool.Exec(ctx, `DELETE FROM `+quote(f.cfg.Schema)+`.streams WHERE tag = 'account:2'`)
+	require.NoError(t, err)
+	unrecorded, err = f.journal.UnrecordedStreams(ctx, journal.DefaultPartition)
+	require.NoError(t, err)
+	require.Equal(t, []journal.StreamID{journal.Stream("account:2")}, unrecorded)
+	_, err = journal.VerifyStream(ctx, f.journal, journal.Stream("account:2"))
+	var ce *journal.ChainError
+	require.ErrorAs(t, err, &ce, "a stream without its record does not verify")
 }

@@ -243,6 +243,18 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		require.Contains(t, res.stdout, "1 broken chain(s)")
 	})
 
+	t.Run("deleted stream record", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t, true)
+		recs := f.fillBank(t)
+		require.EqualValues(t, 1, f.exec(t, `DELETE FROM __S__.streams WHERE tag = 'account:d'`))
+		newest := last(recs, "account:d")
+		res := f.scribe(t, "verify")
+		requireBroken(t, res, "default/account:d", newest.Version("account:d"), newest.Position)
+		require.Contains(t, res.stdout, "records no version or head hash: its stream record was removed")
+		require.Contains(t, res.stdout, "verified 4 streams")
+	})
+
 	t.Run("untagged event inserted", func(t *testing.T) {
 		t.Parallel()
 		f := setup(t, true)

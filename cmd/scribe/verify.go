@@ -37,8 +37,17 @@ func verifyCommand() *command {
 			var streams []journal.StreamID
 			if tag != "" {
 				streams = []journal.StreamID{journal.StreamID{Partition: partition, Tag: journal.Tag(tag)}.Normalize()}
-			} else if streams, err = listStreams(e.ctx, s.journal, partition); err != nil {
-				return err
+			} else {
+				if streams, err = listStreams(e.ctx, s.journal, partition); err != nil {
+					return err
+				}
+				// Streams whose record was removed are verified too (and
+				// reported broken): a listing alone would skip them.
+				unrecorded, err := s.journal.UnrecordedStreams(e.ctx, partition)
+				if err != nil {
+					return err
+				}
+				streams = append(streams, unrecorded...)
 			}
 			v := &verifier{e: e, j: s.journal, total: len(streams), progress: isTerminal(e.stderr)}
 			for _, stream := range streams {
