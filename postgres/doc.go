@@ -84,8 +84,9 @@
 //
 // # Operations
 //
-// MigrationStatus, Journal.Streams, Journal.Leases, Journal.Nodes and
-// Journal.UntaggedEvents (admin.go) are read-only queries for operators;
+// MigrationStatus, Journal.Streams, Journal.Leases, Journal.Nodes,
+// Journal.UntaggedEvents and Journal.UnrecordedStreams (admin.go) are
+// read-only queries for operators;
 // the scribe command line (cmd/scribe) is built on them. None is on the
 // append path.
 //

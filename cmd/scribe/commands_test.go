@@ -57,6 +57,7 @@ func TestUsageErrors(t *testing.T) {
 		{"events empty range", nil, []string{"events", "-type", "X", "-since", "2h", "-until", "3h"}, "is not before -until"},
 		{"prune keep 0", nil, []string{"snapshots", "prune"}, "at least 1 (a stream's newest snapshot is never deleted)"},
 		{"negative limit", nil, []string{"streams", "list", "-limit", "-1"}, "-limit -1 is negative"},
+		{"no workers", nil, []string{"verify", "-workers", "0"}, "-workers 0: give at least 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := run(c.env, c.args...)

@@ -192,6 +192,9 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		require.Contains(t, res.stdout, "does not match the event's content")
 		require.Contains(t, res.stdout, "2 broken chain(s)")
 		require.NotContains(t, res.stdout, "account:a at", "streams without the event still verify")
+		require.Less(t, strings.Index(res.stdout, "account:c at"), strings.Index(res.stdout, "account:d at"), "reported in stream order")
+		one := f.scribe(t, "verify", "-workers", "1")
+		require.Equal(t, res, one, "one worker reports the same")
 
 		res = f.scribe(t, "verify", "-json", "-tag", "account:d")
 		require.Equal(t, exitFailure, res.code)

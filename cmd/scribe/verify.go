@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,6 +18,7 @@ import (
 
 func verifyCommand() *command {
 	var partition, tag string
+	var workers int
 	return &command{
 		name: "verify",
 		summary: "verify the hash chain of every stream (of a partition, or one tag): report the first broken link of each " +
@@ -24,10 +26,14 @@ func verifyCommand() *command {
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&partition, "partition", "", "only this partition (default: every partition; with -tag: default)")
 			fs.StringVar(&tag, "tag", "", "only this stream")
+			fs.IntVar(&workers, "workers", 4, "streams verified at once (each uses one connection at a time)")
 		},
 		run: func(e *env, _ *flag.FlagSet, args []string) error {
 			if err := noArgs(args); err != nil {
 				return err
+			}
+			if workers < 1 {
+				return usagef("-workers %d: give at least 1", workers)
 			}
 			s, err := e.open()
 			if err != nil {
@@ -50,13 +56,11 @@ func verifyCommand() *command {
 				streams = append(streams, unrecorded...)
 			}
 			v := &verifier{e: e, j: s.journal, total: len(streams), progress: isTerminal(e.stderr)}
-			for _, stream := range streams {
-				if err := v.verify(stream); err != nil {
-					v.clearProgress()
-					return err
-				}
-			}
+			err = v.run(streams, workers)
 			v.clearProgress()
+			if err != nil {
+				return err
+			}
 			if tag != "" && v.events == 0 && v.broken == 0 {
 				return fmt.Errorf("stream %s has no events to verify; check the tag and -partition, or list streams with `scribe streams list`", streams[0])
 			}
@@ -129,10 +133,75 @@ func (v *verifier) clearProgress() {
 	}
 }
 
-// verify checks one stream, reporting a broken link at once. It fails only
-// when the database cannot be read at all or ctx ends.
-func (v *verifier) verify(stream journal.StreamID) error {
-	n, err := journal.VerifyStream(v.e.ctx, v.j, stream)
+// checked is the outcome of one stream's verification.
+type checked struct {
+	i   int
+	n   uint64
+	err error
+}
+
+// run verifies streams with up to workers at once and records the outcomes
+// in the order of streams, each as soon as it and every stream before it
+// are done. It stops at the first failure to read the database at all.
+func (v *verifier) run(streams []journal.StreamID, workers int) error {
+	ctx, cancel := context.WithCancel(v.e.ctx)
+	jobs := make(chan int)
+	results := make(chan checked)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel() // unblocks the feeder and workers, then waits for them
+		wg.Wait()
+	}()
+	for range min(workers, max(len(streams), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				n, err := journal.VerifyStream(ctx, v.j, streams[i])
+				select {
+				case results <- checked{i: i, n: n, err: err}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(jobs)
+		for i := range streams {
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	pending := make(map[int]checked)
+	for next := 0; next < len(streams); {
+		select {
+		case c := <-results:
+			pending[c.i] = c
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for {
+			c, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			if err := v.record(streams[next], c.n, c.err); err != nil {
+				return err
+			}
+			next++
+		}
+	}
+	return nil
+}
+
+// record notes one stream's outcome, reporting a broken link at once. It
+// fails only when the database could not be read at all or ctx ended.
+func (v *verifier) record(stream journal.StreamID, n uint64, err error) error {
 	v.done++
 	v.events += n
 	defer v.showProgress()
