@@ -428,6 +428,26 @@ func TestPassivationSnapshotsAndReleases(t *testing.T) {
 	require.NoError(t, err)
 }
 
+func TestSnapshotRetentionKeepsTheNewest(t *testing.T) {
+	t.Parallel()
+	f := newFixture()
+	h := f.host(t, func(c *actors.Config) { c.SnapshotPolicy = snapshots.Policy{Every: 1, Keep: 2} })
+	s := stream("retained")
+	for range 6 {
+		exec(t, h, s, add{1})
+	}
+	var infos []snapshots.Info
+	require.Eventually(t, func() bool {
+		var err error
+		infos, err = f.snaps.List(context.Background(), s)
+		return err == nil && len(infos) > 0 && infos[len(infos)-1].Version == 6 && len(infos) <= 2
+	}, 5*time.Second, 5*time.Millisecond, "the newest snapshot is saved and at most 2 are kept: %v", infos)
+	snap, err := f.snaps.Load(context.Background(), s, ^uint64(0))
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), snap.Version, "pruning never removes the snapshot just saved")
+	require.JSONEq(t, "6", string(snap.State))
+}
+
 func TestOpenTimeoutWhileAnotherNodeHoldsTheStream(t *testing.T) {
 	t.Parallel()
 	f := newFixture()

@@ -63,9 +63,25 @@ func (a *streamActor) maybeSnapshot() {
 	h.goIO(func() {
 		ctx, cancel := h.ioContext()
 		defer cancel()
-		err := h.cfg.Snapshots.Save(ctx, snap)
+		err := h.saveSnapshot(ctx, snap)
 		h.send(self, &snapshotDoneMsg{snap: snap, err: err})
 	})
+}
+
+// saveSnapshot saves snap and then, when the snapshot policy keeps a bounded
+// number of snapshots (Policy.Keep), prunes the stream's older ones. A failed
+// prune is logged, not returned: the new snapshot is stored, and the next
+// save prunes again.
+func (h *Host) saveSnapshot(ctx context.Context, snap snapshots.Snapshot) error {
+	if err := h.cfg.Snapshots.Save(ctx, snap); err != nil {
+		return err
+	}
+	if r, ok := h.cfg.SnapshotPolicy.Retention(); ok {
+		if _, err := r.Prune(ctx, h.cfg.Snapshots, snap.Stream); err != nil {
+			h.cfg.Logger.Warn("pruning old snapshots failed; the next snapshot prunes again", "stream", snap.Stream.String(), "keep", r.Keep, "error", err)
+		}
+	}
+	return nil
 }
 
 func (a *streamActor) encodeSnapshot() (snapshots.Snapshot, bool) {
@@ -130,7 +146,7 @@ func (a *streamActor) finish(c actor.Context) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), h.cfg.RequestTimeout)
 		defer cancel()
 		if doSnap {
-			if err := h.cfg.Snapshots.Save(ctx, snap); err != nil {
+			if err := h.saveSnapshot(ctx, snap); err != nil {
 				h.cfg.Logger.Warn("saving the passivation snapshot failed", "stream", snap.Stream.String(), "error", err)
 			}
 		}

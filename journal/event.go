@@ -93,7 +93,7 @@ type Metadata struct {
 
 // Event is what a writer appends. ID must be a non-nil UUID (v7 preferred, see
 // NewEventID) and is the idempotency key of the append. Type is non-empty and at
-// most MaxTypeLength bytes. Tags is a set (no duplicates, none empty); backends
+// most MaxTypeLength bytes. Tags is a non-empty set (at least one tag, no duplicates, none empty); backends
 // store it sorted. Data must be a JSON object. All events of one append share one
 // partition (Metadata.Partition).
 type Event struct {

@@ -133,15 +133,33 @@ func LinkRecord(r *Record, heads func(Tag) (version uint64, head Hash)) {
 // VerifyStream walks stream through rd from version 1 and checks that versions
 // run 1, 2, … n without gaps, that each link's PrevHash equals the previous
 // event's Hash (the zero Hash for version 1), and that each Hash equals
-// ChainHash(PrevHash, CanonicalBytes(record)). It returns the number of events
-// verified; at the first broken link it stops with a *ChainError naming the
-// version and position. A read failure is returned as is. An empty or unknown
-// stream verifies with 0 events.
+// ChainHash(PrevHash, CanonicalBytes(record)). So an altered event (type,
+// schema version, tags, data, metadata or recorded-at), a removed or inserted
+// event and re-ordered events all break the chain.
+//
+// When rd also implements Inspector (every Journal does), VerifyStream first
+// reads the stream's TagSummary and checks that the stream's events reach the
+// recorded Version and that the event at that version carries the recorded
+// HeadHash: a stream whose newest events were removed (truncated) fails too.
+// Events appended after the summary was read are verified as chain links.
+//
+// It returns the number of events verified; at the first broken link it stops
+// with a *ChainError naming the version and position. A read failure is
+// returned as is. An empty or unknown stream verifies with 0 events.
 func VerifyStream(ctx context.Context, rd Reader, stream StreamID) (uint64, error) {
 	stream = stream.Normalize()
+	in, inspect := rd.(Inspector)
+	var recorded TagSummary
+	if inspect {
+		var err error
+		if recorded, err = in.TagSummary(ctx, stream); err != nil {
+			return 0, err
+		}
+	}
 	var (
 		verified uint64
 		prev     Hash
+		last     Position
 	)
 	for r, err := range rd.ReadStream(ctx, stream, 1, 0) {
 		if err != nil {
@@ -165,16 +183,38 @@ func VerifyStream(ctx context.Context, rd Reader, stream StreamID) (uint64, erro
 			return verified, broken(link.Version, "event %s belongs to partition %q, not %q", r.ID, r.Partition(), stream.Partition)
 		}
 		if link.Version != want {
-			return verified, broken(link.Version, "expected version %d, found version %d (a gap or reordering in the stream)", want, link.Version)
+			return verified, broken(link.Version, "expected version %d, found version %d (an event was removed, inserted or moved)", want, link.Version)
 		}
 		if link.PrevHash != prev {
-			return verified, broken(link.Version, "previous hash %s does not equal the hash %s of version %d", link.PrevHash, prev, verified)
+			return verified, broken(link.Version, "previous hash %s does not equal the hash %s of version %d (an event was removed, inserted or moved)", link.PrevHash, prev, verified)
 		}
 		if got := ChainHash(link.PrevHash, CanonicalBytes(&r)); got != link.Hash {
 			return verified, broken(link.Version, "stored hash %s does not match the event's content (recomputed %s): the event was altered after it was written", link.Hash, got)
 		}
-		prev = link.Hash
+		if inspect && recorded.Version > 0 && link.Version == recorded.Version && link.Hash != recorded.HeadHash {
+			return verified, broken(link.Version, "the stream's recorded head hash %s is not the hash %s of its event at the recorded version %d", recorded.HeadHash, link.Hash, recorded.Version)
+		}
+		prev, last = link.Hash, r.Position
 		verified++
+	}
+	if !inspect {
+		return verified, nil
+	}
+	if verified < recorded.Version {
+		return verified, &ChainError{Stream: stream, Version: verified + 1, Position: recorded.LastPosition, Reason: fmt.Sprintf(
+			"the stream's recorded version is %d (head hash %s, last position %s) but its events end at version %d (position %s): its newest events were removed",
+			recorded.Version, recorded.HeadHash, recorded.LastPosition, verified, last)}
+	}
+	if recorded.Version == 0 && verified > 0 {
+		// Maybe appended after the summary was read: ask again.
+		again, err := in.TagSummary(ctx, stream)
+		if err != nil {
+			return verified, err
+		}
+		if again.Version == 0 {
+			return verified, &ChainError{Stream: stream, Version: verified, Position: last, Reason: fmt.Sprintf(
+				"the stream has %d events but records no version or head hash: its stream record was removed", verified)}
+		}
 	}
 	return verified, nil
 }

@@ -269,3 +269,65 @@ func TestVerifyStream(t *testing.T) {
 		require.EqualError(t, err, "disk on fire")
 	})
 }
+
+// inspectedReader is a streamReader that also reports recorded summaries,
+// one per call in order (the last repeats).
+type inspectedReader struct {
+	streamReader
+	journal.Inspector
+	summaries []journal.TagSummary
+	calls     *int
+}
+
+func (r inspectedReader) TagSummary(_ context.Context, stream journal.StreamID) (journal.TagSummary, error) {
+	i := min(*r.calls, len(r.summaries)-1)
+	*r.calls++
+	return r.summaries[i], nil
+}
+
+func TestVerifyStreamChecksTheRecordedHead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stream := journal.StreamID{Tag: "account:42"}
+	recs := chain(4)
+	head := func(n int) journal.TagSummary {
+		return journal.TagSummary{Stream: stream.Normalize(), Version: uint64(n), HeadHash: recs[n-1].Links[0].Hash, LastPosition: recs[n-1].Position}
+	}
+	verify := func(read []journal.Record, sums ...journal.TagSummary) (uint64, error) {
+		calls := 0
+		return journal.VerifyStream(ctx, inspectedReader{streamReader: streamReader{records: read, failAt: -1}, summaries: sums, calls: &calls}, stream)
+	}
+
+	n, err := verify(recs, head(4))
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), n)
+	n, err = verify(recs, head(3))
+	require.NoError(t, err, "an event appended after the summary was read is a chain link like any other")
+	require.Equal(t, uint64(4), n)
+
+	n, err = verify(recs[:3], head(4))
+	var ce *journal.ChainError
+	require.ErrorAs(t, err, &ce, "truncated: the recorded version is beyond the last event")
+	require.Equal(t, uint64(3), n)
+	require.Equal(t, uint64(4), ce.Version)
+	require.Equal(t, recs[3].Position, ce.Position, "the position recorded for the missing newest event")
+	require.Contains(t, ce.Reason, "newest events were removed")
+
+	forged := head(4)
+	forged.HeadHash[0] ^= 1
+	_, err = verify(recs, forged)
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, uint64(4), ce.Version)
+	require.Contains(t, ce.Reason, "recorded head hash")
+
+	n, err = verify(recs, journal.TagSummary{Stream: stream.Normalize()})
+	require.ErrorAs(t, err, &ce, "events without a recorded head")
+	require.Equal(t, uint64(4), n)
+	require.Equal(t, uint64(4), ce.Version)
+	require.Equal(t, recs[3].Position, ce.Position)
+	require.Contains(t, ce.Reason, "stream record was removed")
+
+	n, err = verify(recs, journal.TagSummary{Stream: stream.Normalize()}, head(4))
+	require.NoError(t, err, "the stream's first events were appended while it was verified")
+	require.Equal(t, uint64(4), n)
+}

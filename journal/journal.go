@@ -145,6 +145,12 @@ type TagSummary struct {
 	Stream StreamID
 	// Version is the stream's current version, which is also its event count.
 	Version uint64
+	// HeadHash is the chain hash of the stream's newest event (version
+	// Version), as the backend recorded it when that event was appended, not
+	// read back from the event; zero for a stream without events.
+	// VerifyStream compares it with the last event it reads, so a stream
+	// whose newest events were removed is detected.
+	HeadHash Hash
 	// FirstPosition and LastPosition are the positions of the stream's first
 	// and newest events; FirstRecordedAt and LastRecordedAt their RecordedAt.
 	// All are zero for a stream without events.

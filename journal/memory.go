@@ -70,9 +70,14 @@ type Memory struct {
 	leaseChanged chan struct{} // closed and replaced when a lease may have become free
 }
 
+// memStream is a tag stream: its records' indexes and its recorded head (the
+// version, hash and record index of its newest event as of its last append),
+// which TagSummary reports and VerifyStream checks the records against.
 type memStream struct {
 	records []int // record index of version v at v-1
 	head    Hash
+	version uint64
+	last    int
 }
 
 type memNode struct {
@@ -210,7 +215,7 @@ func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions)
 				m.streams[id] = s
 			}
 			s.records = append(s.records, idx)
-			s.head = l.Hash
+			s.head, s.version, s.last = l.Hash, l.Version, idx
 		}
 		m.byType[rec.Type] = append(m.byType[rec.Type], idx)
 		if c := rec.Metadata.CorrelationID; c != "" {
@@ -719,8 +724,8 @@ func (m *Memory) summaryLocked(id StreamID, s *memStream) TagSummary {
 	if s == nil || len(s.records) == 0 {
 		return sum
 	}
-	sum.Version = uint64(len(s.records))
-	first, last := m.records.at(s.records[0]), m.records.at(s.records[len(s.records)-1])
+	sum.Version, sum.HeadHash = s.version, s.head
+	first, last := m.records.at(s.records[0]), m.records.at(s.last)
 	sum.FirstPosition, sum.FirstRecordedAt = first.Position, first.RecordedAt
 	sum.LastPosition, sum.LastRecordedAt = last.Position, last.RecordedAt
 	return sum

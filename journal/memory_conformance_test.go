@@ -22,8 +22,14 @@ func TestMemoryConformance(t *testing.T) {
 			Journal:     m,
 			Sessions:    m,
 			MaxDataSize: maxData,
-			Tamper: func(_ context.Context, id uuid.UUID) error {
-				return journal.TamperMemory(m, id)
+			Alter: func(_ context.Context, id uuid.UUID, what journaltest.Alteration) error {
+				return journal.AlterMemory(m, id, string(what))
+			},
+			Remove: func(_ context.Context, id uuid.UUID) error {
+				return journal.RemoveMemory(m, id)
+			},
+			Swap: func(_ context.Context, stream journal.StreamID, v, w uint64) error {
+				return journal.SwapMemory(m, stream, v, w)
 			},
 		}
 	})

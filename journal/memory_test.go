@@ -205,11 +205,11 @@ func TestMemoryExpectAndCondition(t *testing.T) {
 	require.NoError(t, err)
 
 	// A type-only condition and an All condition use different scan paths.
-	_, err = s.mem.Append(s.ctx, []journal.Event{ev("X")}, journal.AppendOptions{Condition: &journal.AppendCondition{
+	_, err = s.mem.Append(s.ctx, []journal.Event{ev("X", "misc:1")}, journal.AppendOptions{Condition: &journal.AppendCondition{
 		FailIfEventsMatch: journal.Query{Items: []journal.QueryItem{{Types: []string{"Deposited"}}}}, After: r1.Last(),
 	}})
 	require.ErrorIs(t, err, journal.ErrAppendConditionFailed)
-	_, err = s.mem.Append(s.ctx, []journal.Event{ev("X")}, journal.AppendOptions{Condition: &journal.AppendCondition{
+	_, err = s.mem.Append(s.ctx, []journal.Event{ev("X", "misc:1")}, journal.AppendOptions{Condition: &journal.AppendCondition{
 		FailIfEventsMatch: journal.Query{All: true, Partition: "other"},
 	}})
 	require.NoError(t, err)
@@ -296,11 +296,11 @@ func TestMemoryReadsPageWithoutHoldingTheLock(t *testing.T) {
 	// A full scan that examines more records than one lock hold allows.
 	filler := make([]journal.Event, 9000)
 	for i := range filler {
-		filler[i] = ev("N")
+		filler[i] = ev("N", "misc:1")
 	}
 	_, err = s.mem.Append(s.ctx, filler, journal.AppendOptions{})
 	require.NoError(t, err)
-	late := ev("Late")
+	late := ev("Late", "misc:1")
 	late.Metadata.Partition = "p2"
 	_, err = s.mem.Append(s.ctx, []journal.Event{late}, journal.AppendOptions{})
 	require.NoError(t, err)
@@ -663,19 +663,19 @@ func TestMemoryDefaultConfig(t *testing.T) {
 	mem := journal.NewMemory()
 	defer func() { _ = mem.Close() }()
 	before := time.Now().UTC().Truncate(time.Microsecond)
-	res, err := mem.Append(t.Context(), []journal.Event{ev("A")}, journal.AppendOptions{})
+	res, err := mem.Append(t.Context(), []journal.Event{ev("A", "misc:1")}, journal.AppendOptions{})
 	require.NoError(t, err)
 	require.False(t, res.Records[0].RecordedAt.Before(before))
-	require.Empty(t, res.Records[0].Links)
+	require.Len(t, res.Records[0].Links, 1, "every event is linked into its tag's chain")
 
-	big := ev("Big")
+	big := ev("Big", "misc:1")
 	big.Data = json.RawMessage(`{"a":"` + strings.Repeat("0", journal.DefaultMaxDataSize) + `"}`)
 	_, err = mem.Append(t.Context(), []journal.Event{big}, journal.AppendOptions{})
 	require.ErrorIs(t, err, journal.ErrInvalidEvent)
 
 	small := journal.NewMemoryWithConfig(journal.MemoryConfig{MaxDataSize: 16})
 	defer func() { _ = small.Close() }()
-	_, err = small.Append(t.Context(), []journal.Event{{ID: journal.NewEventID(), Type: "A", Data: json.RawMessage(`{"a":"0123456789"}`)}}, journal.AppendOptions{})
+	_, err = small.Append(t.Context(), []journal.Event{{ID: journal.NewEventID(), Type: "A", Tags: []journal.Tag{"misc:1"}, Data: json.RawMessage(`{"a":"0123456789"}`)}}, journal.AppendOptions{})
 	require.ErrorIs(t, err, journal.ErrInvalidEvent)
 	require.Contains(t, err.Error(), "over the limit of 16 bytes")
 }

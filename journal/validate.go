@@ -57,7 +57,10 @@ func (l Limits) maxDataSize() int {
 // and their partition. Backends call it before they write anything; it never
 // modifies the caller's events, slices or options.
 //
-// Normalization: Tags are sorted ascending (nil when there are none); Data is
+// Every event must carry at least one tag (see VerifyStream: an event is
+// covered by the hash chain of each of its tags).
+//
+// Normalization: Tags are sorted ascending; Data is
 // compacted with json.Compact (backends store and return exactly these bytes);
 // Metadata.Partition is set ("" becomes DefaultPartition); Metadata.CreatedAt is
 // converted to UTC and truncated to microseconds; empty Scopes become nil.
@@ -117,7 +120,13 @@ func prepareEvent(i int, in *Event, limits Limits) (Event, error) {
 
 	ev := Event{ID: in.ID, Type: in.Type, SchemaVersion: in.SchemaVersion}
 
-	if len(in.Tags) > 0 {
+	// Every event carries a tag, so every event is in at least one tag
+	// stream's hash chain (see VerifyStream): an untagged event would be
+	// covered by no chain, and its removal or alteration would go unseen.
+	if len(in.Tags) == 0 {
+		return fail("Tags", "the event carries no tag, so no stream's hash chain would cover it; tag it with the stream it belongs to (e.g. \"account:42\"), or with a tag naming what it is about")
+	}
+	{
 		tags := slices.Clone(in.Tags)
 		for k, t := range tags {
 			field := fmt.Sprintf("Tags[%d]", k)

@@ -133,6 +133,8 @@ func TestPrepareAppendRejects(t *testing.T) {
 		{name: "data over default limit", events: one(func(e *journal.Event) {
 			e.Data = json.RawMessage(`{"a":"` + strings.Repeat("x", journal.DefaultMaxDataSize) + `"}`)
 		}), index: 1, field: "Data", reason: "over the limit of 1048576 bytes"},
+		{name: "no tags", events: one(func(e *journal.Event) { e.Tags = nil }), index: 1, field: "Tags", reason: "carries no tag"},
+		{name: "empty tag list", events: one(func(e *journal.Event) { e.Tags = []journal.Tag{} }), index: 1, field: "Tags", reason: "carries no tag"},
 		{name: "empty tag", events: one(func(e *journal.Event) { e.Tags = []journal.Tag{"a:1", ""} }), index: 1, field: "Tags[1]", reason: "empty"},
 		{name: "long tag", events: one(func(e *journal.Event) {
 			e.Tags = []journal.Tag{journal.Tag(strings.Repeat("g", journal.MaxTagLength+1))}

@@ -11,27 +11,14 @@ import (
 func TestJournalConformance(t *testing.T) {
 	t.Parallel()
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
-		f := setup(t)
-		return journaltest.Harness{
-			Journal:     f.journal,
-			Sessions:    f.journal,
-			MaxDataSize: f.cfg.MaxDataSize,
-			Tamper:      f.tamper,
-			HoldCommit:  f.journal.HoldAppend,
-		}
+		return setup(t).harness()
 	})
 }
 
 func TestJournalConformanceUnbatched(t *testing.T) {
 	t.Parallel()
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
-		f := setup(t, func(c *postgres.Config) { c.Batching.Disabled = true })
-		return journaltest.Harness{
-			Journal:    f.journal,
-			Sessions:   f.journal,
-			Tamper:     f.tamper,
-			HoldCommit: f.journal.HoldAppend,
-		}
+		return setup(t, func(c *postgres.Config) { c.Batching.Disabled = true }).harness()
 	})
 }
 
@@ -42,12 +29,7 @@ func TestJournalConformanceReadFirst(t *testing.T) {
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
 		f := setup(t)
 		f.journal.SetReadFirst(true)
-		return journaltest.Harness{
-			Journal:    f.journal,
-			Sessions:   f.journal,
-			Tamper:     f.tamper,
-			HoldCommit: f.journal.HoldAppend,
-		}
+		return f.harness()
 	})
 }
 

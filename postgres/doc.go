@@ -78,8 +78,17 @@
 // bytes PrepareAppend produced (bytea), metadata as JSON, RecordedAt from
 // Config.Clock truncated to microseconds, and each event's links (versions,
 // previous and own hashes) with it; streams keep each chain's head hash. Tag
-// summaries come from the streams table, type summaries from an index on type;
-// there is no hot counter row.
+// summaries come from the streams table (TagSummary.HeadHash is the recorded
+// head, so journal.VerifyStream detects a stream whose newest events were
+// deleted), type summaries from an index on type; there is no hot counter row.
+//
+// # Operations
+//
+// MigrationStatus, Journal.Streams, Journal.Leases, Journal.Nodes,
+// Journal.UntaggedEvents and Journal.UnrecordedStreams (admin.go) are
+// read-only queries for operators;
+// the scribe command line (cmd/scribe) is built on them. None is on the
+// append path.
 //
 // # Subscriptions
 //

@@ -192,7 +192,7 @@ func translateErr(schema, op string, err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "42P01", "3F000": // undefined_table, invalid_schema_name
-			return fmt.Errorf("%w: postgres: %s: schema %q is not migrated (%s); run postgres.Migrate first", journal.ErrStoreNotOpen, op, schema, pgErr.Message)
+			return fmt.Errorf("%w: postgres: %s: schema %q is not migrated (%s); run postgres.Migrate (or `scribe migrate up`) first", journal.ErrStoreNotOpen, op, schema, pgErr.Message)
 		case "23505": // unique_violation
 			switch pgErr.ConstraintName {
 			case "event_tags_pkey":

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
@@ -10,6 +11,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/journaltest"
 	"github.com/scribe-es/scribe/postgres"
 )
 
@@ -52,10 +55,52 @@ func setupPool(t testing.TB, maxConns int32, edit ...func(*postgres.Config)) *fi
 	return &fixture{pool: pool, cfg: cfg, journal: j, snapshots: st}
 }
 
-// tamper overwrites the stored data of event id without fixing any hash.
-func (f *fixture) tamper(ctx context.Context, id uuid.UUID) error {
-	_, err := f.pool.Exec(ctx, `UPDATE `+quote(f.cfg.Schema)+`.events SET data = convert_to('{"tampered":true}', 'UTF8') WHERE id = $1`, id)
+// alter changes one field of the stored event id without fixing any hash.
+func (f *fixture) alter(ctx context.Context, id uuid.UUID, what journaltest.Alteration) error {
+	set := map[journaltest.Alteration]string{
+		journaltest.AlterData:       `data = convert_to('{"tampered":true}', 'UTF8')`,
+		journaltest.AlterType:       `type = type || 'Forged'`,
+		journaltest.AlterMetadata:   `metadata = convert_to(jsonb_set(convert_from(metadata, 'UTF8')::jsonb, '{correlationId}', '"forged"')::text, 'UTF8')`,
+		journaltest.AlterRecordedAt: `recorded_at = recorded_at + interval '1 millisecond'`,
+	}[what]
+	if set == "" {
+		return fmt.Errorf("alter: unknown alteration %q", what)
+	}
+	_, err := f.pool.Exec(ctx, `UPDATE `+quote(f.cfg.Schema)+`.events SET `+set+` WHERE id = $1`, id)
 	return err
+}
+
+// remove deletes event id's rows (event and tag index) without touching its
+// streams' rows.
+func (f *fixture) remove(ctx context.Context, id uuid.UUID) error {
+	s := quote(f.cfg.Schema)
+	_, err := f.pool.Exec(ctx, `WITH e AS (DELETE FROM `+s+`.events WHERE id = $1 RETURNING commit_xid, seq)
+		DELETE FROM `+s+`.event_tags t USING e WHERE t.commit_xid = e.commit_xid AND t.seq = e.seq`, id)
+	return err
+}
+
+// swap exchanges which events versions v and w of stream point to.
+func (f *fixture) swap(ctx context.Context, stream journal.StreamID, v, w uint64) error {
+	stream = stream.Normalize()
+	_, err := f.pool.Exec(ctx, `UPDATE `+quote(f.cfg.Schema)+`.event_tags t SET commit_xid = o.commit_xid, seq = o.seq
+		FROM `+quote(f.cfg.Schema)+`.event_tags o
+		WHERE t.partition = $1 AND t.tag = $2 AND o.partition = $1 AND o.tag = $2
+		  AND ((t.version = $3 AND o.version = $4) OR (t.version = $4 AND o.version = $3))`,
+		stream.Partition, string(stream.Tag), int64(v), int64(w))
+	return err
+}
+
+// harness returns the conformance harness of f.
+func (f *fixture) harness() journaltest.Harness {
+	return journaltest.Harness{
+		Journal:     f.journal,
+		Sessions:    f.journal,
+		MaxDataSize: f.cfg.MaxDataSize,
+		Alter:       f.alter,
+		Remove:      f.remove,
+		Swap:        f.swap,
+		HoldCommit:  f.journal.HoldAppend,
+	}
 }
 
 func quote(s string) string { return `"` + s + `"` }

@@ -68,8 +68,10 @@ func LatestVersion() int {
 // applied version in schema_migrations. It is idempotent, and safe when several
 // processes migrate the same schema at once: a transaction-scoped advisory lock
 // keyed by the schema name serializes them, and the later ones find nothing to
-// do. Constructors never migrate; call Migrate (or the CLI) once at deployment
-// or startup.
+// do. Constructors never migrate; call Migrate (or run `scribe migrate up`,
+// the command line in cmd/scribe) once at deployment or startup.
+// MigrationStatus reports what is applied and pending without changing
+// anything.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 	if pool == nil {
 		return errors.New("postgres: Migrate: the pool is nil; pass a *pgxpool.Pool from pgxpool.New")

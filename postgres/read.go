@@ -37,7 +37,7 @@ const readByTypesSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.ty
 // tagSummarySQL reads a stream's summary, including its latest position
 // (streams primary key) and the times of its first and newest events (one
 // events primary key lookup each).
-const tagSummarySQL = `SELECT s.version, s.first_commit, s.first_seq, s.last_commit, s.last_seq, (SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
+const tagSummarySQL = `SELECT s.version, s.head_hash, s.first_commit, s.first_seq, s.last_commit, s.last_seq, (SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
 		(SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq)
 		FROM __S__.streams s
 		WHERE s.partition = $1 AND s.tag = $2`
@@ -45,7 +45,7 @@ const tagSummarySQL = `SELECT s.version, s.first_commit, s.first_seq, s.last_com
 // tagsOfGroupSQL lists the streams of a tag group (streams_group), with the
 // times of their first and newest events (primary key lookups per stream,
 // never a scan of events).
-const tagsOfGroupSQL = `SELECT s.tag, s.version, s.first_commit, s.first_seq, s.last_commit, s.last_seq, (SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
+const tagsOfGroupSQL = `SELECT s.tag, s.version, s.head_hash, s.first_commit, s.first_seq, s.last_commit, s.last_seq, (SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
 		(SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq)
 		FROM __S__.streams s
 		WHERE s.partition = $1 AND s.tag_group = $2 AND s.version > 0 ORDER BY s.tag`
@@ -610,7 +610,8 @@ func (j *Journal) ReadTypes(ctx context.Context, q journal.TypeQuery) iter.Seq2[
 	})
 }
 
-// TagSummary returns a stream's version and first and last positions.
+// TagSummary returns a stream's version, head hash and first and last
+// positions, as its streams row records them.
 func (j *Journal) TagSummary(ctx context.Context, stream journal.StreamID) (journal.TagSummary, error) {
 	if err := j.checkOpen(); err != nil {
 		return journal.TagSummary{}, err
@@ -618,21 +619,23 @@ func (j *Journal) TagSummary(ctx context.Context, stream journal.StreamID) (jour
 	stream = stream.Normalize()
 	out := journal.TagSummary{Stream: stream}
 	var v int64
+	var head []byte
 	var fc, fs, lc, ls *int64
 	var fa, la *time.Time
-	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(&v, &fc, &fs, &lc, &ls, &fa, &la)
+	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(&v, &head, &fc, &fs, &lc, &ls, &fa, &la)
 	if err == pgx.ErrNoRows {
 		return out, nil
 	}
 	if err != nil {
 		return journal.TagSummary{}, j.translate("tag summary", err)
 	}
-	fillSummary(&out, v, fc, fs, lc, ls, fa, la)
+	fillSummary(&out, v, head, fc, fs, lc, ls, fa, la)
 	return out, nil
 }
 
-func fillSummary(out *journal.TagSummary, v int64, fc, fs, lc, ls *int64, fa, la *time.Time) {
+func fillSummary(out *journal.TagSummary, v int64, head []byte, fc, fs, lc, ls *int64, fa, la *time.Time) {
 	out.Version = uint64(v)
+	copy(out.HeadHash[:], head)
 	if fa != nil {
 		out.FirstRecordedAt = fa.UTC()
 	}
@@ -665,13 +668,14 @@ func (j *Journal) TagsOfGroup(ctx context.Context, partition, group string) ([]j
 	for rows.Next() {
 		var tag string
 		var v int64
+		var head []byte
 		var fc, fs, lc, ls *int64
 		var fa, la *time.Time
-		if err := rows.Scan(&tag, &v, &fc, &fs, &lc, &ls, &fa, &la); err != nil {
+		if err := rows.Scan(&tag, &v, &head, &fc, &fs, &lc, &ls, &fa, &la); err != nil {
 			return nil, j.translate("tags of group", err)
 		}
 		s := journal.TagSummary{Stream: journal.StreamID{Partition: partition, Tag: journal.Tag(tag)}}
-		fillSummary(&s, v, fc, fs, lc, ls, fa, la)
+		fillSummary(&s, v, head, fc, fs, lc, ls, fa, la)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {

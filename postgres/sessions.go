@@ -22,10 +22,10 @@ func (j *Journal) OpenNode(ctx context.Context, nodeID string, timeout time.Dura
 	}
 	var inc int64
 	var exp time.Time
-	err := j.pool.QueryRow(ctx, j.sql(`INSERT INTO __S__.nodes (node_id, incarnation, timeout_us, expires_at, closed)
-		VALUES ($1, 1, $2::bigint, clock_timestamp() + $2::bigint * interval '1 microsecond', false)
+	err := j.pool.QueryRow(ctx, j.sql(`INSERT INTO __S__.nodes (node_id, incarnation, timeout_us, expires_at, closed, opened_at)
+		VALUES ($1, 1, $2::bigint, clock_timestamp() + $2::bigint * interval '1 microsecond', false, clock_timestamp())
 		ON CONFLICT (node_id) DO UPDATE SET incarnation = __S__.nodes.incarnation + 1, timeout_us = excluded.timeout_us,
-			expires_at = excluded.expires_at, closed = false
+			expires_at = excluded.expires_at, closed = false, opened_at = excluded.opened_at
 		RETURNING incarnation, expires_at`), nodeID, timeout.Microseconds()).Scan(&inc, &exp)
 	if err != nil {
 		return journal.NodeSession{}, j.translate("open node", err)
@@ -95,13 +95,13 @@ func (j *Journal) CloseNode(ctx context.Context, node journal.NodeSession) error
 // acquireSQL grants a stream's lease to a live node session when the stream is
 // new, released, held by a dead (expired, closed or superseded) session, or
 // held by the same node ID at an older or the same incarnation; the epoch goes
-// up by one. It returns no row when another live session holds the stream or
+// up by one, and leased_at records when (database clock). It returns no row when another live session holds the stream or
 // the acquiring session itself is not live.
-const acquireSQL = `INSERT INTO __S__.streams AS s (partition, tag, lease_node, lease_incarnation, epoch, released)
-SELECT $1, $2, $3, $4, nextval('__S__.stream_epochs'), false
+const acquireSQL = `INSERT INTO __S__.streams AS s (partition, tag, lease_node, lease_incarnation, epoch, released, leased_at)
+SELECT $1, $2, $3, $4, nextval('__S__.stream_epochs'), false, clock_timestamp()
 WHERE EXISTS (SELECT 1 FROM __S__.nodes n WHERE n.node_id = $3 AND n.incarnation = $4 AND NOT n.closed AND n.expires_at > clock_timestamp())
 ON CONFLICT (partition, tag) DO UPDATE SET lease_node = excluded.lease_node, lease_incarnation = excluded.lease_incarnation,
-	epoch = excluded.epoch, released = false
+	epoch = excluded.epoch, released = false, leased_at = excluded.leased_at
 WHERE s.lease_node IS NULL OR s.released
    OR (s.lease_node = excluded.lease_node AND s.lease_incarnation <= excluded.lease_incarnation)
    OR NOT EXISTS (SELECT 1 FROM __S__.nodes n WHERE n.node_id = s.lease_node AND n.incarnation = s.lease_incarnation

@@ -21,7 +21,10 @@ type SnapshotStore struct {
 	s    string
 }
 
-var _ snapshots.Store = (*SnapshotStore)(nil)
+var (
+	_ snapshots.Store  = (*SnapshotStore)(nil)
+	_ snapshots.Lister = (*SnapshotStore)(nil)
+)
 
 // NewSnapshotStore returns a SnapshotStore on pool and cfg.Schema. It validates
 // cfg and does no I/O: run Migrate first, or calls fail with a
@@ -132,4 +135,37 @@ func (st *SnapshotStore) Prune(ctx context.Context, stream journal.StreamID, kee
 		return 0, st.translate("prune", err)
 	}
 	return int(ct.RowsAffected()), nil
+}
+
+// Streams implements snapshots.Lister: it summarizes every stream of
+// partition ("" for every partition) that has snapshots, ordered by
+// partition, then tag, in one pass over the snapshots table's primary key.
+func (st *SnapshotStore) Streams(ctx context.Context, partition string) ([]snapshots.StreamSummary, error) {
+	rows, err := st.pool.Query(ctx, `SELECT partition, tag, count(*), min(version), max(version),
+		(array_agg(created_at ORDER BY version DESC))[1], sum(octet_length(state))
+		FROM `+st.s+`.snapshots WHERE $1 = '' OR partition = $1
+		GROUP BY partition, tag ORDER BY partition, tag`, partition)
+	if err != nil {
+		return nil, st.translate("streams", err)
+	}
+	defer rows.Close()
+	var out []snapshots.StreamSummary
+	for rows.Next() {
+		var (
+			s                 snapshots.StreamSummary
+			tag               string
+			n, oldest, newest int64
+			size              int64
+		)
+		if err := rows.Scan(&s.Stream.Partition, &tag, &n, &oldest, &newest, &s.NewestAt, &size); err != nil {
+			return nil, st.translate("streams", err)
+		}
+		s.Stream.Tag, s.Count, s.Oldest, s.Newest, s.Size = journal.Tag(tag), int(n), uint64(oldest), uint64(newest), size
+		s.NewestAt = s.NewestAt.UTC()
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, st.translate("streams", err)
+	}
+	return out, nil
 }

@@ -308,9 +308,8 @@ func concurrentRetries(t *testing.T, j *postgres.Journal) {
 		tag := journal.NewTag("retry", fmt.Sprint(round))
 		events := []journal.Event{event("A", tag), event("B", tag, "other:1")}
 		if round%2 == 1 {
-			// Tagless events take no exclusive lock: concurrent copies
-			// meet at the event ID's unique index instead.
-			events = []journal.Event{event("A"), event("B")}
+			// Events of one shared stream only.
+			events = []journal.Event{event("A", "other:1"), event("B", "other:1")}
 		}
 		const callers = 12
 		results := make([]journal.AppendResult, callers)

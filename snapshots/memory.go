@@ -27,7 +27,10 @@ type Memory struct {
 	streams map[journal.StreamID][]Snapshot
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store  = (*Memory)(nil)
+	_ Lister = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-memory Store.
 func NewMemory() *Memory {
@@ -141,6 +144,31 @@ func (m *Memory) Prune(ctx context.Context, stream journal.StreamID, keep int) (
 	// Copy the survivors so the pruned states can be garbage collected.
 	m.streams[stream] = slices.Clone(list[deleted:])
 	return deleted, nil
+}
+
+// Streams implements Lister: it summarizes every stream of partition ("" for
+// every partition) that has snapshots, ordered by partition, then tag.
+func (m *Memory) Streams(ctx context.Context, partition string) ([]StreamSummary, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("snapshots: streams: %w", err)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []StreamSummary
+	for id, list := range m.streams {
+		if len(list) == 0 || (partition != "" && id.Partition != partition) {
+			continue
+		}
+		sum := StreamSummary{Stream: id, Count: len(list), Oldest: list[0].Version, Newest: list[len(list)-1].Version, NewestAt: list[len(list)-1].CreatedAt}
+		for _, s := range list {
+			sum.Size += int64(len(s.State))
+		}
+		out = append(out, sum)
+	}
+	slices.SortFunc(out, func(a, b StreamSummary) int {
+		return cmp.Or(cmp.Compare(a.Stream.Partition, b.Stream.Partition), cmp.Compare(a.Stream.Tag, b.Stream.Tag))
+	})
+	return out, nil
 }
 
 func compareVersion(s Snapshot, version uint64) int { return cmp.Compare(s.Version, version) }

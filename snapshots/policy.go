@@ -14,6 +14,20 @@ type Policy struct {
 	// OnPassivation makes a snapshot due when the actor passivates and its
 	// state moved past the last snapshot. Default (DefaultPolicy): true.
 	OnPassivation bool
+	// Keep, when at least 1, bounds each stream's snapshots: after the actor
+	// saves one it prunes the stream to its newest Keep (Retention{Keep}),
+	// so the snapshot it just saved is never removed. 0 keeps every
+	// snapshot. Default (DefaultPolicy): 0.
+	Keep int
+}
+
+// Retention returns the retention the policy applies after each save, and
+// false when it keeps every snapshot (Keep < 1).
+func (p Policy) Retention() (Retention, bool) {
+	if p.Keep < 1 {
+		return Retention{}, false
+	}
+	return Retention{Keep: p.Keep}, true
 }
 
 // DefaultPolicy returns the policy a runtime uses unless configured otherwise:

@@ -64,3 +64,15 @@ func TestPolicyDueOnPassivation(t *testing.T) {
 	require.False(t, zero.Due(0, math.MaxUint64))
 	require.False(t, zero.DueOnPassivation(0, math.MaxUint64))
 }
+
+func TestPolicyRetention(t *testing.T) {
+	t.Parallel()
+	_, ok := snapshots.DefaultPolicy().Retention()
+	require.False(t, ok, "by default every snapshot is kept")
+	_, ok = snapshots.Policy{Keep: -1}.Retention()
+	require.False(t, ok)
+	r, ok := snapshots.Policy{Every: 10, Keep: 3}.Retention()
+	require.True(t, ok)
+	require.Equal(t, snapshots.Retention{Keep: 3}, r)
+	require.NoError(t, r.Validate())
+}

@@ -28,9 +28,18 @@ type Harness struct {
 	// MaxDataSize is the data limit the journal was configured with, in bytes;
 	// 0 means journal.DefaultMaxDataSize.
 	MaxDataSize int
-	// Tamper, optional (nil skips the tamper case), alters a stored byte of
-	// event id's data, bypassing the journal's API and without fixing any hash.
-	Tamper func(ctx context.Context, id uuid.UUID) error
+	// Alter, optional (nil skips the alteration cases), changes one field of
+	// the stored event id (see Alteration), bypassing the journal's API and
+	// without fixing any hash.
+	Alter func(ctx context.Context, id uuid.UUID, what Alteration) error
+	// Remove, optional (nil skips the removal and truncation cases), deletes
+	// the stored event id, bypassing the journal's API: its streams' recorded
+	// versions and head hashes stay as they were, as after a DELETE of its row.
+	Remove func(ctx context.Context, id uuid.UUID) error
+	// Swap, optional (nil skips the re-ordering case), exchanges the stored
+	// places of the events at versions v and w of stream, bypassing the
+	// journal's API: ReadStream then yields them in the other order.
+	Swap func(ctx context.Context, stream journal.StreamID, v, w uint64) error
 	// HoldCommit, optional, is for backends where an append with a lower
 	// position can commit after appends with higher positions. It starts an
 	// append of events whose position is assigned, and returns while that
@@ -38,6 +47,22 @@ type Harness struct {
 	// nil skips the forced-interleaving part of the visibility case (the rest
 	// of that case still runs).
 	HoldCommit func(ctx context.Context, events []journal.Event, opts journal.AppendOptions) (release func() (journal.AppendResult, error), err error)
+}
+
+// Alteration names the field of a stored event that Harness.Alter changes.
+type Alteration string
+
+// The alterations the suite asks for; each must leave the event readable.
+const (
+	AlterData       Alteration = "data"       // the payload, still a JSON object
+	AlterType       Alteration = "type"       // the event type, to another non-empty type
+	AlterMetadata   Alteration = "metadata"   // the correlation ID
+	AlterRecordedAt Alteration = "recordedAt" // the recorded time, by at least a microsecond
+)
+
+// Alterations lists every Alteration, for backends that test them in a loop.
+func Alterations() []Alteration {
+	return []Alteration{AlterData, AlterType, AlterMetadata, AlterRecordedAt}
 }
 
 // Run runs the whole conformance suite. newHarness is called once per case,
@@ -91,6 +116,10 @@ func testContext(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// misc tags the events of the suite that belong to no stream under test
+// (every event carries at least one tag). No case reads its stream.
+const misc journal.Tag = "misc:1"
 
 // newEvent returns a valid event of type typ carrying tags, in the default
 // partition, with a fresh ID.

@@ -438,7 +438,7 @@ func testLowerPositionCommitsLate(t *testing.T, h Harness) {
 		})
 
 		// Other appends commit while the held one is pending.
-		later := []journal.Event{newEvent("Later", "v:3"), newEvent("Later")}
+		later := []journal.Event{newEvent("Later", "v:3"), newEvent("Later", misc)}
 		type result struct {
 			recs []journal.Record
 			err  error

@@ -49,6 +49,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"InvalidInput", testInvalidInput},
 		{"CanceledContext", testCanceledContext},
 		{"Concurrent", testConcurrent},
+		{"RetentionKeepsNewest", testRetentionKeepsNewest},
+		{"RetentionWhileSaving", testRetentionWhileSaving},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -567,4 +569,93 @@ func testConcurrent(t *testing.T, s snapshots.Store) {
 	got := load(t, s, shared, math.MaxUint64)
 	require.Equal(t, uint64(perStream), got.Version)
 	require.Equal(t, state(shared, perStream), got.State)
+}
+
+// lister returns s as a snapshots.Lister, skipping the test when it is not one.
+func lister(t *testing.T, s snapshots.Store) snapshots.Lister {
+	t.Helper()
+	l, ok := s.(snapshots.Lister)
+	if !ok {
+		t.Skipf("%T does not implement snapshots.Lister: retention over a whole store skipped", s)
+	}
+	return l
+}
+
+func testRetentionKeepsNewest(t *testing.T, s snapshots.Store) {
+	l := lister(t, s)
+	ctx := t.Context()
+	many := journal.Stream("account:many")
+	one := journal.Stream("account:one")
+	tenant := journal.StreamID{Partition: "tenant-r", Tag: "account:many"}
+	for _, v := range []uint64{5, 1, 4, 2, 3} { // saved out of order
+		save(t, s, snap(many, v, fmt.Sprint(v)))
+		save(t, s, snap(tenant, v, fmt.Sprint(v)))
+	}
+	save(t, s, snap(one, 9, "9"))
+
+	sums, err := l.Streams(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, sums, 3)
+	require.Equal(t, snapshots.StreamSummary{Stream: many, Count: 5, Oldest: 1, Newest: 5, NewestAt: when.Add(5 * time.Second), Size: 5}, sums[0])
+	require.Equal(t, one, sums[1].Stream)
+	require.Equal(t, tenant, sums[2].Stream, "ordered by partition, then tag")
+	only, err := l.Streams(ctx, "tenant-r")
+	require.NoError(t, err)
+	require.Len(t, only, 1)
+
+	for _, keep := range []int{0, -1} {
+		_, err := snapshots.Retention{Keep: keep}.PruneAll(ctx, s, "")
+		require.ErrorIs(t, err, snapshots.ErrInvalidArgument, "keep %d could delete a newest snapshot", keep)
+		_, err = snapshots.Retention{Keep: keep}.Prune(ctx, s, many)
+		require.ErrorIs(t, err, snapshots.ErrInvalidArgument)
+	}
+	require.Len(t, versions(t, s, many), 5, "a refused policy deletes nothing")
+
+	res, err := snapshots.Retention{Keep: 2}.PruneAll(ctx, s, journal.DefaultPartition)
+	require.NoError(t, err)
+	require.Equal(t, snapshots.PruneResult{Streams: 1, Deleted: 3}, res)
+	require.Equal(t, []uint64{4, 5}, versions(t, s, many))
+	require.Equal(t, []uint64{9}, versions(t, s, one))
+	require.Len(t, versions(t, s, tenant), 5, "another partition is untouched")
+
+	res, err = snapshots.Retention{Keep: 1}.PruneAll(ctx, s, "")
+	require.NoError(t, err)
+	require.Equal(t, snapshots.PruneResult{Streams: 2, Deleted: 5}, res)
+	for _, st := range []journal.StreamID{many, one, tenant} {
+		sn, err := s.Load(ctx, st, math.MaxUint64)
+		require.NoError(t, err, "stream %s keeps its newest snapshot", st)
+		require.Equal(t, map[journal.StreamID]uint64{many: 5, one: 9, tenant: 5}[st], sn.Version)
+	}
+	n, err := snapshots.Retention{Keep: 1}.Prune(ctx, s, many)
+	require.NoError(t, err)
+	require.Zero(t, n, "the newest snapshot is never pruned")
+}
+
+func testRetentionWhileSaving(t *testing.T, s snapshots.Store) {
+	lister(t, s)
+	ctx := t.Context()
+	stream := journal.Stream("account:busy")
+	save(t, s, snap(stream, 1, "1"))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for v := uint64(2); v <= 40; v++ {
+			if err := s.Save(ctx, snap(stream, v, fmt.Sprint(v))); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 20 {
+		_, err := snapshots.Retention{Keep: 1}.PruneAll(ctx, s, "")
+		require.NoError(t, err)
+		sn, err := s.Load(ctx, stream, math.MaxUint64)
+		require.NoError(t, err, "the stream always has a snapshot")
+		require.NotZero(t, sn.Version)
+	}
+	wg.Wait()
+	_, err := snapshots.Retention{Keep: 1}.PruneAll(ctx, s, "")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{40}, versions(t, s, stream), "only the newest remains")
 }

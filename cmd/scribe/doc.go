@@ -1,0 +1,31 @@
+// Command scribe is the operator's command line for a Scribe journal in
+// Postgres: it migrates a schema, lists streams, tags, leases and snapshots,
+// shows a stream's events, follows the global feed, reads events by type
+// and time, prunes snapshots, reports and rebuilds projections and verifies
+// every hash chain.
+//
+// Install it with
+//
+//	go install github.com/scribe-es/scribe/cmd/scribe@latest
+//
+// and point it at a database with -db (or SCRIBE_DATABASE_URL) and, unless
+// Scribe's tables live in the default schema "scribe", -schema:
+//
+//	scribe -db postgres://user@host/db migrate up
+//	scribe migrate status
+//	scribe streams list -partition default -tag-prefix account:
+//	scribe stream show account:42
+//	scribe tail -type MoneyDeposited
+//	scribe events -type MoneyTransferred -since 1h -desc -limit 20
+//	scribe verify
+//	scribe leases
+//	scribe snapshots list
+//	scribe snapshots prune -keep 2
+//	scribe tags account
+//	scribe projections status
+//	scribe projections rebuild -version 2 -confirm accounts
+//
+// Output is an aligned table by default and one JSON object per line with
+// -json. Exit status: 0 on success, 1 when a command fails (including a
+// broken hash chain found by verify), 2 on a usage error.
+package main

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/scribe-es/scribe/postgres"
+)
+
+func migrateUpCommand() *command {
+	return &command{
+		name:    "migrate up",
+		summary: "create or upgrade the schema's tables to this scribe's version",
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			pool, cfg, err := e.connect()
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			before, err := postgres.MigrationStatus(e.ctx, pool, cfg)
+			if err != nil {
+				return err
+			}
+			if before.TooNew() {
+				return tooNew(before)
+			}
+			if err := postgres.Migrate(e.ctx, pool, cfg); err != nil {
+				return err
+			}
+			after, err := postgres.MigrationStatus(e.ctx, pool, cfg)
+			if err != nil {
+				return err
+			}
+			if e.opts.json {
+				return emitJSON(e.stdout, map[string]any{"schema": cfg.Schema, "from": before.Current, "to": after.Current, "applied": len(after.Applied) - len(before.Applied)})
+			}
+			if after.Current == before.Current {
+				fmt.Fprintf(e.stdout, "schema %s is up to date at version %d\n", cfg.Schema, after.Current)
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "schema %s migrated from version %d to %d\n", cfg.Schema, before.Current, after.Current)
+			return nil
+		},
+	}
+}
+
+func migrateStatusCommand() *command {
+	return &command{
+		name:    "migrate status",
+		summary: "list applied and pending migrations",
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			pool, cfg, err := e.connect()
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			rep, err := postgres.MigrationStatus(e.ctx, pool, cfg)
+			if err != nil {
+				return err
+			}
+			if e.opts.json {
+				for _, m := range rep.Applied {
+					if err := emitJSON(e.stdout, map[string]any{"version": m.Version, "name": m.Name, "state": "applied", "appliedAt": jsonTime(m.AppliedAt)}); err != nil {
+						return err
+					}
+				}
+				for _, m := range rep.Pending {
+					if err := emitJSON(e.stdout, map[string]any{"version": m.Version, "name": m.Name, "state": "pending"}); err != nil {
+						return err
+					}
+				}
+			} else {
+				t := newTable(e.stdout, "VERSION", "NAME", "STATE", "APPLIED AT")
+				for _, m := range rep.Applied {
+					t.row(m.Version, m.Name, "applied", fmtTime(m.AppliedAt))
+				}
+				for _, m := range rep.Pending {
+					t.row(m.Version, m.Name, "pending", "-")
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+			}
+			if rep.TooNew() {
+				return tooNew(rep)
+			}
+			if !e.opts.json {
+				switch {
+				case rep.Current == 0:
+					fmt.Fprintf(e.stdout, "\nschema %s has no Scribe tables; run `scribe migrate up`\n", cfg.Schema)
+				case len(rep.Pending) > 0:
+					fmt.Fprintf(e.stdout, "\nschema %s is at version %d; %d migration(s) pending: run `scribe migrate up`\n", cfg.Schema, rep.Current, len(rep.Pending))
+				default:
+					fmt.Fprintf(e.stdout, "\nschema %s is up to date at version %d\n", cfg.Schema, rep.Current)
+				}
+			}
+			return nil
+		},
+	}
+}

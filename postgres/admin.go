@@ -1,0 +1,329 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// Read-only queries for operators (the scribe command line) that the journal
+// contract has no call for: migration state, stream listings, leases and node
+// sessions. None of them writes, takes a lock beyond a plain snapshot read, or
+// is used by the append path.
+
+// MigrationInfo is one embedded migration and, when applied, when.
+type MigrationInfo struct {
+	Version int
+	Name    string
+	// AppliedAt is when Migrate applied it; zero while pending.
+	AppliedAt time.Time
+}
+
+// MigrationReport is the migration state of a schema.
+type MigrationReport struct {
+	Schema string
+	// Current is the highest version recorded in the schema (0: never migrated).
+	Current int
+	// Latest is the highest version this build embeds (LatestVersion).
+	Latest int
+	// Applied are the versions recorded in the schema, ascending; a version
+	// this build does not embed is listed with the name the schema recorded.
+	Applied []MigrationInfo
+	// Pending are the embedded versions above Current, ascending: what
+	// Migrate would apply.
+	Pending []MigrationInfo
+}
+
+// TooNew reports whether the schema was migrated by a newer build than this
+// one (Current > Latest): Migrate refuses it, and this build may misread it.
+func (r MigrationReport) TooNew() bool { return r.Current > r.Latest }
+
+// MigrationStatus reports which migrations cfg.Schema has applied and which
+// this build would apply. It only reads: a schema that does not exist or was
+// never migrated reports Current 0 and every migration pending.
+func MigrationStatus(ctx context.Context, pool *pgxpool.Pool, cfg Config) (MigrationReport, error) {
+	if pool == nil {
+		return MigrationReport{}, errors.New("postgres: MigrationStatus: the pool is nil; pass a *pgxpool.Pool from pgxpool.New")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return MigrationReport{}, err
+	}
+	ms, err := migrations()
+	if err != nil {
+		return MigrationReport{}, err
+	}
+	rep := MigrationReport{Schema: cfg.Schema}
+	if len(ms) > 0 {
+		rep.Latest = ms[len(ms)-1].version
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", cfg.quotedSchema()+".schema_migrations").Scan(&exists); err != nil {
+		return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
+	}
+	if exists {
+		rows, err := pool.Query(ctx, "SELECT version, name, applied_at FROM "+cfg.quotedSchema()+".schema_migrations ORDER BY version")
+		if err != nil {
+			return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
+		}
+		for rows.Next() {
+			var m MigrationInfo
+			if err := rows.Scan(&m.Version, &m.Name, &m.AppliedAt); err != nil {
+				rows.Close()
+				return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
+			}
+			m.AppliedAt = m.AppliedAt.UTC()
+			rep.Applied = append(rep.Applied, m)
+			rep.Current = max(rep.Current, m.Version)
+		}
+		if err := rows.Err(); err != nil {
+			return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
+		}
+	}
+	for _, m := range ms {
+		if m.version > rep.Current {
+			rep.Pending = append(rep.Pending, MigrationInfo{Version: m.version, Name: m.name})
+		}
+	}
+	return rep, nil
+}
+
+// StreamsQuery selects streams for Journal.Streams.
+type StreamsQuery struct {
+	// Partition limits the listing to one partition; "" lists every partition.
+	Partition string
+	// TagPrefix limits the listing to tags that start with it ("account:").
+	TagPrefix string
+	// After resumes a listing: only streams ordered after it (by partition,
+	// then tag, byte order) are returned. Zero starts at the beginning.
+	After journal.StreamID
+	// Limit is the most streams returned; 0 means no limit.
+	Limit int
+}
+
+// Streams lists the streams that have events, ordered by partition and tag
+// (byte order), with each stream's recorded summary: version (its event
+// count), head hash, first and last positions and the RecordedAt of its
+// first and newest events. It reads the streams table through its primary
+// key (plus two primary-key lookups of events per stream returned), so a
+// page costs what it returns plus the streams it skips for TagPrefix; it
+// never scans events. To page, pass the last stream returned as After.
+func (j *Journal) Streams(ctx context.Context, q StreamsQuery) ([]journal.TagSummary, error) {
+	if err := j.checkOpen(); err != nil {
+		return nil, err
+	}
+	if q.Limit < 0 {
+		return nil, fmt.Errorf("%w: Streams: the limit is %d; give 0 for no limit or a positive number", journal.ErrInvalidQuery, q.Limit)
+	}
+	limit := any(nil)
+	if q.Limit > 0 {
+		limit = q.Limit
+	}
+	rows, err := j.pool.Query(ctx, j.sql(`SELECT s.partition, s.tag, s.version, s.head_hash, s.first_commit, s.first_seq, s.last_commit, s.last_seq,
+		(SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
+		(SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq)
+		FROM __S__.streams s
+		WHERE s.version > 0
+		  AND ($1 = '' OR s.partition = $1)
+		  AND ($2 = '' OR (s.tag >= $2 AND starts_with(s.tag, $2)))
+		  AND (s.partition, s.tag) > ($3, $4)
+		ORDER BY s.partition, s.tag
+		LIMIT $5`), q.Partition, q.TagPrefix, q.After.Partition, string(q.After.Tag), limit)
+	if err != nil {
+		return nil, j.translate("list streams", err)
+	}
+	defer rows.Close()
+	var out []journal.TagSummary
+	for rows.Next() {
+		var (
+			s              journal.TagSummary
+			tag            string
+			v              int64
+			head           []byte
+			fc, fs, lc, ls *int64
+			fa, la         *time.Time
+		)
+		if err := rows.Scan(&s.Stream.Partition, &tag, &v, &head, &fc, &fs, &lc, &ls, &fa, &la); err != nil {
+			return nil, j.translate("list streams", err)
+		}
+		s.Stream.Tag = journal.Tag(tag)
+		fillSummary(&s, v, head, fc, fs, lc, ls, fa, la)
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, j.translate("list streams", err)
+	}
+	return out, nil
+}
+
+// LeaseInfo is a stream's lease as its streams row records it.
+type LeaseInfo struct {
+	Stream      journal.StreamID
+	NodeID      string
+	Incarnation uint64
+	// Epoch is the lease's fencing token.
+	Epoch uint64
+	// Since is when the lease was granted (database clock); zero for a lease
+	// granted before migration 0004 recorded grant times.
+	Since time.Time
+	// Until is when the holder's node session expires unless renewed
+	// (database clock); zero when the node has no session row.
+	Until time.Time
+	// Live reports that the holder's node session is the lease's incarnation,
+	// not closed and not expired by the database clock: the lease fences
+	// other writers. A lease that is not live is free for the next Acquire.
+	Live bool
+}
+
+// Leases lists the streams whose lease is held (granted and not released),
+// ordered by partition and tag, with the holder's node session expiry by the
+// database clock. partition "" lists every partition. It reads the streams
+// table (every row of the selected partitions) and the nodes table.
+func (j *Journal) Leases(ctx context.Context, partition string) ([]LeaseInfo, error) {
+	if err := j.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := j.pool.Query(ctx, j.sql(`SELECT s.partition, s.tag, s.lease_node, s.lease_incarnation, s.epoch, s.leased_at, n.expires_at,
+		coalesce(n.incarnation = s.lease_incarnation AND NOT n.closed AND n.expires_at > clock_timestamp(), false)
+		FROM __S__.streams s LEFT JOIN __S__.nodes n ON n.node_id = s.lease_node
+		WHERE s.lease_node IS NOT NULL AND NOT s.released AND ($1 = '' OR s.partition = $1)
+		ORDER BY s.partition, s.tag`), partition)
+	if err != nil {
+		return nil, j.translate("list leases", err)
+	}
+	defer rows.Close()
+	var out []LeaseInfo
+	for rows.Next() {
+		var (
+			l          LeaseInfo
+			tag        string
+			inc, epoch int64
+			since, exp *time.Time
+		)
+		if err := rows.Scan(&l.Stream.Partition, &tag, &l.NodeID, &inc, &epoch, &since, &exp, &l.Live); err != nil {
+			return nil, j.translate("list leases", err)
+		}
+		l.Stream.Tag, l.Incarnation, l.Epoch = journal.Tag(tag), uint64(inc), uint64(epoch)
+		if since != nil {
+			l.Since = since.UTC()
+		}
+		if exp != nil {
+			l.Until = exp.UTC()
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, j.translate("list leases", err)
+	}
+	return out, nil
+}
+
+// NodeInfo is a node session as the nodes table records it.
+type NodeInfo struct {
+	NodeID      string
+	Incarnation uint64
+	Timeout     time.Duration
+	// OpenedAt is when this incarnation opened its session (database clock);
+	// zero for a session opened before migration 0004 recorded it.
+	OpenedAt  time.Time
+	ExpiresAt time.Time
+	Closed    bool
+	// Live reports that the session is neither closed nor expired by the
+	// database clock.
+	Live bool
+	// Leases counts the held (unreleased) stream leases of this incarnation.
+	Leases uint64
+}
+
+// Nodes lists the node sessions, ordered by node ID, with the number of
+// stream leases each current incarnation holds. It reads the nodes table and
+// the streams table (every row).
+func (j *Journal) Nodes(ctx context.Context) ([]NodeInfo, error) {
+	if err := j.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := j.pool.Query(ctx, j.sql(`SELECT n.node_id, n.incarnation, n.timeout_us, n.opened_at, n.expires_at, n.closed,
+		NOT n.closed AND n.expires_at > clock_timestamp(),
+		(SELECT count(*) FROM __S__.streams s WHERE s.lease_node = n.node_id AND s.lease_incarnation = n.incarnation AND NOT s.released)
+		FROM __S__.nodes n ORDER BY n.node_id`))
+	if err != nil {
+		return nil, j.translate("list nodes", err)
+	}
+	defer rows.Close()
+	var out []NodeInfo
+	for rows.Next() {
+		var (
+			n              NodeInfo
+			inc, us, count int64
+			opened         *time.Time
+		)
+		if err := rows.Scan(&n.NodeID, &inc, &us, &opened, &n.ExpiresAt, &n.Closed, &n.Live, &count); err != nil {
+			return nil, j.translate("list nodes", err)
+		}
+		n.Incarnation, n.Timeout, n.Leases = uint64(inc), time.Duration(us)*time.Microsecond, uint64(count)
+		n.ExpiresAt = n.ExpiresAt.UTC()
+		if opened != nil {
+			n.OpenedAt = opened.UTC()
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, j.translate("list nodes", err)
+	}
+	return out, nil
+}
+
+// UntaggedEvents counts the events of partition ("" for every partition)
+// that carry no tag. The journal rejects such events since tags became
+// required, so each one was written before that or inserted around the
+// journal: it is in no stream's hash chain. It scans the partition's events.
+func (j *Journal) UntaggedEvents(ctx context.Context, partition string) (uint64, error) {
+	if err := j.checkOpen(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := j.pool.QueryRow(ctx, j.sql(`SELECT count(*) FROM __S__.events WHERE cardinality(tags) = 0 AND ($1 = '' OR partition = $1)`), partition).Scan(&n)
+	if err != nil {
+		return 0, j.translate("count untagged events", err)
+	}
+	return uint64(n), nil
+}
+
+// UnrecordedStreams lists the streams of partition ("" for every partition)
+// that have events in the tag index but no streams row with a version: their
+// recorded version and head hash were removed around the journal (the
+// journal writes both in one statement). journal.VerifyStream reports such a
+// stream as broken. Ordered by partition and tag; it reads the whole tag
+// index of the selected partitions, as a verification does anyway.
+func (j *Journal) UnrecordedStreams(ctx context.Context, partition string) ([]journal.StreamID, error) {
+	if err := j.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := j.pool.Query(ctx, j.sql(`SELECT DISTINCT et.partition, et.tag FROM __S__.event_tags et
+		WHERE ($1 = '' OR et.partition = $1)
+		  AND NOT EXISTS (SELECT 1 FROM __S__.streams s WHERE s.partition = et.partition AND s.tag = et.tag AND s.version > 0)
+		ORDER BY et.partition, et.tag`), partition)
+	if err != nil {
+		return nil, j.translate("list unrecorded streams", err)
+	}
+	defer rows.Close()
+	var out []journal.StreamID
+	for rows.Next() {
+		var id journal.StreamID
+		var tag string
+		if err := rows.Scan(&id.Partition, &tag); err != nil {
+			return nil, j.translate("list unrecorded streams", err)
+		}
+		id.Tag = journal.Tag(tag)
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, j.translate("list unrecorded streams", err)
+	}
+	return out, nil
+}
