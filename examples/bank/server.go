@@ -32,7 +32,7 @@ type serverConfig struct {
 	ShutdownTimeout time.Duration
 	// Cluster, when set, makes this process a cluster member (see cluster.go);
 	// SessionTimeout is the runtime's node session timeout (0: its default).
-	Cluster        *runtime.ClusterConfig
+	Cluster        runtime.Cluster
 	SessionTimeout time.Duration
 	// MaxInFlight bounds the requests served at once (0: defaultMaxInFlight).
 	MaxInFlight int

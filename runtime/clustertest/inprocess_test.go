@@ -22,6 +22,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/cluster"
 )
 
 // Two members on one journal: every command, sent to either member, is
@@ -91,7 +92,7 @@ func TestInProcessRoutingAndTypedErrors(t *testing.T) {
 	// A domain error keeps its identity across members.
 	_, err := remote.Execute(ctx, acct(id), Withdraw{Amount: 1 << 40})
 	require.ErrorIs(t, err, errInsufficient)
-	var re *runtime.RemoteError
+	var re *cluster.RemoteError
 	require.ErrorAs(t, err, &re, "the error came from the hosting member")
 	require.Contains(t, err.Error(), "insufficient funds")
 
