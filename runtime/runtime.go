@@ -57,9 +57,10 @@ type Config struct {
 	NodeID string
 	// Logger receives operational logs. Default: discard.
 	Logger *slog.Logger
-	// TracerProvider receives spans (scribe.execute, scribe.decide,
-	// scribe.append, scribe.recovery, scribe.reserve). Default: no-op. The
-	// runtime never uses the global provider.
+	// TracerProvider receives spans (scribe.stream.execute,
+	// scribe.stream.decide, scribe.stream.append, scribe.stream.recover,
+	// scribe.stream.reserve, scribe.dcb.*). Default: no-op. The runtime
+	// never uses the global provider.
 	TracerProvider trace.TracerProvider
 	// MeterProvider receives metrics (see package actors). Default: no-op.
 	MeterProvider metric.MeterProvider

@@ -73,7 +73,7 @@ func TestTelemetryToStdout(t *testing.T) {
 	require.Len(t, r.Header.Get("Trace-Id"), 32)
 	ts.stop() // flushes the exporters
 	exported := out.String()
-	for _, want := range []string{`"Name":"POST /accounts"`, `"Name":"scribe.execute"`, `"Name":"bank.http.requests"`, `"Name":"bank.http.duration"`, r.Header.Get("Trace-Id")} {
+	for _, want := range []string{`"Name":"POST /accounts"`, `"Name":"scribe.stream.execute"`, `"Name":"bank.http.requests"`, `"Name":"bank.http.duration"`, r.Header.Get("Trace-Id")} {
 		require.Contains(t, exported, want)
 	}
 	// The runtime's execute span is a child of the request's span.

@@ -210,7 +210,7 @@ func TestInProcessTraceCrossesMembers(t *testing.T) {
 	parent.End()
 	found := false
 	for _, s := range recs[1].Ended() {
-		if s.Name() == "scribe.execute" && s.SpanContext().TraceID() == parent.SpanContext().TraceID() {
+		if s.Name() == "scribe.stream.execute" && s.SpanContext().TraceID() == parent.SpanContext().TraceID() {
 			found = true
 			require.Equal(t, parent.SpanContext().SpanID(), s.Parent().SpanID(), "the caller's span is the parent")
 		}
