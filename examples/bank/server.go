@@ -79,7 +79,7 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 	if s.tel, err = newTelemetry(ctx, cfg.NodeID, cfg.OtelStdout, cfg.TelemetryOut); err != nil {
 		return nil, err
 	}
-	if s.backend, err = openBackend(ctx, cfg.DatabaseURL, cfg.Schema, log); err != nil {
+	if s.backend, err = openBackend(ctx, cfg.DatabaseURL, cfg.Schema, log, s.tel.Tracer); err != nil {
 		return nil, err
 	}
 	if s.svc, err = newBankService(ctx, bankServiceConfig{
