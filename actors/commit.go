@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/scribe-es/scribe/journal"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -129,8 +128,12 @@ func (a *streamActor) decideOne(r *commandReq, state any) (evs []any, err error)
 	_, span := a.host.tel.tracer.Start(r.ctx, SpanDecide, trace.WithAttributes(
 		AttrStream.String(a.stream.String()), AttrAggregate.String(a.model.Name()), AttrVersion.Int64(int64(a.version))))
 	defer func() {
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
+		var pe *PanicError
+		switch {
+		case errors.As(err, &pe):
+			failed(span, err)
+		case err != nil:
+			rejected(span, err)
 		}
 		span.SetAttributes(AttrEvents.Int(len(evs)))
 		span.End()
@@ -235,10 +238,9 @@ func (a *streamActor) startAppend(b *batch) {
 		}
 		start := time.Now()
 		res, err := h.cfg.Journal.Append(ctx, events, journal.AppendOptions{Expect: expect, Leases: []journal.Lease{lease}})
-		h.tel.appendLatency.Record(ctx, time.Since(start).Seconds())
+		h.tel.recordAppend(ctx, time.Since(start), len(res.Records), err)
 		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
+			failed(span, err)
 		}
 		span.End()
 		h.send(self, &appendDoneMsg{b: b, res: res, err: err, took: time.Since(start)})

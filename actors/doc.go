@@ -117,10 +117,17 @@
 //
 // # Observability
 //
-// Spans: scribe.execute (with the mailbox wait), scribe.decide (child of
-// execute), scribe.append (child of the batch's first execute, linked to the
-// others), scribe.recovery (child of the request that spawned the actor),
-// scribe.reserve. Metrics: scribe.commands (by outcome), scribe.batch.size,
-// scribe.append.duration, scribe.actors.active, scribe.actors.activations,
-// scribe.actors.passivations, scribe.actors.recoveries, scribe.fence.rejections.
+// Spans: scribe.stream.execute (with the mailbox wait), scribe.stream.decide
+// (child of execute), scribe.stream.append (child of the batch's first
+// execute, linked to the others), scribe.stream.recover (child of the
+// request that spawned the actor), scribe.stream.reserve. A command its
+// aggregate rejects (a domain error from Decide) leaves its spans' status
+// Unset, with scribe.rejected=true and a scribe.rejection event; only
+// infrastructure failures (journal errors, panics, timeouts) set status
+// Error, with error.type. Metrics: scribe.commands (by outcome),
+// scribe.batch.size, scribe.journal.append.duration (error.type on
+// failures), scribe.journal.append.events, scribe.journal.read.duration
+// (recovery replays), scribe.actors.active, scribe.actors.activations,
+// scribe.actors.passivations, scribe.actors.recoveries,
+// scribe.fence.rejections.
 package actors

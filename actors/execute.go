@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/journal"
@@ -30,43 +29,48 @@ func (h *Host) Execute(ctx context.Context, stream journal.StreamID, cmd Command
 		return Result{}, err
 	}
 	if !h.tel.tracing {
-		res, _, err := h.execute(ctx, stream, cmd)
+		res, _, _, err := h.execute(ctx, stream, cmd)
 		return res, err
 	}
 	ctx, span := h.tel.tracer.Start(ctx, SpanExecute, trace.WithAttributes(
 		AttrStream.String(stream.String()), AttrAggregate.String(stream.Tag.Group())))
 	defer span.End()
-	res, wait, err := h.execute(ctx, stream, cmd)
+	res, wait, outcome, err := h.execute(ctx, stream, cmd)
 	span.SetAttributes(AttrMailboxWait.Float64(float64(wait) / float64(time.Millisecond)))
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		if outcome == OutcomeDomainError {
+			rejected(span, err)
+		} else {
+			failed(span, err)
+		}
 		return res, err
 	}
 	span.SetAttributes(AttrVersion.Int64(int64(res.Version)), AttrEvents.Int(len(res.Records)), AttrDuplicate.Bool(res.Duplicate))
 	return res, nil
 }
 
-func (h *Host) execute(ctx context.Context, stream journal.StreamID, cmd Command) (Result, time.Duration, error) {
+// execute also returns the command's outcome (an Outcome constant; "" when
+// it never reached the actor's decision).
+func (h *Host) execute(ctx context.Context, stream journal.StreamID, cmd Command) (Result, time.Duration, string, error) {
 	req := &commandReq{ctx: ctx, cmd: cmd, enqueued: time.Now(), reply: make(chan commandReply, 1)}
 	if _, err := h.deliver(ctx, stream, req); err != nil {
-		return Result{}, 0, err
+		return Result{}, 0, "", err
 	}
 	select {
 	case r := <-req.reply:
-		return r.res, req.mailboxWait, r.err
+		return r.res, req.mailboxWait, r.outcome, r.err
 	case <-ctx.Done():
 		if req.abandon() || req.abandoned() {
-			return Result{}, 0, ctx.Err()
+			return Result{}, 0, "", ctx.Err()
 		}
 		select {
 		case r := <-req.reply:
 			if errors.Is(r.err, ctx.Err()) {
-				return Result{}, 0, ctx.Err()
+				return Result{}, 0, "", ctx.Err()
 			}
-			return r.res, req.mailboxWait, r.err
+			return r.res, req.mailboxWait, r.outcome, r.err
 		default:
 		}
-		return Result{}, 0, fmt.Errorf("actors: the context ended after the command on stream %s was decided; whether its events were stored is unknown (execute it again with the same idempotency key to find out): %w (%w)", stream, ctx.Err(), journal.ErrOutcomeUnknown)
+		return Result{}, 0, "", fmt.Errorf("actors: the context ended after the command on stream %s was decided; whether its events were stored is unknown (execute it again with the same idempotency key to find out): %w (%w)", stream, ctx.Err(), journal.ErrOutcomeUnknown)
 	}
 }

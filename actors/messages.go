@@ -53,8 +53,9 @@ func (s *reqStatus) abandon() bool {
 func (s *reqStatus) abandoned() bool { return s.v.Load() == reqAbandoned }
 
 type commandReply struct {
-	res Result
-	err error
+	res     Result
+	err     error
+	outcome string // one of the Outcome constants
 }
 
 // commandReq is a command on its way to, or queued in, a stream actor.

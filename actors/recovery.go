@@ -11,7 +11,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/snapshots"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -93,8 +92,7 @@ func (h *Host) recoverState(parent trace.SpanContext, stream journal.StreamID, m
 	h.tel.recoveries.Add(ctx, 1)
 	rec, err := h.doRecover(ctx, stream, model, base)
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		failed(span, err)
 	}
 	span.SetAttributes(AttrVersion.Int64(int64(rec.version)))
 	return rec, err
@@ -131,8 +129,10 @@ func (h *Host) doRecover(ctx context.Context, stream journal.StreamID, model Mod
 		rec.keys = &keyCache{}
 	}
 	col := keyCollector{h: h, stream: stream, k: rec.keys}
+	start := time.Now()
 	for r, err := range h.cfg.Journal.ReadStream(ctx, stream, rec.version+1, 0) {
 		if err != nil {
+			h.tel.recordRead(ctx, time.Since(start), err)
 			return rec, fmt.Errorf("actors: replaying stream %s after version %d: %w", stream, rec.version, err)
 		}
 		v := r.Version(stream.Tag)
@@ -150,6 +150,7 @@ func (h *Host) doRecover(ctx context.Context, stream journal.StreamID, model Mod
 		rec.state, rec.version, rec.lastPos = st, v, r.Position
 		col.add(r)
 	}
+	h.tel.recordRead(ctx, time.Since(start), nil)
 	col.flush()
 	return rec, nil
 }

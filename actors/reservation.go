@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/journal"
@@ -55,8 +54,7 @@ func (h *Host) Reserve(ctx context.Context, stream journal.StreamID) (*Reservati
 	defer span.End()
 	res, err := h.reserve(ctx, stream)
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		failed(span, err)
 	} else {
 		span.SetAttributes(AttrVersion.Int64(int64(res.Version)))
 	}

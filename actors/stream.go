@@ -258,7 +258,7 @@ func (a *streamActor) fail(err error, sessionFailed bool) {
 
 func (a *streamActor) reply(r *commandReq, res Result, err error, outcome string) {
 	a.host.tel.commands.Add(context.Background(), 1, a.host.tel.outcomeOpts[outcome])
-	r.reply <- commandReply{res: res, err: err}
+	r.reply <- commandReply{res: res, err: err, outcome: outcome}
 }
 
 // safe runs user code, turning a panic into a *PanicError.

@@ -2,24 +2,30 @@ package actors
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/scribe-es/scribe/journal"
 )
 
 // InstrumentationName is the OpenTelemetry scope of Scribe's spans and metrics.
 const InstrumentationName = "github.com/scribe-es/scribe"
 
-// Span names and attribute keys recorded by the actors.
+// Span names and attribute keys recorded by the actors. Span names follow
+// Scribe's scheme scribe.<component>.<operation>; the stream actors'
+// component is "stream".
 const (
-	SpanExecute  = "scribe.execute"
-	SpanDecide   = "scribe.decide"
-	SpanAppend   = "scribe.append"
-	SpanRecovery = "scribe.recovery"
-	SpanReserve  = "scribe.reserve"
+	SpanExecute  = "scribe.stream.execute"
+	SpanDecide   = "scribe.stream.decide"
+	SpanAppend   = "scribe.stream.append"
+	SpanRecovery = "scribe.stream.recover"
+	SpanReserve  = "scribe.stream.reserve"
 
 	AttrStream      = attribute.Key("scribe.stream")
 	AttrAggregate   = attribute.Key("scribe.aggregate")
@@ -29,13 +35,26 @@ const (
 	AttrVersion     = attribute.Key("scribe.version")
 	AttrOutcome     = attribute.Key("scribe.outcome")
 	AttrDuplicate   = attribute.Key("scribe.duplicate")
+	// AttrRejected is true on the spans of a command its aggregate's Decide
+	// rejected (a domain error): such a span keeps status Unset and carries
+	// a EventRejection event, because the system worked as intended.
+	AttrRejected = attribute.Key("scribe.rejected")
+	// AttrErrorType is OpenTelemetry's error.type: the class of an
+	// infrastructure failure (spans with status Error, failed appends).
+	AttrErrorType = attribute.Key("error.type")
 )
+
+// EventRejection is the span event recording a domain rejection, with the
+// error's message as its exception.message attribute.
+const EventRejection = "scribe.rejection"
 
 // Metric names recorded by the actors.
 const (
 	MetricCommands        = "scribe.commands"
 	MetricBatchSize       = "scribe.batch.size"
-	MetricAppendLatency   = "scribe.append.duration"
+	MetricAppendLatency   = "scribe.journal.append.duration"
+	MetricAppendedEvents  = "scribe.journal.append.events"
+	MetricReadLatency     = "scribe.journal.read.duration"
 	MetricActiveActors    = "scribe.actors.active"
 	MetricActivations     = "scribe.actors.activations"
 	MetricPassivations    = "scribe.actors.passivations"
@@ -61,6 +80,8 @@ type telemetry struct {
 	commands        metric.Int64Counter
 	batchSize       metric.Int64Histogram
 	appendLatency   metric.Float64Histogram
+	appendedEvents  metric.Int64Counter
+	readLatency     metric.Float64Histogram
 	active          metric.Int64UpDownCounter
 	activations     metric.Int64Counter
 	passivations    metric.Int64Counter
@@ -87,7 +108,13 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)); err != nil {
 		return nil, err
 	}
-	if t.appendLatency, err = m.Float64Histogram(MetricAppendLatency, metric.WithDescription("Latency of the journal appends made by stream actors."), metric.WithUnit("s")); err != nil {
+	if t.appendLatency, err = m.Float64Histogram(MetricAppendLatency, metric.WithDescription("Latency of the journal appends made by stream actors; a failed append carries error.type."), metric.WithUnit("s")); err != nil {
+		return nil, err
+	}
+	if t.appendedEvents, err = m.Int64Counter(MetricAppendedEvents, metric.WithDescription("Events the stream actors' journal appends stored (write throughput)."), metric.WithUnit("{event}")); err != nil {
+		return nil, err
+	}
+	if t.readLatency, err = m.Float64Histogram(MetricReadLatency, metric.WithDescription("Latency of the journal reads of stream recoveries (replaying a stream's tail); a failed read carries error.type."), metric.WithUnit("s")); err != nil {
 		return nil, err
 	}
 	if t.active, err = m.Int64UpDownCounter(MetricActiveActors, metric.WithDescription("Stream actors alive."), metric.WithUnit("{actor}")); err != nil {
@@ -109,6 +136,43 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		t.outcomeOpts[o] = metric.WithAttributeSet(attribute.NewSet(AttrOutcome.String(o)))
 	}
 	return t, nil
+}
+
+// recordAppend records one journal append of a stream actor: its latency
+// (with error.type when it failed) and the events it stored.
+func (t *telemetry) recordAppend(ctx context.Context, took time.Duration, events int, err error) {
+	if err != nil {
+		t.appendLatency.Record(ctx, took.Seconds(), metric.WithAttributes(AttrErrorType.String(journal.ErrorType(err))))
+		return
+	}
+	t.appendLatency.Record(ctx, took.Seconds())
+	t.appendedEvents.Add(ctx, int64(events))
+}
+
+// recordRead records the latency of one journal read (with error.type when
+// it failed).
+func (t *telemetry) recordRead(ctx context.Context, took time.Duration, err error) {
+	if err != nil {
+		t.readLatency.Record(ctx, took.Seconds(), metric.WithAttributes(AttrErrorType.String(journal.ErrorType(err))))
+		return
+	}
+	t.readLatency.Record(ctx, took.Seconds())
+}
+
+// failed marks span as an infrastructure failure: status Error, the error
+// recorded, and its error.type.
+func failed(span trace.Span, err error) {
+	span.RecordError(err)
+	span.SetAttributes(AttrErrorType.String(journal.ErrorType(err)))
+	span.SetStatus(codes.Error, err.Error())
+}
+
+// rejected marks span as carrying a domain rejection: the status stays
+// Unset (the system worked as intended), AttrRejected is set and an
+// EventRejection event carries the message.
+func rejected(span trace.Span, err error) {
+	span.SetAttributes(AttrRejected.Bool(true))
+	span.AddEvent(EventRejection, trace.WithAttributes(attribute.String("exception.message", err.Error())))
 }
 
 // noSpan is the span used when tracing is off.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/cluster"
+	"github.com/scribe-es/scribe/runtime/cluster/automanaged"
 )
 
 // clusterMode runs the actor mode on a cluster of two runtimes in this
@@ -50,11 +52,11 @@ func newClusterMode(ctx context.Context, c cell, b *backend) (mode, error) {
 	for i := range m.members {
 		rt, err := runtime.New(startCtx, runtime.Config{
 			Journal: b.Journal, Sessions: b.Sessions, NodeID: fmt.Sprintf("benchmarks-%d", i),
-			Cluster: &runtime.ClusterConfig{
+			Cluster: &cluster.Config{
 				Name:     name,
 				Port:     ports[i],
-				Provider: runtime.AutoManaged{Port: ports[2+i], Peers: peers, RefreshInterval: 200 * time.Millisecond},
-				Commands: []runtime.CommandType{runtime.ClusterCommand[deposit]("deposit")},
+				Provider: automanaged.Provider{Port: ports[2+i], Peers: peers, RefreshInterval: 200 * time.Millisecond},
+				Commands: []cluster.CommandType{cluster.Command[deposit]("deposit")},
 			},
 		})
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -92,9 +94,12 @@ func (j *Journal) batchWorker() {
 }
 
 // runBatch runs appends in one transaction (see run) and reports each its
-// own outcome.
+// own outcome. The transaction's statements are traced (see Tracer) as
+// children of the first append's span: the batch serves every caller, and
+// none of their cancellations.
 func (j *Journal) runBatch(batch []*appendReq) {
-	outcomes, _ := j.run(context.Background(), batch, false)
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(batch[0].ctx))
+	outcomes, _ := j.run(ctx, batch, false)
 	for i, r := range batch {
 		r.done <- outcomes[i]
 	}

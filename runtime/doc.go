@@ -71,8 +71,11 @@
 // # Observability
 //
 // Config.TracerProvider and Config.MeterProvider receive the spans and metrics
-// described in package actors (scribe.execute with the mailbox wait,
-// scribe.decide, scribe.append, scribe.recovery; commands, batch sizes, append
-// latency, active actors, activations, passivations, recoveries, fence
-// rejections). The runtime never touches OpenTelemetry globals.
+// described in package actors (scribe.stream.execute with the mailbox wait,
+// scribe.stream.decide, scribe.stream.append, scribe.stream.recover;
+// commands, batch sizes, journal append and read latency, appended events,
+// active actors, activations, passivations, recoveries, fence rejections) and
+// package tagconsistency (scribe.dcb.*). Domain rejections leave span status
+// Unset; only infrastructure failures set Error. The runtime never touches
+// OpenTelemetry globals.
 package runtime

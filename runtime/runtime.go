@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/internal/membership"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/snapshots"
 )
@@ -56,9 +57,10 @@ type Config struct {
 	NodeID string
 	// Logger receives operational logs. Default: discard.
 	Logger *slog.Logger
-	// TracerProvider receives spans (scribe.execute, scribe.decide,
-	// scribe.append, scribe.recovery, scribe.reserve). Default: no-op. The
-	// runtime never uses the global provider.
+	// TracerProvider receives spans (scribe.stream.execute,
+	// scribe.stream.decide, scribe.stream.append, scribe.stream.recover,
+	// scribe.stream.reserve, scribe.dcb.*). Default: no-op. The runtime
+	// never uses the global provider.
 	TracerProvider trace.TracerProvider
 	// MeterProvider receives metrics (see package actors). Default: no-op.
 	MeterProvider metric.MeterProvider
@@ -100,9 +102,10 @@ type Config struct {
 	// Codec encodes event payloads (to JSON objects) and snapshot states.
 	// Default JSONCodec.
 	Codec Codec
-	// Cluster makes the runtime a member of a cluster (see ClusterConfig).
-	// Default nil: a single node, no cluster code on any path.
-	Cluster *ClusterConfig
+	// Cluster makes the runtime a member of a cluster: a *cluster.Config
+	// from package runtime/cluster. Default nil: a single node, no cluster
+	// code on any path.
+	Cluster Cluster
 }
 
 // Runtime is Scribe's entry point: register aggregates and event types, then
@@ -113,7 +116,7 @@ type Runtime struct {
 	cfg     Config
 	reg     *registry
 	host    *actors.Host
-	cluster *clusterNode // nil in single-node mode
+	cluster membership.Member // nil in single-node mode
 }
 
 // New validates cfg, applies its defaults, opens the node session and
@@ -178,10 +181,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	cfg.ReservationTimeout, cfg.ReservationHold, cfg.RecoveryConcurrency, cfg.MaxBatch = hc.ReservationTimeout, hc.ReservationHold, hc.RecoveryConcurrency, hc.MaxBatch
 	cfg.MaxQueue, cfg.MaxPending = hc.MaxQueue, hc.MaxPending
 	rt.cfg = cfg
-	if cfg.Cluster != nil {
-		if rt.cluster, err = startCluster(ctx, rt, *cfg.Cluster); err != nil {
-			return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))
-		}
+	if err := rt.joinCluster(ctx); err != nil {
+		return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))
 	}
 	return rt, nil
 }
@@ -200,7 +201,7 @@ func (rt *Runtime) Config() Config { return rt.cfg }
 // readiness probe. It does no I/O and is safe for concurrent use.
 func (rt *Runtime) Ready() error {
 	if rt.cluster != nil {
-		if err := rt.cluster.fenceError(); err != nil {
+		if err := rt.cluster.FenceError(); err != nil {
 			return err
 		}
 	}
@@ -221,7 +222,7 @@ func (rt *Runtime) Pending(target Target) int { return rt.host.Pending(target.St
 // journal calls are cancelled and Shutdown returns an error wrapping ctx's.
 func (rt *Runtime) Shutdown(ctx context.Context) error {
 	if rt.cluster != nil {
-		rt.cluster.shutdown()
+		rt.cluster.Shutdown()
 	}
 	return rt.host.Shutdown(ctx)
 }
@@ -342,7 +343,7 @@ func execute[S any](ctx context.Context, rt *Runtime, target Target, command any
 	var res actors.Result
 	var err error
 	if rt.cluster != nil {
-		res, err = rt.cluster.execute(ctx, stream, actors.Command{Payload: command, Metadata: md})
+		res, err = rt.cluster.Execute(ctx, stream, actors.Command{Payload: command, Metadata: md})
 	} else {
 		res, err = rt.host.Execute(ctx, stream, actors.Command{Payload: command, Metadata: md})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -200,6 +201,14 @@ func TestTelemetry(t *testing.T) {
 		require.Equal(t, exec.SpanContext().TraceID(), child.SpanContext().TraceID())
 	}
 	require.Equal(t, byName[actors.SpanExecute][1].SpanContext().SpanID(), byName[actors.SpanDecide][1].Parent().SpanID())
+	// The rejected command (a domain error) is not a failure of the system:
+	// its spans keep status Unset and carry the rejection as an event.
+	for _, s := range []sdktrace.ReadOnlySpan{byName[actors.SpanExecute][1], byName[actors.SpanDecide][1]} {
+		require.Equal(t, codes.Unset, s.Status().Code, s.Name())
+		require.Contains(t, s.Attributes(), actors.AttrRejected.Bool(true), s.Name())
+		require.Len(t, s.Events(), 1, s.Name())
+		require.Equal(t, actors.EventRejection, s.Events()[0].Name)
+	}
 	// The event carries the trace context of its command.
 	require.Contains(t, res.Records[0].Metadata.TraceParent, exec.SpanContext().TraceID().String())
 
@@ -218,6 +227,10 @@ func TestTelemetry(t *testing.T) {
 	lat, ok := findMetric(rm, actors.MetricAppendLatency)
 	require.True(t, ok)
 	require.Equal(t, uint64(1), lat.Data.(metricdata.Histogram[float64]).DataPoints[0].Count)
+	require.Equal(t, int64(1), sumOf(t, rm, actors.MetricAppendedEvents), "write throughput counts the stored events")
+	read, ok := findMetric(rm, actors.MetricReadLatency)
+	require.True(t, ok)
+	require.Equal(t, uint64(1), read.Data.(metricdata.Histogram[float64]).DataPoints[0].Count, "the recovery's replay is one read")
 
 	require.NoError(t, rt.Shutdown(ctx))
 	rm = collect()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -187,7 +186,7 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 	}
 	streams := streamsOf(cmd.Query, cmd.Tags)
 
-	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.execute", trace.WithAttributes(
+	ctx, span := x.tel.tracer.Start(ctx, SpanExecute, trace.WithAttributes(
 		attribute.String("scribe.command", cmd.Name),
 		attribute.Int("scribe.dcb.tags", len(streams)),
 	))
@@ -291,7 +290,7 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 }
 
 func (x *Executor) reserve(ctx context.Context, command string, s journal.StreamID) (Reservation, error) {
-	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.reserve", trace.WithAttributes(
+	ctx, span := x.tel.tracer.Start(ctx, SpanReserve, trace.WithAttributes(
 		attribute.String("scribe.stream", s.String()),
 	))
 	defer span.End()
@@ -311,8 +310,7 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 		default:
 			err = fmt.Errorf("tagconsistency: command %q: reserving tag %s: %w", command, s, err)
 		}
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		markFailed(span, err)
 		return Reservation{}, err
 	}
 	if r.Stream.Normalize() != s {
@@ -320,7 +318,7 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 		// owner; release what it granted and refuse to write.
 		_ = x.owners.Cancel(context.WithoutCancel(ctx), r, nil)
 		err := fmt.Errorf("tagconsistency: owner granted stream %s for a reservation of %s", r.Stream, s)
-		span.SetStatus(codes.Error, err.Error())
+		markFailed(span, err)
 		return Reservation{}, err
 	}
 	span.SetAttributes(attribute.Int64("scribe.stream.version", int64(r.Version)))
@@ -369,11 +367,10 @@ func (x *Executor) stored(ctx context.Context, partition, command, key string) (
 // first version it has not seen; otherwise from the owners' complete record
 // caches when they cover the query; otherwise from version 1.
 func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reservation, key string) (state S, after journal.Position, err error) {
-	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.read")
+	ctx, span := x.tel.tracer.Start(ctx, SpanRead)
 	defer span.End()
 	fail := func(err error) (S, journal.Position, error) {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		markFailed(span, err)
 		return state, after, err
 	}
 
@@ -565,16 +562,15 @@ func fromCache(q journal.Query, held []Reservation) ([]journal.Record, bool) {
 
 // decide runs cmd.Decide; rejected reports that err is Decide's own (domain) error.
 func decide[S any](ctx context.Context, x *Executor, cmd Command[S], state S) (events []journal.Event, rejected bool, err error) {
-	_, span := x.tel.tracer.Start(ctx, "tagconsistency.decide")
+	_, span := x.tel.tracer.Start(ctx, SpanDecide)
 	defer span.End()
 	var derr error
 	if err := guard(cmd.Name, "Decide", func() { events, derr = cmd.Decide(state) }); err != nil {
-		span.SetStatus(codes.Error, err.Error())
+		markFailed(span, err)
 		return nil, false, err
 	}
 	if derr != nil {
-		span.SetAttributes(attribute.Bool("scribe.rejected", true))
-		span.SetStatus(codes.Error, derr.Error())
+		markRejected(span, derr)
 		return nil, true, derr
 	}
 	span.SetAttributes(attribute.Int("scribe.dcb.decided", len(events)))
@@ -646,7 +642,7 @@ func (x *Executor) prepare(ctx context.Context, command, partition string, strea
 // append writes the events once, fenced by the owners' leases and versions,
 // with the DCB condition as a backstop.
 func (x *Executor) append(ctx context.Context, command string, q journal.Query, held []Reservation, events []journal.Event, after journal.Position) (journal.AppendResult, error) {
-	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.append", trace.WithAttributes(
+	ctx, span := x.tel.tracer.Start(ctx, SpanAppend, trace.WithAttributes(
 		attribute.Int("scribe.dcb.events", len(events)),
 	))
 	defer span.End()
@@ -659,7 +655,9 @@ func (x *Executor) append(ctx context.Context, command string, q journal.Query, 
 		opts.Expect[r.Stream.Tag] = r.Version
 		opts.Leases[i] = r.Lease
 	}
+	start := time.Now()
 	res, err := x.journal.Append(ctx, events, opts)
+	x.tel.recordAppend(ctx, time.Since(start), len(res.Records), err)
 	if err != nil {
 		if errors.Is(err, journal.ErrAppendConditionFailed) || errors.Is(err, journal.ErrVersionMismatch) {
 			streams := make([]journal.StreamID, len(held))
@@ -671,8 +669,7 @@ func (x *Executor) append(ctx context.Context, command string, q journal.Query, 
 		} else {
 			err = fmt.Errorf("tagconsistency: command %q: append: %w", command, err)
 		}
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		markFailed(span, err)
 		return res, err
 	}
 	span.SetAttributes(attribute.String("scribe.position", res.Last().String()), attribute.Bool("scribe.duplicate", res.Duplicate))
@@ -684,7 +681,7 @@ func (x *Executor) append(ctx context.Context, command string, q journal.Query, 
 // on the span (the owner reloads before writing again, and the journal fences
 // it meanwhile), not returned to the caller.
 func (x *Executor) confirmAll(ctx context.Context, held []Reservation, records []journal.Record) {
-	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.confirm", trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
+	ctx, span := x.tel.tracer.Start(ctx, SpanConfirm, trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
 	defer span.End()
 	x.release(ctx, span, held, "confirming", func(ctx context.Context, r Reservation) error {
 		var mine []journal.Record
@@ -703,7 +700,7 @@ func (x *Executor) cancelAll(ctx context.Context, held []Reservation, cause erro
 	if len(held) == 0 {
 		return
 	}
-	ctx, span := x.tel.tracer.Start(ctx, "tagconsistency.cancel", trace.WithAttributes(
+	ctx, span := x.tel.tracer.Start(ctx, SpanCancel, trace.WithAttributes(
 		attribute.Int("scribe.dcb.tags", len(held)),
 		attribute.Bool("scribe.dcb.reload", cause != nil),
 	))
@@ -735,8 +732,7 @@ func (x *Executor) release(ctx context.Context, span trace.Span, held []Reservat
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
+			markFailed(span, err)
 		}
 	}
 }

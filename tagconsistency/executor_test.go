@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/scribe-es/scribe/journal"
@@ -382,7 +383,7 @@ func TestFoldCacheSeesEventsOfOtherWriters(t *testing.T) {
 func readSources(e env) []string {
 	var out []string
 	for _, s := range e.spans.Ended() {
-		if s.Name() != "tagconsistency.read" {
+		if s.Name() != tagconsistency.SpanRead {
 			continue
 		}
 		for _, kv := range s.Attributes() {
@@ -416,7 +417,7 @@ func TestSpansAndMetrics(t *testing.T) {
 	spans := e.spans.Ended()
 	var root sdktrace.ReadOnlySpan
 	for _, s := range spans {
-		if s.Name() == "tagconsistency.execute" {
+		if s.Name() == tagconsistency.SpanExecute {
 			root = s
 		}
 	}
@@ -427,14 +428,14 @@ func TestSpansAndMetrics(t *testing.T) {
 	for _, s := range spans {
 		if s.Parent().SpanID() == root.SpanContext().SpanID() {
 			children = append(children, s.Name())
-			if s.Name() == "tagconsistency.reserve" {
+			if s.Name() == tagconsistency.SpanReserve {
 				w, ok := attr(s, "scribe.reservation.wait_ms")
 				require.True(t, ok, "reserve span has the wait time")
 				require.GreaterOrEqual(t, w.AsFloat64(), 0.0)
 			}
 		}
 	}
-	require.Equal(t, []string{"tagconsistency.reserve", "tagconsistency.reserve", "tagconsistency.read", "tagconsistency.decide", "tagconsistency.append", "tagconsistency.confirm"}, children)
+	require.Equal(t, []string{tagconsistency.SpanReserve, tagconsistency.SpanReserve, tagconsistency.SpanRead, tagconsistency.SpanDecide, tagconsistency.SpanAppend, tagconsistency.SpanConfirm}, children)
 	// The event carries the trace context of the execution.
 	require.Contains(t, res.Records[0].Metadata.TraceParent, root.SpanContext().TraceID().String())
 
@@ -447,12 +448,28 @@ func TestSpansAndMetrics(t *testing.T) {
 	require.ErrorIs(t, err, errInsufficient)
 	var cancels int
 	for _, s := range e.spans.Ended() {
-		if s.Name() == "tagconsistency.cancel" {
+		if s.Name() == tagconsistency.SpanCancel {
 			cancels++
 		}
 	}
 	require.Equal(t, 1, cancels)
 	require.EqualValues(t, 1, e.counter(t, "scribe.dcb.commands", "rejected"))
+	// A domain rejection is not an error of the system: the execute and
+	// decide spans keep status Unset and carry the rejection as an event.
+	var marked []string
+	for _, s := range e.spans.Ended() {
+		if s.Name() != tagconsistency.SpanExecute && s.Name() != tagconsistency.SpanDecide {
+			continue
+		}
+		if v, ok := attr(s, "scribe.rejected"); !ok || !v.AsBool() {
+			continue
+		}
+		require.Equal(t, codes.Unset, s.Status().Code, "%s of a rejected command", s.Name())
+		require.Len(t, s.Events(), 1, s.Name())
+		require.Equal(t, "scribe.rejection", s.Events()[0].Name)
+		marked = append(marked, s.Name())
+	}
+	require.ElementsMatch(t, []string{tagconsistency.SpanExecute, tagconsistency.SpanDecide}, marked)
 }
 
 // transferFromStates is transfer deciding from the owners' balances.
@@ -506,7 +523,7 @@ func TestFromStates(t *testing.T) {
 func tailHits(e env) int64 {
 	var n int64
 	for _, s := range e.spans.Ended() {
-		if v, ok := attr(s, "scribe.dcb.tail_hits"); ok && s.Name() == "tagconsistency.read" {
+		if v, ok := attr(s, "scribe.dcb.tail_hits"); ok && s.Name() == tagconsistency.SpanRead {
 			n += v.AsInt64()
 		}
 	}

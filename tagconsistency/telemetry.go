@@ -3,6 +3,7 @@ package tagconsistency
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -10,16 +11,37 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/journal"
 )
 
 // instrumentationName names the tracer and meter of this package.
 const instrumentationName = "github.com/scribe-es/scribe/tagconsistency"
+
+// Span names of a DCB command's execution, after Scribe's scheme
+// scribe.<component>.<operation> (component "dcb"): execute is the parent
+// of one reserve per tag, read (the fold), decide, append, and confirm or
+// cancel. A command Decide rejects (a domain error) leaves its spans'
+// status Unset, with scribe.rejected=true and a scribe.rejection event;
+// only infrastructure failures set status Error, with error.type.
+const (
+	SpanExecute = "scribe.dcb.execute"
+	SpanReserve = "scribe.dcb.reserve"
+	SpanRead    = "scribe.dcb.read"
+	SpanDecide  = "scribe.dcb.decide"
+	SpanAppend  = "scribe.dcb.append"
+	SpanConfirm = "scribe.dcb.confirm"
+	SpanCancel  = "scribe.dcb.cancel"
+)
 
 type telemetry struct {
 	tracer          trace.Tracer
 	commands        metric.Int64Counter
 	reservationWait metric.Float64Histogram
 	conflicts       metric.Int64Counter
+	appendLatency   metric.Float64Histogram
+	appendedEvents  metric.Int64Counter
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, error) {
@@ -48,7 +70,44 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, 
 		metric.WithUnit("{conflict}")); err != nil {
 		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
 	}
+	if t.appendLatency, err = m.Float64Histogram(actors.MetricAppendLatency,
+		metric.WithDescription("Latency of the journal appends of DCB commands; a failed append carries error.type."),
+		metric.WithUnit("s")); err != nil {
+		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
+	}
+	if t.appendedEvents, err = m.Int64Counter(actors.MetricAppendedEvents,
+		metric.WithDescription("Events the DCB commands' journal appends stored (write throughput)."),
+		metric.WithUnit("{event}")); err != nil {
+		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
+	}
 	return t, nil
+}
+
+// recordAppend records one journal append of a DCB command: its latency
+// (with error.type when it failed) and the events it stored.
+func (t telemetry) recordAppend(ctx context.Context, took time.Duration, events int, err error) {
+	if err != nil {
+		t.appendLatency.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("error.type", journal.ErrorType(err))))
+		return
+	}
+	t.appendLatency.Record(ctx, took.Seconds())
+	t.appendedEvents.Add(ctx, int64(events))
+}
+
+// markFailed marks span as an infrastructure failure: status Error, the error
+// recorded, and its error.type.
+func markFailed(span trace.Span, err error) {
+	span.RecordError(err)
+	span.SetAttributes(attribute.String("error.type", journal.ErrorType(err)))
+	span.SetStatus(codes.Error, err.Error())
+}
+
+// markRejected marks span as carrying a domain rejection (Decide's error): the
+// status stays Unset, scribe.rejected is set and a scribe.rejection event
+// carries the message.
+func markRejected(span trace.Span, err error) {
+	span.SetAttributes(actors.AttrRejected.Bool(true))
+	span.AddEvent(actors.EventRejection, trace.WithAttributes(attribute.String("exception.message", err.Error())))
 }
 
 // Outcomes of a command, as the scribe.outcome attribute.
@@ -63,8 +122,11 @@ const (
 // finishExecute ends the execute span and counts the command by outcome.
 func (t telemetry) finishExecute(ctx context.Context, span trace.Span, command, outcome string, err error) {
 	span.SetAttributes(attribute.String("scribe.outcome", outcome))
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+	switch {
+	case outcome == outcomeRejected:
+		markRejected(span, err)
+	case err != nil:
+		markFailed(span, err)
 	}
 	span.End()
 	t.commands.Add(ctx, 1, metric.WithAttributes(attribute.String("scribe.command", command), attribute.String("scribe.outcome", outcome)))

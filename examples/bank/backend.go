@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
@@ -35,8 +36,9 @@ func (b *backend) Close() {
 
 // openBackend opens the in-memory journal when databaseURL is empty, or
 // connects to Postgres, migrates the schema explicitly and opens the
-// Postgres journal, sessions and snapshot store.
-func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logger) (*backend, error) {
+// Postgres journal, sessions and snapshot store; every statement on the pool
+// is traced to tp (postgres.Tracer: db.* spans).
+func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logger, tp trace.TracerProvider) (*backend, error) {
 	if databaseURL == "" {
 		mem := journal.NewMemory()
 		log.Info("no -db and no SCRIBE_DATABASE_URL: using the in-memory journal; every account is lost when the process exits (pass -db postgres://… for durable storage)")
@@ -56,6 +58,7 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 	if poolCfg.MaxConns < 16 {
 		poolCfg.MaxConns = 16
 	}
+	poolCfg.ConnConfig.Tracer = postgres.NewTracer(tp)
 	where := fmt.Sprintf("%s:%d/%s", poolCfg.ConnConfig.Host, poolCfg.ConnConfig.Port, poolCfg.ConnConfig.Database)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

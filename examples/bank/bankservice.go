@@ -23,7 +23,7 @@ type bankServiceConfig struct {
 	Logger         *slog.Logger
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
-	Cluster        *runtime.ClusterConfig
+	Cluster        runtime.Cluster
 	SessionTimeout time.Duration
 }
 

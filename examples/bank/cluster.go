@@ -1,3 +1,5 @@
+//go:build !nocluster
+
 package main
 
 import (
@@ -9,12 +11,15 @@ import (
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/cluster"
+	"github.com/scribe-es/scribe/runtime/cluster/automanaged"
 )
 
 // clusterFlags are the flags of cluster mode: several bank processes on one
-// Postgres form a cluster (runtime.ClusterConfig with the AutoManaged
-// provider); each account's stream is hosted by one of them, and any of
-// them serves any account.
+// Postgres form a cluster (cluster.Config with the automanaged provider);
+// each account's stream is hosted by one of them, and any of them serves
+// any account. Built with -tags nocluster, the bank leaves cluster mode and
+// its providers out (nocluster.go).
 type clusterFlags struct {
 	name       string
 	host       string
@@ -29,18 +34,18 @@ type clusterFlags struct {
 func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	f := &clusterFlags{}
 	fs.StringVar(&f.name, "cluster-name", "bank", "cluster mode: the cluster's name (members with the same name form it)")
-	fs.StringVar(&f.host, "cluster-host", runtime.DefaultClusterHost, "cluster mode: the address other members reach this one at")
+	fs.StringVar(&f.host, "cluster-host", cluster.DefaultHost, "cluster mode: the address other members reach this one at")
 	fs.IntVar(&f.port, "cluster-port", 0, "cluster mode: this member's remote (gRPC) port; 0 runs a single node")
 	fs.IntVar(&f.healthPort, "cluster-health-port", 0, "cluster mode: this member's health endpoint port (automanaged provider)")
 	fs.StringVar(&f.peers, "cluster-peers", "", "cluster mode: every member's health endpoint, this one included, comma-separated host:port")
-	fs.DurationVar(&f.refresh, "cluster-refresh", runtime.DefaultAutoManagedInterval, "cluster mode: how often members poll each other's health endpoints")
+	fs.DurationVar(&f.refresh, "cluster-refresh", automanaged.DefaultRefreshInterval, "cluster mode: how often members poll each other's health endpoints")
 	fs.DurationVar(&f.session, "session-timeout", runtime.DefaultSessionTimeout, "node session timeout: a dead member's accounts move to the others after at most this long")
 	return f
 }
 
 // config returns the runtime's cluster configuration (nil without
 // -cluster-port: a single node) and the session timeout.
-func (f *clusterFlags) config() (*runtime.ClusterConfig, time.Duration, error) {
+func (f *clusterFlags) config() (runtime.Cluster, time.Duration, error) {
 	if f.session < 0 {
 		return nil, 0, fmt.Errorf("-session-timeout %s is negative; use a positive duration", f.session)
 	}
@@ -59,11 +64,11 @@ func (f *clusterFlags) config() (*runtime.ClusterConfig, time.Duration, error) {
 			peers = append(peers, p)
 		}
 	}
-	cfg := &runtime.ClusterConfig{
+	cfg := &cluster.Config{
 		Name:     f.name,
 		Host:     f.host,
 		Port:     f.port,
-		Provider: runtime.AutoManaged{Port: f.healthPort, Peers: peers, RefreshInterval: f.refresh},
+		Provider: automanaged.Provider{Port: f.healthPort, Peers: peers, RefreshInterval: f.refresh},
 	}
 	withBankTypes(cfg)
 	return cfg, f.session, nil
@@ -71,17 +76,17 @@ func (f *clusterFlags) config() (*runtime.ClusterConfig, time.Duration, error) {
 
 // withBankTypes lists the account commands and the domain errors that cross
 // members.
-func withBankTypes(cfg *runtime.ClusterConfig) {
+func withBankTypes(cfg *cluster.Config) {
 	cfg.Commands = append(cfg.Commands,
-		runtime.ClusterCommand[bank.OpenAccount]("bank.OpenAccount"),
-		runtime.ClusterCommand[bank.DepositMoney]("bank.DepositMoney"),
-		runtime.ClusterCommand[bank.WithdrawMoney]("bank.WithdrawMoney"),
-		runtime.ClusterCommand[readAccount]("bank.ReadAccount"),
+		cluster.Command[bank.OpenAccount]("bank.OpenAccount"),
+		cluster.Command[bank.DepositMoney]("bank.DepositMoney"),
+		cluster.Command[bank.WithdrawMoney]("bank.WithdrawMoney"),
+		cluster.Command[readAccount]("bank.ReadAccount"),
 	)
 	for _, e := range []*bank.Error{bank.ErrInvalidRequest, bank.ErrInvalidAmount, bank.ErrSameAccount,
 		bank.ErrAccountExists, bank.ErrAccountNotFound, bank.ErrInsufficientFunds, bank.ErrBalanceLimit} {
 		code := e.Code
-		cfg.Errors = append(cfg.Errors, runtime.ErrorCode{
+		cfg.Errors = append(cfg.Errors, cluster.ErrorCode{
 			Code:    "bank." + string(code),
 			Err:     e,
 			Rebuild: func(msg string) error { return &bank.Error{Code: code, Message: msg} },

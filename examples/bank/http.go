@@ -14,11 +14,12 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
@@ -135,14 +136,9 @@ type api struct {
 	shed      *rateLimitedLog
 	timeout   time.Duration
 	idem      *idempotencyCache
-	tracer    trace.Tracer
-	prop      propagation.TextMapPropagator
 	read      *readSide
 	streams   chan struct{}
 	closing   <-chan struct{}
-
-	requests metric.Int64Counter
-	duration metric.Float64Histogram
 }
 
 // newAPI returns the bank's HTTP handler.
@@ -177,19 +173,9 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 		shed:      newRateLimitedLog(cfg.Logger, retryableLogInterval, time.Now),
 		timeout:   cfg.RequestTimeout,
 		idem:      newIdempotencyCache(cfg.IdempotencyEntries, cfg.IdempotencyTTL, time.Now),
-		tracer:    cfg.TracerProvider.Tracer("github.com/scribe-es/scribe/examples/bank"),
-		prop:      propagation.TraceContext{},
 		read:      cfg.Read,
 		streams:   make(chan struct{}, maxEventStreams),
 		closing:   cfg.Closing,
-	}
-	meter := cfg.MeterProvider.Meter("github.com/scribe-es/scribe/examples/bank")
-	var err error
-	if a.requests, err = meter.Int64Counter("bank.http.requests", metric.WithDescription("HTTP requests by route, status and error code")); err != nil {
-		return nil, err
-	}
-	if a.duration, err = meter.Float64Histogram("bank.http.duration", metric.WithUnit("s"), metric.WithDescription("HTTP request duration by route")); err != nil {
-		return nil, err
 	}
 
 	mux := http.NewServeMux()
@@ -215,7 +201,14 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 	mux.Handle("/", a.instrument(func(w http.ResponseWriter, r *http.Request) response {
 		return errorResponse(codeNotFound, fmt.Sprintf("no route for %s %s; see the README for the API", r.Method, truncate(r.URL.Path, 200)))
 	}))
-	return a.limitInFlight(mux), nil
+	// otelhttp makes the server span ("POST /transfers": method and the
+	// mux's route pattern, http.route) and the semantic-convention metrics
+	// (http.server.request.duration and the body sizes); it runs outside
+	// the in-flight limit, so refused requests are measured too.
+	return otelhttp.NewHandler(a.limitInFlight(mux), "bank",
+		otelhttp.WithTracerProvider(cfg.TracerProvider),
+		otelhttp.WithMeterProvider(cfg.MeterProvider),
+		otelhttp.WithPropagators(propagation.TraceContext{})), nil
 }
 
 // limitInFlight answers 503 overloaded at once, before any work, when
@@ -242,16 +235,26 @@ func (a *api) limitInFlight(next http.Handler) http.Handler {
 	})
 }
 
-// instrument wraps a handler with a span, metrics, a request timeout, an
-// access log line and panic recovery, and writes its response.
+// instrument wraps a handler with a request timeout, an access log line and
+// panic recovery, writes its response, and annotates the request's server
+// span (otelhttp's): a failure (5xx) gets error.type, the response's error
+// code, on the span and on http.server.request.duration; a refusal the
+// caller caused (4xx, such as insufficient_funds) keeps the span's status
+// Unset and is recorded as a bank.rejection event with bank.error.code.
 func (a *api) instrument(h func(http.ResponseWriter, *http.Request) response) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		route := r.Pattern
-		ctx := a.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := a.tracer.Start(ctx, route, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
-		defer span.End()
+		ctx := r.Context()
+		span := trace.SpanFromContext(ctx)
+		// otelhttp names the span after the mux's pattern once the handler
+		// returns, but records http.route only from the pattern known when
+		// the span starts (none, before the mux): set it here.
+		if _, path, ok := strings.Cut(route, " "); ok {
+			span.SetAttributes(attribute.String("http.route", path))
+		} else if route != "" {
+			span.SetAttributes(attribute.String("http.route", route))
+		}
 		ctx, cancel := context.WithTimeout(ctx, a.timeout)
 		defer cancel()
 		r = r.WithContext(ctx)
@@ -294,16 +297,17 @@ func (a *api) instrument(h func(http.ResponseWriter, *http.Request) response) ht
 			}
 		}
 		elapsed := time.Since(start)
-		attrs := []attribute.KeyValue{attribute.String("http.route", route), attribute.Int("http.response.status_code", resp.status)}
-		if code != "" {
-			attrs = append(attrs, attribute.String("error.code", code))
+		switch {
+		case resp.status >= 500 && code != "":
+			errType := attribute.String("error.type", code)
+			span.SetAttributes(errType)
+			if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
+				l.Add(errType)
+			}
+		case code != "":
+			span.SetAttributes(attribute.String("bank.error.code", code))
+			span.AddEvent("bank.rejection", trace.WithAttributes(attribute.String("bank.error.code", code)))
 		}
-		span.SetAttributes(attrs...)
-		if resp.status >= 500 {
-			span.SetStatus(codes.Error, code)
-		}
-		a.requests.Add(ctx, 1, metric.WithAttributes(attrs...))
-		a.duration.Record(ctx, elapsed.Seconds(), metric.WithAttributes(attribute.String("http.route", route)))
 		// A 503 is logged by the rate-limited summary (failure), not once
 		// per request: an outage must not flood the log.
 		level := slog.LevelDebug

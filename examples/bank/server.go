@@ -33,7 +33,7 @@ type serverConfig struct {
 	ShutdownTimeout time.Duration
 	// Cluster, when set, makes this process a cluster member (see cluster.go);
 	// SessionTimeout is the runtime's node session timeout (0: its default).
-	Cluster        *runtime.ClusterConfig
+	Cluster        runtime.Cluster
 	SessionTimeout time.Duration
 	// MaxInFlight bounds the requests served at once (0: defaultMaxInFlight).
 	MaxInFlight int
@@ -84,7 +84,7 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 	if s.tel, err = newTelemetry(ctx, cfg.NodeID, cfg.OtelStdout, cfg.TelemetryOut); err != nil {
 		return nil, err
 	}
-	if s.backend, err = openBackend(ctx, cfg.DatabaseURL, cfg.Schema, log); err != nil {
+	if s.backend, err = openBackend(ctx, cfg.DatabaseURL, cfg.Schema, log, s.tel.Tracer); err != nil {
 		return nil, err
 	}
 	if s.svc, err = newBankService(ctx, bankServiceConfig{

@@ -9,37 +9,42 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/cluster"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribe-es/scribe/internal/clusterprovider"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/cluster"
+	"github.com/scribe-es/scribe/runtime/cluster/automanaged"
+	"github.com/scribe-es/scribe/runtime/cluster/consul"
+	"github.com/scribe-es/scribe/runtime/cluster/etcd"
 )
 
-// New rejects an invalid ClusterConfig with an error naming the field, and
+// New rejects an invalid cluster.Config with an error naming the field, and
 // leaves nothing running.
 func TestClusterConfigValidation(t *testing.T) {
 	t.Parallel()
-	ok := runtime.AutoManaged{Port: 1, Peers: []string{"127.0.0.1:1"}}
+	ok := automanaged.Provider{Port: 1, Peers: []string{"127.0.0.1:1"}}
 	cases := []struct {
 		name string
-		cfg  runtime.ClusterConfig
+		cfg  cluster.Config
 		want string
 	}{
-		{"no name", runtime.ClusterConfig{Port: 1, Provider: ok}, "ClusterConfig.Name is empty"},
-		{"no port", runtime.ClusterConfig{Name: "c", Provider: ok}, "ClusterConfig.Port is 0"},
-		{"no provider", runtime.ClusterConfig{Name: "c", Port: 1}, "ClusterConfig.Provider is nil"},
-		{"automanaged without peers", runtime.ClusterConfig{Name: "c", Port: 1, Provider: runtime.AutoManaged{Port: 1}}, "AutoManaged.Peers is empty"},
-		{"automanaged without port", runtime.ClusterConfig{Name: "c", Port: 1, Provider: runtime.AutoManaged{Peers: []string{"x:1"}}}, "AutoManaged.Port is 0"},
-		{"etcd without endpoints", runtime.ClusterConfig{Name: "c", Port: 1, Provider: runtime.Etcd{}}, "Etcd.Endpoints is empty"},
-		{"consul negative ttl", runtime.ClusterConfig{Name: "c", Port: 1, Provider: runtime.Consul{TTL: -time.Second}}, "must not be negative"},
-		{"duplicate command name", runtime.ClusterConfig{Name: "c", Port: 1, Provider: ok, Commands: []runtime.CommandType{
-			runtime.ClusterCommand[Deposit]("x"), runtime.ClusterCommand[Withdraw]("x")}}, `names "x" twice`},
-		{"duplicate command type", runtime.ClusterConfig{Name: "c", Port: 1, Provider: ok, Commands: []runtime.CommandType{
-			runtime.ClusterCommand[Deposit]("x"), runtime.ClusterCommand[Deposit]("y")}}, "lists type"},
-		{"zero command", runtime.ClusterConfig{Name: "c", Port: 1, Provider: ok, Commands: []runtime.CommandType{{}}}, "without a name or type"},
-		{"built-in error code", runtime.ClusterConfig{Name: "c", Port: 1, Provider: ok, Errors: []runtime.ErrorCode{{Code: "scribe.panic", Err: errInsufficient}}}, "built-in code"},
-		{"error without sentinel", runtime.ClusterConfig{Name: "c", Port: 1, Provider: ok, Errors: []runtime.ErrorCode{{Code: "x"}}}, "without a code or error"},
+		{"no name", cluster.Config{Port: 1, Provider: ok}, "Config.Name is empty"},
+		{"no port", cluster.Config{Name: "c", Provider: ok}, "Config.Port is 0"},
+		{"no provider", cluster.Config{Name: "c", Port: 1}, "Config.Provider is nil"},
+		{"automanaged without peers", cluster.Config{Name: "c", Port: 1, Provider: automanaged.Provider{Port: 1}}, "Provider.Peers is empty"},
+		{"automanaged without port", cluster.Config{Name: "c", Port: 1, Provider: automanaged.Provider{Peers: []string{"x:1"}}}, "Provider.Port is 0"},
+		{"etcd without endpoints", cluster.Config{Name: "c", Port: 1, Provider: etcd.Provider{}}, "Provider.Endpoints is empty"},
+		{"consul negative ttl", cluster.Config{Name: "c", Port: 1, Provider: consul.Provider{TTL: -time.Second}}, "must not be negative"},
+		{"duplicate command name", cluster.Config{Name: "c", Port: 1, Provider: ok, Commands: []cluster.CommandType{
+			cluster.Command[Deposit]("x"), cluster.Command[Withdraw]("x")}}, `names "x" twice`},
+		{"duplicate command type", cluster.Config{Name: "c", Port: 1, Provider: ok, Commands: []cluster.CommandType{
+			cluster.Command[Deposit]("x"), cluster.Command[Deposit]("y")}}, "lists type"},
+		{"zero command", cluster.Config{Name: "c", Port: 1, Provider: ok, Commands: []cluster.CommandType{{}}}, "without a name or type"},
+		{"built-in error code", cluster.Config{Name: "c", Port: 1, Provider: ok, Errors: []cluster.ErrorCode{{Code: "scribe.panic", Err: errInsufficient}}}, "built-in code"},
+		{"error without sentinel", cluster.Config{Name: "c", Port: 1, Provider: ok, Errors: []cluster.ErrorCode{{Code: "x"}}}, "without a code or error"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -87,11 +92,13 @@ func TestIsRetryable(t *testing.T) {
 // does when its registry is unreachable.
 type failingProvider struct{ shutdowns *atomic.Int32 }
 
-func (p failingProvider) Build() (cluster.ClusterProvider, error) { return p, nil }
-func (p failingProvider) StartMember(*cluster.Cluster) error {
+func (p failingProvider) Build() (*clusterprovider.Built, error) {
+	return &clusterprovider.Built{Provider: p}, nil
+}
+func (p failingProvider) StartMember(*pcluster.Cluster) error {
 	return errors.New("registry unreachable")
 }
-func (p failingProvider) StartClient(*cluster.Cluster) error {
+func (p failingProvider) StartClient(*pcluster.Cluster) error {
 	return errors.New("registry unreachable")
 }
 func (p failingProvider) Shutdown(bool) error { p.shutdowns.Add(1); return nil }
@@ -109,7 +116,7 @@ func TestFailedProviderStartReleasesThePort(t *testing.T) {
 	require.NoError(t, l.Close())
 
 	var shutdowns atomic.Int32
-	rt, err := runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), NodeID: "n", Cluster: &runtime.ClusterConfig{
+	rt, err := runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), NodeID: "n", Cluster: &cluster.Config{
 		Name: "failing", Port: port, Provider: failingProvider{&shutdowns},
 	}})
 	require.Nil(t, rt)

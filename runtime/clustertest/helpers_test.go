@@ -14,6 +14,8 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/cluster"
+	"github.com/scribe-es/scribe/runtime/cluster/automanaged"
 )
 
 // freePorts returns n distinct TCP ports that were free on 127.0.0.1.
@@ -87,10 +89,10 @@ func startMember(t testing.TB, name string, i int, mp memberPorts, peers []strin
 		NodeID:         fmt.Sprintf("node-%d", i+1),
 		SessionTimeout: 3 * time.Second,
 		OpenTimeout:    5 * time.Second,
-		Cluster: &runtime.ClusterConfig{
+		Cluster: &cluster.Config{
 			Name:     name,
 			Port:     mp.remote,
-			Provider: runtime.AutoManaged{Port: mp.health, Peers: peers, RefreshInterval: 200 * time.Millisecond},
+			Provider: automanaged.Provider{Port: mp.health, Peers: peers, RefreshInterval: 200 * time.Millisecond},
 			Commands: ledgerCommands(),
 			Errors:   ledgerErrors(),
 		},

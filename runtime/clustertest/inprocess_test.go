@@ -22,6 +22,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/cluster"
 )
 
 // Two members on one journal: every command, sent to either member, is
@@ -91,7 +92,7 @@ func TestInProcessRoutingAndTypedErrors(t *testing.T) {
 	// A domain error keeps its identity across members.
 	_, err := remote.Execute(ctx, acct(id), Withdraw{Amount: 1 << 40})
 	require.ErrorIs(t, err, errInsufficient)
-	var re *runtime.RemoteError
+	var re *cluster.RemoteError
 	require.ErrorAs(t, err, &re, "the error came from the hosting member")
 	require.Contains(t, err.Error(), "insufficient funds")
 
@@ -209,7 +210,7 @@ func TestInProcessTraceCrossesMembers(t *testing.T) {
 	parent.End()
 	found := false
 	for _, s := range recs[1].Ended() {
-		if s.Name() == "scribe.execute" && s.SpanContext().TraceID() == parent.SpanContext().TraceID() {
+		if s.Name() == "scribe.stream.execute" && s.SpanContext().TraceID() == parent.SpanContext().TraceID() {
 			found = true
 			require.Equal(t, parent.SpanContext().SpanID(), s.Parent().SpanID(), "the caller's span is the parent")
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/cluster"
 )
 
 // The ledger aggregate: an account balance moved by deposits and withdrawals.
@@ -165,14 +166,14 @@ func registerLedger(rt *runtime.Runtime) error {
 	return runtime.RegisterAggregate(rt, ledger())
 }
 
-func ledgerCommands() []runtime.CommandType {
-	return []runtime.CommandType{
-		runtime.ClusterCommand[Deposit]("ledger.Deposit"),
-		runtime.ClusterCommand[Withdraw]("ledger.Withdraw"),
-		runtime.ClusterCommand[Slow]("ledger.Slow"),
+func ledgerCommands() []cluster.CommandType {
+	return []cluster.CommandType{
+		cluster.Command[Deposit]("ledger.Deposit"),
+		cluster.Command[Withdraw]("ledger.Withdraw"),
+		cluster.Command[Slow]("ledger.Slow"),
 	}
 }
 
-func ledgerErrors() []runtime.ErrorCode {
-	return []runtime.ErrorCode{{Code: "ledger.insufficient_funds", Err: errInsufficient}}
+func ledgerErrors() []cluster.ErrorCode {
+	return []cluster.ErrorCode{{Code: "ledger.insufficient_funds", Err: errInsufficient}}
 }

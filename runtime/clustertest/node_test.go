@@ -20,6 +20,8 @@ import (
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/cluster"
+	"github.com/scribe-es/scribe/runtime/cluster/automanaged"
 )
 
 // The test binary doubles as a cluster member: with envNode set, TestMain
@@ -118,10 +120,10 @@ func runNode(raw string) int {
 		SessionTimeout: dur(cfg.SessionTimeout),
 		OpenTimeout:    dur(cfg.OpenTimeout),
 		IdleTimeout:    dur(cfg.IdleTimeout),
-		Cluster: &runtime.ClusterConfig{
+		Cluster: &cluster.Config{
 			Name:     cfg.Cluster,
 			Port:     cfg.RemotePort,
-			Provider: runtime.AutoManaged{Port: cfg.HealthPort, Peers: cfg.Peers, RefreshInterval: 300 * time.Millisecond},
+			Provider: automanaged.Provider{Port: cfg.HealthPort, Peers: cfg.Peers, RefreshInterval: 300 * time.Millisecond},
 			Commands: ledgerCommands(),
 			Errors:   ledgerErrors(),
 		},

@@ -1,14 +1,14 @@
 // Package kubernetes finds the members of a Scribe cluster
-// (runtime.ClusterConfig) among the pods of a Kubernetes namespace, through
+// (runtime/cluster.Config) among the pods of a Kubernetes namespace, through
 // the Kubernetes API (k8s.io/client-go). Use Provider as
-// runtime.ClusterConfig.Provider.
+// cluster.Config.Provider.
 //
 // # How it works
 //
 // When its cluster starts, a member merge-patches its own pod: the labels
 // LabelCluster (the cluster's name), LabelMemberID (the ID of the member's
 // actor system, the key protoactor-go's gossip and member list use) and
-// LabelPort, and the annotations AnnotationAddress (ClusterConfig's
+// LabelPort, and the annotations AnnotationAddress (cluster.Config's
 // Host:Port) and AnnotationKinds. The pod's other labels are kept. Then it
 // lists and watches the namespace's pods carrying its cluster's label, and
 // hands the members among them to the cluster's member list on every
@@ -39,8 +39,9 @@
 //
 // # Why a separate package
 //
-// Package runtime does not import client-go, which is large; only programs
-// that import this package compile it. runtime.ClusterProvider is the seam.
+// Packages runtime and runtime/cluster do not import client-go, which is
+// large; only programs that import this package compile it.
+// cluster.Provider is the seam.
 //
 // # Deployment
 //
@@ -48,17 +49,17 @@
 // patch on pods, bound to the pod's service account. It needs to know its
 // pod: set the environment variables POD_NAME and POD_NAMESPACE with the
 // downward API (else the host name and the service account's namespace are
-// used), and POD_IP, because ClusterConfig.Host must be the pod's IP: the
+// used), and POD_IP, because cluster.Config.Host must be the pod's IP: the
 // other members connect to the address the member announces, and the
 // default 127.0.0.1 would point them at themselves. Each member's
-// ClusterConfig.Port must be open between the pods (mind NetworkPolicies).
+// cluster.Config.Port must be open between the pods (mind NetworkPolicies).
 //
 // With a StatefulSet, each pod keeps its name across restarts, so with the
 // default runtime.Config.NodeID (the host name, the pod's name) a restarted
 // member takes its streams back at once instead of waiting for its old node
 // session to expire. A Deployment works too.
 //
-// A minimal setup (the program reads POD_IP into ClusterConfig.Host, e.g.
+// A minimal setup (the program reads POD_IP into cluster.Config.Host, e.g.
 // with args: ["-cluster-host=$(POD_IP)"], or os.Getenv("POD_IP")):
 //
 //	apiVersion: v1

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/cluster"
 	"github.com/scribe-es/scribe/runtime/kubernetes"
 )
 
@@ -50,12 +51,12 @@ func Example() {
 
 	rt, err := runtime.New(ctx, runtime.Config{
 		Journal: j, // NodeID defaults to the host name: the pod's name
-		Cluster: &runtime.ClusterConfig{
+		Cluster: &cluster.Config{
 			Name:     "orders",
 			Host:     os.Getenv("POD_IP"),
 			Port:     7000,
 			Provider: kubernetes.Provider{},
-			Commands: []runtime.CommandType{runtime.ClusterCommand[PlaceOrder]("orders.PlaceOrder")},
+			Commands: []cluster.CommandType{cluster.Command[PlaceOrder]("orders.PlaceOrder")},
 		},
 	})
 	if err != nil {

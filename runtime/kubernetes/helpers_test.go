@@ -89,9 +89,9 @@ func (tp *topology) waitIDs(t *testing.T, ids ...string) {
 // build returns the member Provider p builds, failing the test on an error.
 func build(t *testing.T, p Provider) *member {
 	t.Helper()
-	cp, err := p.Build()
+	b, err := p.Build()
 	require.NoError(t, err)
-	return cp.(*member)
+	return b.Provider.(*member)
 }
 
 // startOn starts a member registered as self (nil: a client) on podName of

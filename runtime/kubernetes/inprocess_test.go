@@ -22,6 +22,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/cluster"
 	"github.com/scribe-es/scribe/runtime/kubernetes"
 )
 
@@ -83,7 +84,7 @@ func startMember(t *testing.T, client *fake.Clientset, podName string, j *journa
 		NodeID:         podName,
 		SessionTimeout: 3 * time.Second,
 		OpenTimeout:    5 * time.Second,
-		Cluster: &runtime.ClusterConfig{
+		Cluster: &cluster.Config{
 			Name: "orders",
 			Port: freePort(t),
 			Provider: kubernetes.Provider{
@@ -92,7 +93,7 @@ func startMember(t *testing.T, client *fake.Clientset, podName string, j *journa
 				PodName:       podName,
 				RetryInterval: 50 * time.Millisecond,
 			},
-			Commands: []runtime.CommandType{runtime.ClusterCommand[Add]("counter.Add")},
+			Commands: []cluster.CommandType{cluster.Command[Add]("counter.Add")},
 		},
 	})
 	require.NoError(t, err)

@@ -28,7 +28,7 @@ import (
 // -L scribe.dev/member-id.
 const (
 	// LabelCluster is the label naming the cluster the pod's member belongs
-	// to (runtime.ClusterConfig.Name).
+	// to (cluster.Config.Name).
 	LabelCluster = "scribe.dev/cluster"
 	// LabelMemberID is the member's ID, the ID of its actor system. When an
 	// ID is not a valid label value it is written as an annotation with the
@@ -38,7 +38,7 @@ const (
 	// pod's IP when AnnotationAddress is missing.
 	LabelPort = "scribe.dev/port"
 	// AnnotationAddress is the address ("host:port") other members reach
-	// the member at: runtime.ClusterConfig's Host and Port.
+	// the member at: cluster.Config's Host and Port.
 	AnnotationAddress = "scribe.dev/address"
 	// AnnotationKinds lists the member's cluster kinds, comma-separated.
 	AnnotationKinds = "scribe.dev/kinds"
@@ -101,7 +101,7 @@ func (m *member) StartMember(c *cluster.Cluster) error {
 	}
 	host, port, err := c.ActorSystem.GetHostPort()
 	if err != nil || port <= 0 {
-		return fmt.Errorf("kubernetes: the member's actor system has no remote address (%q); start it as a cluster member with a remote port (runtime.ClusterConfig.Port)", c.ActorSystem.Address())
+		return fmt.Errorf("kubernetes: the member's actor system has no remote address (%q); start it as a cluster member with a remote port (cluster.Config.Port)", c.ActorSystem.Address())
 	}
 	kinds := c.GetClusterKinds()
 	slices.Sort(kinds)
@@ -136,7 +136,7 @@ func checkClusterName(name string) error {
 		if name == "" {
 			errs = append(errs, "must not be empty")
 		}
-		return fmt.Errorf("kubernetes: cluster name %q cannot be the value of label %s: %s; choose a runtime.ClusterConfig.Name of at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+		return fmt.Errorf("kubernetes: cluster name %q cannot be the value of label %s: %s; choose a cluster.Config.Name of at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
 			name, LabelCluster, strings.Join(errs, "; "))
 	}
 	return nil

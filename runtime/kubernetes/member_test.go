@@ -272,7 +272,7 @@ func TestStartMemberRefusesAClusterNameThatIsNoLabelValue(t *testing.T) {
 	for _, name := range []string{"Orders EU", "-orders", "orders.", strings.Repeat("o", 64), "orders/eu", ""} {
 		err := m.StartMember(&cluster.Cluster{Config: &cluster.Config{Name: name}})
 		require.ErrorContains(t, err, `cluster name "`+name+`"`)
-		require.ErrorContains(t, err, "runtime.ClusterConfig.Name")
+		require.ErrorContains(t, err, "cluster.Config.Name")
 		err = m.StartClient(&cluster.Cluster{Config: &cluster.Config{Name: name}})
 		require.ErrorContains(t, err, `cluster name "`+name+`"`)
 	}

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynkron/protoactor-go/cluster"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/internal/clusterprovider"
+	"github.com/scribe-es/scribe/runtime/cluster"
 )
 
 // Defaults of Provider.
@@ -83,13 +83,23 @@ type Provider struct {
 	Logger *slog.Logger
 }
 
-var _ runtime.ClusterProvider = Provider{}
+var _ cluster.Provider = Provider{}
 
-// Build validates the settings, resolves the defaults (the client, the
-// namespace, the pod name) and returns a provider for one member. It does
-// not contact the API server: the member registers when the cluster starts
-// it, and reports a missing pod or a missing permission then.
-func (p Provider) Build() (cluster.ClusterProvider, error) {
+// Build implements cluster.Provider: it validates the settings, resolves the
+// defaults (the client, the namespace, the pod name) and returns a provider
+// for one member. It does not contact the API server: the member registers
+// when the cluster starts it, and reports a missing pod or a missing
+// permission then.
+func (p Provider) Build() (*clusterprovider.Built, error) {
+	m, err := p.build()
+	if err != nil {
+		return nil, err
+	}
+	return &clusterprovider.Built{Provider: m}, nil
+}
+
+// build returns the member's provider.
+func (p Provider) build() (*member, error) {
 	switch {
 	case p.RequestTimeout < 0:
 		return nil, fmt.Errorf("kubernetes: Provider.RequestTimeout is negative (%s); use 0 for the default", p.RequestTimeout)

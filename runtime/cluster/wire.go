@@ -1,4 +1,4 @@
-package runtime
+package cluster
 
 import (
 	"context"
@@ -11,32 +11,13 @@ import (
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/internal/clusterpb"
 	"github.com/scribe-es/scribe/journal"
-)
-
-var (
-	// ErrNodeUnavailable is returned by Execute in cluster mode when the
-	// member hosting the stream cannot be reached, left the cluster, or no
-	// longer hosts it. It is retryable: the stream moves to another member
-	// (after its lease expires when the member died). When the error also
-	// matches journal.ErrOutcomeUnknown the command may have been executed:
-	// retry with the same idempotency key.
-	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
-	// ErrNodeFenced is returned by Execute on a member that lost its node
-	// session (it was paused or cut off from the database past the session
-	// timeout): the cluster may host its streams elsewhere, so it left the
-	// cluster and executes nothing more. Send commands to another member, and
-	// restart this one.
-	ErrNodeFenced = errors.New("runtime: cluster member fenced")
-	// ErrUnknownCommand is returned when a command must cross members but
-	// its type is not listed in ClusterConfig.Commands (on the caller or on
-	// the hosting member).
-	ErrUnknownCommand = errors.New("runtime: command type not registered for the cluster")
+	"github.com/scribe-es/scribe/runtime"
 )
 
 // RemoteError is an error returned by another cluster member. Message is
 // the original error's text; errors.Is matches every sentinel the original
 // matched among the built-in codes (journal.ErrVersionMismatch,
-// journal.ErrSessionExpired, ErrPanic, ...) and ClusterConfig.Errors. Typed
+// journal.ErrSessionExpired, runtime.ErrPanic, ...) and Config.Errors. Typed
 // details (fields of *journal.VersionMismatchError, panic values) do not
 // cross members.
 type RemoteError struct {
@@ -54,24 +35,6 @@ func (e *RemoteError) Error() string { return e.Message }
 
 // Unwrap returns the sentinels the original error matched.
 func (e *RemoteError) Unwrap() []error { return e.sentinels }
-
-// IsRetryable reports whether err is a transient condition after which
-// executing the command again (with the same idempotency key when the
-// outcome is unknown) can succeed: ErrNodeUnavailable, ErrNodeFenced (on
-// another member), ErrLeaseLost, ErrOverloaded, journal.ErrUnavailable,
-// journal.ErrOpenTimeout, journal.ErrSessionExpired,
-// journal.ErrInvalidSession and journal.ErrOutcomeUnknown.
-func IsRetryable(err error) bool {
-	for _, s := range retryable {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
-}
-
-var retryable = []error{ErrNodeUnavailable, ErrNodeFenced, ErrLeaseLost, ErrOverloaded, journal.ErrUnavailable,
-	journal.ErrOpenTimeout, journal.ErrSessionExpired, journal.ErrInvalidSession, journal.ErrOutcomeUnknown}
 
 // codeNotOwner answers an envelope sent to a member that no longer hosts its
 // stream; the caller routes it again (it was not executed).
@@ -101,11 +64,11 @@ func builtinErrorCodes() []ErrorCode {
 		{Code: "scribe.panic", Err: actors.ErrPanic},
 		{Code: "scribe.reservation_timeout", Err: actors.ErrReservationTimeout},
 		{Code: "scribe.reservation_lost", Err: actors.ErrReservationLost},
-		{Code: "scribe.unknown_aggregate", Err: ErrUnknownAggregate},
-		{Code: "scribe.unknown_event", Err: ErrUnknownEvent},
-		{Code: "scribe.unknown_command", Err: ErrUnknownCommand},
-		{Code: "scribe.node_unavailable", Err: ErrNodeUnavailable},
-		{Code: "scribe.node_fenced", Err: ErrNodeFenced},
+		{Code: "scribe.unknown_aggregate", Err: runtime.ErrUnknownAggregate},
+		{Code: "scribe.unknown_event", Err: runtime.ErrUnknownEvent},
+		{Code: "scribe.unknown_command", Err: runtime.ErrUnknownCommand},
+		{Code: "scribe.node_unavailable", Err: runtime.ErrNodeUnavailable},
+		{Code: "scribe.node_fenced", Err: runtime.ErrNodeFenced},
 		{Code: "scribe.deadline_exceeded", Err: context.DeadlineExceeded},
 		{Code: "scribe.canceled", Err: context.Canceled},
 		{Code: codeNotOwner, Err: errNotOwner},

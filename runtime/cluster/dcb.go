@@ -1,4 +1,4 @@
-package runtime
+package cluster
 
 import (
 	"context"
@@ -11,18 +11,9 @@ import (
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/internal/clusterpb"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/tagconsistency"
 )
-
-// tagOwners returns the DCB executor's access to the tags' stream actors:
-// the local host in single-node mode; in cluster mode, the actor on the
-// member hosting each tag's stream, reserved locally or through its grain.
-func (rt *Runtime) tagOwners() tagconsistency.TagOwners {
-	if rt.cluster != nil {
-		return clusterOwners{c: rt.cluster}
-	}
-	return tagconsistency.ActorOwners(rt.host)
-}
 
 // clusterOwners reserves each tag stream at the member hosting it. A remote
 // reservation carries the hosting actor's lease, version, last position and
@@ -50,7 +41,7 @@ func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (ta
 		owner := c.owner(identity)
 		switch owner {
 		case "":
-			return tagconsistency.Reservation{}, fmt.Errorf("%w: no member of cluster %q hosts streams right now (stream %s); retry when members have joined", ErrNodeUnavailable, c.cfg.Name, stream)
+			return tagconsistency.Reservation{}, fmt.Errorf("%w: no member of cluster %q hosts streams right now (stream %s); retry when members have joined", runtime.ErrNodeUnavailable, c.cfg.Name, stream)
 		case c.self:
 			return c.localOwners().Reserve(ctx, stream)
 		}
@@ -66,13 +57,13 @@ func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamI
 	identity := stream.String()
 	pid := c.pid(identity)
 	if pid == nil {
-		return tagconsistency.Reservation{}, false, fmt.Errorf("%w: the member hosting stream %s did not activate it; nothing was reserved: retry", ErrNodeUnavailable, stream)
+		return tagconsistency.Reservation{}, false, fmt.Errorf("%w: the member hosting stream %s did not activate it; nothing was reserved: retry", runtime.ErrNodeUnavailable, stream)
 	}
 	id := c.seq.Add(1)
 	req := &clusterpb.ReserveRequest{
 		RequestId:    id,
 		Stream:       &clusterpb.Stream{Partition: stream.Partition, Tag: string(stream.Tag)},
-		TimeoutNanos: int64(remoteTimeout(ctx, c.rt.cfg.ReservationTimeout)),
+		TimeoutNanos: int64(remoteTimeout(ctx, c.node.ReservationTimeout)),
 	}
 	req.TraceParent, req.TraceState = c.traceContext(ctx)
 	r, err := c.send(ctx, pid, id, req)
@@ -90,7 +81,7 @@ func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamI
 		if r.Error != nil {
 			if hasCode(r.Error, codeNotOwner) {
 				c.cl.PidCache.Remove(identity, streamKind)
-				return tagconsistency.Reservation{}, true, fmt.Errorf("%w: member %s no longer hosts stream %s; nothing was reserved: retry", ErrNodeUnavailable, pid.Address, stream)
+				return tagconsistency.Reservation{}, true, fmt.Errorf("%w: member %s no longer hosts stream %s; nothing was reserved: retry", runtime.ErrNodeUnavailable, pid.Address, stream)
 			}
 			err := c.decodeError(r.Error, pid.Address)
 			if errors.Is(err, actors.ErrReservationTimeout) {
@@ -110,7 +101,7 @@ func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamI
 			res.LastPosition = journal.Position{Commit: r.LastPosition.Commit, Seq: r.LastPosition.Seq}
 		}
 		if r.State != nil {
-			if m := c.rt.reg.model(stream.Tag.Group()); m != nil {
+			if m := c.node.Model(stream.Tag.Group()); m != nil {
 				st, err := m.DecodeState(r.State.Data)
 				if err != nil {
 					_ = o.Cancel(context.WithoutCancel(ctx), res, nil)
@@ -124,10 +115,10 @@ func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamI
 		switch {
 		case errors.Is(r, errUndelivered):
 			c.cl.PidCache.Remove(identity, streamKind)
-			return tagconsistency.Reservation{}, true, fmt.Errorf("%w: the reservation of stream %s could not be delivered to member %s: retry", ErrNodeUnavailable, stream, pid.Address)
+			return tagconsistency.Reservation{}, true, fmt.Errorf("%w: the reservation of stream %s could not be delivered to member %s: retry", runtime.ErrNodeUnavailable, stream, pid.Address)
 		case errors.Is(r, errMemberLeft):
 			c.cl.PidCache.Remove(identity, streamKind)
-			return tagconsistency.Reservation{}, false, fmt.Errorf("%w: member %s left the cluster while reserving stream %s: retry", ErrNodeUnavailable, pid.Address, stream)
+			return tagconsistency.Reservation{}, false, fmt.Errorf("%w: member %s left the cluster while reserving stream %s: retry", runtime.ErrNodeUnavailable, pid.Address, stream)
 		}
 		return tagconsistency.Reservation{}, false, r
 	}
@@ -160,7 +151,7 @@ func (o clusterOwners) end(ctx context.Context, stream journal.StreamID, rr *rem
 	req.RequestId = id
 	req.Stream = &clusterpb.Stream{Partition: stream.Partition, Tag: string(stream.Tag)}
 	req.ReservationId = rr.id
-	req.TimeoutNanos = int64(remoteTimeout(ctx, c.rt.cfg.RequestTimeout))
+	req.TimeoutNanos = int64(remoteTimeout(ctx, c.node.RequestTimeout))
 	r, err := c.send(ctx, rr.pid, id, req)
 	if err != nil {
 		return fmt.Errorf("runtime: ending the reservation of stream %s on member %s: %w", stream, rr.pid.Address, err)
@@ -172,7 +163,7 @@ func (o clusterOwners) end(ctx context.Context, stream journal.StreamID, rr *rem
 		}
 		return nil
 	case error:
-		return fmt.Errorf("%w: ending the reservation of stream %s on member %s: %w (%w)", ErrNodeUnavailable, stream, rr.pid.Address, r, actors.ErrReservationLost)
+		return fmt.Errorf("%w: ending the reservation of stream %s on member %s: %w (%w)", runtime.ErrNodeUnavailable, stream, rr.pid.Address, r, actors.ErrReservationLost)
 	}
 	return fmt.Errorf("runtime: unexpected reply %T from member %s", r, rr.pid.Address)
 }
@@ -184,7 +175,7 @@ type heldReservation struct {
 }
 
 func (c *clusterNode) localOwners() tagconsistency.TagOwners {
-	return tagconsistency.ActorOwners(c.rt.host)
+	return tagconsistency.ActorOwners(c.node.Host)
 }
 
 // abandonedReserve is a reservation request whose caller gave up.
@@ -206,7 +197,7 @@ func (c *clusterNode) serveReserve(ctx context.Context, sender *actor.PID, m *cl
 		return reply
 	}
 	if r.State != nil {
-		if mod := c.rt.reg.model(stream.Tag.Group()); mod != nil {
+		if mod := c.node.Model(stream.Tag.Group()); mod != nil {
 			data, err := mod.EncodeState(r.State)
 			if err != nil {
 				_ = c.localOwners().Cancel(context.Background(), r, nil)
@@ -221,7 +212,7 @@ func (c *clusterNode) serveReserve(ctx context.Context, sender *actor.PID, m *cl
 	if c.closed {
 		c.mu.Unlock()
 		_ = c.localOwners().Cancel(context.Background(), r, nil)
-		reply.Error = c.encodeError(ErrShutdown)
+		reply.Error = c.encodeError(runtime.ErrShutdown)
 		return reply
 	}
 	c.held[id] = heldReservation{r: r, holder: sender.Address}
@@ -229,7 +220,7 @@ func (c *clusterNode) serveReserve(ctx context.Context, sender *actor.PID, m *cl
 	if !slices.Contains(c.memberAddrs(), sender.Address) {
 		// The holder left while the reservation waited: nobody will end it.
 		c.releaseHeldBy(sender.Address)
-		reply.Error = c.encodeError(fmt.Errorf("%w: member %s left the cluster before its reservation of %s was granted", ErrNodeUnavailable, sender.Address, stream))
+		reply.Error = c.encodeError(fmt.Errorf("%w: member %s left the cluster before its reservation of %s was granted", runtime.ErrNodeUnavailable, sender.Address, stream))
 		return reply
 	}
 	reply.ReservationId = id
@@ -279,7 +270,7 @@ func (c *clusterNode) releaseHeldBy(addr string) {
 	}
 	c.mu.Unlock()
 	for _, r := range rs {
-		ctx, cancel := context.WithTimeout(context.Background(), c.rt.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), c.node.RequestTimeout)
 		_ = c.localOwners().Cancel(ctx, r, errMemberLeft)
 		cancel()
 	}
@@ -292,7 +283,7 @@ func (c *clusterNode) releaseAllHeld() {
 	c.held = map[uint64]heldReservation{}
 	c.mu.Unlock()
 	for _, h := range held {
-		ctx, cancel := context.WithTimeout(context.Background(), c.rt.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), c.node.RequestTimeout)
 		_ = c.localOwners().Cancel(ctx, h.r, nil)
 		cancel()
 	}

@@ -1,0 +1,66 @@
+package membership
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/tagconsistency"
+)
+
+// Codec is the runtime's codec of commands and states (runtime.Codec).
+type Codec interface {
+	Marshal(v any) ([]byte, error)
+	Unmarshal(data []byte, v any) error
+}
+
+// Node is what a Runtime lends its cluster membership: its stream actors,
+// its registered aggregates and its settings, defaults applied. The Runtime
+// owns every value; the membership must not shut Host down.
+type Node struct {
+	// Host runs this runtime's stream actors.
+	Host *actors.Host
+	// Model returns the registered aggregate of a tag group, nil when there
+	// is none (yet). Safe for concurrent use.
+	Model func(group string) actors.Model
+	// NodeID is the runtime's node ID.
+	NodeID string
+	// Codec encodes commands and states for the wire.
+	Codec Codec
+	// Logger receives the membership's logs.
+	Logger *slog.Logger
+	// RequestTimeout bounds a request that arrives without a deadline.
+	RequestTimeout time.Duration
+	// ReservationTimeout bounds a DCB reservation's wait for a busy stream.
+	ReservationTimeout time.Duration
+	// IdleTimeout is the stream actors' passivation timeout.
+	IdleTimeout time.Duration
+}
+
+// Member is a running cluster membership as the Runtime uses it. All
+// methods are safe for concurrent use.
+type Member interface {
+	// Execute runs cmd on the member hosting stream and waits for its
+	// result, as actors.Host.Execute does for a local stream.
+	Execute(ctx context.Context, stream journal.StreamID, cmd actors.Command) (actors.Result, error)
+	// Owners reserves each DCB tag at the member hosting its stream.
+	Owners() tagconsistency.TagOwners
+	// FenceError is nil until the member was fenced, then the error every
+	// call fails with.
+	FenceError() error
+	// Fenced is closed when the member was fenced.
+	Fenced() <-chan struct{}
+	// Address is this member's address ("host:port").
+	Address() string
+	// Members are the members' addresses as this member sees them, sorted.
+	Members() []string
+	// Owner is the address of the member hosting stream, "" when none is
+	// known.
+	Owner(stream journal.StreamID) string
+	// Shutdown leaves the cluster: it waits for the requests being served,
+	// fails the calls waiting for replies and stops the actor system. The
+	// Runtime shuts its Host down afterwards.
+	Shutdown()
+}
