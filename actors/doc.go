@@ -127,7 +127,7 @@
 // Error, with error.type. Metrics: scribe.commands (by outcome),
 // scribe.batch.size, scribe.journal.append.duration (error.type on
 // failures), scribe.journal.append.events, scribe.journal.read.duration
-// (recovery replays), scribe.actors.active, scribe.actors.activations,
-// scribe.actors.passivations, scribe.actors.recoveries,
-// scribe.fence.rejections.
+// (recovery replays; DCB folds record it too), scribe.actors.active,
+// scribe.actors.activations, scribe.actors.passivations,
+// scribe.actors.recoveries, scribe.fence.rejections.
 package actors

@@ -437,12 +437,15 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reserv
 			tailHits++
 		} else {
 			recs = recs[:0]
+			start := time.Now()
 			for rec, rerr := range x.journal.ReadStream(ctx, r.Stream, v+1, 0) {
 				if rerr != nil {
+					x.tel.recordRead(ctx, time.Since(start), rerr)
 					return fail(fmt.Errorf("tagconsistency: command %q: reading stream %s: %w", cmd.Name, r.Stream, rerr))
 				}
 				recs = append(recs, rec)
 			}
+			x.tel.recordRead(ctx, time.Since(start), nil)
 			x.tails.add(r.Stream, recs)
 		}
 		for i := range recs {

@@ -442,6 +442,11 @@ func TestSpansAndMetrics(t *testing.T) {
 	require.EqualValues(t, 2, e.histogramCount(t, "scribe.dcb.reservation.wait"))
 	require.EqualValues(t, 1, e.counter(t, "scribe.dcb.commands", "ok"))
 	require.Zero(t, e.counter(t, "scribe.dcb.conflicts", ""))
+	// The journal metrics: one append of the transfer's events, and the
+	// fold's reads of the two accounts' streams.
+	require.EqualValues(t, 1, e.histogramCount(t, "scribe.journal.append.duration"))
+	require.EqualValues(t, len(res.Records), e.counter(t, "scribe.journal.append.events", ""))
+	require.EqualValues(t, 2, e.histogramCount(t, "scribe.journal.read.duration"))
 
 	// A rejected command ends with a cancel span.
 	_, err = tagconsistency.Execute(ctx, e.x, transfer(a, b, 500), tagconsistency.Options{})

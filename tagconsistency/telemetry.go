@@ -42,6 +42,7 @@ type telemetry struct {
 	conflicts       metric.Int64Counter
 	appendLatency   metric.Float64Histogram
 	appendedEvents  metric.Int64Counter
+	readLatency     metric.Float64Histogram
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, error) {
@@ -80,6 +81,11 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, 
 		metric.WithUnit("{event}")); err != nil {
 		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
 	}
+	if t.readLatency, err = m.Float64Histogram(actors.MetricReadLatency,
+		metric.WithDescription("Latency of the journal reads of DCB folds (one stream's tail each); a failed read carries error.type."),
+		metric.WithUnit("s")); err != nil {
+		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
+	}
 	return t, nil
 }
 
@@ -92,6 +98,16 @@ func (t telemetry) recordAppend(ctx context.Context, took time.Duration, events 
 	}
 	t.appendLatency.Record(ctx, took.Seconds())
 	t.appendedEvents.Add(ctx, int64(events))
+}
+
+// recordRead records the latency of one journal read of a fold (with
+// error.type when it failed).
+func (t telemetry) recordRead(ctx context.Context, took time.Duration, err error) {
+	if err != nil {
+		t.readLatency.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("error.type", journal.ErrorType(err))))
+		return
+	}
+	t.readLatency.Record(ctx, took.Seconds())
 }
 
 // markFailed marks span as an infrastructure failure: status Error, the error
