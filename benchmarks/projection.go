@@ -61,6 +61,7 @@ func runProjection(ctx context.Context, o options, stdout, stderr io.Writer) err
 		return err
 	}
 	defer func() { _ = b.close(context.WithoutCancel(ctx)) }()
+	loadBefore := loadAverage()
 	fmt.Fprintf(stderr, "projection: journal %s; filling %d events\n", o.journalName(), o.Events)
 	fillStart := time.Now()
 	last, err := fill(ctx, b.Journal, o.Events, o.Progress, stderr)
@@ -110,6 +111,9 @@ func runProjection(ctx context.Context, o options, stdout, stderr io.Writer) err
 		}
 		slices.Sort(rates)
 		fmt.Fprintf(stdout, "| %s | %s | %v |\n", v, human(rates[len(rates)/2]), each)
+	}
+	if loadBefore != "" {
+		fmt.Fprintf(stdout, "\nLoad average (1, 5, 15 min) before: %s; after: %s (other processes compete for the same CPUs).\n", loadBefore, loadAverage())
 	}
 	fmt.Fprintf(stdout, "\n| live, hot/%d actor writes for %s | writes/s | events applied | lag p50 | lag p99 | lag max |\n", live.Writers, o.Duration)
 	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---:|")
