@@ -55,11 +55,18 @@ func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...State
 		opt(&o)
 	}
 	if o.minVersion > 0 {
-		for {
+		var seen uint64 // the version the last poll read
+		for polls := 0; ; polls++ {
 			sum, err := rt.cfg.Journal.TagSummary(ctx, stream)
 			if err != nil {
+				if polls > 0 && ctx.Err() != nil {
+					// ctx ended during a poll, not between two: it is the
+					// same wait that ran out.
+					return StateResult[S]{}, fmt.Errorf("runtime: State of %s: the stream is at version %d, waited for %d: %w", stream, seen, o.minVersion, ctx.Err())
+				}
 				return StateResult[S]{}, fmt.Errorf("runtime: State of %s: reading its version: %w", stream, err)
 			}
+			seen = sum.Version
 			if sum.Version >= o.minVersion {
 				break
 			}
