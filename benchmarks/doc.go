@@ -16,6 +16,13 @@
 //   - skewed: writers pick one of 10,000 streams from a Zipf distribution.
 //   - transfer: DCB transfers between two of 100 accounts; a transfer's
 //     decision reads both accounts' events and its event carries both tags.
+//   - projection: the read side, not a (mode, writers) table: fills the
+//     journal with -events deposits, measures -runs catch-ups of a new
+//     projection from position zero (checkpoint only, and a read model
+//     written in the checkpoint's transaction; -projection-batch records per
+//     batch), then the lag of a live read-model projection while the hot
+//     actor workload (the largest -writers) writes for -duration. See
+//     projection.go.
 //
 // # Modes
 //
