@@ -220,6 +220,17 @@ func writers(t *testing.T, j journal.Journal, stop <-chan struct{}) func() []jou
 	}
 }
 
+// lastPosition returns the newest position among recs.
+func lastPosition(recs []journal.Record) journal.Position {
+	var last journal.Position
+	for _, r := range recs {
+		if r.Position.After(last) {
+			last = r.Position
+		}
+	}
+	return last
+}
+
 type crashEnv struct {
 	pool   *pgxpool.Pool
 	schema string
@@ -303,12 +314,7 @@ func TestCrashProjector(t *testing.T) {
 	}
 	close(stop)
 	recs := wait()
-	last := recs[0].Position
-	for _, r := range recs {
-		if r.Position.After(last) {
-			last = r.Position
-		}
-	}
+	last := lastPosition(recs)
 	// The last child claims as soon as the killed one's lease lapses.
 	startChild(t, "projector", e.schema, 2*time.Second, "")
 	e.waitCheckpoint(t, projection.Key{Name: "crash", Version: 1}, last)
@@ -350,12 +356,7 @@ func TestTwoProjectorsNeverOverlap(t *testing.T) {
 	}
 	close(stop)
 	recs := wait()
-	last := recs[0].Position
-	for _, r := range recs {
-		if r.Position.After(last) {
-			last = r.Position
-		}
-	}
+	last := lastPosition(recs)
 	e.waitCheckpoint(t, projection.Key{Name: "crash", Version: 1}, last)
 	a.kill()
 	b.kill()
@@ -427,12 +428,7 @@ func TestCrashPublisher(t *testing.T) {
 	}
 	close(stop)
 	recs := wait()
-	last := recs[0].Position
-	for _, r := range recs {
-		if r.Position.After(last) {
-			last = r.Position
-		}
-	}
+	last := lastPosition(recs)
 	startChild(t, "publisher", e.schema, 2*time.Second, srv.URL)
 	e.waitCheckpoint(t, projection.Key{Name: "crash-pub", Version: 1}, last)
 
