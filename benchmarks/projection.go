@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,7 +82,7 @@ func runProjection(ctx context.Context, o options, stdout, stderr io.Writer) err
 	var results []projectionResult
 	for r := 1; r <= o.Runs; r++ {
 		for _, v := range []string{"checkpoint", "read model"} {
-			res, err := catchUp(ctx, b, o, v, r, last, stderr)
+			res, err := catchUp(ctx, b, o, v, r, last)
 			if err != nil {
 				return fmt.Errorf("catch-up %s, run %d: %w", v, r, err)
 			}
@@ -207,15 +206,16 @@ func balances(recs []journal.Record) (tags []string, sums []int64, err error) {
 // the progress output).
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// newProjectionRunner returns a projection of the counters' balances into
-// table (Postgres), or into a map (memory).
-func newProjectionRunner(b *backend, name, table string, o projection.Options) (run func(context.Context) error, wait func(context.Context, journal.Position) error, err error) {
+// newProjectionRunner returns a projection named name. With readModel it
+// keeps the counters' balances: in the table rm_<name> (Postgres) or in a
+// map (memory); without, it applies nothing but its checkpoint.
+func newProjectionRunner(b *backend, name string, readModel bool, o projection.Options) (run func(context.Context) error, wait func(context.Context, journal.Position) error, err error) {
 	if b.Pool == nil {
 		var mu sync.Mutex
 		model := map[string]int64{}
 		r, err := projection.NewRunner(b.Journal, projection.NewMemoryStore(), projection.Projection[projection.NoTx]{Name: name, Version: 1,
 			Handle: func(_ context.Context, _ projection.NoTx, batch projection.Batch) error {
-				if table == "" {
+				if !readModel {
 					return nil
 				}
 				tags, sums, err := balances(batch.Records)
@@ -239,14 +239,15 @@ func newProjectionRunner(b *backend, name, table string, o projection.Options) (
 	if err != nil {
 		return nil, nil, err
 	}
-	if table != "" {
+	table := pgx.Identifier{b.Schema, "rm_" + name}.Sanitize()
+	if readModel {
 		if _, err := b.Pool.Exec(context.Background(), `CREATE TABLE `+table+` (tag text PRIMARY KEY, balance bigint NOT NULL)`); err != nil {
 			return nil, nil, err
 		}
 	}
 	r, err := projection.NewRunner(b.Journal, store, projection.Projection[pgx.Tx]{Name: name, Version: 1,
 		Handle: func(ctx context.Context, tx pgx.Tx, batch projection.Batch) error {
-			if table == "" {
+			if !readModel {
 				return nil
 			}
 			tags, sums, err := balances(batch.Records)
@@ -264,14 +265,10 @@ func newProjectionRunner(b *backend, name, table string, o projection.Options) (
 }
 
 // catchUp measures one projection reading the whole journal.
-func catchUp(ctx context.Context, b *backend, o options, variant string, run int, last journal.Position, progress io.Writer) (projectionResult, error) {
+func catchUp(ctx context.Context, b *backend, o options, variant string, run int, last journal.Position) (projectionResult, error) {
 	name := fmt.Sprintf("catchup-%d-%s", run, strings.ReplaceAll(variant, " ", "-"))
-	table := ""
-	if variant == "read model" {
-		table = pgx.Identifier{b.Schema, "rm_" + strconv.Itoa(run)}.Sanitize()
-	}
 	po := projection.Options{BatchSize: o.ProjBatch, NoTakeOver: true, Logger: quietLogger()}
-	runFn, wait, err := newProjectionRunner(b, name, table, po)
+	runFn, wait, err := newProjectionRunner(b, name, variant == "read model", po)
 	if err != nil {
 		return projectionResult{}, err
 	}
@@ -314,13 +311,7 @@ func liveLag(ctx context.Context, b *backend, o options, progress io.Writer) (li
 		}
 		res.Applied += int64(len(batch.Records))
 	}}
-	table := ""
-	if b.Pool != nil {
-		table = pgx.Identifier{b.Schema, "rm_live"}.Sanitize()
-	} else {
-		table = "live"
-	}
-	runFn, wait, err := newProjectionRunner(b, "live", table, po)
+	runFn, wait, err := newProjectionRunner(b, "live", true, po)
 	if err != nil {
 		return res, err
 	}

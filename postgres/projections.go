@@ -257,8 +257,7 @@ func (st *ProjectionStore) DeadLetters(ctx context.Context, k projection.Key) ([
 	for i := range out {
 		ids[i] = out[i].Record.ID
 	}
-	j := &Journal{cfg: st.cfg, s: st.s} // for its record scanning and errors only
-	recs, err := j.queryRecords(ctx, st.pool, "projections: dead letters", j.sql(`SELECT `+recordCols+` FROM __S__.events e WHERE e.id = ANY($1::uuid[])`), ids)
+	recs, err := queryRecords(ctx, st.pool, st.cfg.Schema, "projections: dead letters", st.sql(`SELECT `+recordCols+` FROM __S__.events e WHERE e.id = ANY($1::uuid[])`), ids)
 	if err != nil {
 		return nil, err
 	}

@@ -187,24 +187,33 @@ func scanRecord(rows pgx.Rows) (journal.Record, error) {
 }
 
 // queryRecords runs q and collects its records.
-func (j *Journal) queryRecords(ctx context.Context, db interface {
+func (j *Journal) queryRecords(ctx context.Context, db querier, op, q string, args ...any) ([]journal.Record, error) {
+	return queryRecords(ctx, db, j.cfg.Schema, op, q, args...)
+}
+
+// querier runs a query: a pool, a connection or a transaction.
+type querier interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, op, q string, args ...any) ([]journal.Record, error) {
+}
+
+// queryRecords runs q (selecting recordCols) on db and collects its records;
+// errors are translated for schema.
+func queryRecords(ctx context.Context, db querier, schema, op, q string, args ...any) ([]journal.Record, error) {
 	rows, err := db.Query(ctx, q, args...)
 	if err != nil {
-		return nil, j.translate(op, err)
+		return nil, translateErr(schema, op, err)
 	}
 	defer rows.Close()
 	var out []journal.Record
 	for rows.Next() {
 		r, err := scanRecord(rows)
 		if err != nil {
-			return nil, j.translate(op, err)
+			return nil, translateErr(schema, op, err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, j.translate(op, err)
+		return nil, translateErr(schema, op, err)
 	}
 	return out, nil
 }
@@ -212,9 +221,7 @@ func (j *Journal) queryRecords(ctx context.Context, db interface {
 // recordsByID returns the stored records of events, in their order, after
 // checking that each stored event has the same content (a retried append);
 // otherwise ErrDuplicateMismatch.
-func (j *Journal) recordsByID(ctx context.Context, db interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, events []journal.Event) ([]journal.Record, error) {
+func (j *Journal) recordsByID(ctx context.Context, db querier, events []journal.Event) ([]journal.Record, error) {
 	ids := make([]uuid.UUID, len(events))
 	for i := range events {
 		ids[i] = events[i].ID

@@ -56,33 +56,28 @@ type accountDelta struct {
 }
 
 // foldBatch decodes a batch of the bank's events into per-account deltas:
-// the balance change and the account stream's newest version.
+// the balance change (by the domain's own bank.Evolve, applied to each
+// account the event is tagged with, from a zero balance) and the account
+// stream's newest version.
 func foldBatch(recs []journal.Record) (map[string]*accountDelta, error) {
 	out := map[string]*accountDelta{}
-	touch := func(id string, rec journal.Record, amount int64) {
-		d := out[id]
-		if d == nil {
-			d = &accountDelta{}
-			out[id] = d
-		}
-		d.balance += amount
-		d.version = max(d.version, rec.Version(bank.AccountTag(id)))
-	}
 	for _, rec := range recs {
 		ev, err := bank.DecodeEvent(rec.Type, rec.Data)
 		if err != nil {
 			return nil, fmt.Errorf("event %s at %s: %w", rec.ID, rec.Position, err)
 		}
-		switch e := ev.(type) {
-		case bank.AccountOpened:
-			touch(e.AccountID, rec, 0)
-		case bank.MoneyDeposited:
-			touch(e.AccountID, rec, e.Amount)
-		case bank.MoneyWithdrawn:
-			touch(e.AccountID, rec, -e.Amount)
-		case bank.MoneyTransferred:
-			touch(e.From, rec, -e.Amount)
-			touch(e.To, rec, e.Amount)
+		for _, tag := range rec.Tags {
+			if tag.Group() != bank.TagGroupAccount {
+				continue
+			}
+			id := tag.Value()
+			d := out[id]
+			if d == nil {
+				d = &accountDelta{}
+				out[id] = d
+			}
+			d.balance = bank.Evolve(bank.Account{ID: id, Balance: d.balance}, ev).Balance
+			d.version = max(d.version, rec.Version(tag))
 		}
 	}
 	return out, nil
