@@ -92,10 +92,13 @@ func (a *streamActor) decide(cmds []*commandReq) {
 			b.entries = append(b.entries, batchEntry{req: r, err: encErr, dupOf: -1})
 			continue
 		}
+		var prep journal.Prepared
 		if len(jevs) > 0 {
 			// Validated alone, against the journal's own limits, before it
-			// joins the batch: an invalid command fails by itself.
-			if _, _, err := journal.PrepareAppend(jevs, journal.AppendOptions{}, h.limits); err != nil {
+			// joins the batch: an invalid command fails by itself. The
+			// journal does not validate it again (AppendOptions.Prepared).
+			var err error
+			if prep, err = journal.Prepare(jevs, h.limits); err != nil {
 				b.entries = append(b.entries, batchEntry{req: r, dupOf: -1, err: fmt.Errorf(
 					"actors: the events decided for a command on stream %s are invalid, so the command was not applied (its metadata or its events break the journal's limits): %w", a.stream, err)})
 				continue
@@ -108,7 +111,7 @@ func (a *streamActor) decide(cmds []*commandReq) {
 			}
 			inBatch[key] = len(b.entries)
 		}
-		b.entries = append(b.entries, batchEntry{req: r, from: len(b.events), to: len(b.events) + len(jevs), state: st, dupOf: -1})
+		b.entries = append(b.entries, batchEntry{req: r, from: len(b.events), to: len(b.events) + len(jevs), state: st, dupOf: -1, prep: prep})
 		b.events = append(b.events, jevs...)
 	}
 	a.lookedUp = nil
@@ -237,7 +240,7 @@ func (a *streamActor) startAppend(b *batch) {
 				trace.WithAttributes(AttrStream.String(stream.String()), AttrBatchSize.Int(commands), AttrEvents.Int(len(events))))
 		}
 		start := time.Now()
-		res, err := h.cfg.Journal.Append(ctx, events, journal.AppendOptions{Expect: expect, Leases: []journal.Lease{lease}})
+		res, err := h.append(ctx, b, journal.AppendOptions{Expect: expect, Leases: []journal.Lease{lease}})
 		h.tel.recordAppend(ctx, time.Since(start), len(res.Records), err)
 		if err != nil {
 			failed(span, err)
@@ -245,6 +248,24 @@ func (a *streamActor) startAppend(b *batch) {
 		span.End()
 		h.send(self, &appendDoneMsg{b: b, res: res, err: err, took: time.Since(start)})
 	})
+}
+
+// append appends b's events, with the commands' prepared events joined
+// (journal.AppendOptions.Prepared) so the journal does not validate them again.
+func (h *Host) append(ctx context.Context, b *batch, opts journal.AppendOptions) (journal.AppendResult, error) {
+	parts := make([]journal.Prepared, 0, len(b.entries))
+	for _, e := range b.entries {
+		if e.prep.Len() > 0 {
+			parts = append(parts, e.prep)
+		}
+	}
+	// A join fails only on what the journal's own validation of the whole
+	// batch rejects too (an event ID twice across commands); the journal
+	// then reports it as it always has.
+	if p, err := journal.JoinPrepared(parts...); err == nil {
+		opts.Prepared = p
+	}
+	return h.cfg.Journal.Append(ctx, b.events, opts)
 }
 
 func (a *streamActor) onAppendDone(m *appendDoneMsg) {

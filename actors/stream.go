@@ -88,7 +88,8 @@ type batchEntry struct {
 	state    any
 	err      error // domain or encoding error: the command appends nothing
 	domain   bool
-	dupOf    int // ≥ 0: the same idempotency key as an earlier entry of the batch
+	dupOf    int              // ≥ 0: the same idempotency key as an earlier entry of the batch
+	prep     journal.Prepared // the command's events, validated (empty when it appends none)
 }
 
 // Receive implements actor.Actor.

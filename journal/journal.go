@@ -21,6 +21,14 @@ type AppendOptions struct {
 	// Leases fence the append: each lease must be the current, unexpired lease of
 	// its stream, or the append fails with ErrSessionExpired or ErrInvalidSession.
 	Leases []Lease
+	// Prepared, if set, is Prepare's result for exactly these events, so the
+	// journal does not validate them again: the writer validated each
+	// command's events on its own (the stream actor does) and joined them
+	// (JoinPrepared). The journal then stores the prepared copies. When it
+	// does not match the events (another count or other IDs, in order) or
+	// was prepared under looser limits than the journal's, it is ignored and
+	// the events are validated as usual.
+	Prepared Prepared
 }
 
 // AppendResult reports a successful append.

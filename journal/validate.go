@@ -65,6 +65,9 @@ func (l Limits) maxDataSize() int {
 // Metadata.Partition is set ("" becomes DefaultPartition); Metadata.CreatedAt is
 // converted to UTC and truncated to microseconds; empty Scopes become nil.
 //
+// With opts.Prepared set to Prepare's result for these events, it returns the
+// prepared copies without validating them again.
+//
 // A malformed event or event list fails with an *InvalidEventError (errors.Is
 // ErrInvalidEvent) naming the event's index (-1 for the list or the options) and
 // the field. A malformed Condition query fails with an error wrapping
@@ -72,6 +75,12 @@ func (l Limits) maxDataSize() int {
 func PrepareAppend(events []Event, opts AppendOptions, limits Limits) ([]Event, string, error) {
 	if len(events) == 0 {
 		return nil, "", &InvalidEventError{Index: -1, Field: "events", Reason: "the event list is empty; append at least one event"}
+	}
+	if out, partition, ok := opts.Prepared.reuse(events, limits); ok {
+		if err := checkOptions(opts, partition); err != nil {
+			return nil, "", err
+		}
+		return out, partition, nil
 	}
 	out := make([]Event, len(events))
 	seen := make(map[uuid.UUID]int, len(events))
