@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/journal"
@@ -403,7 +403,7 @@ func (j *Journal) readState(ctx context.Context, conn *pgxpool.Conn, batch []*ap
 	}
 	b := &pgx.Batch{}
 	nExec := j.prefix(b, batch)
-	b.Queue(j.sql(precheckSQL), ids)
+	b.Queue(j.sql(precheckSQL), uuidArray(ids))
 	b.Queue(j.sql(fastStateSQL), keyParts, keyTags)
 	if len(nodeIDs) > 0 {
 		b.Queue(j.sql(fastNodesSQL), nodeIDs)
@@ -703,24 +703,28 @@ func (j *Journal) write(ctx context.Context, conn *pgxpool.Conn, batch []*append
 	return false, nil
 }
 
-// writeArgs returns writeSQL's arguments for the accepted records.
+// writeArgs returns writeSQL's arguments for the accepted records. The
+// arrays are pgtype.FlatArray values of types pgx encodes in binary directly
+// (a []uuid.UUID would go through uuid's driver.Valuer, text and back, at
+// several allocations per element).
 func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
+	n := len(accepted)
 	var (
-		cPart, cTag  []string
-		cN, cBefore  []int64
-		cNode        []*string
-		cInc, cEpoch []*int64
-		cHead        [][]byte
-		eID          = make([]uuid.UUID, len(accepted))
-		ePart, eType = make([]string, len(accepted)), make([]string, len(accepted))
-		eSV          = make([]int32, len(accepted))
-		eData, eMeta = make([][]byte, len(accepted)), make([][]byte, len(accepted))
-		eCorr        = make([]*string, len(accepted))
-		eAt          = make([]time.Time, len(accepted))
-		ePrev, eHash = make([][]byte, len(accepted)), make([][]byte, len(accepted))
-		tEv          []int32
-		tTag         []string
-		tVersion     []int64
+		cPart, cTag  pgtype.FlatArray[string]
+		cN, cBefore  pgtype.FlatArray[int64]
+		cNode        pgtype.FlatArray[pgtype.Text]
+		cInc, cEpoch pgtype.FlatArray[pgtype.Int8]
+		cHead        pgtype.FlatArray[[]byte]
+		eID          = make(pgtype.FlatArray[pgtype.UUID], n)
+		ePart, eType = make(pgtype.FlatArray[string], n), make(pgtype.FlatArray[string], n)
+		eSV          = make(pgtype.FlatArray[int32], n)
+		eData, eMeta = make(pgtype.FlatArray[[]byte], n), make(pgtype.FlatArray[[]byte], n)
+		eCorr        = make(pgtype.FlatArray[pgtype.Text], n)
+		eAt          = make(pgtype.FlatArray[time.Time], n)
+		ePrev, eHash = make(pgtype.FlatArray[[]byte], n), make(pgtype.FlatArray[[]byte], n)
+		tEv          = make(pgtype.FlatArray[int32], 0, n)
+		tTag         = make(pgtype.FlatArray[string], 0, n)
+		tVersion     = make(pgtype.FlatArray[int64], 0, n)
 	)
 	for k, s := range st.keys {
 		if s.n == 0 && s.lease == nil {
@@ -731,37 +735,49 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		h := s.head
 		cHead = append(cHead, h[:])
 		if s.lease != nil {
-			node, inc, ep := s.lease.NodeID, int64(s.lease.Incarnation), int64(s.lease.Epoch)
-			cNode, cInc, cEpoch = append(cNode, &node), append(cInc, &inc), append(cEpoch, &ep)
+			cNode = append(cNode, pgtype.Text{String: s.lease.NodeID, Valid: true})
+			cInc = append(cInc, pgtype.Int8{Int64: int64(s.lease.Incarnation), Valid: true})
+			cEpoch = append(cEpoch, pgtype.Int8{Int64: int64(s.lease.Epoch), Valid: true})
 		} else {
-			cNode, cInc, cEpoch = append(cNode, nil), append(cInc, nil), append(cEpoch, nil)
+			cNode, cInc, cEpoch = append(cNode, pgtype.Text{}), append(cInc, pgtype.Int8{}), append(cEpoch, pgtype.Int8{})
 		}
 	}
+	const hashLen = len(journal.Hash{})
 	for i := range accepted {
 		rec := &accepted[i]
 		meta, err := json.Marshal(rec.Metadata)
 		if err != nil {
 			return nil, fmt.Errorf("postgres: append: encode metadata: %w", err)
 		}
-		prev := bytes.NewBuffer(make([]byte, 0, len(rec.Links)*len(journal.Hash{})))
-		hashes := bytes.NewBuffer(make([]byte, 0, len(rec.Links)*len(journal.Hash{})))
+		// One buffer holds both hash runs of the event.
+		hb := make([]byte, 2*len(rec.Links)*hashLen)
+		prev, hashes := hb[:0:len(rec.Links)*hashLen], hb[len(rec.Links)*hashLen:len(rec.Links)*hashLen]
 		for _, l := range rec.Links {
-			prev.Write(l.PrevHash[:])
-			hashes.Write(l.Hash[:])
+			prev = append(prev, l.PrevHash[:]...)
+			hashes = append(hashes, l.Hash[:]...)
 			tEv = append(tEv, int32(i+1))
 			tTag = append(tTag, string(l.Tag))
 			tVersion = append(tVersion, int64(l.Version))
 		}
-		if rec.Metadata.CorrelationID != "" {
-			c := rec.Metadata.CorrelationID
-			eCorr[i] = &c
+		if c := rec.Metadata.CorrelationID; c != "" {
+			eCorr[i] = pgtype.Text{String: c, Valid: true}
 		}
-		eID[i], ePart[i], eType[i], eSV[i] = rec.ID, rec.Metadata.Partition, rec.Type, int32(rec.SchemaVersion)
+		eID[i] = pgtype.UUID{Bytes: rec.ID, Valid: true}
+		ePart[i], eType[i], eSV[i] = rec.Metadata.Partition, rec.Type, int32(rec.SchemaVersion)
 		eData[i], eMeta[i], eAt[i] = rec.Data, meta, rec.RecordedAt
-		ePrev[i], eHash[i] = prev.Bytes(), hashes.Bytes()
+		ePrev[i], eHash[i] = prev, hashes
 	}
 	return []any{cPart, cTag, cN, cBefore, cNode, cInc, cEpoch, cHead, len(cPart),
 		eID, ePart, eType, eSV, eData, eMeta, eCorr, eAt, ePrev, eHash, tEv, tTag, tVersion}, nil
+}
+
+// uuidArray returns ids as a uuid[] argument pgx encodes in binary directly.
+func uuidArray(ids []uuid.UUID) pgtype.FlatArray[pgtype.UUID] {
+	out := make(pgtype.FlatArray[pgtype.UUID], len(ids))
+	for i, id := range ids {
+		out[i] = pgtype.UUID{Bytes: id, Valid: true}
+	}
+	return out
 }
 
 // resolveDuplicates reads the stored records of the appends in dups.
