@@ -8,7 +8,7 @@ import (
 )
 
 // poolWorkerIdle is how long a pooled goroutine waits for more work before
-// it exits.
+// it exits: between one and two of these after its last task.
 const poolWorkerIdle = 2 * time.Second
 
 // mailboxThroughput is how many messages a mailbox processes per scheduling.
@@ -37,19 +37,31 @@ func (p *workerPool) run(fn func()) {
 	}
 }
 
+// worker runs fn and then the tasks handed to it. Its idle timer is not reset
+// per task (a timer reset per task cost as much as the rest of the hand-off):
+// when it fires, a worker that ran a task since it was armed arms it again,
+// and one that did not exits.
 func (p *workerPool) worker(fn func()) {
 	defer p.wg.Done()
 	idle := time.NewTimer(poolWorkerIdle)
 	defer idle.Stop()
 	for {
 		fn()
-		idle.Reset(poolWorkerIdle)
-		select {
-		case fn = <-p.tasks:
-		case <-idle.C:
-			return
-		case <-p.stop:
-			return
+		ran := true
+	wait:
+		for {
+			select {
+			case fn = <-p.tasks:
+				break wait
+			case <-idle.C:
+				if !ran {
+					return
+				}
+				ran = false
+				idle.Reset(poolWorkerIdle)
+			case <-p.stop:
+				return
+			}
 		}
 	}
 }
