@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -79,4 +80,18 @@ func TestJoinPreparedRejectsWhatOneAppendCannotHold(t *testing.T) {
 
 	_, err = journal.JoinPrepared()
 	requireInvalid(t, err, -1, "events", "empty")
+}
+
+func TestPrepareAppendRejectsARepeatedEventID(t *testing.T) {
+	t.Parallel()
+	// Short lists are compared pairwise, long ones through a map: both.
+	for _, n := range []int{2, 5, 9, 40} {
+		evs := make([]journal.Event, n)
+		for i := range evs {
+			evs[i] = validEvent()
+		}
+		evs[n-1].ID = evs[n/2-1].ID
+		_, _, err := journal.PrepareAppend(evs, journal.AppendOptions{}, journal.Limits{})
+		requireInvalid(t, err, n-1, "ID", fmt.Sprintf("also the ID of event %d", n/2-1))
+	}
 }

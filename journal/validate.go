@@ -83,17 +83,31 @@ func PrepareAppend(events []Event, opts AppendOptions, limits Limits) ([]Event, 
 		return out, partition, nil
 	}
 	out := make([]Event, len(events))
-	seen := make(map[uuid.UUID]int, len(events))
+	var seen map[uuid.UUID]int // past a few events; fewer are compared pairwise
+	if len(events) > 8 {
+		seen = make(map[uuid.UUID]int, len(events))
+	}
 	partition := ""
 	for i := range events {
 		ev, err := prepareEvent(i, &events[i], limits)
 		if err != nil {
 			return nil, "", err
 		}
-		if j, dup := seen[ev.ID]; dup {
+		j, dup := -1, false
+		if seen != nil {
+			j, dup = seen[ev.ID]
+			seen[ev.ID] = i
+		} else {
+			for k := range i {
+				if out[k].ID == ev.ID {
+					j, dup = k, true
+					break
+				}
+			}
+		}
+		if dup {
 			return nil, "", &InvalidEventError{Index: i, Field: "ID", Reason: fmt.Sprintf("event ID %s is also the ID of event %d of this append; give every event its own ID (NewEventID)", ev.ID, j)}
 		}
-		seen[ev.ID] = i
 		if i == 0 {
 			partition = ev.Metadata.Partition
 		} else if ev.Metadata.Partition != partition {
@@ -306,12 +320,12 @@ func checkOptions(opts AppendOptions, partition string) error {
 		}
 	}
 	for k, l := range opts.Leases {
-		field := fmt.Sprintf("Leases[%d]", k)
+		field := func() string { return fmt.Sprintf("Leases[%d]", k) }
 		if l.Stream.Tag == "" {
-			return &InvalidEventError{Index: -1, Field: field, Reason: "the lease's stream tag is empty; pass the lease returned by Sessions.Acquire"}
+			return &InvalidEventError{Index: -1, Field: field(), Reason: "the lease's stream tag is empty; pass the lease returned by Sessions.Acquire"}
 		}
 		if p := l.Stream.Normalize().Partition; p != partition {
-			return &InvalidEventError{Index: -1, Field: field, Reason: fmt.Sprintf("the lease is for stream %s in partition %q but the events are in partition %q; fence with leases of the events' partition", l.Stream, p, partition)}
+			return &InvalidEventError{Index: -1, Field: field(), Reason: fmt.Sprintf("the lease is for stream %s in partition %q but the events are in partition %q; fence with leases of the events' partition", l.Stream, p, partition)}
 		}
 	}
 	return nil
