@@ -171,7 +171,10 @@ const fastNodesSQL = `SELECT node_id, incarnation, closed, expires_at > clock_ti
 // aborts through fence_check unless every stream checked out. A stream
 // without a row is created only when nothing is expected of it, and only when
 // events are written to it (an expectation of version 0 on a stream without a
-// row holds without creating one).
+// row holds without creating one). Every event carries at least one tag
+// (journal.PrepareAppend refuses an untagged one), so every event has a
+// tg_agg row; write checks the inserted counts, so an event without one could
+// not be dropped silently.
 const writeSQL = `WITH x AS MATERIALIZED (
 	SELECT pg_current_xact_id()::text::bigint AS xid
 ), ev_in AS MATERIALIZED (
@@ -220,10 +223,9 @@ const writeSQL = `WITH x AS MATERIALIZED (
 ), ev AS (
 	INSERT INTO __S__.events (commit_xid, seq, id, partition, type, schema_version, tags, versions, prev_hashes, hashes,
 		data, metadata, correlation_id, recorded_at)
-	SELECT (SELECT xid FROM x), u.seq, u.id, u.partition, u.type, u.sv,
-		coalesce(g.tags, '{}'), coalesce(g.versions, '{}'),
+	SELECT (SELECT xid FROM x), u.seq, u.id, u.partition, u.type, u.sv, g.tags, g.versions,
 		u.prev_hashes, u.hashes, u.data, u.metadata, u.corr, u.recorded_at
-	FROM ev_in u LEFT JOIN tg_agg g ON g.ev = u.ord WHERE (SELECT ok FROM fence)
+	FROM ev_in u JOIN tg_agg g ON g.ev = u.ord WHERE (SELECT ok FROM fence)
 	RETURNING 1
 ), et AS (
 	INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type)
