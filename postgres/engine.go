@@ -739,8 +739,11 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 	}
 	for i := range accepted {
 		rec := &accepted[i]
-		meta, err := json.Marshal(rec.Metadata)
-		if err != nil {
+		meta := journal.AppendMetadataJSON(nil, &rec.Metadata)
+		if len(meta) == 0 {
+			// AppendMetadataJSON appends nothing where json.Marshal fails (a
+			// CreatedAt with no RFC 3339 form); json.Marshal gives the error.
+			_, err := json.Marshal(rec.Metadata)
 			return nil, fmt.Errorf("postgres: append: encode metadata: %w", err)
 		}
 		prev := bytes.NewBuffer(make([]byte, 0, len(rec.Links)*len(journal.Hash{})))
