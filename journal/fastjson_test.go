@@ -309,6 +309,30 @@ func TestAppendMetadataJSONFailure(t *testing.T) {
 	}
 }
 
+// TestFastPathsTaken checks that common input takes the fast paths (the
+// differential tests would pass even if everything fell back to encoding/json).
+func TestFastPathsTaken(t *testing.T) {
+	for _, d := range benchData() {
+		if _, ok := appendCompactFast(nil, d.src); !ok {
+			t.Errorf("compactJSON fell back to json.Compact for the %s benchmark data", d.name)
+		}
+	}
+	m := benchMetadata()
+	m.Scopes = []string{"a", "b"}
+	buf := make([]byte, 0, 1024)
+	if allocs := testing.AllocsPerRun(10, func() { AppendMetadataJSON(buf, &m) }); allocs != 0 {
+		t.Errorf("AppendMetadataJSON allocates %v times into a large enough buffer; it fell back to json.Marshal", allocs)
+	}
+	data := AppendMetadataJSON(nil, &m)
+	var got Metadata
+	if !decodeMetadataFast(data, &got) {
+		t.Errorf("DecodeMetadataJSON fell back to json.Unmarshal for %s", data)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("the fast path decoded %s as %+v; want %+v", data, got, m)
+	}
+}
+
 func FuzzMetadataJSON(f *testing.F) {
 	for _, m := range metadataCases() {
 		data, _ := json.Marshal(m)
