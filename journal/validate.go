@@ -61,7 +61,7 @@ func (l Limits) maxDataSize() int {
 // covered by the hash chain of each of its tags).
 //
 // Normalization: Tags are sorted ascending; Data is
-// compacted with json.Compact (backends store and return exactly these bytes);
+// compacted exactly as json.Compact does (backends store and return exactly these bytes);
 // Metadata.Partition is set ("" becomes DefaultPartition); Metadata.CreatedAt is
 // converted to UTC and truncated to microseconds; empty Scopes become nil.
 //
@@ -195,12 +195,10 @@ func prepareData(raw json.RawMessage, limits Limits) (json.RawMessage, string) {
 	if !utf8.Valid(raw) {
 		return nil, "the event data is not valid UTF-8; encode text as UTF-8 JSON"
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(raw))
-	if err := json.Compact(&buf, raw); err != nil {
+	data, err := compactJSON(make([]byte, 0, len(raw)), raw)
+	if err != nil {
 		return nil, fmt.Sprintf("the event data is not valid JSON (%v); give it a JSON object", err)
 	}
-	data := buf.Bytes()
 	if data[0] != '{' {
 		return nil, fmt.Sprintf("the event data is a JSON %s, not an object; wrap it in an object such as {\"value\": ...}", jsonKind(data[0]))
 	}

@@ -747,8 +747,11 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 	const hashLen = len(journal.Hash{})
 	for i := range accepted {
 		rec := &accepted[i]
-		meta, err := json.Marshal(rec.Metadata)
-		if err != nil {
+		meta := journal.AppendMetadataJSON(nil, &rec.Metadata)
+		if len(meta) == 0 {
+			// AppendMetadataJSON appends nothing where json.Marshal fails (a
+			// CreatedAt with no RFC 3339 form); json.Marshal gives the error.
+			_, err := json.Marshal(rec.Metadata)
 			return nil, fmt.Errorf("postgres: append: encode metadata: %w", err)
 		}
 		// One buffer holds both hash runs of the event.

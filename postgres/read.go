@@ -173,7 +173,7 @@ func scanRecord(rows pgx.Rows) (journal.Record, error) {
 		}
 	}
 	r.Data = json.RawMessage(data)
-	if err := json.Unmarshal(meta, &r.Metadata); err != nil {
+	if err := journal.DecodeMetadataJSON(meta, &r.Metadata); err != nil {
 		return journal.Record{}, fmt.Errorf("postgres: event %s: decode metadata: %w", r.ID, err)
 	}
 	if r.Metadata.Partition == "" {
