@@ -75,7 +75,8 @@
 // Event IDs are unique. An append whose IDs are all stored returns the stored
 // records marked Duplicate (after checking their content is the same); a
 // partial overlap fails with ErrDuplicateMismatch. Data is stored as the exact
-// bytes PrepareAppend produced (bytea), metadata as JSON, RecordedAt from
+// bytes PrepareAppend produced (bytea), metadata as JSON (without the
+// partition, which has its own column and is filled in on read), RecordedAt from
 // Config.Clock truncated to microseconds, and each event's links (versions,
 // previous and own hashes) with it; streams keep each chain's head hash. Tag
 // summaries come from the streams table (TagSummary.HeadHash is the recorded

@@ -747,11 +747,15 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 	const hashLen = len(journal.Hash{})
 	for i := range accepted {
 		rec := &accepted[i]
-		meta := journal.AppendMetadataJSON(nil, &rec.Metadata)
+		// The partition has its own column (scanRecord fills it in): the
+		// metadata JSON leaves it out, 22 bytes less per event.
+		md := rec.Metadata
+		md.Partition = ""
+		meta := journal.AppendMetadataJSON(nil, &md)
 		if len(meta) == 0 {
 			// AppendMetadataJSON appends nothing where json.Marshal fails (a
 			// CreatedAt with no RFC 3339 form); json.Marshal gives the error.
-			_, err := json.Marshal(rec.Metadata)
+			_, err := json.Marshal(md)
 			return nil, fmt.Errorf("postgres: append: encode metadata: %w", err)
 		}
 		// One buffer holds both hash runs of the event.
