@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Span names summarize a statement by operation and table, and never carry
@@ -30,4 +32,17 @@ func TestSummarize(t *testing.T) {
 	for _, c := range cases {
 		require.Equal(t, c.want, summarize(c.sql).String(), "%q", c.sql)
 	}
+}
+
+func TestTracerCachesSummariesUpToItsBound(t *testing.T) {
+	tr := NewTracer(noop.NewTracerProvider())
+	sql := func(i int) string { return fmt.Sprintf("SELECT c FROM t%d WHERE x = $1", i) }
+	for i := range maxSummaries + 10 {
+		require.Equal(t, summarize(sql(i)), tr.summary(sql(i)))
+	}
+	require.Equal(t, int64(maxSummaries), tr.cached.Load(), "the cache stops growing at its bound")
+	for i := range maxSummaries + 10 {
+		require.Equal(t, summarize(sql(i)), tr.summary(sql(i)), "cached and uncached summaries agree")
+	}
+	require.Equal(t, int64(maxSummaries), tr.cached.Load())
 }
