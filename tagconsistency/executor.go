@@ -160,18 +160,21 @@ func streamsOf(q journal.Query, extra []journal.Tag) []journal.StreamID {
 //
 //  1. reserve every stream of cmd (see Streams) at its owner, in sorted
 //     order; a busy tag queues the command, for at most the reserve timeout;
-//  2. with an idempotency key, return the stored result of an earlier
-//     execution of the same key, if there is one;
-//  3. build the state (with cmd.FromStates from the owners' cached states;
+//  2. build the state (with cmd.FromStates from the owners' cached states;
 //     otherwise by folding the events matching cmd.Query from the reserved
 //     streams, continuing the executor's cached fold of the same Name and
 //     Query when it has one) and Decide;
-//  4. append the decided events in one call, expecting each reserved stream
+//  3. append the decided events in one call, expecting each reserved stream
 //     at the version its owner reported, carrying the owners' leases, with
 //     the AppendCondition "no event matches cmd.Query after the last position
 //     read" as a backstop;
-//  5. confirm each owner with the appended records carrying its tag, or,
+//  4. confirm each owner with the appended records carrying its tag, or,
 //     on any failure, cancel every reservation.
+//
+// With an idempotency key, an earlier execution of the same key answers
+// instead: its stored events are returned (Duplicate) when this execution's
+// append finds them (its event IDs derive from the key), or when this
+// execution decides to append nothing or rejects the command.
 //
 // A domain error from Decide is returned unchanged. A rejected append
 // condition or expected version means something bypassed the owners: it is
@@ -206,17 +209,25 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 	}
 
 	// From here on exactly one of confirm or cancelAll ends the reservations.
-	if opts.IdempotencyKey != "" {
+	//
+	// An earlier execution with the same idempotency key is looked up only
+	// where its result could differ from this one's: the events this
+	// execution decides carry IDs derived from the key, so appending them
+	// finds an earlier execution's events (Duplicate when they are the same,
+	// ErrDuplicateMismatch when they differ); a decision that appends
+	// nothing looks it up before it answers. A keyed command that is new
+	// (the common case) costs no lookup.
+	earlier := func() (Result, bool, error) {
+		if opts.IdempotencyKey == "" {
+			return Result{}, false, nil
+		}
 		prior, found, err := x.stored(ctx, cmd.Query.PartitionOrDefault(), cmd.Name, opts.IdempotencyKey)
-		if err != nil {
-			x.cancelAll(ctx, held, nil)
-			return Result{}, err
+		if err != nil || !found {
+			return Result{}, false, err
 		}
-		if found {
-			x.cancelAll(ctx, held, nil)
-			outcome = outcomeDuplicate
-			return Result{Records: prior, Duplicate: true}, nil
-		}
+		x.cancelAll(ctx, held, nil)
+		outcome = outcomeDuplicate
+		return Result{Records: prior, Duplicate: true}, true, nil
 	}
 
 	key := foldKey(cmd.Name, cmd.Query)
@@ -227,6 +238,14 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 	}
 
 	events, rejected, err := decide(ctx, x, cmd, state)
+	if err != nil && rejected {
+		if res, found, lerr := earlier(); lerr != nil || found {
+			if lerr != nil {
+				x.cancelAll(ctx, held, nil)
+			}
+			return res, lerr
+		}
+	}
 	if err != nil {
 		if rejected {
 			outcome = outcomeRejected
@@ -238,6 +257,12 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		return Result{}, err
 	}
 	if len(events) == 0 {
+		if res, found, lerr := earlier(); lerr != nil || found {
+			if lerr != nil {
+				x.cancelAll(ctx, held, nil)
+			}
+			return res, lerr
+		}
 		if cmd.FromStates == nil {
 			x.cache.put(foldEntry{key: key, state: state, after: after, versions: versionsOf(held)})
 		}
@@ -255,6 +280,16 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 	}
 
 	appended, err := x.append(ctx, cmd.Name, cmd.Query, held, events, after)
+	if err != nil && errors.Is(err, journal.ErrDuplicateMismatch) {
+		// The key's earlier execution stored other events than this one
+		// decided: its result is the answer.
+		if res, found, lerr := earlier(); lerr != nil || found {
+			if lerr != nil {
+				x.cancelAll(ctx, held, nil)
+			}
+			return res, lerr
+		}
+	}
 	if err != nil {
 		if errors.Is(err, ErrConflict) {
 			outcome = outcomeConflict

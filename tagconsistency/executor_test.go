@@ -5,9 +5,11 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -568,4 +570,52 @@ func TestTailCacheServesReadsAndMissesForeignWrites(t *testing.T) {
 	require.EqualValues(t, 107, seen.bal[b])
 	require.EqualValues(t, 90, seen.bal[a])
 	require.Equal(t, before, tailHits(e), "b moved outside the executor: read from the journal")
+}
+
+// countingReads counts ReadEvent calls (the idempotency lookup).
+type countingReads struct {
+	*journal.Memory
+	readEvents atomic.Int64
+}
+
+func (c *countingReads) ReadEvent(ctx context.Context, id uuid.UUID) (journal.Record, error) {
+	c.readEvents.Add(1)
+	return c.Memory.ReadEvent(ctx, id)
+}
+
+func TestIdempotencyKeyLooksUpOnlyWhenTheAnswerCouldDiffer(t *testing.T) {
+	t.Parallel()
+	j := &countingReads{Memory: journal.NewMemory()}
+	t.Cleanup(func() { _ = j.Close() })
+	e := setup(t, backend{name: "counting", open: func(*testing.T) store { return j }})
+	ctx := context.Background()
+	a, b := accountTag(1), accountTag(2)
+	require.NoError(t, e.deposit(ctx, a, 10))
+	require.NoError(t, e.deposit(ctx, b, 10))
+
+	// A new key: no lookup.
+	first, err := tagconsistency.Execute(ctx, e.x, transfer(a, b, 3), tagconsistency.Options{IdempotencyKey: "t-1"})
+	require.NoError(t, err)
+	require.False(t, first.Duplicate)
+	require.Zero(t, j.readEvents.Load(), "a command with a new idempotency key reads nothing by ID")
+
+	// The same key with a command that now decides other events: the
+	// append finds the key's events, and the first result answers.
+	again, err := tagconsistency.Execute(ctx, e.x, transfer(a, b, 4), tagconsistency.Options{IdempotencyKey: "t-1"})
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.Records[0].ID, again.Records[0].ID)
+	require.Equal(t, first.Records[0].Data, again.Records[0].Data)
+	require.Positive(t, j.readEvents.Load())
+
+	// The same key with a command that would now be rejected: the first
+	// result answers too.
+	again, err = tagconsistency.Execute(ctx, e.x, transfer(a, b, 1000), tagconsistency.Options{IdempotencyKey: "t-1"})
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.Records[0].Position, again.Records[0].Position)
+
+	// Nothing was written twice.
+	require.Len(t, readStream(t, j, a), 2)
+	require.Len(t, readStream(t, j, b), 2)
 }
