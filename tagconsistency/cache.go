@@ -99,7 +99,7 @@ func (c *foldCache) put(e foldEntry) {
 
 // Bounds of the tail cache.
 const (
-	tailRecords = 64   // newest records kept per stream
+	tailRecords = 64   // newest records kept per stream (at least; up to twice as many)
 	tailStreams = 1024 // streams kept (least recently used evicted)
 )
 
@@ -184,7 +184,10 @@ func (c *tailCache) add(stream journal.StreamID, records []journal.Record) {
 			}
 		}
 	}
-	if n := len(t.records); n > tailRecords {
+	// Trimmed in bulk: once a tail holds twice tailRecords, it keeps the
+	// newest tailRecords (a copy per add of a full tail cost a stream's
+	// whole tail per command, most of the bank's garbage).
+	if n := len(t.records); n >= 2*tailRecords {
 		t.records = slices.Clone(t.records[n-tailRecords:])
 	}
 }
