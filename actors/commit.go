@@ -312,6 +312,7 @@ func (a *streamActor) onAppendDone(m *appendDoneMsg) {
 		a.stale = true
 	}
 	a.settle(b, m.res, nil)
+	a.startLinger(len(b.entries), m.took)
 }
 
 // settle replies to every command of a batch: its records (after a successful

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"iter"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ type gated struct {
 	inflight    int
 	maxInflight int
 	appending   int
+	sizes       []int // events per gated Append, in call order
 }
 
 func newGated(mem *journal.Memory) *gated {
@@ -73,6 +75,7 @@ func (g *gated) Append(ctx context.Context, events []journal.Event, opts journal
 	gate := g.gateAppends
 	if gate {
 		g.appending++
+		g.sizes = append(g.sizes, len(events))
 	}
 	g.mu.Unlock()
 	if gate {
@@ -139,4 +142,57 @@ func TestContextEndingDuringAppendIsOutcomeUnknown(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Duplicate, "the idempotency key tells the caller it was stored")
 	require.Equal(t, 6, exec(t, h, s, noop{}).State)
+}
+
+// After a batch of several commands, the actor waits for the callers it just
+// answered to send their next commands, so the writers do not split into two
+// halves that alternate; after a batch of one it does not wait.
+func TestCompletionLingerJoinsTheAnsweredCallersNextCommands(t *testing.T) {
+	t.Parallel()
+	f := newFixture()
+	g := newGated(f.mem)
+	h := f.host(t, func(c *actors.Config) { c.Journal = g })
+	h.SetCompletionLinger(time.Hour) // only the callers' return ends a linger
+	s := stream("linger")
+	exec(t, h, s, add{1})
+	g.mu.Lock()
+	g.gateAppends = true
+	g.mu.Unlock()
+	appending := func(n int) func() bool { return func() bool { _, _, a := g.counts(); return a == n } }
+	run := func(times int) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			var err error
+			for range times {
+				if _, err = h.Execute(context.Background(), s, actors.Command{Payload: add{1}}); err != nil {
+					break
+				}
+			}
+			done <- err
+		}()
+		return done
+	}
+
+	a := run(1) // batch 1: A alone, held
+	require.Eventually(t, appending(1), 5*time.Second, time.Millisecond)
+	b, c := run(2), run(2) // B and C queue behind it, and will come back once
+	require.Eventually(t, func() bool { return h.Pending(s) == 2 }, 5*time.Second, time.Millisecond)
+	g.release <- struct{}{}
+	require.NoError(t, <-a)
+	// A batch of one sets no linger: B and C go at once (batch 2), held.
+	require.Eventually(t, appending(2), 5*time.Second, time.Millisecond)
+	d := run(1) // D queues behind batch 2
+	require.Eventually(t, func() bool { return h.Pending(s) == 1 }, 5*time.Second, time.Millisecond)
+	g.release <- struct{}{}
+	// Batch 2 answered B and C: the actor waits for their next commands
+	// and decides them with D as one batch.
+	require.Eventually(t, appending(3), 5*time.Second, time.Millisecond)
+	g.mu.Lock()
+	sizes := slices.Clone(g.sizes)
+	g.mu.Unlock()
+	close(g.release) // every append from here on passes the gate
+	require.Equal(t, []int{1, 2, 3}, sizes, "events per append")
+	for _, done := range []<-chan error{b, c, d} {
+		require.NoError(t, <-done)
+	}
 }

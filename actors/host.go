@@ -206,6 +206,9 @@ type entry struct {
 // concurrent use.
 type Host struct {
 	cfg    Config
+	// lingerFor, when set (tests only, export_test.go), replaces every
+	// completion linger's bound (linger.go).
+	lingerFor time.Duration
 	system *actor.ActorSystem
 	seed   maphash.Seed
 	shards [shardCount]shard

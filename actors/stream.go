@@ -60,8 +60,9 @@ type streamActor struct {
 	idleTimer  *time.Timer
 	lastActive time.Time
 
-	cost  appendCost // recent append durations, for deadline shedding
-	split splitState // narrowed batches after a failure one command can cause
+	cost   appendCost  // recent append durations, for deadline shedding
+	split  splitState  // narrowed batches after a failure one command can cause
+	linger lingerState // after a batch: wait for its callers' next commands (linger.go)
 
 	drainSeen     bool
 	failErr       error
@@ -135,6 +136,8 @@ func (a *streamActor) Receive(c actor.Context) {
 	case *idleCheckMsg:
 		a.onIdle()
 		return
+	case *lingerMsg:
+		a.onLinger(m)
 	case *actor.Stopped:
 		a.onStopped()
 		return
@@ -188,6 +191,9 @@ func (a *streamActor) pump(c actor.Context) {
 			a.queue = a.queue[1:]
 			a.grant(r)
 		case *commandReq:
+			if a.lingering() {
+				return
+			}
 			cmds := a.nextBatch()
 			if len(cmds) == 0 {
 				continue
