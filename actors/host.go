@@ -205,18 +205,18 @@ type entry struct {
 // are spawned on first use and passivate when idle. All methods are safe for
 // concurrent use.
 type Host struct {
-	cfg    Config
+	cfg Config
 	// lingerFor, when set (tests only, export_test.go), replaces every
 	// completion linger's bound (linger.go).
 	lingerFor time.Duration
-	system *actor.ActorSystem
-	seed   maphash.Seed
-	shards [shardCount]shard
-	closed atomic.Bool
-	node   atomic.Pointer[journal.NodeSession]
-	sem    chan struct{}
-	tel    *telemetry
-	idNS   uuid.UUID
+	system    *actor.ActorSystem
+	seed      maphash.Seed
+	shards    [shardCount]shard
+	closed    atomic.Bool
+	node      atomic.Pointer[journal.NodeSession]
+	sem       chan struct{}
+	tel       *telemetry
+	idNS      uuid.UUID
 
 	// ctx bounds all I/O of the actors; cancelled at the end of Shutdown.
 	ctx    context.Context
