@@ -230,9 +230,7 @@ func (a *streamActor) startAppend(b *batch) {
 	}
 	h.tel.batchSize.Record(context.Background(), int64(commands))
 	events := b.events
-	h.goIO(func() {
-		ctx, cancel := h.ioContext()
-		defer cancel()
+	run := func(ctx context.Context) {
 		span := noSpan()
 		if h.tel.tracing {
 			ctx, span = h.tel.tracer.Start(trace.ContextWithSpanContext(ctx, parent), SpanAppend,
@@ -247,6 +245,18 @@ func (a *streamActor) startAppend(b *batch) {
 		}
 		span.End()
 		h.send(self, &appendDoneMsg{b: b, res: res, err: err, took: time.Since(start)})
+	}
+	if h.inlineAppend {
+		// The in-memory journal's Append is bounded in-process work: call
+		// it here, without a timeout timer (nothing in it waits on time),
+		// and take the result through the mailbox like any other.
+		run(h.ctx)
+		return
+	}
+	h.goIO(func() {
+		ctx, cancel := h.ioContext()
+		defer cancel()
+		run(ctx)
 	})
 }
 

@@ -209,14 +209,20 @@ type Host struct {
 	// lingerFor, when set (tests only, export_test.go), replaces every
 	// completion linger's bound (linger.go).
 	lingerFor time.Duration
-	system    *actor.ActorSystem
-	seed      maphash.Seed
-	shards    [shardCount]shard
-	closed    atomic.Bool
-	node      atomic.Pointer[journal.NodeSession]
-	sem       chan struct{}
-	tel       *telemetry
-	idNS      uuid.UUID
+	// inlineAppend: the journal is exactly *journal.Memory, whose Append is
+	// in-process work under its mutex (no I/O, network or timer), so the
+	// actors call it on their own goroutine instead of handing it to ioPool
+	// and back: two goroutine hand-offs per batch. A wrapper of Memory (a
+	// type of its own) is not trusted with this and keeps the I/O path.
+	inlineAppend bool
+	system       *actor.ActorSystem
+	seed         maphash.Seed
+	shards       [shardCount]shard
+	closed       atomic.Bool
+	node         atomic.Pointer[journal.NodeSession]
+	sem          chan struct{}
+	tel          *telemetry
+	idNS         uuid.UUID
 
 	// ctx bounds all I/O of the actors; cancelled at the end of Shutdown.
 	ctx    context.Context
@@ -283,6 +289,7 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 	if l, ok := cfg.Journal.(journal.Limited); ok {
 		h.limits = l.Limits()
 	}
+	_, h.inlineAppend = cfg.Journal.(*journal.Memory)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.lease.init(cfg.NodeID, cfg.SessionTimeout, opened)
 	h.node.Store(&node)

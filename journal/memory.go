@@ -152,10 +152,12 @@ func (m *Memory) lock(ctx context.Context) error {
 
 func (m *Memory) now() time.Time { return m.clock().UTC().Truncate(time.Microsecond) }
 
-// Append implements Appender.
 // Limits returns the limits Append validates with (journal.Limited).
 func (m *Memory) Limits() Limits { return m.limits }
 
+// Append implements Appender. It does no I/O and waits on nothing but the
+// journal's mutex, so a caller may run it where it must not block for long (the
+// stream actors call it on their own goroutine).
 func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions) (AppendResult, error) {
 	if err := m.lock(ctx); err != nil {
 		return AppendResult{}, err
