@@ -103,6 +103,9 @@ func (a *streamActor) onSnapshotDone(m *snapshotDoneMsg) {
 	if m.snap.Version > a.snapVersion {
 		a.snapVersion = m.snap.Version
 	}
+	// Appends that settled while this save was in flight found it busy and
+	// saved nothing: the newest state is saved now if the policy says so.
+	a.maybeSnapshot()
 }
 
 // onIdle runs when the idle timer fires: it passivates an actor that

@@ -284,7 +284,7 @@ func (j *Journal) run(ctx context.Context, batch []*appendReq, hold bool) (outco
 		}
 		return out, nil
 	}
-	conn, err := j.pool.Acquire(ctx)
+	conn, err := j.acquireLive(ctx)
 	if err != nil {
 		return failAll(j.translate("append: acquire connection", err))
 	}
@@ -798,5 +798,32 @@ func (j *Journal) resolveDuplicates(ctx context.Context, batch []*appendReq, dup
 			continue
 		}
 		outcomes[mi] = appendOutcome{res: journal.AppendResult{Records: recs, Duplicate: true}}
+	}
+}
+
+// acquireLive takes a pooled connection whose server end is not already known
+// closed. A pooled connection can outlive its server end (a restarted
+// database, a proxy or load balancer that dropped it); an append sent on one
+// can only end in journal.ErrOutcomeUnknown, since its COMMIT went out and no
+// answer came back. So each acquired connection is first checked with one
+// non-blocking peek at its socket (peerClosed), and a closed one is discarded
+// for the next, at most once per pooled connection plus one new connection.
+// An error from the pool (no connection could be made) is returned as is.
+func (j *Journal) acquireLive(ctx context.Context) (*pgxpool.Conn, error) {
+	tries := int(j.pool.Config().MaxConns) + 1
+	for i := 0; ; i++ {
+		conn, err := j.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if i+1 >= tries || !peerClosed(conn.Conn().PgConn().Conn()) {
+			return conn, nil
+		}
+		j.stats.discarded.Add(1)
+		// Closing marks the connection closed, so Release destroys it.
+		cctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_ = conn.Conn().Close(cctx)
+		cancel()
+		conn.Release()
 	}
 }

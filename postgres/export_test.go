@@ -147,3 +147,6 @@ func (j *Journal) ExplainAppend(ctx context.Context, events []journal.Event, opt
 	}
 	return sb.String(), rows.Err()
 }
+
+// PeerClosed exposes peerClosed to the fault tests.
+var PeerClosed = peerClosed

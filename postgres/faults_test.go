@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -218,20 +219,42 @@ func (p *proxy) cut() {
 
 func (p *proxy) restore() { p.down.Store(false) }
 
+// reset closes the connections open through the proxy and keeps accepting new
+// ones: what a restarted load balancer or an idle-timeout in between does.
+func (p *proxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
 // proxiedJournal is a journal on a fresh schema whose connections all pass
 // through a proxy the test controls; both are closed when the test ends.
 func proxiedJournal(t *testing.T, batching postgres.BatchingConfig) (*proxy, *postgres.Journal) {
+	t.Helper()
+	px, _, j, _ := proxiedJournalWith(t, batching, nil)
+	return px, j
+}
+
+// proxiedJournalWith is proxiedJournal with the proxied pool's configuration
+// edited (when edit is not nil); it returns that pool and the schema too.
+func proxiedJournalWith(t *testing.T, batching postgres.BatchingConfig, edit func(*pgxpool.Config)) (*proxy, *pgxpool.Pool, *postgres.Journal, string) {
 	t.Helper()
 	f := setup(t)
 	px := startProxy(t, f.pool.Config().ConnConfig.Host, f.pool.Config().ConnConfig.Port)
 	pcfg := f.pool.Config().Copy()
 	pcfg.ConnConfig.Host, pcfg.ConnConfig.Port = "127.0.0.1", px.port
+	if edit != nil {
+		edit(pcfg)
+	}
 	pool, err := pxpool(t, pcfg)
 	require.NoError(t, err)
 	j, err := postgres.NewJournal(pool, postgres.Config{Schema: f.cfg.Schema, Batching: batching})
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
-	return px, j
+	return px, pool, j, f.cfg.Schema
 }
 
 // TestFaultDatabaseUnreachable: while the database cannot be reached, every
@@ -310,4 +333,46 @@ func (p *proxy) forward(client, server net.Conn) {
 			return
 		}
 	}
+}
+
+// TestFaultPooledConnectionClosedByPeer: a pooled connection whose server end
+// was closed while it sat idle is found closed before anything is sent on it
+// and replaced, so the append succeeds instead of ending in an unknown
+// outcome (its COMMIT would have gone out with no answer).
+func TestFaultPooledConnectionClosedByPeer(t *testing.T) {
+	t.Parallel()
+	px, pool, j, schema := proxiedJournalWith(t, postgres.BatchingConfig{}, func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		// The pool's own check (a ping round trip before handing out a
+		// connection idle for more than a second) is off, so this test sees
+		// the journal's.
+		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	})
+	ctx := t.Context()
+	stream := journal.Stream("account:dropped")
+	// After a commit the journal sends a NOTIFY on a pooled connection: wait
+	// for it, so that nothing but the appends below uses the pool.
+	listener, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	require.NoError(t, err)
+	defer listener.Close(context.Background())
+	_, err = listener.Exec(ctx, "LISTEN "+pgx.Identifier{postgres.NotifyChannel(schema)}.Sanitize())
+	require.NoError(t, err)
+	_, err = j.Append(ctx, []journal.Event{event("A", stream.Tag)}, journal.AppendOptions{})
+	require.NoError(t, err)
+	_, err = listener.WaitForNotification(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return pool.Stat().IdleConns() == 1 }, 5*time.Second, time.Millisecond,
+		"the pool's one connection is idle again")
+	conn, err := pool.Acquire(ctx) // the one connection, A's
+	require.NoError(t, err)
+	nc := conn.Conn().PgConn().Conn()
+	conn.Release()
+
+	px.reset()
+	require.Eventually(t, func() bool { return postgres.PeerClosed(nc) }, 5*time.Second, time.Millisecond,
+		"the client's end of the pooled connection sees the close")
+	res, err := j.Append(ctx, []journal.Event{event("B", stream.Tag)}, journal.AppendOptions{})
+	require.NoError(t, err, "the append went out on a new connection")
+	require.Equal(t, uint64(2), res.Records[0].Version(stream.Tag))
+	require.Equal(t, int64(1), j.Stats().Discarded, "the closed connection was discarded")
 }
