@@ -128,7 +128,13 @@
 // each failure is reported to its own caller only.
 // A failed COMMIT
 // fails every member; a connection lost during COMMIT is reported as
-// journal.ErrOutcomeUnknown (retry with the same event IDs).
+// journal.ErrOutcomeUnknown (retry with the same event IDs). Before a batch is
+// sent, its pooled connection is checked for a server end that closed or
+// reset it while it sat idle (a restarted database, a dropped proxy
+// connection): such a connection is discarded for another, so it cannot make
+// an outcome unknown (Stats.Discarded). The check is one non-blocking peek at
+// the socket on Linux, macOS and the BSDs, and none elsewhere; a connection
+// that breaks after the check still reports journal.ErrOutcomeUnknown.
 //
 // # Tests
 //
