@@ -817,7 +817,7 @@ func (j *Journal) acquireLive(ctx context.Context) (*pgxpool.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if i+1 >= tries || !j.closedByPeer(ctx, conn.Conn().PgConn()) {
+		if i+1 >= tries || !closedByPeer(ctx, conn.Conn().PgConn()) {
 			return conn, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -840,7 +840,7 @@ func (j *Journal) acquireLive(ctx context.Context) (*pgxpool.Conn, error) {
 // wait for it. SyncConn settles that (immediately in the usual case, with one
 // ping round trip after such a write); a connection it cannot settle counts
 // as closed.
-func (j *Journal) closedByPeer(ctx context.Context, pc *pgconn.PgConn) bool {
+func closedByPeer(ctx context.Context, pc *pgconn.PgConn) bool {
 	if err := pc.SyncConn(ctx); err != nil {
 		return true
 	}
