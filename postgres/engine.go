@@ -52,17 +52,20 @@ const maxAttempts = 4
 
 // fastStream is a stream's state for one decision, and its running state.
 type fastStream struct {
-	exists    bool
-	before    uint64 // version the decision started from
-	version   uint64 // running version
-	head      journal.Hash
-	node      *string
-	inc       *int64
-	epoch     int64
-	released  bool
-	lease     *journal.Lease // the lease the accepted appends carry
-	n         int64
-	leaseOnly bool
+	exists   bool
+	before   uint64 // version the decision started from
+	version  uint64 // running version
+	head     journal.Hash
+	node     *string
+	inc      *int64
+	epoch    int64
+	released bool
+	lease    *journal.Lease // the lease the accepted appends carry
+	n        int64
+	// claimed: an accepted append of the batch writes to the stream, expects
+	// a version of it or carries its lease, so the write statement checks
+	// the stream's version (and lease) in the database.
+	claimed bool
 }
 
 type fastNode struct {
@@ -375,7 +378,7 @@ func (j *Journal) run(ctx context.Context, batch []*appendReq, hold bool) (outco
 // learn remembers the committed heads of a batch's streams.
 func (j *Journal) learn(batch []*appendReq, st *batchState) {
 	for k, s := range st.keys {
-		if s.n > 0 || s.lease != nil {
+		if s.claimed {
 			j.heads.learn(k, s.version, s.head)
 		}
 	}
@@ -557,8 +560,9 @@ func (j *Journal) decide(batch []*appendReq, st *batchState) decision {
 			d.accepted = append(d.accepted, rec)
 		}
 		for _, c := range r.claims {
+			s := st.keys[streamKey{r.partition, c.tag}]
+			s.claimed = true
 			if c.lease != nil {
-				s := st.keys[streamKey{r.partition, c.tag}]
 				l := *c.lease
 				s.lease = &l
 			}
@@ -729,7 +733,11 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		tVersion     = make(pgtype.FlatArray[int64], 0, n)
 	)
 	for k, s := range st.keys {
-		if s.n == 0 && s.lease == nil {
+		// Every stream an accepted append claims is checked, also one it
+		// only expects a version of: the decision may rest on this
+		// journal's memory of the stream's head, which another process's
+		// append makes stale.
+		if !s.claimed {
 			continue
 		}
 		cPart, cTag = append(cPart, k.partition), append(cTag, k.tag)
