@@ -70,6 +70,18 @@
 // sees it) or waits for this transaction, so the condition check and the write
 // are atomic without serializable retries.
 //
+// A condition needs no query of its own when the database already checks
+// what it asks. The write statement checks every stream an append claims
+// (writes to, expects a version of, or holds the lease of) at the version and
+// newest-event position the decision assumed. If every item of the
+// condition's query names a tag whose claimed stream's newest event is at or
+// before the condition's position, no matching event can lie after that
+// position while those streams are unchanged (every matching event carries the
+// tag); if one changed, the write is fenced and the batch is read and decided
+// again with the condition queried. A DCB command reserves and claims every
+// tag of its query and folds up to their newest positions, so its condition
+// is always of this kind (Stats.ImpliedConditions counts them).
+//
 // # Idempotency, hash chains, summaries
 //
 // Event IDs are unique. An append whose IDs are all stored returns the stored

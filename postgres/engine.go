@@ -52,10 +52,15 @@ const maxAttempts = 4
 
 // fastStream is a stream's state for one decision, and its running state.
 type fastStream struct {
-	exists   bool
-	before   uint64 // version the decision started from
-	version  uint64 // running version
-	head     journal.Hash
+	exists  bool
+	before  uint64 // version the decision started from
+	version uint64 // running version
+	head    journal.Hash
+	// last is the position of the stream's newest event when the decision
+	// started, zero when unknown or the stream has none. The write statement
+	// checks it with the version, so an append's condition can rest on it
+	// (see implied).
+	last     journal.Position
 	node     *string
 	inc      *int64
 	epoch    int64
@@ -95,37 +100,37 @@ type decision struct {
 	dups        map[int]bool
 }
 
-// heads remembers the version and head hash of streams this journal appended
-// to, so that the next append to them can go out in one round trip. It is a
-// hint only: the write statement checks every version it relies on.
+// heads remembers the version, head hash and newest event's position of
+// streams this journal appended to, so that the next append to them can go
+// out in one round trip. It is a hint only: the write statement checks every
+// version and position it relies on.
 type heads struct {
 	mu sync.Mutex
-	m  map[streamKey]journal.StreamLink
+	m  map[streamKey]head
+}
+
+// head is a remembered stream head.
+type head struct {
+	version uint64
+	hash    journal.Hash
+	last    journal.Position // zero: unknown
 }
 
 // maxHeads bounds the heads cache; past it the cache starts over.
 const maxHeads = 1 << 16
 
-func (h *heads) lookup(k streamKey) (journal.StreamLink, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	l, ok := h.m[k]
-	return l, ok
-}
-
-// learn records that stream k is at version v with head hash. A version
-// below the one already known is ignored (two batches of one stream may report
-// in either order).
-func (h *heads) learn(k streamKey, v uint64, hash journal.Hash) {
+// learn records that stream k is at head hd. A version below the one already
+// known is ignored (two batches of one stream may report in either order).
+func (h *heads) learn(k streamKey, hd head) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil || len(h.m) >= maxHeads {
-		h.m = make(map[streamKey]journal.StreamLink)
+		h.m = make(map[streamKey]head)
 	}
-	if old, ok := h.m[k]; ok && old.Version > v {
+	if old, ok := h.m[k]; ok && old.version > hd.version {
 		return
 	}
-	h.m[k] = journal.StreamLink{Version: v, Hash: hash}
+	h.m[k] = hd
 }
 
 func (h *heads) forget(batch []*appendReq) {
@@ -154,13 +159,14 @@ func (h *heads) known(batch []*appendReq) *batchState {
 			if !ok {
 				return nil
 			}
-			st.keys[k] = &fastStream{exists: true, before: l.Version, version: l.Version, head: l.Hash}
+			st.keys[k] = &fastStream{exists: true, before: l.version, version: l.version, head: l.hash, last: l.last}
 		}
 	}
 	return st
 }
 
-const fastStateSQL = `SELECT s.partition, s.tag, s.version, s.head_hash, s.lease_node, s.lease_incarnation, s.epoch, s.released
+const fastStateSQL = `SELECT s.partition, s.tag, s.version, s.head_hash, s.lease_node, s.lease_incarnation, s.epoch, s.released,
+	s.last_commit, s.last_seq
 FROM unnest($1::text[], $2::text[]) AS k(partition, tag)
 JOIN __S__.streams s ON s.partition = k.partition AND s.tag = k.tag`
 
@@ -169,8 +175,9 @@ const fastNodesSQL = `SELECT node_id, incarnation, closed, expires_at > clock_ti
 // writeSQL claims the streams and inserts the events of a batch's accepted
 // appends in one statement. It draws the positions (the transaction ID and
 // one sequence number per event, in append order), raises each stream's
-// version, head and first/last positions — rechecking its version, lease
-// holder, epoch, release flag and node session by the database clock — and
+// version, head and first/last positions — rechecking its version, the
+// position of its newest event where the decision knew one, lease holder,
+// epoch, release flag and node session by the database clock — and
 // aborts through fence_check unless every stream checked out. A stream
 // without a row is created only when nothing is expected of it, and only when
 // events are written to it (an expectation of version 0 on a stream without a
@@ -192,8 +199,9 @@ const writeSQL = `WITH x AS MATERIALIZED (
 	FROM tg_in t JOIN ev_in u ON u.ord = t.ev GROUP BY u.partition, t.tag
 ), c AS MATERIALIZED (
 	SELECT c.*, sp.first_seq, sp.last_seq, (SELECT xid FROM x) AS xid
-	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bytea[])
-		AS c(partition, tag, n, before, node, inc, epoch, head)
+	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bytea[],
+		$23::bigint[], $24::bigint[])
+		AS c(partition, tag, n, before, node, inc, epoch, head, was_commit, was_seq)
 	LEFT JOIN span sp ON sp.partition = c.partition AND sp.tag = c.tag
 ), claimed AS (
 	UPDATE __S__.streams s SET version = s.version + c.n,
@@ -204,6 +212,7 @@ const writeSQL = `WITH x AS MATERIALIZED (
 		last_seq = coalesce(c.last_seq, s.last_seq)
 	FROM c
 	WHERE s.partition = c.partition AND s.tag = c.tag AND s.version = c.before
+	  AND (c.was_commit IS NULL OR (s.last_commit = c.was_commit AND s.last_seq = c.was_seq))
 	  AND (c.node IS NULL OR (
 		s.lease_node = c.node AND s.lease_incarnation = c.inc AND s.epoch = c.epoch AND NOT s.released
 		AND EXISTS (SELECT 1 FROM __S__.nodes n WHERE n.node_id = c.node AND n.incarnation = c.inc
@@ -243,6 +252,36 @@ SELECT (SELECT xid FROM x), ARRAY(SELECT seq FROM ev_in ORDER BY ord), (SELECT c
 // at the answer before its write goes out.
 func (j *Journal) assertSQL(cond string) string {
 	return "SELECT " + j.s + ".fence_check(NOT (" + cond + "))"
+}
+
+// implied reports that condition c of an append in partition needs no
+// statement of its own in a direct attempt: every item of its query has a tag
+// whose stream the batch claims (so the write statement checks the stream's
+// version and the position of its newest event, both as of the batch's
+// start) and whose newest event is at or before c.After. Every event matching
+// the item carries that tag, so while the stream is unchanged none can lie
+// after c.After; if it changed, the write is fenced and the batch is read and
+// decided again with the condition evaluated by a query. The batch's own
+// earlier events are matched against the condition in decide, as always.
+func implied(c *journal.AppendCondition, partition string, st *batchState) bool {
+	q := c.FailIfEventsMatch
+	if q.All || len(q.Items) == 0 || q.PartitionOrDefault() != partition {
+		return false
+	}
+	for _, it := range q.Items {
+		ok := false
+		for _, t := range it.Tags {
+			s := st.keys[streamKey{partition, string(t)}]
+			if s != nil && s.claimed && !s.last.IsZero() && !s.last.After(c.After) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // fenceFailed reports the write statement's fence_check error or a unique
@@ -365,22 +404,35 @@ func (j *Journal) run(ctx context.Context, batch []*appendReq, hold bool) (outco
 				if _, err := conn.Exec(context.WithoutCancel(ctx), "COMMIT"); err != nil {
 					return j.fatalErr(err, isConnErr(err) && !pgconn.SafeToRetry(err))
 				}
-				j.learn(batch, st)
+				j.learn(st, d.accepted)
 				return nil
 			}
 		}
-		j.learn(batch, st)
+		j.learn(st, d.accepted)
 		j.resolveDuplicates(ctx, batch, d.dups, d.outcomes)
 		return d.outcomes, nil
 	}
 }
 
-// learn remembers the committed heads of a batch's streams.
-func (j *Journal) learn(batch []*appendReq, st *batchState) {
-	for k, s := range st.keys {
-		if s.claimed {
-			j.heads.learn(k, s.version, s.head)
+// learn remembers the committed heads of a batch's streams: versions, hashes
+// and the positions of their newest events (accepted holds the batch's
+// records with their positions).
+func (j *Journal) learn(st *batchState, accepted []journal.Record) {
+	last := make(map[streamKey]journal.Position, len(st.keys))
+	for i := range accepted {
+		for _, l := range accepted[i].Links {
+			last[streamKey{accepted[i].Metadata.Partition, string(l.Tag)}] = accepted[i].Position
 		}
+	}
+	for k, s := range st.keys {
+		if !s.claimed {
+			continue
+		}
+		hd := head{version: s.version, hash: s.head, last: s.last}
+		if p, ok := last[k]; ok {
+			hd.last = p
+		}
+		j.heads.learn(k, hd)
 	}
 }
 
@@ -447,16 +499,20 @@ func (j *Journal) readState(ctx context.Context, conn *pgxpool.Conn, batch []*ap
 		}
 		for rows.Next() {
 			var (
-				k    streamKey
-				s    fastStream
-				v    int64
-				head []byte
+				k        streamKey
+				s        fastStream
+				v        int64
+				head     []byte
+				lc, lseq pgtype.Int8
 			)
-			if err := rows.Scan(&k.partition, &k.tag, &v, &head, &s.node, &s.inc, &s.epoch, &s.released); err != nil {
+			if err := rows.Scan(&k.partition, &k.tag, &v, &head, &s.node, &s.inc, &s.epoch, &s.released, &lc, &lseq); err != nil {
 				rows.Close()
 				return err
 			}
 			s.exists, s.before, s.version = true, uint64(v), uint64(v)
+			if lc.Valid && lseq.Valid && v > 0 {
+				s.last = journal.Position{Commit: uint64(lc.Int64), Seq: uint64(lseq.Int64)}
+			}
 			copy(s.head[:], head)
 			*st.keys[k] = s
 		}
@@ -631,8 +687,12 @@ func (j *Journal) write(ctx context.Context, conn *pgxpool.Conn, batch []*append
 	if direct {
 		nExec = j.prefix(b, batch)
 		for _, r := range batch {
-			if r.opts.Condition != nil {
-				q, a := j.conditionQuery(r.opts.Condition)
+			if c := r.opts.Condition; c != nil {
+				if implied(c, r.partition, st) {
+					j.stats.implied.Add(1)
+					continue
+				}
+				q, a := j.conditionQuery(c)
 				b.Queue(j.assertSQL(q), a...)
 				nExec++
 			}
@@ -721,6 +781,7 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		cNode        pgtype.FlatArray[pgtype.Text]
 		cInc, cEpoch pgtype.FlatArray[pgtype.Int8]
 		cHead        pgtype.FlatArray[[]byte]
+		cLast, cSeq  pgtype.FlatArray[pgtype.Int8]
 		eID          = make(pgtype.FlatArray[pgtype.UUID], n)
 		ePart, eType = make(pgtype.FlatArray[string], n), make(pgtype.FlatArray[string], n)
 		eSV          = make(pgtype.FlatArray[int32], n)
@@ -744,6 +805,12 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		cN, cBefore = append(cN, s.n), append(cBefore, int64(s.before))
 		h := s.head
 		cHead = append(cHead, h[:])
+		if s.last.IsZero() {
+			cLast, cSeq = append(cLast, pgtype.Int8{}), append(cSeq, pgtype.Int8{})
+		} else {
+			cLast = append(cLast, pgtype.Int8{Int64: int64(s.last.Commit), Valid: true})
+			cSeq = append(cSeq, pgtype.Int8{Int64: int64(s.last.Seq), Valid: true})
+		}
 		if s.lease != nil {
 			cNode = append(cNode, pgtype.Text{String: s.lease.NodeID, Valid: true})
 			cInc = append(cInc, pgtype.Int8{Int64: int64(s.lease.Incarnation), Valid: true})
@@ -785,7 +852,7 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		ePrev[i], eHash[i] = prev, hashes
 	}
 	return []any{cPart, cTag, cN, cBefore, cNode, cInc, cEpoch, cHead, len(cPart),
-		eID, ePart, eType, eSV, eData, eMeta, eCorr, eAt, ePrev, eHash, tEv, tTag, tVersion}, nil
+		eID, ePart, eType, eSV, eData, eMeta, eCorr, eAt, ePrev, eHash, tEv, tTag, tVersion, cLast, cSeq}, nil
 }
 
 // uuidArray returns ids as a uuid[] argument pgx encodes in binary directly.

@@ -81,7 +81,7 @@ func (s *seam) at(ctx context.Context, p seamPoint, conn *pgxpool.Conn) error {
 // stats are the engine's counters (see Stats).
 type stats struct {
 	batches, appends, events, direct, read, fenced atomic.Int64
-	discarded                                      atomic.Int64
+	discarded, implied                             atomic.Int64
 	writeNanos, batchNanos                         atomic.Int64
 }
 
@@ -102,6 +102,11 @@ type Stats struct {
 	// the server's end (a restarted database, a dropped proxy connection) and
 	// discarded before sending anything on them.
 	Discarded int64
+	// ImpliedConditions counts DCB append conditions a direct transaction
+	// sent no query for: each item of the condition's query had a tag whose
+	// stream the write statement checks unchanged since the condition's
+	// position (see the package documentation, "DCB conditions").
+	ImpliedConditions int64
 	// WriteTime is the total time of the write round trips (for a direct
 	// transaction: BEGIN, the locks, the write and COMMIT; otherwise the write
 	// and COMMIT); BatchTime the total time from taking a connection to the
@@ -114,7 +119,7 @@ func (j *Journal) Stats() Stats {
 	return Stats{
 		Batches: j.stats.batches.Load(), Appends: j.stats.appends.Load(), Events: j.stats.events.Load(),
 		Direct: j.stats.direct.Load(), Read: j.stats.read.Load(), Fenced: j.stats.fenced.Load(),
-		Discarded: j.stats.discarded.Load(),
+		Discarded: j.stats.discarded.Load(), ImpliedConditions: j.stats.implied.Load(),
 		WriteTime: time.Duration(j.stats.writeNanos.Load()), BatchTime: time.Duration(j.stats.batchNanos.Load()),
 	}
 }

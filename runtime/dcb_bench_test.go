@@ -83,6 +83,7 @@ func BenchmarkDCBTransfers(b *testing.B) {
 					b.ReportMetric(float64(s.Appends-before.Appends)/tx, "appends/tx")
 					b.ReportMetric(100*float64(s.Direct-before.Direct)/float64(max(1, s.Direct-before.Direct+s.Read-before.Read)), "%direct")
 					b.ReportMetric(float64(s.Fenced-before.Fenced), "fenced")
+					b.ReportMetric(100*float64(s.ImpliedConditions-before.ImpliedConditions)/float64(max(1, s.Appends-before.Appends)), "%implied")
 					b.ReportMetric(float64(s.WriteTime-before.WriteTime)/tx/1e6, "ms/write")
 					b.ReportMetric(float64(s.BatchTime-before.BatchTime)/tx/1e6, "ms/tx")
 				}
