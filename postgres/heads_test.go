@@ -47,17 +47,14 @@ func TestStaleHeadOfAnExpectedStreamIsFenced(t *testing.T) {
 // stands for it. A position before the newest event still gets the query.
 func TestConditionImpliedByCheckedStreams(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
+	f, px := openXY(t)
 	ctx := t.Context()
-	first, err := f.journal.Append(ctx, []journal.Event{event("Opened", "x"), event("Opened", "y")}, journal.AppendOptions{})
-	require.NoError(t, err)
-	px := first.Records[0].Position
 	cond := func(after journal.Position) *journal.AppendCondition {
 		return &journal.AppendCondition{FailIfEventsMatch: journal.TagQuery("x"), After: after}
 	}
 
 	before := f.journal.Stats()
-	_, err = f.journal.Append(ctx, []journal.Event{event("Changed", "y")},
+	_, err := f.journal.Append(ctx, []journal.Event{event("Changed", "y")},
 		journal.AppendOptions{Expect: map[journal.Tag]uint64{"x": 1}, Condition: cond(px)})
 	require.NoError(t, err)
 	after := f.journal.Stats()
@@ -78,12 +75,9 @@ func TestConditionImpliedByCheckedStreams(t *testing.T) {
 // again on what was read, the condition evaluated by its query.
 func TestImpliedConditionRestsOnTheNewestPositionTheDatabaseHolds(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
+	f, px := openXY(t)
 	ctx := t.Context()
-	first, err := f.journal.Append(ctx, []journal.Event{event("Opened", "x"), event("Opened", "y")}, journal.AppendOptions{})
-	require.NoError(t, err)
-	px := first.Records[0].Position
-	_, err = f.pool.Exec(ctx, `UPDATE `+quote(f.cfg.Schema)+`.streams SET last_seq = last_seq + 1000 WHERE tag = 'x'`)
+	_, err := f.pool.Exec(ctx, `UPDATE `+quote(f.cfg.Schema)+`.streams SET last_seq = last_seq + 1000 WHERE tag = 'x'`)
 	require.NoError(t, err)
 
 	before := f.journal.Stats()
@@ -95,4 +89,15 @@ func TestImpliedConditionRestsOnTheNewestPositionTheDatabaseHolds(t *testing.T) 
 	after := f.journal.Stats()
 	require.Equal(t, before.Fenced+1, after.Fenced, "the write statement saw x's newest position differ")
 	require.Equal(t, before.Read+1, after.Read)
+}
+
+// openXY opens a journal on a fresh schema whose streams x and y have one
+// event each, appended through it (so it remembers their heads), and returns
+// it with the position of x's event.
+func openXY(t *testing.T) (*fixture, journal.Position) {
+	t.Helper()
+	f := setup(t)
+	first, err := f.journal.Append(t.Context(), []journal.Event{event("Opened", "x"), event("Opened", "y")}, journal.AppendOptions{})
+	require.NoError(t, err)
+	return f, first.Records[0].Position
 }
