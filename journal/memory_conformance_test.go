@@ -31,6 +31,9 @@ func TestMemoryConformance(t *testing.T) {
 			Swap: func(_ context.Context, stream journal.StreamID, v, w uint64) error {
 				return journal.SwapMemory(m, stream, v, w)
 			},
+			// An in-memory store has exactly one handle: the peer is the
+			// journal itself.
+			Peer: m,
 		}
 	})
 }

@@ -11,14 +11,14 @@ import (
 func TestJournalConformance(t *testing.T) {
 	t.Parallel()
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
-		return setup(t).harness()
+		return setup(t).harness(t)
 	})
 }
 
 func TestJournalConformanceUnbatched(t *testing.T) {
 	t.Parallel()
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
-		return setup(t, func(c *postgres.Config) { c.Batching.Disabled = true }).harness()
+		return setup(t, func(c *postgres.Config) { c.Batching.Disabled = true }).harness(t)
 	})
 }
 
@@ -29,7 +29,7 @@ func TestJournalConformanceReadFirst(t *testing.T) {
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
 		f := setup(t)
 		f.journal.SetReadFirst(true)
-		return f.harness()
+		return f.harness(t)
 	})
 }
 

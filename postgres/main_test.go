@@ -90,9 +90,14 @@ func (f *fixture) swap(ctx context.Context, stream journal.StreamID, v, w uint64
 	return err
 }
 
-// harness returns the conformance harness of f.
-func (f *fixture) harness() journaltest.Harness {
+// harness returns the conformance harness of f. Its peer is a second
+// Journal on the same pool and schema, as another process would open it.
+func (f *fixture) harness(t testing.TB) journaltest.Harness {
+	peer, err := postgres.NewJournal(f.pool, f.cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = peer.Close() })
 	return journaltest.Harness{
+		Peer:        peer,
 		Journal:     f.journal,
 		Sessions:    f.journal,
 		MaxDataSize: f.cfg.MaxDataSize,

@@ -14,7 +14,11 @@
 // partitions, subscriptions, summaries, hash chains, session leases and
 // fencing, and races between real goroutines (many writers on one stream, a
 // capacity invariant under DCB conditions, catch-up readers that must never skip
-// or repeat an event, and a lower position that commits late).
+// or repeat an event, and a lower position that commits late). With
+// Harness.Peer, a second handle on the same store as another process would
+// open it, the Peer cases check that expected versions, append conditions and
+// hash links follow what the peer appended in between, not what the journal
+// remembers of its own appends.
 //
 // Each case is a parallel subtest with its own fresh journal. Session cases use
 // short real timeouts (hundreds of milliseconds), so a backend's clock must be

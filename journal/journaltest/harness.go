@@ -47,6 +47,11 @@ type Harness struct {
 	// nil skips the forced-interleaving part of the visibility case (the rest
 	// of that case still runs).
 	HoldCommit func(ctx context.Context, events []journal.Event, opts journal.AppendOptions) (release func() (journal.AppendResult, error), err error)
+	// Peer, optional (nil skips the Peer cases), is a second journal on the
+	// same store, as another process would open it: what one of them appends
+	// the other must read and be fenced by, whatever it remembers of its own
+	// earlier appends.
+	Peer journal.Journal
 }
 
 // Alteration names the field of a stored event that Harness.Alter changes.
@@ -84,6 +89,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Sessions", sessionCases()},
 		{"HashChain", hashChainCases()},
 		{"Summary", summaryCases()},
+		{"Peer", peerCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
