@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,7 +22,17 @@ import (
 // It reports transfers/s:
 //
 //	go test -run '^$' -bench BenchmarkDCBTransfers -benchtime 20000x ./runtime
+//
+// SCRIBE_BENCH_WALLETS sets another number of wallets (fewer: more transfers
+// wait for a wallet another transfer holds; more: fewer do).
 func BenchmarkDCBTransfers(b *testing.B) {
+	wallets := 100
+	if v := os.Getenv("SCRIBE_BENCH_WALLETS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(b, err, "SCRIBE_BENCH_WALLETS")
+		require.GreaterOrEqual(b, n, 2, "SCRIBE_BENCH_WALLETS: a transfer needs two wallets")
+		wallets = n
+	}
 	backends := []struct {
 		name string
 		env  func(b *testing.B) *env
@@ -39,7 +51,7 @@ func BenchmarkDCBTransfers(b *testing.B) {
 	for _, be := range backends {
 		for _, mode := range []string{"states", "events"} {
 			b.Run(be.name+"/"+mode, func(b *testing.B) {
-				const wallets, goroutines = 100, 32
+				const goroutines = 32
 				e := be.env(b)
 				a := startDCB(b, e)
 				a.openWallets(b, wallets, 1_000_000_000)
