@@ -52,12 +52,9 @@ func peerConditionSeesThePeersEvent(t *testing.T, h Harness) {
 	peer := peerHarness(t, h)
 	ctx := testContext(t)
 	x := journal.Tag("peer-x:1")
-	first, err := h.Journal.Append(ctx, []journal.Event{newEvent("Opened", x)}, journal.AppendOptions{})
-	require.NoError(t, err)
-	_, err = peer.Append(ctx, []journal.Event{newEvent("Changed", x)}, journal.AppendOptions{})
-	require.NoError(t, err)
+	first, _ := openThenPeerChanges(t, h.Journal, peer, x, journal.AppendOptions{})
 
-	_, err = h.Journal.Append(ctx, []journal.Event{newEvent("Changed", x)}, journal.AppendOptions{
+	_, err := h.Journal.Append(ctx, []journal.Event{newEvent("Changed", x)}, journal.AppendOptions{
 		Condition: &journal.AppendCondition{FailIfEventsMatch: journal.TagQuery(x), After: first.Last()},
 	})
 	require.ErrorIs(t, err, journal.ErrAppendConditionFailed, "the peer's event of x lies after the condition's position")
@@ -71,10 +68,7 @@ func peerAppendLinksAfterThePeersEvent(t *testing.T, h Harness) {
 	peer := peerHarness(t, h)
 	ctx := testContext(t)
 	s := journal.Tag("peer-s:1")
-	_, err := h.Journal.Append(ctx, []journal.Event{newEvent("Opened", s)}, journal.AppendOptions{})
-	require.NoError(t, err)
-	theirs, err := peer.Append(ctx, []journal.Event{newEvent("Changed", s)}, journal.AppendOptions{Expect: map[journal.Tag]uint64{s: 1}})
-	require.NoError(t, err)
+	_, theirs := openThenPeerChanges(t, h.Journal, peer, s, journal.AppendOptions{Expect: map[journal.Tag]uint64{s: 1}})
 
 	mine, err := h.Journal.Append(ctx, []journal.Event{newEvent("Changed", s)}, journal.AppendOptions{Expect: map[journal.Tag]uint64{s: 2}})
 	require.NoError(t, err)
@@ -83,4 +77,16 @@ func peerAppendLinksAfterThePeersEvent(t *testing.T, h Harness) {
 	n, err := journal.VerifyStream(ctx, h.Journal, journal.Stream(s))
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), n)
+}
+
+// openThenPeerChanges appends an event of tag through j, then one through
+// peer with opts, and returns both results.
+func openThenPeerChanges(t *testing.T, j, peer journal.Journal, tag journal.Tag, opts journal.AppendOptions) (mine, theirs journal.AppendResult) {
+	t.Helper()
+	ctx := testContext(t)
+	mine, err := j.Append(ctx, []journal.Event{newEvent("Opened", tag)}, journal.AppendOptions{})
+	require.NoError(t, err)
+	theirs, err = peer.Append(ctx, []journal.Event{newEvent("Changed", tag)}, opts)
+	require.NoError(t, err)
+	return mine, theirs
 }
