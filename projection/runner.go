@@ -55,7 +55,8 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 	// Committed, when set, is called after each batch committed, on the
 	// runner's goroutine (the next batch waits for it): to wake readers of
-	// the read model, or to measure its lag.
+	// the read model, or to measure its lag. The runner's Progress and
+	// WaitFor show the batch only after Committed returned.
 	Committed func(b Batch)
 }
 
@@ -214,7 +215,8 @@ func (r *Runner[Tx]) Behind(ctx context.Context) (uint64, error) {
 }
 
 // WaitFor blocks until this runner has applied the record at pos (its
-// checkpoint is at or after pos), the projection stops, or ctx ends. pos
+// checkpoint is at or after pos, and Options.Committed has returned for the
+// batch that carried it), the projection stops, or ctx ends. pos
 // should be the position of a record the projection's query selects (the
 // checkpoint only moves over selected records).
 func (r *Runner[Tx]) WaitFor(ctx context.Context, pos journal.Position) error {
@@ -475,6 +477,12 @@ func (r *Runner[Tx]) applyAll(ctx context.Context, lease Lease, checkpoint *jour
 			lag := time.Since(chunk[n-1].RecordedAt)
 			r.applied.Add(context.WithoutCancel(ctx), int64(n), r.attrs)
 			r.lagHist.Record(context.WithoutCancel(ctx), lag.Seconds(), r.attrs)
+			// The hook runs before the batch's progress is published, so
+			// that WaitFor (and Progress) never report a batch whose
+			// Committed has not returned.
+			if r.o.Committed != nil {
+				r.o.Committed(b)
+			}
 			r.update(func(p *Progress) {
 				p.Checkpoint = *checkpoint
 				p.Events += uint64(n)
@@ -486,9 +494,6 @@ func (r *Runner[Tx]) applyAll(ctx context.Context, lease Lease, checkpoint *jour
 				r.oldest = pending[0].RecordedAt
 			}
 			r.mu.Unlock()
-			if r.o.Committed != nil {
-				r.o.Committed(b)
-			}
 			continue
 		}
 		var herr *HandlerError

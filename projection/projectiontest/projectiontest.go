@@ -43,6 +43,7 @@ func Run[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) {
 		{"CommitIsFenced", testCommitFenced[Tx]},
 		{"HandlerErrorStoresNothing", testHandlerErrorStoresNothing[Tx]},
 		{"CatchUpThenLive", testCatchUpThenLive[Tx]},
+		{"CommittedBeforeProgress", testCommittedBeforeProgress[Tx]},
 		{"RestartResumesAtCheckpoint", testRestart[Tx]},
 		{"StandbyTakesOver", testStandby[Tx]},
 		{"TransientFailuresAreRetried", testTransient[Tx]},
@@ -220,6 +221,36 @@ func testHandlerErrorStoresNothing[Tx any](t *testing.T, h Harness[Tx]) {
 	require.NoError(t, err)
 	require.Equal(t, recs[1].Position, st.Checkpoint)
 	require.EqualValues(t, 2, st.Events)
+}
+
+// testCommittedBeforeProgress: while Options.Committed runs for a batch,
+// the runner's progress does not show that batch yet; WaitFor for its last
+// record returns only after the hook returned.
+func testCommittedBeforeProgress[Tx any](t *testing.T, h Harness[Tx]) {
+	ctx := ctxT(t)
+	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 3)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	free := func() { released.Do(func() { close(release) }) }
+	defer free() // a failed assertion must not leave the runner in the hook
+	o := opts("a")
+	o.Committed = func(projection.Batch) {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	}
+	r, err := projection.NewRunner(h.Journal, h.Store, counting(h, "committed-hook", 1), o)
+	require.NoError(t, err)
+	stop, _ := running(t, r)
+	<-entered
+	require.True(t, r.Progress().Checkpoint.IsZero(), "the batch's progress is published before its Committed returned")
+	waited := make(chan error, 1)
+	go func() { waited <- r.WaitFor(ctx, recs[len(recs)-1].Position) }()
+	free()
+	require.NoError(t, <-waited)
+	require.Equal(t, recs[len(recs)-1].Position, r.Progress().Checkpoint)
+	require.NoError(t, stop())
 }
 
 func testCatchUpThenLive[Tx any](t *testing.T, h Harness[Tx]) {
