@@ -67,6 +67,9 @@ type fastStream struct {
 	released bool
 	lease    *journal.Lease // the lease the accepted appends carry
 	n        int64
+	// newest is 1 + the index in the decision's accepted records of the
+	// stream's newest event in this batch, 0 when the batch writes none.
+	newest int
 	// claimed: an accepted append of the batch writes to the stream, expects
 	// a version of it or carries its lease, so the write statement checks
 	// the stream's version (and lease) in the database.
@@ -418,19 +421,13 @@ func (j *Journal) run(ctx context.Context, batch []*appendReq, hold bool) (outco
 // and the positions of their newest events (accepted holds the batch's
 // records with their positions).
 func (j *Journal) learn(st *batchState, accepted []journal.Record) {
-	last := make(map[streamKey]journal.Position, len(st.keys))
-	for i := range accepted {
-		for _, l := range accepted[i].Links {
-			last[streamKey{accepted[i].Metadata.Partition, string(l.Tag)}] = accepted[i].Position
-		}
-	}
 	for k, s := range st.keys {
 		if !s.claimed {
 			continue
 		}
 		hd := head{version: s.version, hash: s.head, last: s.last}
-		if p, ok := last[k]; ok {
-			hd.last = p
+		if s.newest > 0 {
+			hd.last = accepted[s.newest-1].Position
 		}
 		j.heads.learn(k, hd)
 	}
@@ -611,6 +608,7 @@ func (j *Journal) decide(batch []*appendReq, st *batchState) decision {
 				s := st.keys[streamKey{r.partition, string(l.Tag)}]
 				s.version, s.head = l.Version, l.Hash
 				s.n++
+				s.newest = len(d.accepted) + 1 // rec's index, appended below
 			}
 			batchIDs[rec.ID] = true
 			d.accepted = append(d.accepted, rec)
