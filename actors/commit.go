@@ -13,11 +13,39 @@ import (
 // Deciding and group commit.
 
 func (a *streamActor) decide(cmds []*commandReq) {
+	b := a.newBatch()
+	if !a.decideInto(b, cmds) {
+		return
+	}
+	a.sendBatch(b)
+}
+
+// newBatch starts a batch on top of the confirmed state, or, while an append
+// is in flight, on top of the state that append leads to (pipelining: its
+// commands are decided now and appended after it; see prepare).
+func (a *streamActor) newBatch() *batch {
+	if f := a.inflight; f != nil {
+		return &batch{startVersion: f.startVersion + uint64(len(f.events)), state: f.state}
+	}
+	return &batch{startVersion: a.version, state: a.state}
+}
+
+// sendBatch appends b, or settles it at once when it decided no events.
+func (a *streamActor) sendBatch(b *batch) {
+	if len(b.events) == 0 {
+		a.settle(b, journal.AppendResult{}, nil)
+		return
+	}
+	a.startAppend(b)
+}
+
+// decideInto decides cmds in order on top of b's state and adds them to b.
+// It reports false when user code panicked: onPanic then put b's commands
+// and the rest of cmds back at the head of the queue, undecided.
+func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 	h := a.host
 	now := time.Now()
-	b := &batch{startVersion: a.version}
-	working := a.state
-	var inBatch map[string]int
+	working := b.state
 	for i, r := range cmds {
 		if r.abandoned() {
 			h.tel.commands.Add(context.Background(), 1, h.tel.outcomeOpts[OutcomeCanceled])
@@ -39,7 +67,7 @@ func (a *streamActor) decide(cmds []*commandReq) {
 				a.replyDuplicate(r, recs)
 				continue
 			}
-			if j, ok := inBatch[key]; ok {
+			if j, ok := b.keys[key]; ok {
 				b.entries = append(b.entries, batchEntry{req: r, dupOf: j})
 				continue
 			}
@@ -52,7 +80,7 @@ func (a *streamActor) decide(cmds []*commandReq) {
 		var pe *PanicError
 		if errors.As(err, &pe) {
 			a.onPanic(r, pe, b, cmds[i+1:])
-			return
+			return false
 		}
 		if err != nil {
 			b.entries = append(b.entries, batchEntry{req: r, err: err, domain: true, dupOf: -1})
@@ -70,7 +98,7 @@ func (a *streamActor) decide(cmds []*commandReq) {
 			if err := safe(a.stream, "encode", func() (err error) { je, err = a.model.EncodeEvent(ev); return err }); err != nil {
 				if errors.As(err, &pe) {
 					a.onPanic(r, pe, b, cmds[i+1:])
-					return
+					return false
 				}
 				encErr = fmt.Errorf("actors: encoding event %d (%T) of a command on stream %s: %w", j, ev, a.stream, err)
 				break
@@ -78,7 +106,7 @@ func (a *streamActor) decide(cmds []*commandReq) {
 			if err := safe(a.stream, "evolve", func() error { st = a.model.Evolve(st, ev); return nil }); err != nil {
 				errors.As(err, &pe)
 				a.onPanic(r, pe, b, cmds[i+1:])
-				return
+				return false
 			}
 			if foreign := foreignTags(je.Tags, a.stream.Tag); len(foreign) > 0 {
 				encErr = fmt.Errorf("%w: event %d (%s) decided on stream %s carries %v besides the stream's own tag; an aggregate's events may carry only their stream's tag, because the owners of other tags are not reserved: append events with several tags through a DCB command (runtime.RegisterDCB), which reserves every tag's owner",
@@ -106,21 +134,17 @@ func (a *streamActor) decide(cmds []*commandReq) {
 		}
 		working = st
 		if key != "" && len(jevs) > 0 {
-			if inBatch == nil {
-				inBatch = map[string]int{}
+			if b.keys == nil {
+				b.keys = map[string]int{}
 			}
-			inBatch[key] = len(b.entries)
+			b.keys[key] = len(b.entries)
 		}
 		b.entries = append(b.entries, batchEntry{req: r, from: len(b.events), to: len(b.events) + len(jevs), state: st, dupOf: -1, prep: prep})
 		b.events = append(b.events, jevs...)
 	}
 	a.lookedUp = nil
 	b.state = working
-	if len(b.events) == 0 {
-		a.settle(b, journal.AppendResult{}, nil)
-		return
-	}
-	a.startAppend(b)
+	return true
 }
 
 func (a *streamActor) decideOne(r *commandReq, state any) (evs []any, err error) {
@@ -208,8 +232,9 @@ func (a *streamActor) replyDuplicate(r *commandReq, recs []journal.Record) {
 
 func (a *streamActor) startAppend(b *batch) {
 	a.busy = busyAppend
+	a.inflight = b
 	h, stream, self, lease := a.host, a.stream, a.self, a.lease
-	expect := map[journal.Tag]uint64{stream.Tag: a.version}
+	expect := map[journal.Tag]uint64{stream.Tag: b.startVersion}
 	var parent trace.SpanContext
 	var links []trace.Link
 	commands := 0
@@ -280,8 +305,12 @@ func (h *Host) append(ctx context.Context, b *batch, opts journal.AppendOptions)
 
 func (a *streamActor) onAppendDone(m *appendDoneMsg) {
 	a.busy = notBusy
+	a.inflight = nil
 	b := m.b
 	if m.err != nil {
+		// The commands decided on top of this append wait for it: put them
+		// back, undecided, behind its own (requeue puts those first).
+		a.dissolveOpen()
 		if isSessionError(m.err) {
 			a.host.tel.fenceRejections.Add(context.Background(), 1)
 			err := sessionLost(a.stream, m.err)
@@ -322,6 +351,10 @@ func (a *streamActor) onAppendDone(m *appendDoneMsg) {
 		a.stale = true
 	}
 	a.settle(b, m.res, nil)
+	if a.stale {
+		// The state the open batch was decided on was not adopted.
+		a.dissolveOpen()
+	}
 	a.startLinger(len(b.entries), m.took)
 }
 

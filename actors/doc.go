@@ -48,12 +48,17 @@
 // queue in arrival order.
 //
 // Group commit: the actor never blocks its mailbox on I/O. Journal calls run on
-// goroutines whose completion returns to the actor as a message. While an append
-// is in flight commands queue; when it completes, the actor decides every queued
-// command (up to Config.MaxBatch) in order against the confirmed state plus the
-// batch's earlier events, appends all their events in ONE journal.Append with
-// Expect{tag: version} and the lease, and replies to each caller with its own
-// records or its own domain error. No reply precedes durability.
+// goroutines whose completion returns to the actor as a message. The actor
+// decides commands (up to Config.MaxBatch per batch) in order against the
+// confirmed state plus the batch's earlier events, appends all their events in
+// ONE journal.Append with Expect{tag: version} and the lease, and replies to
+// each caller with its own records or its own domain error. No reply precedes
+// durability. Pipelining: while an append is in flight, the commands that
+// arrive are decided at once on top of the state that append leads to, and
+// appended together right after it is confirmed; one append per stream is in
+// flight at a time, replies stay in order, and if the append fails, those
+// commands go back to the queue undecided and are decided again on the state
+// the actor recovers (pipeline.go).
 //
 // Failures stay with their cause. Each command's events are validated alone
 // against the journal's limits (journal.PrepareAppend, with the journal's

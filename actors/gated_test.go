@@ -26,7 +26,12 @@ type gated struct {
 	maxInflight int
 	appending   int
 	sizes       []int // events per gated Append, in call order
+	failNext    error // the next gated Append returns it, writing nothing
+	openOnce    sync.Once
 }
+
+// openGate lets every call through from now on (idempotent).
+func (g *gated) openGate() { g.openOnce.Do(func() { close(g.release) }) }
 
 func newGated(mem *journal.Memory) *gated {
 	return &gated{Memory: mem, release: make(chan struct{})}
@@ -77,9 +82,16 @@ func (g *gated) Append(ctx context.Context, events []journal.Event, opts journal
 		g.appending++
 		g.sizes = append(g.sizes, len(events))
 	}
+	fail := g.failNext
+	if gate {
+		g.failNext = nil
+	}
 	g.mu.Unlock()
 	if gate {
 		<-g.release
+		if fail != nil {
+			return journal.AppendResult{}, fail
+		}
 	}
 	return g.Memory.Append(ctx, events, opts)
 }

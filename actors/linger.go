@@ -39,7 +39,7 @@ func (a *streamActor) startLinger(n int, took time.Duration) {
 	if n < 2 || d <= 0 {
 		return
 	}
-	a.linger = lingerState{until: time.Now().Add(d), target: n + len(a.queue), seq: a.linger.seq + 1}
+	a.linger = lingerState{until: time.Now().Add(d), target: n + a.waiting(), seq: a.linger.seq + 1}
 }
 
 // lingering reports whether the next batch should wait for more commands,
@@ -50,7 +50,7 @@ func (a *streamActor) lingering() bool {
 		return false
 	}
 	now := time.Now()
-	if len(a.queue) >= l.target || !now.Before(l.until) {
+	if a.waiting() >= l.target || !now.Before(l.until) {
 		*l = lingerState{seq: l.seq}
 		return false
 	}

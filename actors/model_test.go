@@ -27,6 +27,12 @@ var errTooBig = errors.New("counter: too big")
 
 type addUpTo struct{ N, Limit int }
 
+// observe adds N and sends the state it was decided on to Seen (buffered).
+type observe struct {
+	N    int
+	Seen chan<- int
+}
+
 func (counter) Name() string { return "counter" }
 func (counter) Initial() any { return 0 }
 func (c counter) StateSchemaVersion() int {
@@ -47,6 +53,9 @@ func (counter) Decide(state any, cmd any) ([]any, error) {
 		if s+c.N > c.Limit {
 			return nil, fmt.Errorf("%w: %d + %d > %d", errTooBig, s, c.N, c.Limit)
 		}
+		return []any{added{c.N}}, nil
+	case observe:
+		c.Seen <- s
 		return []any{added{c.N}}, nil
 	case noop:
 		return nil, nil

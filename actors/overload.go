@@ -140,11 +140,7 @@ func splittable(err error) bool {
 // its caller can retry with a fresh deadline instead of waiting for a timeout;
 // the others wait for the next batch. The batch is left at the head of the
 // queue, the waiting commands behind it.
-func (a *streamActor) nextBatch() []*commandReq {
-	limit := a.host.cfg.MaxBatch
-	if a.split.limit > 0 {
-		limit = min(limit, a.split.limit)
-	}
+func (a *streamActor) nextBatch(limit int) []*commandReq {
 	n := 0
 	for n < len(a.queue) {
 		if _, ok := a.queue[n].(*commandReq); !ok {
@@ -216,6 +212,15 @@ func (a *streamActor) shed(r *commandReq, left, need time.Duration) {
 	}
 	a.reply(r, Result{}, fmt.Errorf("%w: the command on stream %s has %s left before its deadline, less than the stream's appends take now (about %s); it was not decided: retry after a back-off or with a longer deadline",
 		ErrOverloaded, a.stream, left.Round(time.Microsecond), need.Round(time.Microsecond)), OutcomeOverloaded)
+}
+
+// batchLimit is the most commands the next batch may take: Config.MaxBatch,
+// or fewer while a failure is being isolated.
+func (a *streamActor) batchLimit() int {
+	if a.split.limit > 0 {
+		return min(a.host.cfg.MaxBatch, a.split.limit)
+	}
+	return a.host.cfg.MaxBatch
 }
 
 // requeue puts the commands of a batch that wrote nothing back at the head of

@@ -120,7 +120,7 @@ func (a *streamActor) onIdle() {
 		a.idleTimer.Reset(timeout - quiet)
 		return
 	}
-	if a.busy == notBusy && len(a.queue) == 0 && a.reserved == nil && !a.snapInFlight {
+	if a.busy == notBusy && len(a.queue) == 0 && a.open == nil && a.reserved == nil && !a.snapInFlight {
 		a.host.drain(a.stream, a.entry, &drainMsg{})
 		return
 	}

@@ -51,6 +51,12 @@ type streamActor struct {
 	keys         *keyCache
 	queue        []any // *commandReq and *reserveReq in arrival order
 	reserved     *heldReservation
+	// inflight is the batch whose append is in flight (busyAppend); open
+	// holds the commands decided on top of it (or during a completion
+	// linger), appended once it is confirmed (prepare, pipeline.go).
+	inflight *batch
+	open     *batch
+	openHeld int // open's commands counted back into the queue bounds
 	// stale: catch up from the journal (tail replay) before deciding again;
 	// rebuild: recover from scratch (after a panic in user code).
 	stale    bool
@@ -81,6 +87,7 @@ type batch struct {
 	entries      []batchEntry
 	events       []journal.Event
 	state        any
+	keys         map[string]int // idempotency key -> index of the entry that appends its events
 }
 
 type batchEntry struct {
@@ -169,6 +176,27 @@ func (a *streamActor) pump(c actor.Context) {
 			return
 		}
 		a.trimAbandoned()
+		if a.open != nil {
+			// Commands decided while the previous append was in flight or
+			// the linger waited: append them (with any queued since) now.
+			if a.stale || a.rebuild {
+				a.dissolveOpen()
+				continue
+			}
+			if a.lingering() {
+				a.prepare()
+				return
+			}
+			if err := a.host.lease.check(); err != nil {
+				a.failQueue(fmt.Errorf("actors: stream %s: %w", a.stream, err))
+				return
+			}
+			a.prepare()
+			if b := a.takeOpen(); b != nil {
+				a.sendBatch(b)
+			}
+			continue
+		}
 		if len(a.queue) == 0 {
 			a.queue = nil
 			if a.drainSeen {
@@ -192,9 +220,10 @@ func (a *streamActor) pump(c actor.Context) {
 			a.grant(r)
 		case *commandReq:
 			if a.lingering() {
+				a.prepare()
 				return
 			}
-			cmds := a.nextBatch()
+			cmds := a.nextBatch(a.batchLimit())
 			if len(cmds) == 0 {
 				continue
 			}
@@ -204,6 +233,9 @@ func (a *streamActor) pump(c actor.Context) {
 			a.queue = a.queue[len(cmds):]
 			a.decide(cmds)
 		}
+	}
+	if a.busy == busyAppend {
+		a.prepare()
 	}
 }
 
@@ -242,6 +274,7 @@ func (a *streamActor) failRequest(r any, err error) {
 }
 
 func (a *streamActor) failQueue(err error) {
+	a.dissolveOpen()
 	for _, r := range a.queue {
 		a.failRequest(r, err)
 	}

@@ -1,0 +1,174 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/journal"
+)
+
+type execOutcome struct {
+	res actors.Result
+	err error
+}
+
+// pipelineFixture starts a host on a gated journal with one event on stream
+// s (state 1, version 1) and gates every append from then on.
+func pipelineFixture(t *testing.T, name string) (*actors.Host, *gated, journal.StreamID) {
+	t.Helper()
+	f := newFixture()
+	g := newGated(f.mem)
+	h := f.host(t, func(c *actors.Config) { c.Journal = g })
+	h.SetCompletionLinger(time.Nanosecond) // no waiting for more callers after a batch
+	s := stream(name)
+	exec(t, h, s, add{1})
+	g.mu.Lock()
+	g.gateAppends = true
+	g.mu.Unlock()
+	// Registered after the host, so it runs before the host shuts down: a
+	// failing test must not leave an append waiting at the gate.
+	t.Cleanup(g.openGate)
+	return h, g, s
+}
+
+func executeAsync(h *actors.Host, s journal.StreamID, cmd actors.Command) <-chan execOutcome {
+	out := make(chan execOutcome, 1)
+	go func() {
+		res, err := h.Execute(context.Background(), s, cmd)
+		out <- execOutcome{res, err}
+	}()
+	return out
+}
+
+func appendsStarted(g *gated, n int) func() bool {
+	return func() bool { _, _, a := g.counts(); return a == n }
+}
+
+// A command that arrives while an append is in flight is decided at once, on
+// the state that append leads to, and answered only after its own append,
+// which goes out after the first one is confirmed.
+func TestPipelineDecidesOnTopOfTheAppendInFlight(t *testing.T) {
+	t.Parallel()
+	h, g, s := pipelineFixture(t, "pipeline")
+	a := executeAsync(h, s, actors.Command{Payload: add{10}})
+	require.Eventually(t, appendsStarted(g, 1), 5*time.Second, time.Millisecond)
+
+	seen := make(chan int, 4)
+	b := executeAsync(h, s, actors.Command{Payload: observe{N: 100, Seen: seen}})
+	select {
+	case st := <-seen:
+		require.Equal(t, 11, st, "decided on top of the append in flight (1 + 10)")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the command was not decided while the append was in flight")
+	}
+	require.Equal(t, 1, h.Pending(s), "a command decided ahead still counts as waiting")
+	_, _, started := g.counts()
+	require.Equal(t, 1, started, "one append in flight per stream")
+	select {
+	case o := <-b:
+		t.Fatalf("answered before its append: %+v", o)
+	default:
+	}
+
+	g.release <- struct{}{} // the first append completes
+	ra := <-a
+	require.NoError(t, ra.err)
+	require.Equal(t, uint64(2), ra.res.Version)
+	require.Eventually(t, appendsStarted(g, 2), 5*time.Second, time.Millisecond)
+	select {
+	case o := <-b:
+		t.Fatalf("answered before its append was confirmed: %+v", o)
+	default:
+	}
+	g.release <- struct{}{}
+	rb := <-b
+	require.NoError(t, rb.err)
+	require.Equal(t, uint64(3), rb.res.Version)
+	require.Equal(t, 111, rb.res.State)
+	require.Zero(t, h.Pending(s))
+	require.Len(t, seen, 0, "decided once")
+	g.mu.Lock()
+	require.Equal(t, []int{1, 1}, slices.Clone(g.sizes))
+	g.mu.Unlock()
+}
+
+// When the append in flight fails, a command decided on top of it is neither
+// answered nor appended from that decision: it is decided again on the state
+// the actor recovers, and succeeds.
+func TestPipelineDecidesAgainWhenTheAppendInFlightFails(t *testing.T) {
+	t.Parallel()
+	h, g, s := pipelineFixture(t, "pipeline-fail")
+	g.mu.Lock()
+	g.failNext = errors.New("the disk is on fire")
+	g.mu.Unlock()
+	a := executeAsync(h, s, actors.Command{Payload: add{10}})
+	require.Eventually(t, appendsStarted(g, 1), 5*time.Second, time.Millisecond)
+	seen := make(chan int, 4)
+	b := executeAsync(h, s, actors.Command{Payload: observe{N: 100, Seen: seen}})
+	require.Equal(t, 11, <-seen, "decided ahead, on top of the append in flight")
+
+	g.openGate() // every append passes from here on; the first one fails
+	ra := <-a
+	require.ErrorContains(t, ra.err, "the disk is on fire")
+	rb := <-b
+	require.NoError(t, rb.err)
+	require.Equal(t, 1, <-seen, "decided again on the state without the failed append")
+	require.Equal(t, uint64(2), rb.res.Version)
+	require.Equal(t, 101, rb.res.State)
+	require.Equal(t, 101, exec(t, h, s, noop{}).State)
+}
+
+// A command repeating the idempotency key of the append in flight is not
+// decided ahead: it waits for that append and is answered as its duplicate.
+func TestPipelineKeyOfTheAppendInFlightWaitsForIt(t *testing.T) {
+	t.Parallel()
+	h, g, s := pipelineFixture(t, "pipeline-key")
+	cmd := actors.Command{Payload: add{10}, Metadata: journal.Metadata{IdempotencyKey: "once"}}
+	a := executeAsync(h, s, cmd)
+	require.Eventually(t, appendsStarted(g, 1), 5*time.Second, time.Millisecond)
+	b := executeAsync(h, s, cmd)
+	require.Eventually(t, func() bool { return h.Pending(s) == 1 }, 5*time.Second, time.Millisecond)
+	g.openGate()
+	ra, rb := <-a, <-b
+	require.NoError(t, ra.err)
+	require.NoError(t, rb.err)
+	require.False(t, ra.res.Duplicate)
+	require.True(t, rb.res.Duplicate)
+	require.Equal(t, ra.res.Records[0].ID, rb.res.Records[0].ID)
+	require.Equal(t, 11, exec(t, h, s, noop{}).State, "appended once")
+	_, _, started := g.counts()
+	require.Equal(t, 1, started, "the duplicate appended nothing")
+}
+
+// When the append in flight writes nothing because the stream moved (an
+// append behind the actor's back), its commands and those decided on top of
+// it are decided again in their order: the first one first.
+func TestPipelineVersionMismatchKeepsTheOrder(t *testing.T) {
+	t.Parallel()
+	h, g, s := pipelineFixture(t, "pipeline-order")
+	seenA, seenB := make(chan int, 4), make(chan int, 4)
+	a := executeAsync(h, s, actors.Command{Payload: observe{N: 10, Seen: seenA}})
+	require.Equal(t, 1, <-seenA)
+	b := executeAsync(h, s, actors.Command{Payload: observe{N: 100, Seen: seenB}})
+	require.Equal(t, 11, <-seenB)
+	_, err := g.Memory.Append(context.Background(), []journal.Event{{
+		ID: journal.NewEventID(), Type: "Added", SchemaVersion: 1, Tags: []journal.Tag{s.Tag}, Data: []byte(`{"n":1000}`),
+	}}, journal.AppendOptions{})
+	require.NoError(t, err)
+
+	g.openGate() // the held append fails: the stream is at version 2 now
+	ra, rb := <-a, <-b
+	require.NoError(t, ra.err)
+	require.NoError(t, rb.err)
+	require.Equal(t, 1001, <-seenA, "the first command is decided again first")
+	require.Equal(t, 1011, <-seenB, "then the one decided on top of it")
+	require.Equal(t, uint64(3), ra.res.Version)
+	require.Equal(t, uint64(4), rb.res.Version)
+	require.Equal(t, 1111, rb.res.State)
+}
