@@ -22,7 +22,8 @@ package actors
 // early would only wait for the first one's locks, or take them first and be
 // fenced.
 //
-// What is not decided ahead: a command whose idempotency key needs a journal
+// The in-memory journal (appended on the actor's goroutine, no I/O) is not
+// pipelined: it has nothing to overlap. What is not decided ahead: a command whose idempotency key needs a journal
 // lookup or repeats a key of the append in flight (it waits, as before, for
 // that append), a reservation (it waits for every batch before it), and
 // anything while a failure is being isolated (split), the state is stale or
@@ -33,6 +34,12 @@ package actors
 // prepare decides the commands at the head of the queue into the open batch,
 // when the actor may decide ahead.
 func (a *streamActor) prepare() {
+	if a.host.inlineAppend {
+		// The in-memory journal appends on the actor's own goroutine: there
+		// is no I/O to overlap, and deciding command by command as they
+		// arrive would only cost more than deciding the batch at once.
+		return
+	}
 	if a.stopping || a.failErr != nil || !a.ready || a.reserved != nil || a.stale || a.rebuild || a.split.limit > 0 {
 		return
 	}
