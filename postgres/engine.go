@@ -193,8 +193,8 @@ const writeSQL = `WITH x AS MATERIALIZED (
 ), ev_in AS MATERIALIZED (
 	SELECT u.*, nextval('__S__.events_seq') AS seq
 	FROM unnest($10::uuid[], $11::text[], $12::text[], $13::int[], $14::bytea[], $15::bytea[], $16::text[],
-		$17::timestamptz[], $18::bytea[], $19::bytea[], $25::int[], $26::int[])
-		WITH ORDINALITY AS u(id, partition, type, sv, data, metadata, corr, recorded_at, prev_hashes, hashes, tags_from, tags_to, ord)
+		$17::timestamptz[], $18::bytea[], $19::bytea[])
+		WITH ORDINALITY AS u(id, partition, type, sv, data, metadata, corr, recorded_at, prev_hashes, hashes, ord)
 ), tg_in AS MATERIALIZED (
 	SELECT * FROM unnest($20::int[], $21::text[], $22::bigint[]) WITH ORDINALITY AS t(ev, tag, version, k)
 ), span AS (
@@ -233,13 +233,14 @@ const writeSQL = `WITH x AS MATERIALIZED (
 	  AND NOT EXISTS (SELECT 1 FROM __S__.streams s WHERE s.partition = c.partition AND s.tag = c.tag)
 ), fence AS (
 	SELECT __S__.fence_check((SELECT count(*) FROM claimed) + (SELECT count(*) FROM created) + (SELECT count(*) FROM absent) = $9) AS ok
+), tg_agg AS (
+	SELECT ev, array_agg(tag ORDER BY k) AS tags, array_agg(version ORDER BY k) AS versions FROM tg_in GROUP BY ev
 ), ev AS (
 	INSERT INTO __S__.events (commit_xid, seq, id, partition, type, schema_version, tags, versions, prev_hashes, hashes,
 		data, metadata, correlation_id, recorded_at)
-	SELECT (SELECT xid FROM x), u.seq, u.id, u.partition, u.type, u.sv,
-		($21::text[])[u.tags_from : u.tags_to], ($22::bigint[])[u.tags_from : u.tags_to],
+	SELECT (SELECT xid FROM x), u.seq, u.id, u.partition, u.type, u.sv, g.tags, g.versions,
 		u.prev_hashes, u.hashes, u.data, u.metadata, u.corr, u.recorded_at
-	FROM ev_in u WHERE (SELECT ok FROM fence)
+	FROM ev_in u JOIN tg_agg g ON g.ev = u.ord WHERE (SELECT ok FROM fence)
 	RETURNING 1
 ), et AS (
 	INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type)
@@ -789,10 +790,6 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		tEv          = make(pgtype.FlatArray[int32], 0, n)
 		tTag         = make(pgtype.FlatArray[string], 0, n)
 		tVersion     = make(pgtype.FlatArray[int64], 0, n)
-		// eTagsFrom/eTagsTo: event i's tags and versions are the 1-based
-		// inclusive slice [from:to] of tTag and tVersion (in link order), so
-		// the statement stores them without grouping the tag rows again.
-		eTagsFrom, eTagsTo = make(pgtype.FlatArray[int32], n), make(pgtype.FlatArray[int32], n)
 	)
 	for k, s := range st.keys {
 		// Every stream an accepted append claims is checked, also one it
@@ -837,7 +834,6 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		// One buffer holds both hash runs of the event.
 		hb := make([]byte, 2*len(rec.Links)*hashLen)
 		prev, hashes := hb[:0:len(rec.Links)*hashLen], hb[len(rec.Links)*hashLen:len(rec.Links)*hashLen]
-		eTagsFrom[i] = int32(len(tTag) + 1)
 		for _, l := range rec.Links {
 			prev = append(prev, l.PrevHash[:]...)
 			hashes = append(hashes, l.Hash[:]...)
@@ -845,7 +841,6 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 			tTag = append(tTag, string(l.Tag))
 			tVersion = append(tVersion, int64(l.Version))
 		}
-		eTagsTo[i] = int32(len(tTag))
 		if c := rec.Metadata.CorrelationID; c != "" {
 			eCorr[i] = pgtype.Text{String: c, Valid: true}
 		}
@@ -855,7 +850,7 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		ePrev[i], eHash[i] = prev, hashes
 	}
 	return []any{cPart, cTag, cN, cBefore, cNode, cInc, cEpoch, cHead, len(cPart),
-		eID, ePart, eType, eSV, eData, eMeta, eCorr, eAt, ePrev, eHash, tEv, tTag, tVersion, cLast, cSeq, eTagsFrom, eTagsTo}, nil
+		eID, ePart, eType, eSV, eData, eMeta, eCorr, eAt, ePrev, eHash, tEv, tTag, tVersion, cLast, cSeq}, nil
 }
 
 // uuidArray returns ids as a uuid[] argument pgx encodes in binary directly.
