@@ -27,7 +27,9 @@
 // sessions holding ROW EXCLUSIVE on this schema's events table. Every append
 // takes that table lock before it gets a transaction ID and holds it until its
 // commit ends, so any append that could still commit below the gate is seen
-// and holds the gate down (the argument is spelled out at gateSetSQL). Unlike
+// and holds the gate down (the argument is spelled out at gateSetSQL; the
+// 32-bit transaction IDs pg_locks shows are widened to 64 bits with the
+// snapshot's epoch, so the gate stays right after 2^32 transactions). Unlike
 // gating at pg_snapshot_xmin, long transactions elsewhere in the cluster do not
 // stall the feed. ReadStream, ReadEvent and the condition check are not gated:
 // they see every committed event.

@@ -41,7 +41,13 @@ func setup(t testing.TB, edit ...func(*postgres.Config)) *fixture {
 // setupPool is setup with a pool of at least maxConns connections.
 func setupPool(t testing.TB, maxConns int32, edit ...func(*postgres.Config)) *fixture {
 	t.Helper()
-	pool, schema := pgtest.PoolWith(t, func(c *pgxpool.Config) { c.MaxConns = max(c.MaxConns, maxConns) })
+	return setupAt(t, pgtest.URL(t), maxConns, edit...)
+}
+
+// setupAt is setupPool on the database at url.
+func setupAt(t testing.TB, url string, maxConns int32, edit ...func(*postgres.Config)) *fixture {
+	t.Helper()
+	pool, schema := pgtest.PoolAt(t, url, func(c *pgxpool.Config) { c.MaxConns = max(c.MaxConns, maxConns) })
 	cfg := postgres.Config{Schema: schema}
 	for _, e := range edit {
 		e(&cfg)

@@ -76,13 +76,26 @@ const gateSQL = `current_setting('scribe.gate')::bigint`
 // position that a later commit undercuts. Unlike pg_snapshot_xmin, only
 // appends to this journal hold the gate back, not every transaction in the
 // cluster.
+//
+// pg_locks shows transaction IDs as 32-bit xids, while positions hold the
+// 64-bit IDs of pg_current_xact_id() (epoch and xid). Each xid is widened with
+// the epoch of the snapshot's xmax, one epoch less when that would put it at or
+// past xmax (a running transaction's ID is always below xmax, and within 2^31
+// of it). Comparing the bare 32-bit xid would put the gate below every
+// position once the database has used 2^32 transaction IDs, and readers would
+// see nothing new while any append is pending.
 const gateSetSQL = `WITH l AS MATERIALIZED (
 	SELECT pid, locktype, database, relation, mode, granted, transactionid FROM pg_locks
+), xm AS MATERIALIZED (
+	SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS v
+), w AS (
+	SELECT ((SELECT v FROM xm) >> 32 << 32) + x.transactionid::text::bigint AS f
+	FROM l r JOIN l x ON x.pid = r.pid AND x.locktype = 'transactionid' AND x.granted AND x.mode = 'ExclusiveLock'
+	WHERE r.locktype = 'relation' AND r.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	  AND r.relation = '__S__.events'::regclass AND r.mode = 'RowExclusiveLock' AND r.granted
 )
-SELECT set_config('scribe.gate', least(pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
-	(SELECT min(x.transactionid::text::bigint) FROM l r JOIN l x ON x.pid = r.pid AND x.locktype = 'transactionid' AND x.granted AND x.mode = 'ExclusiveLock'
-	 WHERE r.locktype = 'relation' AND r.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	   AND r.relation = '__S__.events'::regclass AND r.mode = 'RowExclusiveLock' AND r.granted))::text, false)`
+SELECT set_config('scribe.gate', least((SELECT v FROM xm),
+	(SELECT min(CASE WHEN f >= (SELECT v FROM xm) THEN f - 4294967296 ELSE f END) FROM w))::text, false)`
 
 // rangeScanSQL keeps the planner on ordered index range scans for the
 // following statement of the same batch (one implicit transaction, so the

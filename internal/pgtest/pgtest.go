@@ -52,7 +52,13 @@ func Pool(t testing.TB) (*pgxpool.Pool, string) {
 // a larger MaxConns) before it connects. edit may be nil.
 func PoolWith(t testing.TB, edit func(*pgxpool.Config)) (*pgxpool.Pool, string) {
 	t.Helper()
-	url := URL(t)
+	return PoolAt(t, URL(t), edit)
+}
+
+// PoolAt is PoolWith on the database at url (for example a throwaway server)
+// instead of the one SCRIBE_TEST_DATABASE_URL names.
+func PoolAt(t testing.TB, url string, edit func(*pgxpool.Config)) (*pgxpool.Pool, string) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatalf("pgtest: parse %s: %v", EnvDatabaseURL, err)

@@ -26,8 +26,21 @@ type Server struct {
 	active bool
 }
 
+// Option adjusts a server before it first starts.
+type Option func(*options)
+
+type options struct {
+	epoch uint32
+}
+
+// XIDEpoch makes the server's transaction IDs start in the given epoch
+// (pg_resetwal --epoch): 64-bit transaction IDs (pg_current_xact_id) are then
+// at least epoch × 2^32, as in a database that has used that many transaction
+// IDs, while 32-bit xids (pg_locks, xmin) wrap as usual.
+func XIDEpoch(epoch uint32) Option { return func(o *options) { o.epoch = epoch } }
+
 // Start creates and starts a server; it is stopped and deleted at cleanup.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	bin := findBinaries()
 	if bin == "" {
@@ -69,7 +82,14 @@ func Start(t testing.TB) *Server {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	s.run("initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres", "-A", "trust", "--no-sync")
+	if o.epoch > 0 {
+		s.run("pg_resetwal", "--epoch", strconv.FormatUint(uint64(o.epoch), 10), "-D", filepath.Join(dir, "data"))
+	}
 	s.Start()
 	s.run("createdb", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres", "test")
 	return s

@@ -464,6 +464,10 @@ func testLowerPositionCommitsLate(t *testing.T, h Harness) {
 		duringAll := collect(t, j.ReadAll(ctx, journal.Position{}, 0))
 		duringRead := collect(t, j.Read(ctx, journal.AllEvents(), journal.ReadOptions{}))
 		require.NotContains(t, ids(duringAll), held.ID, "an uncommitted event is invisible")
+		// The pending append holds back only what could commit below it:
+		// an event committed before it began stays visible meanwhile.
+		require.Contains(t, ids(duringAll), base[0].ID, "ReadAll while an append is pending shows what committed before it began")
+		require.Contains(t, ids(duringRead), base[0].ID, "Read while an append is pending shows what committed before it began")
 
 		res, err := release()
 		released = true
