@@ -46,6 +46,19 @@ func executeAsync(h *actors.Host, s journal.StreamID, cmd actors.Command) <-chan
 	return out
 }
 
+// recv returns the next value from ch, failing the test (instead of hanging
+// it) when none comes within 5 s.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no %s within 5s", what)
+		panic("unreachable")
+	}
+}
+
 func appendsStarted(g *gated, n int) func() bool {
 	return func() bool { _, _, a := g.counts(); return a == n }
 }
@@ -61,12 +74,7 @@ func TestPipelineDecidesOnTopOfTheAppendInFlight(t *testing.T) {
 
 	seen := make(chan int, 4)
 	b := executeAsync(h, s, actors.Command{Payload: observe{N: 100, Seen: seen}})
-	select {
-	case st := <-seen:
-		require.Equal(t, 11, st, "decided on top of the append in flight (1 + 10)")
-	case <-time.After(5 * time.Second):
-		t.Fatal("the command was not decided while the append was in flight")
-	}
+	require.Equal(t, 11, recv(t, seen, "decision while the append was in flight"), "decided on top of the append in flight (1 + 10)")
 	require.Equal(t, 1, h.Pending(s), "a command decided ahead still counts as waiting")
 	_, _, started := g.counts()
 	require.Equal(t, 1, started, "one append in flight per stream")
@@ -77,7 +85,7 @@ func TestPipelineDecidesOnTopOfTheAppendInFlight(t *testing.T) {
 	}
 
 	g.release <- struct{}{} // the first append completes
-	ra := <-a
+	ra := recv(t, a, "reply to the first command")
 	require.NoError(t, ra.err)
 	require.Equal(t, uint64(2), ra.res.Version)
 	require.Eventually(t, appendsStarted(g, 2), 5*time.Second, time.Millisecond)
@@ -87,7 +95,7 @@ func TestPipelineDecidesOnTopOfTheAppendInFlight(t *testing.T) {
 	default:
 	}
 	g.release <- struct{}{}
-	rb := <-b
+	rb := recv(t, b, "reply to the second command")
 	require.NoError(t, rb.err)
 	require.Equal(t, uint64(3), rb.res.Version)
 	require.Equal(t, 111, rb.res.State)
@@ -111,14 +119,14 @@ func TestPipelineDecidesAgainWhenTheAppendInFlightFails(t *testing.T) {
 	require.Eventually(t, appendsStarted(g, 1), 5*time.Second, time.Millisecond)
 	seen := make(chan int, 4)
 	b := executeAsync(h, s, actors.Command{Payload: observe{N: 100, Seen: seen}})
-	require.Equal(t, 11, <-seen, "decided ahead, on top of the append in flight")
+	require.Equal(t, 11, recv(t, seen, "decision ahead"), "decided ahead, on top of the append in flight")
 
 	g.openGate() // every append passes from here on; the first one fails
-	ra := <-a
+	ra := recv(t, a, "reply to the first command")
 	require.ErrorContains(t, ra.err, "the disk is on fire")
-	rb := <-b
+	rb := recv(t, b, "reply to the second command")
 	require.NoError(t, rb.err)
-	require.Equal(t, 1, <-seen, "decided again on the state without the failed append")
+	require.Equal(t, 1, recv(t, seen, "second decision"), "decided again on the state without the failed append")
 	require.Equal(t, uint64(2), rb.res.Version)
 	require.Equal(t, 101, rb.res.State)
 	require.Equal(t, 101, exec(t, h, s, noop{}).State)
@@ -135,7 +143,7 @@ func TestPipelineKeyOfTheAppendInFlightWaitsForIt(t *testing.T) {
 	b := executeAsync(h, s, cmd)
 	require.Eventually(t, func() bool { return h.Pending(s) == 1 }, 5*time.Second, time.Millisecond)
 	g.openGate()
-	ra, rb := <-a, <-b
+	ra, rb := recv(t, a, "reply to the first command"), recv(t, b, "reply to the second command")
 	require.NoError(t, ra.err)
 	require.NoError(t, rb.err)
 	require.False(t, ra.res.Duplicate)
@@ -154,20 +162,20 @@ func TestPipelineVersionMismatchKeepsTheOrder(t *testing.T) {
 	h, g, s := pipelineFixture(t, "pipeline-order")
 	seenA, seenB := make(chan int, 4), make(chan int, 4)
 	a := executeAsync(h, s, actors.Command{Payload: observe{N: 10, Seen: seenA}})
-	require.Equal(t, 1, <-seenA)
+	require.Equal(t, 1, recv(t, seenA, "decision of the first command"))
 	b := executeAsync(h, s, actors.Command{Payload: observe{N: 100, Seen: seenB}})
-	require.Equal(t, 11, <-seenB)
+	require.Equal(t, 11, recv(t, seenB, "decision ahead of the second command"))
 	_, err := g.Memory.Append(context.Background(), []journal.Event{{
 		ID: journal.NewEventID(), Type: "Added", SchemaVersion: 1, Tags: []journal.Tag{s.Tag}, Data: []byte(`{"n":1000}`),
 	}}, journal.AppendOptions{})
 	require.NoError(t, err)
 
 	g.openGate() // the held append fails: the stream is at version 2 now
-	ra, rb := <-a, <-b
+	ra, rb := recv(t, a, "reply to the first command"), recv(t, b, "reply to the second command")
 	require.NoError(t, ra.err)
 	require.NoError(t, rb.err)
-	require.Equal(t, 1001, <-seenA, "the first command is decided again first")
-	require.Equal(t, 1011, <-seenB, "then the one decided on top of it")
+	require.Equal(t, 1001, recv(t, seenA, "second decision of the first command"), "the first command is decided again first")
+	require.Equal(t, 1011, recv(t, seenB, "second decision of the second command"), "then the one decided on top of it")
 	require.Equal(t, uint64(3), ra.res.Version)
 	require.Equal(t, uint64(4), rb.res.Version)
 	require.Equal(t, 1111, rb.res.State)
