@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
@@ -67,6 +68,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.MutexProf != "" {
+		// Open the file first, so a bad path fails before measuring.
+		f, err := os.Create(o.MutexProf)
+		if err != nil {
+			return fmt.Errorf("-mutexprofile: %w", err)
+		}
+		defer f.Close()
+		runtime.SetMutexProfileFraction(5)
+		defer func() {
+			if err := pprof.Lookup("mutex").WriteTo(f, 0); err != nil {
+				fmt.Fprintln(stderr, "-mutexprofile:", err)
+			}
+		}()
 	}
 	if o.Scenario == scenarioProjection {
 		return runProjection(ctx, o, stdout, stderr)

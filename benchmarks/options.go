@@ -44,21 +44,22 @@ const (
 
 // options is the parsed command line.
 type options struct {
-	Scenario string
-	Modes    []string
-	Writers  []int
-	Duration time.Duration // measured time per (mode, writers), over all runs
-	Warmup   time.Duration // unmeasured time before each measurement
-	Runs     int
-	JSON     bool
-	OutDir   string
-	DB       string
-	Pool     int
-	Prefix   string // of the per-measurement Postgres schemas
-	RawBatch int
-	Progress time.Duration
-	CPUProf  string // file for the Go CPU profile of the whole run
-	Cluster  bool   // also measure cluster-local and cluster-remote
+	Scenario  string
+	Modes     []string
+	Writers   []int
+	Duration  time.Duration // measured time per (mode, writers), over all runs
+	Warmup    time.Duration // unmeasured time before each measurement
+	Runs      int
+	JSON      bool
+	OutDir    string
+	DB        string
+	Pool      int
+	Prefix    string // of the per-measurement Postgres schemas
+	RawBatch  int
+	Progress  time.Duration
+	CPUProf   string // file for the Go CPU profile of the whole run
+	MutexProf string // file for the Go mutex contention profile of the whole run
+	Cluster   bool   // also measure cluster-local and cluster-remote
 	// Events and ProjBatch size the projection scenario: events filled
 	// before the catch-up runs, and the projection's batch size.
 	Events    int
@@ -100,6 +101,7 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 	fs.IntVar(&o.Events, "events", 1_000_000, "projection scenario: events to fill the journal with before the catch-up runs")
 	fs.IntVar(&o.ProjBatch, "projection-batch", 1000, "projection scenario: records per projection batch")
 	fs.StringVar(&o.CPUProf, "cpuprofile", "", "write the harness's Go CPU profile (every mode, every measurement) to this file, for go tool pprof")
+	fs.StringVar(&o.MutexProf, "mutexprofile", "", "write the harness's Go mutex contention profile (every contended sync.Mutex, sampled 1 in 5) to this file, for go tool pprof")
 	fs.Usage = func() {
 		fmt.Fprintf(w, "Usage: go run ./benchmarks [flags]\n\nMeasures Scribe's actors against OCC retry loops and raw inserts (see doc.go).\n\nFlags:\n")
 		fs.PrintDefaults()

@@ -42,6 +42,13 @@ const canonicalDomain = "scribe.event.v1"
 //
 // Position and Links are not covered: the hash is what the links are made of.
 func CanonicalBytes(r *Record) []byte {
+	return appendTime(canonicalContent(r), r.RecordedAt)
+}
+
+// canonicalContent returns CanonicalBytes(r) without the closing
+// time(RecordedAt), with room to append it in place (appendTime), so the bulk
+// of the encoding can be built before the record's time is known.
+func canonicalContent(r *Record) []byte {
 	md := &r.Metadata
 	partition := partitionOrDefault(md.Partition)
 	// Exact size: 12 length or count prefixes of 8 bytes, the 16-byte ID, the
@@ -83,7 +90,6 @@ func CanonicalBytes(r *Record) []byte {
 		b = appendStr(b, "commandHash")
 		b = appendStr(b, md.CommandHash)
 	}
-	b = appendTime(b, r.RecordedAt)
 	return b
 }
 
