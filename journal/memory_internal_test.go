@@ -2,7 +2,10 @@ package journal
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -65,4 +68,100 @@ func TestMemoryRecordLogAcrossChunks(t *testing.T) {
 	// Growing the log did not move earlier records.
 	require.Same(t, first, m.records.at(0))
 	require.Same(t, boundary, m.records.at(recordChunk))
+}
+
+// Appends that arrive while another caller applies the queue are applied by
+// that caller, in arrival order, each judged on its own: a caller whose
+// context ended while queued gets its error and stores nothing, the rest
+// commit gap-free; and the combiner role passes to a queued caller once the
+// combiner has applied its quota. The combiner is held inside its first
+// append (in the clock, which Append reads under the mutex) until the others
+// are queued, so the test does not depend on timing.
+func TestMemoryCombinesQueuedAppends(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	hold := make(chan struct{})
+	var held atomic.Bool
+	m := NewMemoryWithConfig(MemoryConfig{Clock: func() time.Time {
+		if held.CompareAndSwap(false, true) {
+			<-hold
+		}
+		return time.Now()
+	}})
+	defer m.Close()
+	m.combineMax = 0 // hand over after every batch
+
+	queued := func() int {
+		m.qmu.Lock()
+		defer m.qmu.Unlock()
+		return len(m.queue)
+	}
+	appendOne := func(ctx context.Context, tag Tag) (AppendResult, error) {
+		return m.Append(ctx, []Event{{ID: NewEventID(), Type: "Counted", Tags: []Tag{tag}, Data: []byte(`{"n":1}`)}}, AppendOptions{})
+	}
+
+	// The first append becomes the combiner and stops in the clock.
+	type outcome struct {
+		res AppendResult
+		err error
+	}
+	first := make(chan outcome, 1)
+	go func() {
+		res, err := appendOne(ctx, NewTag("counter", "first"))
+		first <- outcome{res, err}
+	}()
+	require.Eventually(t, held.Load, 5*time.Second, time.Millisecond)
+
+	// A caller that gives up while queued.
+	gone, cancel := context.WithCancel(ctx)
+	goneDone := make(chan outcome, 1)
+	go func() {
+		res, err := appendOne(gone, NewTag("counter", "gone"))
+		goneDone <- outcome{res, err}
+	}()
+	require.Eventually(t, func() bool { return queued() == 1 }, 5*time.Second, time.Millisecond)
+	cancel()
+
+	// Then ten more, on one stream and on streams of their own.
+	const n = 10
+	rest := make(chan outcome, n)
+	for i := range n {
+		tag := NewTag("counter", "shared")
+		if i%2 == 1 {
+			tag = NewTag("counter", fmt.Sprint(i))
+		}
+		go func() {
+			res, err := appendOne(ctx, tag)
+			rest <- outcome{res, err}
+		}()
+		require.Eventually(t, func() bool { return queued() == 2+i }, 5*time.Second, time.Millisecond)
+	}
+	close(hold)
+
+	o := <-first
+	require.NoError(t, o.err)
+	require.Equal(t, Position{Commit: 1, Seq: 1}, o.res.Records[0].Position)
+	o = <-goneDone
+	require.ErrorIs(t, o.err, context.Canceled)
+	seen := map[uint64]bool{}
+	for range n {
+		o := <-rest
+		require.NoError(t, o.err)
+		seen[o.res.Records[0].Position.Seq] = true
+	}
+	for seq := uint64(2); seq <= n+1; seq++ {
+		require.True(t, seen[seq], "no append committed at %d: positions must stay gap-free", seq)
+	}
+	require.EqualValues(t, 1, m.handovers, "the first combiner hands over after its own append")
+
+	var stored []Tag
+	for r, err := range m.ReadAll(ctx, Position{}, 0) {
+		require.NoError(t, err)
+		stored = append(stored, r.Tags...)
+	}
+	require.Len(t, stored, n+1)
+	require.NotContains(t, stored, NewTag("counter", "gone"))
+	v, err := VerifyStream(ctx, m, StreamID{Tag: NewTag("counter", "shared")})
+	require.NoError(t, err)
+	require.EqualValues(t, n/2, v)
 }
