@@ -237,8 +237,11 @@ type memAppend struct {
 
 // memCombineMax bounds how many appends one combiner applies beyond its own
 // before handing the role to the next queued caller, so no caller is kept
-// applying other callers' appends for long.
-const memCombineMax = 256
+// applying other callers' appends for long. With 256, spread/8 on two cores
+// shared with two CPU hogs ran at p99 4.3–4.6 ms in 3 of 3 runs (the combiner's
+// thread descheduled while the others wait); with 32 its p99 was 0.2–0.7 ms in
+// 2 of 3, and unloaded the two were equal (RESULTS.md, fifth pass).
+const memCombineMax = 32
 
 // combine applies a: queued behind the appends already waiting, and applied by
 // whichever caller is combining, or by this one when none is.
