@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/scribe-es/scribe/journal"
@@ -46,6 +47,7 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 	h := a.host
 	now := time.Now()
 	working := b.state
+	b.entries = slices.Grow(b.entries, len(cmds))
 	for i, r := range cmds {
 		if r.abandoned() {
 			h.tel.commands.Add(context.Background(), 1, h.tel.outcomeOpts[OutcomeCanceled])
@@ -140,7 +142,13 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 			b.keys[key] = len(b.entries)
 		}
 		b.entries = append(b.entries, batchEntry{req: r, from: len(b.events), to: len(b.events) + len(jevs), state: st, dupOf: -1, prep: prep})
-		b.events = append(b.events, jevs...)
+		if b.events == nil {
+			// The batch's first events: take jevs as they are (nothing else
+			// holds them; a later append outgrows and copies them).
+			b.events = jevs
+		} else {
+			b.events = append(b.events, jevs...)
+		}
 	}
 	a.lookedUp = nil
 	b.state = working

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -152,15 +153,14 @@ func prepareEvent(i int, in *Event, limits Limits) (Event, error) {
 	{
 		tags := slices.Clone(in.Tags)
 		for k, t := range tags {
-			field := fmt.Sprintf("Tags[%d]", k)
 			if t == "" {
-				return fail(field, "the tag is empty; remove it or give it a \"group:value\" name")
+				return fail(tagField(k), "the tag is empty; remove it or give it a \"group:value\" name")
 			}
 			if len(t) > MaxTagLength {
-				return fail(field, "the tag is %d bytes long, over the limit of %d; use a shorter tag", len(t), MaxTagLength)
+				return fail(tagField(k), "the tag is %d bytes long, over the limit of %d; use a shorter tag", len(t), MaxTagLength)
 			}
 			if reason := badText(string(t)); reason != "" {
-				return fail(field, "the tag %s", reason)
+				return fail(tagField(k), "the tag %s", reason)
 			}
 		}
 		slices.Sort(tags)
@@ -360,3 +360,7 @@ func partitionOrDefault(p string) string {
 	}
 	return p
 }
+
+// tagField names tag k of an event in an error; built only once a tag is
+// known to be bad, not for every tag of every event.
+func tagField(k int) string { return "Tags[" + strconv.Itoa(k) + "]" }
