@@ -180,7 +180,9 @@ const fastNodesSQL = `SELECT node_id, incarnation, closed, expires_at > clock_ti
 // one sequence number per event, in append order), raises each stream's
 // version, head and first/last positions — rechecking its version, the
 // position of its newest event where the decision knew one, lease holder,
-// epoch, release flag and node session by the database clock — and
+// epoch, release flag and node session by the database clock (each node
+// session named once per statement, in live, not once per stream; a scalar
+// subquery, so it stays a primary-key probe however many rows nodes has) — and
 // aborts through fence_check unless every stream checked out. A stream
 // without a row is created only when nothing is expected of it, and only when
 // events are written to it (an expectation of version 0 on a stream without a
@@ -206,6 +208,11 @@ const writeSQL = `WITH x AS MATERIALIZED (
 		$23::bigint[], $24::bigint[])
 		AS c(partition, tag, n, before, node, inc, epoch, head, was_commit, was_seq)
 	LEFT JOIN span sp ON sp.partition = c.partition AND sp.tag = c.tag
+), live AS MATERIALIZED (
+	SELECT cn.node AS node_id, cn.inc AS incarnation
+	FROM (SELECT DISTINCT c.node, c.inc FROM c WHERE c.node IS NOT NULL) cn
+	WHERE (SELECT true FROM __S__.nodes n WHERE n.node_id = cn.node AND n.incarnation = cn.inc
+		AND NOT n.closed AND n.expires_at > clock_timestamp())
 ), claimed AS (
 	UPDATE __S__.streams s SET version = s.version + c.n,
 		head_hash = CASE WHEN c.n > 0 THEN c.head ELSE s.head_hash END,
@@ -218,8 +225,7 @@ const writeSQL = `WITH x AS MATERIALIZED (
 	  AND (c.was_commit IS NULL OR (s.last_commit = c.was_commit AND s.last_seq = c.was_seq))
 	  AND (c.node IS NULL OR (
 		s.lease_node = c.node AND s.lease_incarnation = c.inc AND s.epoch = c.epoch AND NOT s.released
-		AND EXISTS (SELECT 1 FROM __S__.nodes n WHERE n.node_id = c.node AND n.incarnation = c.inc
-			AND NOT n.closed AND n.expires_at > clock_timestamp())))
+		AND EXISTS (SELECT 1 FROM live l WHERE l.node_id = c.node AND l.incarnation = c.inc)))
 	RETURNING 1
 ), created AS (
 	INSERT INTO __S__.streams (partition, tag, version, head_hash, first_commit, first_seq, last_commit, last_seq)
