@@ -23,8 +23,13 @@ type Config struct {
 	// notification before it reads again: a lost NOTIFY delays delivery by at
 	// most this. Default 500ms.
 	PollInterval time.Duration
-	// AcquirePollInterval is how often Acquire retries while another live node
-	// holds the stream. Default 25ms.
+	// AcquirePollInterval is the longest Acquire waits between two tries
+	// while another live node holds the stream. It tries again at once when a
+	// lease of the schema may have become free (Release, CloseNode or a
+	// superseding OpenNode, by any process: NOTIFY) and when the holder's
+	// session expires by the database clock, so this bound matters only when
+	// a notification is lost (the LISTEN connection is down, or the other
+	// process runs a Scribe from before these notifications). Default 1s.
 	AcquirePollInterval time.Duration
 	// PageSize is how many records a read fetches per round trip (reads stream
 	// page by page and hold no connection between pages). Default 512.
@@ -55,7 +60,7 @@ type BatchingConfig struct {
 const (
 	defaultSchema       = "scribe"
 	defaultPoll         = 500 * time.Millisecond
-	defaultAcquirePoll  = 25 * time.Millisecond
+	defaultAcquirePoll  = time.Second
 	defaultPageSize     = 512
 	defaultMaxBatch     = 32
 	maxMaxBatch         = 1024

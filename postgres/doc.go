@@ -55,8 +55,12 @@
 // UPDATE per node, whatever the number of its leases; a stream lease is valid
 // only while its node session is. Acquire is one conditional upsert that grants
 // (a new epoch from the stream_epochs sequence) when the stream is free, released, held by a dead or superseded
-// session or by the same node ID; otherwise it polls every
-// AcquirePollInterval until the wait ends with ErrOpenTimeout naming the holder.
+// session or by the same node ID; otherwise it waits for a lease change
+// (Release, CloseNode, a superseding OpenNode: one coalesced NOTIFY on the
+// schema's lease channel, like the commits' one) or the holder's expiry by the
+// database clock, at most AcquirePollInterval (1 s) between tries, until the
+// wait ends with ErrOpenTimeout naming the holder. So streams waiting for a
+// dead node's leases cost a query or two each per second, not forty.
 //
 // # DCB conditions at READ COMMITTED
 //

@@ -42,6 +42,14 @@ type Journal struct {
 	notifyOnce sync.Once
 	notifyCh   chan struct{}
 
+	// Lease changes (Release, CloseNode, OpenNode) wake waiting Acquires:
+	// this process's at once through leaseWake, other processes' through a
+	// NOTIFY on leaseChannel (coalesced like the commits' one).
+	leaseChannel    string
+	leaseWake       *broadcaster
+	leaseNotifyOnce sync.Once
+	leaseNotifyCh   chan struct{}
+
 	seam  seam
 	heads heads
 
@@ -82,6 +90,7 @@ func (s *seam) at(ctx context.Context, p seamPoint, conn *pgxpool.Conn) error {
 type stats struct {
 	batches, appends, events, direct, read, fenced atomic.Int64
 	discarded, implied                             atomic.Int64
+	acquireWaits                                   atomic.Int64
 	writeNanos, batchNanos                         atomic.Int64
 }
 
@@ -107,6 +116,10 @@ type Stats struct {
 	// stream the write statement checks unchanged since the condition's
 	// position (see the package documentation, "DCB conditions").
 	ImpliedConditions int64
+	// AcquireWaits counts the times an Acquire found the stream held by
+	// another live session and waited (for a lease change or the holder's
+	// expiry) before trying again.
+	AcquireWaits int64
 	// WriteTime is the total time of the write round trips (for a direct
 	// transaction: BEGIN, the locks, the write and COMMIT; otherwise the write
 	// and COMMIT); BatchTime the total time from taking a connection to the
@@ -120,7 +133,8 @@ func (j *Journal) Stats() Stats {
 		Batches: j.stats.batches.Load(), Appends: j.stats.appends.Load(), Events: j.stats.events.Load(),
 		Direct: j.stats.direct.Load(), Read: j.stats.read.Load(), Fenced: j.stats.fenced.Load(),
 		Discarded: j.stats.discarded.Load(), ImpliedConditions: j.stats.implied.Load(),
-		WriteTime: time.Duration(j.stats.writeNanos.Load()), BatchTime: time.Duration(j.stats.batchNanos.Load()),
+		AcquireWaits: j.stats.acquireWaits.Load(),
+		WriteTime:    time.Duration(j.stats.writeNanos.Load()), BatchTime: time.Duration(j.stats.batchNanos.Load()),
 	}
 }
 
@@ -140,14 +154,16 @@ func NewJournal(pool *pgxpool.Pool, cfg Config) (*Journal, error) {
 		return nil, err
 	}
 	j := &Journal{
-		pool:   pool,
-		cfg:    cfg,
-		s:      cfg.quotedSchema(),
-		limits: journal.Limits{MaxDataSize: cfg.MaxDataSize},
-		closed: make(chan struct{}),
-		wake:   newBroadcaster(),
+		pool:      pool,
+		cfg:       cfg,
+		s:         cfg.quotedSchema(),
+		limits:    journal.Limits{MaxDataSize: cfg.MaxDataSize},
+		closed:    make(chan struct{}),
+		wake:      newBroadcaster(),
+		leaseWake: newBroadcaster(),
 	}
 	j.channel = notifyChannel(cfg.Schema)
+	j.leaseChannel = j.channel + "_leases"
 	return j, nil
 }
 

@@ -30,6 +30,10 @@ func (j *Journal) OpenNode(ctx context.Context, nodeID string, timeout time.Dura
 	if err != nil {
 		return journal.NodeSession{}, j.translate("open node", err)
 	}
+	if inc > 1 {
+		// A new incarnation supersedes the old one: its leases are free.
+		j.leasesChanged()
+	}
 	return journal.NodeSession{NodeID: nodeID, Incarnation: uint64(inc), Timeout: timeout, ExpiresAt: exp.UTC()}, nil
 }
 
@@ -88,7 +92,9 @@ func (j *Journal) CloseNode(ctx context.Context, node journal.NodeSession) error
 		if err := j.nodeError(ctx, node, "close"); err != nil {
 			return err
 		}
+		return nil
 	}
+	j.leasesChanged()
 	return nil
 }
 
@@ -109,8 +115,11 @@ WHERE s.lease_node IS NULL OR s.released
 RETURNING epoch`
 
 // Acquire takes the lease of stream for node; see journal.Sessions. While
-// another live node holds it, Acquire retries every AcquirePollInterval until
-// wait has passed, then fails with ErrOpenTimeout naming the holder.
+// another live node holds it, Acquire waits until a lease of this schema may
+// have become free (a Release, CloseNode or OpenNode by any process, through
+// NOTIFY) or the holder's session expires by the database clock, and tries
+// again; at most AcquirePollInterval passes between two tries. After wait it
+// fails with ErrOpenTimeout naming the holder.
 func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream journal.StreamID, wait time.Duration) (journal.Lease, error) {
 	if err := j.checkOpen(); err != nil {
 		return journal.Lease{}, err
@@ -123,6 +132,9 @@ func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream 
 	stmt := j.sql(acquireSQL)
 	var timer *time.Timer
 	for {
+		// Taken before the attempt: a lease freed after the attempt
+		// has looked closes this channel.
+		changed := j.leaseWake.wait()
 		var epoch int64
 		err := j.pool.QueryRow(ctx, stmt, stream.Partition, string(stream.Tag), node.NodeID, int64(node.Incarnation)).Scan(&epoch)
 		if err == nil {
@@ -138,7 +150,13 @@ func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream 
 		if left <= 0 {
 			return journal.Lease{}, j.openTimeout(ctx, stream, wait)
 		}
-		d := min(j.cfg.AcquirePollInterval, left)
+		j.startListener()
+		j.stats.acquireWaits.Add(1)
+		d, err := j.holderLeft(ctx, stream)
+		if err != nil {
+			return journal.Lease{}, err
+		}
+		d = min(d, j.cfg.AcquirePollInterval, left)
 		if timer == nil {
 			timer = time.NewTimer(d)
 			defer timer.Stop()
@@ -150,9 +168,33 @@ func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream 
 			return journal.Lease{}, fmt.Errorf("postgres: acquire stream %s: %w", stream, ctx.Err())
 		case <-j.closed:
 			return journal.Lease{}, j.checkOpen()
+		case <-changed:
 		case <-timer.C:
 		}
 	}
+}
+
+// acquireRetryMin is the least time Acquire waits between two tries, so a
+// holder whose session is about to expire by the database clock (or a state
+// the next try resolves) costs a few queries, not a loop.
+const acquireRetryMin = 2 * time.Millisecond
+
+// holderLeft returns how long the current holder of stream's lease stays live
+// unless renewed, by the database clock (at least acquireRetryMin; just that
+// when the stream has no live holder any more: the next try takes it).
+func (j *Journal) holderLeft(ctx context.Context, stream journal.StreamID) (time.Duration, error) {
+	var us int64
+	err := j.pool.QueryRow(ctx, j.sql(`SELECT greatest(0, floor(extract(epoch FROM n.expires_at - clock_timestamp()) * 1000000))::bigint
+		FROM __S__.streams s JOIN __S__.nodes n ON n.node_id = s.lease_node AND n.incarnation = s.lease_incarnation
+		WHERE s.partition = $1 AND s.tag = $2 AND NOT s.released AND NOT n.closed`),
+		stream.Partition, string(stream.Tag)).Scan(&us)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return acquireRetryMin, nil
+	case err != nil:
+		return 0, j.translate("acquire", err)
+	}
+	return max(time.Duration(us)*time.Microsecond, acquireRetryMin), nil
 }
 
 func (j *Journal) openTimeout(ctx context.Context, stream journal.StreamID, wait time.Duration) error {
@@ -193,5 +235,6 @@ func (j *Journal) Release(ctx context.Context, lease journal.Lease) error {
 	if err != nil {
 		return j.translate("release", err)
 	}
+	j.leasesChanged()
 	return nil
 }

@@ -59,38 +59,61 @@ const notifyGap = 5 * time.Millisecond
 func (j *Journal) startNotifier() {
 	j.notifyCh = make(chan struct{}, 1)
 	j.wg.Add(1)
-	go func() {
-		defer j.wg.Done()
-		gap := time.NewTimer(0)
-		defer gap.Stop()
-		for {
-			select {
-			case <-j.closed:
-				return
-			case <-j.notifyCh:
-			}
-			select { // coalesce: wait out the gap since the last NOTIFY
-			case <-j.closed:
-				return
-			case <-gap.C:
-			}
-			gap.Reset(notifyGap)
-			j.wake.notify() // this process's subscribers
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			b := &pgx.Batch{}
-			b.Queue("BEGIN")
-			b.Queue("SET LOCAL synchronous_commit = off")
-			b.Queue("SELECT pg_notify($1, '')", j.channel)
-			b.Queue("COMMIT")
-			_ = j.pool.SendBatch(ctx, b).Close()
-			cancel()
+	go j.notifier(j.notifyCh, j.channel, j.wake)
+}
+
+// leasesChanged wakes the Acquires waiting in this process at once and asks
+// the lease notifier to tell other processes that a lease may have become
+// free (a release, a closed or superseded node session).
+func (j *Journal) leasesChanged() {
+	j.leaseWake.notify()
+	j.leaseNotifyOnce.Do(func() {
+		j.leaseNotifyCh = make(chan struct{}, 1)
+		j.wg.Add(1)
+		go j.notifier(j.leaseNotifyCh, j.leaseChannel, nil)
+	})
+	select {
+	case j.leaseNotifyCh <- struct{}{}:
+	default: // a notification is already pending: coalesced
+	}
+}
+
+// notifier sends one NOTIFY on channel per burst of signals on ch, at most
+// every notifyGap, after waking local (when not nil).
+func (j *Journal) notifier(ch <-chan struct{}, channel string, local *broadcaster) {
+	defer j.wg.Done()
+	gap := time.NewTimer(0)
+	defer gap.Stop()
+	for {
+		select {
+		case <-j.closed:
+			return
+		case <-ch:
 		}
-	}()
+		select { // coalesce: wait out the gap since the last NOTIFY
+		case <-j.closed:
+			return
+		case <-gap.C:
+		}
+		gap.Reset(notifyGap)
+		if local != nil {
+			local.notify()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue("SET LOCAL synchronous_commit = off")
+		b.Queue("SELECT pg_notify($1, '')", channel)
+		b.Queue("COMMIT")
+		_ = j.pool.SendBatch(ctx, b).Close()
+		cancel()
+	}
 }
 
 // startListener starts, once, the goroutine that LISTENs on the journal's
-// channel on a dedicated connection and wakes subscribers on every
-// notification. It reconnects after failures; subscribers poll meanwhile.
+// channels on a dedicated connection and wakes subscribers (commits) or
+// waiting Acquires (lease changes) on every notification. It reconnects after
+// failures; subscribers and Acquires poll meanwhile.
 func (j *Journal) startListener() {
 	j.listenOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -116,6 +139,7 @@ func (j *Journal) listen(ctx context.Context) {
 		}
 		_ = err // the connection failed: subscribers keep polling; reconnect.
 		j.wake.notify()
+		j.leaseWake.notify()
 		select {
 		case <-ctx.Done():
 			return
@@ -131,17 +155,23 @@ func (j *Journal) listenOnceConn(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{j.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{j.channel}.Sanitize()+"; LISTEN "+pgx.Identifier{j.leaseChannel}.Sanitize()); err != nil {
 		return err
 	}
-	// Events committed before LISTEN took effect are found by the
-	// subscribers' next read.
+	// Events committed and leases freed before LISTEN took effect are found
+	// by the subscribers' next read and the Acquires' next attempt.
 	j.wake.notify()
+	j.leaseWake.notify()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		j.wake.notify()
+		if n.Channel == j.leaseChannel {
+			j.leaseWake.notify()
+		} else {
+			j.wake.notify()
+		}
 	}
 }
 
