@@ -197,3 +197,53 @@ func BenchmarkReadAll(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*10_000)/b.Elapsed().Seconds(), "events/s")
 }
+
+// BenchmarkAcquireWhileHeld measures what streams waiting for another live
+// node's leases cost the database: 100 Acquires wait 3 s each for streams a
+// live session holds (and does not give up), and the benchmark reports the
+// transactions the database committed or rolled back meanwhile, per waiting
+// stream per second (pg_stat_database, read after its 1 s reporting delay;
+// run it alone). Run with -benchtime 1x.
+func BenchmarkAcquireWhileHeld(b *testing.B) {
+	f := setup(b)
+	ctx := context.Background()
+	const streams, wait = 100, 3 * time.Second
+	holder, err := f.journal.OpenNode(ctx, "node-holder", time.Hour)
+	require.NoError(b, err)
+	stream := func(i int) journal.StreamID { return journal.Stream(journal.Tag(fmt.Sprintf("account:%d", i))) }
+	for i := range streams {
+		_, err := f.journal.Acquire(ctx, holder, stream(i), time.Second)
+		require.NoError(b, err)
+	}
+	waiter, err := f.journal.OpenNode(ctx, "node-waiter", time.Hour)
+	require.NoError(b, err)
+	xacts := func() int64 {
+		time.Sleep(1500 * time.Millisecond) // backends report their counts at most once a second
+		var x int64
+		_, err := f.pool.Exec(ctx, `SELECT pg_stat_clear_snapshot()`)
+		require.NoError(b, err)
+		require.NoError(b, f.pool.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&x))
+		return x
+	}
+	var total int64
+	b.ResetTimer()
+	for range b.N {
+		before := xacts()
+		var failed atomic.Int64
+		done := make(chan struct{}, streams)
+		for i := range streams {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				if _, err := f.journal.Acquire(ctx, waiter, stream(i), wait); err == nil {
+					failed.Add(1)
+				}
+			}()
+		}
+		for range streams {
+			<-done
+		}
+		require.Zero(b, failed.Load(), "an Acquire took a stream a live session holds")
+		total += xacts() - before - 1 // less the reading transaction itself
+	}
+	b.ReportMetric(float64(total)/float64(b.N)/streams/wait.Seconds(), "xacts/stream/s")
+}
