@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,9 +82,12 @@ func TestAcquireWakesOnLeaseChanges(t *testing.T) {
 		f := setup(t, func(cfg *postgres.Config) { cfg.AcquirePollInterval = never })
 		ctx := t.Context()
 		stream := journal.Stream("account:wanted")
-		a, err := f.journal.OpenNode(ctx, "node-a", 300*time.Millisecond) // never renewed
+		a, err := f.journal.OpenNode(ctx, "node-a", never)
 		require.NoError(t, err)
 		_, err = f.journal.Acquire(ctx, a, stream, time.Second)
+		require.NoError(t, err)
+		// The holder stops renewing: its session ends 300 ms from now.
+		_, err = f.pool.Exec(ctx, fmt.Sprintf(`UPDATE %s.nodes SET expires_at = clock_timestamp() + interval '300 milliseconds' WHERE node_id = 'node-a'`, quote(f.cfg.Schema)))
 		require.NoError(t, err)
 		b, err := f.journal.OpenNode(ctx, "node-b", never)
 		require.NoError(t, err)
