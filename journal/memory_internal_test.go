@@ -110,7 +110,7 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 		res, err := appendOne(ctx, NewTag("counter", "first"))
 		first <- outcome{res, err}
 	}()
-	require.Eventually(t, held.Load, 5*time.Second, time.Millisecond)
+	require.Eventually(t, held.Load, 30*time.Second, time.Millisecond)
 
 	// A caller that gives up while queued.
 	gone, cancel := context.WithCancel(ctx)
@@ -119,7 +119,7 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 		res, err := appendOne(gone, NewTag("counter", "gone"))
 		goneDone <- outcome{res, err}
 	}()
-	require.Eventually(t, func() bool { return queued() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return queued() == 1 }, 30*time.Second, time.Millisecond)
 	cancel()
 
 	// Then ten more, on one stream and on streams of their own.
@@ -134,7 +134,7 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 			res, err := appendOne(ctx, tag)
 			rest <- outcome{res, err}
 		}()
-		require.Eventually(t, func() bool { return queued() == 2+i }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return queued() == 2+i }, 30*time.Second, time.Millisecond)
 	}
 	close(hold)
 
