@@ -273,12 +273,26 @@ func (m *Memory) combine(a *memAppend) {
 			return
 		}
 		m.qmu.Unlock()
-		m.mu.Lock()
-		for _, b := range batch {
-			m.applyLocked(b)
+		if p := m.applyBatch(batch); p != nil {
+			// The journal stays usable: wake the batch, pass the role on,
+			// and let the panic go on in this caller, as it would have
+			// before appends were combined.
+			for _, b := range batch {
+				if b != a {
+					b.done <- false
+				}
+			}
+			m.qmu.Lock()
+			if len(m.queue) > 0 {
+				next := m.queue[0]
+				m.qmu.Unlock()
+				next.done <- true
+			} else {
+				m.combining = false
+				m.qmu.Unlock()
+			}
+			panic(p)
 		}
-		m.signalLocked()
-		m.mu.Unlock()
 		for i, b := range batch {
 			if b != a {
 				b.done <- false
@@ -301,6 +315,30 @@ func (m *Memory) combine(a *memAppend) {
 		}
 		m.qmu.Unlock()
 	}
+}
+
+// applyBatch applies batch in order under the mutex. When applying one of
+// them panics (the configured Clock is the only caller code it runs, before
+// anything is changed), the appends before it keep their outcomes, it and the
+// rest fail without being applied, and the panic value is returned.
+func (m *Memory) applyBatch(batch []*memAppend) (panicked any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := 0
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+			for _, b := range batch[i:] {
+				b.res, b.err = AppendResult{}, fmt.Errorf("journal: the in-memory append was not applied: a panic while applying it or an append queued with it: %v", p)
+			}
+			m.signalLocked()
+		}
+	}()
+	for ; i < len(batch); i++ {
+		m.applyLocked(batch[i])
+	}
+	m.signalLocked()
+	return nil
 }
 
 // applyLocked applies a as one atomic append and records its outcome in a.

@@ -165,3 +165,58 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, n/2, v)
 }
+
+// A Clock that panics inside a combined append fails that append's caller
+// with the panic, as a plain mutex did, and leaves the journal usable: the
+// appends queued behind it are applied by the next caller, and later appends
+// work.
+func TestMemoryCombinerSurvivesAPanickingClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	hold := make(chan struct{})
+	var calls atomic.Int64
+	m := NewMemoryWithConfig(MemoryConfig{Clock: func() time.Time {
+		if calls.Add(1) == 1 {
+			<-hold
+			panic("clock broke")
+		}
+		return time.Now()
+	}})
+	defer m.Close()
+	appendOne := func(tag string) error {
+		_, err := m.Append(ctx, []Event{{ID: NewEventID(), Type: "Counted", Tags: []Tag{NewTag("counter", tag)}, Data: []byte(`{"n":1}`)}}, AppendOptions{})
+		return err
+	}
+	queued := func() int {
+		m.qmu.Lock()
+		defer m.qmu.Unlock()
+		return len(m.queue)
+	}
+
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_ = appendOne("first")
+	}()
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 30*time.Second, time.Millisecond)
+	const n = 3
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- appendOne(fmt.Sprint(i)) }()
+		require.Eventually(t, func() bool { return queued() == i+1 }, 30*time.Second, time.Millisecond)
+	}
+	close(hold)
+
+	require.Equal(t, "clock broke", <-panicked)
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	require.NoError(t, appendOne("after"))
+	var tags []Tag
+	for r, err := range m.ReadAll(ctx, Position{}, 0) {
+		require.NoError(t, err)
+		tags = append(tags, r.Tags...)
+	}
+	require.Len(t, tags, n+1)
+	require.NotContains(t, tags, NewTag("counter", "first"))
+}
