@@ -127,11 +127,17 @@ func LinkRecord(r *Record, heads func(Tag) (version uint64, head Hash)) {
 		r.Links = nil
 		return
 	}
-	canonical := CanonicalBytes(r)
-	links := make([]StreamLink, len(r.Tags))
-	for i, t := range r.Tags {
+	linkCanonical(r, CanonicalBytes(r), heads)
+}
+
+// linkCanonical is LinkRecord for a record whose canonical bytes are already
+// known (canonical must equal CanonicalBytes(r)). It reuses r.Links' array
+// when that has room for every tag.
+func linkCanonical(r *Record, canonical []byte, heads func(Tag) (version uint64, head Hash)) {
+	links := r.Links[:0]
+	for _, t := range r.Tags {
 		v, head := heads(t)
-		links[i] = StreamLink{Tag: t, Version: v + 1, PrevHash: head, Hash: ChainHash(head, canonical)}
+		links = append(links, StreamLink{Tag: t, Version: v + 1, PrevHash: head, Hash: ChainHash(head, canonical)})
 	}
 	r.Links = links
 }

@@ -56,10 +56,9 @@ type Memory struct {
 	clock  func() time.Time
 	limits Limits
 
-	mu       sync.Mutex
-	closed   bool
-	isClosed atomic.Bool   // closed, readable without mu
-	done     chan struct{} // closed by Close
+	mu     sync.Mutex
+	closed atomic.Bool   // set by Close, under mu; read with or without it
+	done   chan struct{} // closed by Close
 
 	records       recordLog // position order; records.at(i).Position.Seq == i+1
 	byID          map[uuid.UUID]int
@@ -71,11 +70,10 @@ type Memory struct {
 	appendWatched bool          // a reader has taken appended to wait on
 	committed     bool          // something was committed since the last signalLocked
 
-	// The append combiner (combine): qmu guards queue, spare and combining,
-	// and is never held while waiting for mu.
+	// The append combiner (combine): qmu guards queue, combining and
+	// handovers, and is never held while waiting for mu.
 	qmu       sync.Mutex
 	queue     []*memAppend // appends waiting for the combiner, in arrival order
-	spare     []*memAppend // a drained queue's array, for reuse
 	combining bool         // a caller is applying the queue
 	// combineMax is memCombineMax (tests lower it); handovers counts the
 	// times the combiner role passed to a queued caller.
@@ -144,9 +142,8 @@ func NewMemoryWithConfig(cfg MemoryConfig) *Memory {
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.closed {
-		m.closed = true
-		m.isClosed.Store(true)
+	if !m.closed.Load() {
+		m.closed.Store(true)
 		close(m.done)
 	}
 	return nil
@@ -163,7 +160,7 @@ func (m *Memory) lock(ctx context.Context) error {
 		return err
 	}
 	m.mu.Lock()
-	if m.closed {
+	if m.closed.Load() {
 		m.mu.Unlock()
 		return errClosed()
 	}
@@ -193,7 +190,7 @@ func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions)
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, err
 	}
-	if m.isClosed.Load() {
+	if m.closed.Load() {
 		return AppendResult{}, errClosed()
 	}
 
@@ -232,7 +229,7 @@ type memAppend struct {
 
 	res  AppendResult // set with Duplicate, or left for Append to fill from recs
 	err  error
-	done chan bool // receives once when applied: false; or true: a is applied-or-queued and its caller must combine
+	done chan bool // receives once: false when a is applied; true when a is still queued and its caller takes over combining
 }
 
 // memCombineMax bounds how many appends one combiner applies beyond its own
@@ -260,61 +257,49 @@ func (m *Memory) combine(a *memAppend) {
 		m.combining = true
 		m.qmu.Unlock()
 	}
-	applied := 0
-	for {
+	for applied := 0; ; {
 		m.qmu.Lock()
 		batch := m.queue
-		m.queue = m.spare[:0]
-		m.spare = nil
+		m.queue = nil
 		if len(batch) == 0 {
 			m.combining = false
-			m.spare = batch
 			m.qmu.Unlock()
 			return
 		}
 		m.qmu.Unlock()
-		if p := m.applyBatch(batch); p != nil {
-			// The journal stays usable: wake the batch, pass the role on,
-			// and let the panic go on in this caller, as it would have
-			// before appends were combined.
-			for _, b := range batch {
-				if b != a {
-					b.done <- false
-				}
-			}
-			m.qmu.Lock()
-			if len(m.queue) > 0 {
-				next := m.queue[0]
-				m.qmu.Unlock()
-				next.done <- true
-			} else {
-				m.combining = false
-				m.qmu.Unlock()
-			}
-			panic(p)
-		}
-		for i, b := range batch {
+		p := m.applyBatch(batch)
+		for _, b := range batch {
 			if b != a {
 				b.done <- false
 			}
-			batch[i] = nil
 		}
-		applied += len(batch)
-		m.qmu.Lock()
-		if m.spare == nil {
-			m.spare = batch[:0]
+		if p != nil {
+			// The journal stays usable, and the panic goes on in this
+			// caller, as it did before appends were combined.
+			m.passRole()
+			panic(p)
 		}
 		// a was in the first batch: it is applied by now.
-		if applied > m.combineMax && len(m.queue) > 0 {
-			// Hand over: the first queued caller combines from here on.
-			next := m.queue[0]
-			m.handovers++
-			m.qmu.Unlock()
-			next.done <- true
+		if applied += len(batch); applied > m.combineMax {
+			m.passRole()
 			return
 		}
-		m.qmu.Unlock()
 	}
+}
+
+// passRole ends this caller's turn as the combiner: the first queued caller
+// takes the role over, or, with none queued, the next Append takes it.
+func (m *Memory) passRole() {
+	m.qmu.Lock()
+	if len(m.queue) == 0 {
+		m.combining = false
+		m.qmu.Unlock()
+		return
+	}
+	next := m.queue[0]
+	m.handovers++
+	m.qmu.Unlock()
+	next.done <- true
 }
 
 // applyBatch applies batch in order under the mutex. When applying one of
@@ -329,7 +314,7 @@ func (m *Memory) applyBatch(batch []*memAppend) (panicked any) {
 		if p := recover(); p != nil {
 			panicked = p
 			for _, b := range batch[i:] {
-				b.res, b.err = AppendResult{}, fmt.Errorf("journal: the in-memory append was not applied: a panic while applying it or an append queued with it: %v", p)
+				b.res, b.err = AppendResult{}, fmt.Errorf("journal: the in-memory append was not applied: MemoryConfig.Clock panicked while it or an append queued with it was applied (%v); fix the clock, then append again", p)
 			}
 			m.signalLocked()
 		}
@@ -343,7 +328,7 @@ func (m *Memory) applyBatch(batch []*memAppend) (panicked any) {
 
 // applyLocked applies a as one atomic append and records its outcome in a.
 func (m *Memory) applyLocked(a *memAppend) {
-	if m.closed {
+	if m.closed.Load() {
 		a.err = errClosed()
 		return
 	}
@@ -367,22 +352,21 @@ func (m *Memory) applyLocked(a *memAppend) {
 		idx := m.records.len()
 		rec.Position = Position{Commit: m.commit, Seq: uint64(idx) + 1}
 		rec.RecordedAt = now
-		if len(rec.Tags) == 0 {
-			rec.Links = nil
-		} else {
-			canonical := appendTime(a.content[i], now)
-			for j, t := range rec.Tags {
-				id := StreamID{Partition: a.partition, Tag: t}
-				s := m.streams[id]
-				if s == nil {
-					s = &memStream{}
-					m.streams[id] = s
-				}
-				prev := s.head
-				rec.Links[j] = StreamLink{Tag: t, Version: uint64(len(s.records)) + 1, PrevHash: prev, Hash: ChainHash(prev, canonical)}
-				s.records = append(s.records, idx)
-				s.head, s.version, s.last = rec.Links[j].Hash, rec.Links[j].Version, idx
+		linkCanonical(rec, appendTime(a.content[i], now), func(tag Tag) (uint64, Hash) {
+			if s := m.streams[StreamID{Partition: a.partition, Tag: tag}]; s != nil {
+				return uint64(len(s.records)), s.head
 			}
+			return 0, Hash{}
+		})
+		for _, l := range rec.Links {
+			id := StreamID{Partition: a.partition, Tag: l.Tag}
+			s := m.streams[id]
+			if s == nil {
+				s = &memStream{}
+				m.streams[id] = s
+			}
+			s.records = append(s.records, idx)
+			s.head, s.version, s.last = l.Hash, l.Version, idx
 		}
 		m.records.push(*rec)
 		m.byID[rec.ID] = idx

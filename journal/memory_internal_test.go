@@ -91,14 +91,8 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 	defer m.Close()
 	m.combineMax = 0 // hand over after every batch
 
-	queued := func() int {
-		m.qmu.Lock()
-		defer m.qmu.Unlock()
-		return len(m.queue)
-	}
-	appendOne := func(ctx context.Context, tag Tag) (AppendResult, error) {
-		return m.Append(ctx, []Event{{ID: NewEventID(), Type: "Counted", Tags: []Tag{tag}, Data: []byte(`{"n":1}`)}}, AppendOptions{})
-	}
+	queued := func() int { return queuedAppends(m) }
+	appendOne := func(ctx context.Context, tag Tag) (AppendResult, error) { return appendCounted(ctx, m, tag) }
 
 	// The first append becomes the combiner and stops in the clock.
 	type outcome struct {
@@ -154,11 +148,7 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 	}
 	require.EqualValues(t, 1, m.handovers, "the first combiner hands over after its own append")
 
-	var stored []Tag
-	for r, err := range m.ReadAll(ctx, Position{}, 0) {
-		require.NoError(t, err)
-		stored = append(stored, r.Tags...)
-	}
+	stored := storedTags(t, m)
 	require.Len(t, stored, n+1)
 	require.NotContains(t, stored, NewTag("counter", "gone"))
 	v, err := VerifyStream(ctx, m, StreamID{Tag: NewTag("counter", "shared")})
@@ -184,14 +174,10 @@ func TestMemoryCombinerSurvivesAPanickingClock(t *testing.T) {
 	}})
 	defer m.Close()
 	appendOne := func(tag string) error {
-		_, err := m.Append(ctx, []Event{{ID: NewEventID(), Type: "Counted", Tags: []Tag{NewTag("counter", tag)}, Data: []byte(`{"n":1}`)}}, AppendOptions{})
+		_, err := appendCounted(ctx, m, NewTag("counter", tag))
 		return err
 	}
-	queued := func() int {
-		m.qmu.Lock()
-		defer m.qmu.Unlock()
-		return len(m.queue)
-	}
+	queued := func() int { return queuedAppends(m) }
 
 	panicked := make(chan any, 1)
 	go func() {
@@ -212,11 +198,30 @@ func TestMemoryCombinerSurvivesAPanickingClock(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	require.NoError(t, appendOne("after"))
+	tags := storedTags(t, m)
+	require.Len(t, tags, n+1)
+	require.NotContains(t, tags, NewTag("counter", "first"))
+}
+
+// queuedAppends returns how many appends wait for m's combiner.
+func queuedAppends(m *Memory) int {
+	m.qmu.Lock()
+	defer m.qmu.Unlock()
+	return len(m.queue)
+}
+
+// appendCounted appends one event tagged tag to m.
+func appendCounted(ctx context.Context, m *Memory, tag Tag) (AppendResult, error) {
+	return m.Append(ctx, []Event{{ID: NewEventID(), Type: "Counted", Tags: []Tag{tag}, Data: []byte(`{"n":1}`)}}, AppendOptions{})
+}
+
+// storedTags returns the tags of every record in m, in position order.
+func storedTags(t *testing.T, m *Memory) []Tag {
+	t.Helper()
 	var tags []Tag
-	for r, err := range m.ReadAll(ctx, Position{}, 0) {
+	for r, err := range m.ReadAll(context.Background(), Position{}, 0) {
 		require.NoError(t, err)
 		tags = append(tags, r.Tags...)
 	}
-	require.Len(t, tags, n+1)
-	require.NotContains(t, tags, NewTag("counter", "first"))
+	return tags
 }
