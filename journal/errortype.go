@@ -23,6 +23,8 @@ var errorTypes = []struct {
 	{ErrDuplicateMismatch, "duplicate_mismatch"},
 	{ErrInvalidQuery, "invalid_query"},
 	{ErrNotFound, "not_found"},
+	{ErrArchived, "archived"},
+	{ErrStreamRetired, "stream_retired"},
 	{ErrUnavailable, "unavailable"},
 	{context.DeadlineExceeded, "deadline_exceeded"},
 	{context.Canceled, "canceled"},

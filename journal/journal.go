@@ -166,6 +166,15 @@ type TagSummary struct {
 	LastPosition    Position
 	FirstRecordedAt time.Time
 	LastRecordedAt  time.Time
+	// Cut is the stream's checkpoint: versions 1 to Cut.Version were retired
+	// into the archive and ReadStream fails with an *ArchivedError below
+	// Cut.Version+1. Zero when nothing is archived (and on backends that never
+	// archive). FirstPosition and FirstRecordedAt still describe the stream's
+	// first event ever, archived or not.
+	Cut Checkpoint
+	// Retired reports a tombstone: the stream was closed for good at Version,
+	// and every append naming it fails with ErrStreamRetired.
+	Retired bool
 }
 
 // TypeSummary counts the events of one type, across partitions.
