@@ -123,6 +123,11 @@ var (
 	// behind a tombstone. Its versions are never reused, so no retry can
 	// succeed: the error is an *StreamRetiredError and is final.
 	ErrStreamRetired = errors.New("journal: stream retired")
+	// ErrSnapshotRequired: a retention policy would retire events of an
+	// aggregate stream past its newest snapshot, so recovering the aggregate
+	// would need archived events. Nothing was retired; take a snapshot at or
+	// after the cut first (or retire less).
+	ErrSnapshotRequired = errors.New("journal: snapshot required before retiring events")
 )
 
 // ArchivedError details ErrArchived: the stream whose events were asked for

@@ -25,6 +25,7 @@ var errorTypes = []struct {
 	{ErrNotFound, "not_found"},
 	{ErrArchived, "archived"},
 	{ErrStreamRetired, "stream_retired"},
+	{ErrSnapshotRequired, "snapshot_required"},
 	{ErrUnavailable, "unavailable"},
 	{context.DeadlineExceeded, "deadline_exceeded"},
 	{context.Canceled, "canceled"},
