@@ -71,7 +71,7 @@ type fastStream struct {
 	// head is fenced and decided again on what is read.
 	retired bool
 	lease   *journal.Lease // the lease the accepted appends carry
-	n        int64
+	n       int64
 	// newest is 1 + the index in the decision's accepted records of the
 	// stream's newest event in this batch, 0 when the batch writes none.
 	newest int
