@@ -95,6 +95,8 @@ func commands() []*command {
 		tailCommand(),
 		eventsCommand(),
 		verifyCommand(),
+		archiveCommand(),
+		retireStreamCommand(),
 		leasesCommand(),
 		snapshotsListCommand(),
 		snapshotsPruneCommand(),
