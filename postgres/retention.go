@@ -35,11 +35,6 @@ import (
 // Retention is Postgres-only: the in-memory journal keeps everything and does
 // not implement journal.ArchiveReader.
 
-// UntaggedGroup is the tag group of the chains that link untagged events
-// (one per partition and event type). A retention rule for it never needs
-// snapshots: no aggregate recovers from those chains.
-const UntaggedGroup = "$untagged"
-
 // RetentionRule says which of a tag group's events retire. Exactly one of
 // KeepFor, KeepLast and BeforeSnapshot is set.
 type RetentionRule struct {
@@ -53,7 +48,8 @@ type RetentionRule struct {
 	// NoSnapshotCheck drops the snapshot requirement, for groups that no
 	// aggregate recovers from (DCB-only tags such as "transfer"). By default
 	// a stream's cut may not pass its newest snapshot (see
-	// journal.ErrSnapshotRequired); the UntaggedGroup never checks.
+	// journal.ErrSnapshotRequired); journal.UntaggedGroup never checks: no
+	// aggregate recovers from the untagged chains.
 	NoSnapshotCheck bool
 }
 
@@ -133,7 +129,8 @@ func (r RetentionRule) validate(group string) error {
 // keep everything, except retired streams (tombstones), whose events all
 // retire whatever the policy.
 type RetentionPolicy struct {
-	// Groups maps a tag group ("account", or UntaggedGroup) to its rule.
+	// Groups maps a tag group ("account", or journal.UntaggedGroup for the
+	// untagged events' chains, one per partition and event type) to its rule.
 	Groups map[string]RetentionRule
 	// Partition limits the policy to one partition; "" means every partition.
 	Partition string
@@ -266,7 +263,7 @@ func (j *Journal) PlanArchive(ctx context.Context, policy RetentionPolicy) (Arch
 			}
 			if rule != nil && !retired {
 				c.Rule = rule.String()
-				c.SnapshotRequired = !rule.NoSnapshotCheck && group != UntaggedGroup
+				c.SnapshotRequired = !rule.NoSnapshotCheck && group != journal.UntaggedGroup
 				if c.SnapshotRequired && c.Target > c.Snapshot && c.Target > c.Cut {
 					c.Refused = fmt.Sprintf("no snapshot at or after version %d (newest: %d); recovery would need archived events", c.Target, c.Snapshot)
 				}

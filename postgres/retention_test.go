@@ -257,3 +257,36 @@ func TestRetiredStreamRefusesAppends(t *testing.T) {
 	_, err = cold.Append(ctx, []journal.Event{event("Changed", "acct:closed")}, journal.AppendOptions{})
 	require.ErrorIs(t, err, journal.ErrStreamRetired, "still refused once archived")
 }
+
+// TestRetentionOfUntaggedChains: the untagged events' chains (group
+// journal.UntaggedGroup) retire by their own rule, without snapshots; their
+// events leave the hot table and the chains verify from their checkpoints
+// and against them.
+func TestRetentionOfUntaggedChains(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	for range 3 {
+		_, err := f.journal.Append(ctx, []journal.Event{event("Tick"), event("Tick"), event("Tock")}, journal.AppendOptions{})
+		require.NoError(t, err)
+	}
+	plan, err := f.journal.PlanArchive(ctx, keep(journal.UntaggedGroup, 1, false))
+	require.NoError(t, err)
+	require.Len(t, plan.Streams, 2)
+	require.Empty(t, plan.Refused(), "untagged chains need no snapshot")
+	prog, err := f.journal.Archive(ctx, keep(journal.UntaggedGroup, 1, false), postgres.ArchiveOptions{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(5+2), prog.Versions)
+	require.Equal(t, uint64(7), prog.Events)
+	require.Equal(t, 2, f.count(t, "events", "true"))
+	for tag, hot := range map[journal.Tag]uint64{journal.UntaggedChain("Tick"): 1, journal.UntaggedChain("Tock"): 1} {
+		stream := journal.Stream(tag)
+		n, err := journal.VerifyStream(ctx, f.journal, stream)
+		require.NoError(t, err)
+		require.Equal(t, hot, n)
+		sum, err := f.journal.TagSummary(ctx, stream)
+		require.NoError(t, err)
+		_, err = journal.VerifyArchive(ctx, f.journal, stream, sum.Cut)
+		require.NoError(t, err)
+	}
+}

@@ -53,7 +53,7 @@ func archiveCommand() *command {
 		flags: func(fs *flag.FlagSet) {
 			fs.Var(policy, "policy", "GROUP=RULE, repeatable; RULE is keep:N (newest N per stream), age:DURATION (e.g. 720h) "+
 				"or snapshot (up to the newest snapshot), optionally with ,nosnapshot for groups no aggregate recovers from; "+
-				"group "+postgres.UntaggedGroup+" holds the untagged events' chains")
+				"group "+journal.UntaggedGroup+" holds the untagged events' chains")
 			fs.StringVar(&partition, "partition", "", "only this partition (default: every partition)")
 			fs.BoolVar(&dryRun, "dry-run", false, "show what the policy would retire, change nothing")
 			fs.BoolVar(&confirm, "confirm", false, "retire it")
