@@ -65,6 +65,7 @@ type Appender interface {
 	// Append stores events atomically: all or nothing. The events share one
 	// partition. Per-tag versions are assigned without gaps. It fails with
 	// ErrInvalidEvent (nothing written), ErrVersionMismatch, ErrAppendConditionFailed,
+	// ErrStreamRetired (a named stream has a tombstone; final),
 	// ErrSessionExpired / ErrInvalidSession, ErrDuplicateMismatch,
 	// ErrOutcomeUnknown, or the context's error. When every event ID is already
 	// stored it returns the original records with Duplicate set and writes
@@ -79,7 +80,10 @@ type Appender interface {
 // Returned records are owned by the caller.
 type Reader interface {
 	// ReadStream yields the records of a tag stream with version ≥ fromVersion
-	// (versions start at 1), at most limit of them (0: no limit).
+	// (versions start at 1), at most limit of them (0: no limit). On a
+	// backend that archives, a fromVersion at or below the stream's cut
+	// yields an *ArchivedError (ErrArchived) naming the cut: start at
+	// Cut.Version+1, or read through an ArchiveReader.
 	ReadStream(ctx context.Context, stream StreamID, fromVersion uint64, limit int) iter.Seq2[Record, error]
 	// Read yields the records matching q (a DCB read). An invalid query yields ErrInvalidQuery.
 	Read(ctx context.Context, q Query, opts ReadOptions) iter.Seq2[Record, error]

@@ -1,8 +1,9 @@
 // Command scribe is the operator's command line for a Scribe journal in
 // Postgres: it migrates a schema, lists streams, tags, leases and snapshots,
 // shows a stream's events, follows the global feed, reads events by type
-// and time, prunes snapshots, reports and rebuilds projections and verifies
-// every hash chain.
+// and time, prunes snapshots, reports and rebuilds projections, verifies
+// every hash chain, and retires old events into the archive by retention
+// policy (or a closed stream whole, behind a tombstone).
 //
 // Install it with
 //
@@ -18,6 +19,10 @@
 //	scribe tail -type MoneyDeposited
 //	scribe events -type MoneyTransferred -since 1h -desc -limit 20
 //	scribe verify
+//	scribe verify -archive
+//	scribe archive -policy account=keep:1000 -policy '$untagged=age:2160h' -dry-run
+//	scribe archive -policy account=keep:1000 -confirm -compact
+//	scribe retire-stream -confirm account:42
 //	scribe leases
 //	scribe snapshots list
 //	scribe snapshots prune -keep 2
