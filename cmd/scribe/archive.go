@@ -43,7 +43,7 @@ func archiveCommand() *command {
 	var (
 		partition       string
 		dryRun, confirm bool
-		compact         bool
+		compact, skip   bool
 		batch           int
 	)
 	return &command{
@@ -58,6 +58,8 @@ func archiveCommand() *command {
 			fs.BoolVar(&dryRun, "dry-run", false, "show what the policy would retire, change nothing")
 			fs.BoolVar(&confirm, "confirm", false, "retire it")
 			fs.IntVar(&batch, "batch", 1000, "stream versions retired per transaction")
+			fs.BoolVar(&skip, "skip-refused", false, "with -confirm: retire the other streams when some are refused "+
+				"(no snapshot at or after their new cut) and leave those untouched; by default nothing is retired then")
 			fs.BoolVar(&compact, "compact", false, "after retiring, VACUUM FULL the hot tables so their files shrink "+
 				"(locks the journal's tables while it runs: a maintenance window); without it a plain VACUUM makes the space reusable")
 		},
@@ -85,8 +87,12 @@ func archiveCommand() *command {
 				return printPlan(e, plan)
 			}
 			if refused := plan.Refused(); len(refused) > 0 {
-				_ = printPlan(e, postgres.ArchivePlan{Streams: refused})
-				return &postgres.SnapshotRequiredError{Streams: refused}
+				if !skip {
+					return fmt.Errorf("%w (or pass -skip-refused to retire the other streams)", &postgres.SnapshotRequiredError{Streams: refused})
+				}
+				for _, c := range refused {
+					fmt.Fprintf(e.stderr, "archive: skipping %s: %s\n", c.Stream, c.Refused)
+				}
 			}
 			return runArchive(e, s, plan, batch, compact)
 		},
@@ -195,7 +201,7 @@ func runArchive(e *env, s *store, plan postgres.ArchivePlan, batch int, compact 
 		return err
 	}
 	bar := &progressBar{w: e.stderr, terminal: isTerminal(e.stderr)}
-	fmt.Fprintf(e.stderr, "archive: retiring %d stream versions of %d streams in batches of at most %d\n", plan.Events(), len(plan.Streams), batch)
+	fmt.Fprintf(e.stderr, "archive: retiring %d stream versions of %d streams in batches of at most %d\n", plan.Events(), len(plan.Streams)-len(plan.Refused()), batch)
 	prog, err := s.journal.ArchivePlanned(e.ctx, plan, postgres.ArchiveOptions{BatchSize: batch, Progress: bar.show})
 	bar.clear()
 	if err != nil {

@@ -217,6 +217,18 @@ func TestArchiveCommands(t *testing.T) {
 	res = f.scribe(t, "archive", "-policy", "account=keep:2", "-dry-run")
 	require.Contains(t, res.stdout, "nothing to retire")
 
+	res = f.scribe(t, "stream", "show", "account:a")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stderr, "versions 1 to 4 of default/account:a are archived (show them with -archive); showing the stream from version 5")
+	require.Contains(t, res.stdout, "default/account:a version 5 ")
+	require.NotContains(t, res.stdout, "version 4 ")
+	res = f.scribe(t, "stream", "show", "-archive", "-limit", "1", "account:a")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "default/account:a version 1 ")
+	res = f.scribe(t, "stream", "show", "-from", "2", "account:a")
+	require.Equal(t, exitFailure, res.code)
+	require.Contains(t, res.stderr, "is archived up to version 4")
+
 	res = f.scribe(t, "retire-stream", "account:d")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Contains(t, res.stdout, "-confirm would close it for good")
