@@ -109,11 +109,14 @@ func TestRetentionShrinksHotTables(t *testing.T) {
 
 	rt := ledgerRuntime(t, f, "retention-a")
 	total := 0
-	for i := 1; i <= 1000; i++ {
+	for i := 1; i <= 999; i++ {
 		_, err := rt.Execute(ctx, target, post{Amount: i})
 		require.NoError(t, err)
 		total += i
 	}
+	first, err := runtime.ExecuteTyped[ledger](ctx, rt, target, post{Amount: 1000}, runtime.WithIdempotencyKey("k-1000"))
+	require.NoError(t, err)
+	total += 1000
 	require.NoError(t, rt.Shutdown(ctx), "passivation snapshots the stream at its head")
 	snap, err := f.snapshots.Load(ctx, stream, 1<<62)
 	require.NoError(t, err)
@@ -162,6 +165,13 @@ func TestRetentionShrinksHotTables(t *testing.T) {
 	st, err := runtime.State[ledger](ctx, rt2, target)
 	require.NoError(t, err)
 	require.Equal(t, ledger{Count: 1000, Total: total}, st.State)
+	// A repeated idempotency key answers its first outcome, whose state is
+	// folded through the archive.
+	dup, err := runtime.ExecuteTyped[ledger](ctx, rt2, target, post{Amount: 1000}, runtime.WithIdempotencyKey("k-1000"))
+	require.NoError(t, err)
+	require.True(t, dup.Duplicate)
+	require.Equal(t, first.State, dup.State)
+	require.Equal(t, uint64(1000), dup.Version)
 	res, err := runtime.ExecuteTyped[ledger](ctx, rt2, target, post{Amount: 1})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1001), res.Version)
