@@ -439,8 +439,28 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 		if _, err := tx.Exec(ctx, archiveLockSQL, j.lockKey('R', "", "archive")); err != nil {
 			return err
 		}
+		// The batch's streams, and their append locks, taken as an append
+		// takes them (exclusive, in key order) before any streams row is
+		// touched: an append and a batch sharing streams wait for each
+		// other in one order and never deadlock.
+		n, budget := 0, uint64(size)
+		locks := map[int64]bool{}
+		for n < len(todo) {
+			c := todo[n]
+			locks[j.lockKey(lockTag, c.Stream.Partition, string(c.Stream.Tag))] = true
+			n++
+			need := c.Target - min(c.Cut, c.Target)
+			if need >= budget {
+				break
+			}
+			budget -= need
+		}
+		keys, modes := lockArgs(locks)
+		if _, err := tx.Exec(ctx, lockSQL, keys, modes); err != nil {
+			return err
+		}
 		var commits, seqs []int64
-		for done < len(todo) && retired < uint64(size) {
+		for done < n && retired < uint64(size) {
 			c := &todo[done]
 			var version, cut int64
 			var retiredFlag bool
@@ -499,6 +519,7 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 				return fmt.Errorf("the cut of stream %s moved while it was archived; run the archive again", c.Stream)
 			}
 			retired += moved
+			c.Cut = next
 			if next == target {
 				done++
 				streams++
