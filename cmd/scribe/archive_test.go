@@ -229,6 +229,7 @@ func TestArchiveCommands(t *testing.T) {
 	require.Equal(t, exitFailure, res.code)
 	require.Contains(t, res.stderr, "is archived up to version 4")
 
+	var rows []map[string]any
 	res = f.scribe(t, "retire-stream", "account:d")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Contains(t, res.stdout, "-confirm would close it for good")
@@ -237,6 +238,16 @@ func TestArchiveCommands(t *testing.T) {
 	require.Contains(t, res.stdout, "retired stream default/account:d at version 5: appends to it now fail; 2 versions moved")
 	_, err = f.journal.Append(t.Context(), []journal.Event{bankEvent(t, bank.MoneyDeposited{AccountID: "d", Amount: 1})}, journal.AppendOptions{})
 	require.ErrorIs(t, err, journal.ErrStreamRetired)
+
+	res = f.scribe(t, "tags", "account")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Regexp(t, `TAG\s+VERSION\s+CUT\s+FIRST WRITE`, res.stdout)
+	require.Regexp(t, `account:a\s+6\s+4\s`, res.stdout)
+	require.Regexp(t, `account:d\s+5\s+5 \(retired\)\s`, res.stdout)
+	rows = jsonLines(t, f.scribe(t, "tags", "-json", "account").stdout)
+	require.Len(t, rows, 4)
+	require.Equal(t, map[string]any{"version": float64(4), "hash": linkHash(nth(t, recs, bank.AccountTag("a"), 3), "account:a"), "position": nth(t, recs, bank.AccountTag("a"), 3).Position.String()}, rows[0]["cut"])
+	require.Equal(t, true, rows[3]["retired"])
 
 	res = f.scribe(t, "verify", "-archive", "-json")
 	require.Equal(t, exitOK, res.code, res.stdout)
@@ -251,7 +262,6 @@ func TestArchiveCommands(t *testing.T) {
 	requireBroken(t, res, "default/account:b", 2, victim.Position)
 	require.Contains(t, res.stdout, "does not match the event's content")
 
-	var rows []map[string]any
 	res = f.scribe(t, "archive", "-policy", "account=keep:1", "-dry-run", "-json")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {

@@ -91,6 +91,9 @@ func summaryView(s journal.TagSummary) map[string]any {
 		"lastPosition":    s.LastPosition,
 		"firstRecordedAt": jsonTime(s.FirstRecordedAt),
 		"lastRecordedAt":  jsonTime(s.LastRecordedAt),
+		// The checkpoint: versions up to cut.version are archived.
+		"cut":     map[string]any{"version": s.Cut.Version, "hash": s.Cut.Hash.String(), "position": s.Cut.Position},
+		"retired": s.Retired,
 	}
 }
 
@@ -254,11 +257,15 @@ func tagsCommand() *command {
 				}
 				return nil
 			}
-			t := newTable(e.stdout, "TAG", "VERSION", "FIRST WRITE", "LAST WRITE", "LAST POSITION", "HEAD HASH")
+			t := newTable(e.stdout, "TAG", "VERSION", "CUT", "FIRST WRITE", "LAST WRITE", "LAST POSITION", "HEAD HASH")
 			var events uint64
 			for _, sum := range sums {
 				events += sum.Version
-				t.row(sum.Stream.Tag, sum.Version, fmtTime(sum.FirstRecordedAt), fmtTime(sum.LastRecordedAt), sum.LastPosition, sum.HeadHash.String()[:16])
+				cut := strconv.FormatUint(sum.Cut.Version, 10)
+				if sum.Retired {
+					cut += " (retired)"
+				}
+				t.row(sum.Stream.Tag, sum.Version, cut, fmtTime(sum.FirstRecordedAt), fmtTime(sum.LastRecordedAt), sum.LastPosition, sum.HeadHash.String()[:16])
 			}
 			if err := t.flush(); err != nil {
 				return err
