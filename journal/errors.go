@@ -139,15 +139,24 @@ type ArchivedError struct {
 	CutPosition Position
 	// FromVersion is the version the read asked for (≤ CutVersion).
 	FromVersion uint64
+	// Retired reports that the stream is closed for good behind a
+	// tombstone; the error then also matches ErrStreamRetired.
+	Retired bool
 }
 
 func (e *ArchivedError) Error() string {
+	if e.Retired {
+		return fmt.Sprintf("journal: stream %s was retired behind a tombstone and is archived up to version %d (position %s); version %d was asked for: read its history through journal.ArchiveReader (ReadStreamWithArchive); it takes no more events",
+			e.Stream, e.CutVersion, e.CutPosition, e.FromVersion)
+	}
 	return fmt.Sprintf("journal: stream %s is archived up to version %d (position %s) and version %d was asked for; read from version %d on, or read the archive through journal.ArchiveReader (ReadStreamWithArchive)",
 		e.Stream, e.CutVersion, e.CutPosition, e.FromVersion, e.CutVersion+1)
 }
 
-// Is matches ErrArchived.
-func (e *ArchivedError) Is(target error) bool { return target == ErrArchived }
+// Is matches ErrArchived, and ErrStreamRetired when the stream is retired.
+func (e *ArchivedError) Is(target error) bool {
+	return target == ErrArchived || (e.Retired && target == ErrStreamRetired)
+}
 
 // StreamRetiredError details ErrStreamRetired: the stream and the version
 // it was retired at (its last version, which is never reused).

@@ -20,14 +20,15 @@ import (
 var _ journal.ArchiveReader = (*Journal)(nil)
 
 // cutSQL reads a stream's cut (streams primary key).
-const cutSQL = `SELECT cut_version, cut_commit, cut_seq FROM __S__.streams WHERE partition = $1 AND tag = $2`
+const cutSQL = `SELECT cut_version, cut_commit, cut_seq, retired FROM __S__.streams WHERE partition = $1 AND tag = $2`
 
 // checkCut fails with a *journal.ArchivedError when version from of stream is
 // at or below the stream's cut.
 func (j *Journal) checkCut(ctx context.Context, stream journal.StreamID, from uint64) error {
 	var cut int64
 	var cc, cs *int64
-	err := j.pool.QueryRow(ctx, j.sql(cutSQL), stream.Partition, string(stream.Tag)).Scan(&cut, &cc, &cs)
+	var retired bool
+	err := j.pool.QueryRow(ctx, j.sql(cutSQL), stream.Partition, string(stream.Tag)).Scan(&cut, &cc, &cs, &retired)
 	if err == pgx.ErrNoRows {
 		return nil
 	}
@@ -37,7 +38,7 @@ func (j *Journal) checkCut(ctx context.Context, stream journal.StreamID, from ui
 	if from > uint64(cut) {
 		return nil
 	}
-	e := &journal.ArchivedError{Stream: stream, CutVersion: uint64(cut), FromVersion: from}
+	e := &journal.ArchivedError{Stream: stream, CutVersion: uint64(cut), FromVersion: from, Retired: retired}
 	if cc != nil && cs != nil {
 		e.CutPosition = journal.Position{Commit: uint64(*cc), Seq: uint64(*cs)}
 	}

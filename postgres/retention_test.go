@@ -256,6 +256,13 @@ func TestRetiredStreamRefusesAppends(t *testing.T) {
 	require.Zero(t, n)
 	_, err = cold.Append(ctx, []journal.Event{event("Changed", "acct:closed")}, journal.AppendOptions{})
 	require.ErrorIs(t, err, journal.ErrStreamRetired, "still refused once archived")
+	var readErr error
+	for _, err := range f.journal.ReadStream(ctx, journal.Stream("acct:closed"), 1, 0) {
+		readErr = err
+	}
+	require.ErrorIs(t, readErr, journal.ErrArchived)
+	require.ErrorIs(t, readErr, journal.ErrStreamRetired, "a recovery of a retired stream says so")
+	require.Contains(t, readErr.Error(), "was retired behind a tombstone")
 }
 
 // TestRetentionOfUntaggedChains: the untagged events' chains (group
