@@ -25,6 +25,13 @@ import (
 // two accounts stays hot, and readable through the other account's stream,
 // until both accounts retired it.
 //
+// An event row also stays hot while a projection (or publisher) whose
+// checkpoint lives in this schema (ProjectionStore) has not passed it: the
+// feed (ReadAll, Subscribe) reads the hot table only, so a lagging projection
+// would otherwise skip it. Each Archive run ends with a sweep that moves the
+// event rows every chain let go and the projections have passed since (one
+// ordered scan of the hot events table).
+//
 // Archive works in batches of at most ArchiveOptions.BatchSize tag index
 // rows. Each batch is one transaction under the schema's archive lock: it
 // copies the rows to the archive and deletes them from the hot tables (one
@@ -337,7 +344,8 @@ type ArchiveProgress struct {
 	// Versions counts the stream versions retired (tag index rows moved) of
 	// Total planned.
 	Versions, Total uint64
-	// Events counts the event rows moved out of the hot events table.
+	// Events counts the event rows moved out of the hot events table (by
+	// the batches, then by the closing sweep).
 	Events uint64
 	// Streams counts the streams whose cut reached its target.
 	Streams int
@@ -366,17 +374,37 @@ const cutHashSQL = `SELECT substring(x.hashes FROM 32 * (array_position(x.tags, 
 const moveCutSQL = `UPDATE __S__.streams SET cut_version = $3, cut_hash = $4, cut_commit = $5, cut_seq = $6
 	WHERE partition = $1 AND tag = $2 AND cut_version = $7 AND version >= $3`
 
-// moveEventsSQL moves the given events to the archive when every chain
-// they are linked to has its cut at or past them.
+// fullyCutSQL is the condition that every chain event e is linked to has
+// its cut at or past it, and that it is at or below the feed floor ($3, $4;
+// NULL: none).
+const fullyCutSQL = `NOT EXISTS (SELECT 1 FROM unnest(e.tags, e.versions) u(tag, version)
+		LEFT JOIN __S__.streams s ON s.partition = e.partition AND s.tag = u.tag
+		WHERE u.version > coalesce(s.cut_version, 0))
+	  AND ($3::bigint IS NULL OR (e.commit_xid, e.seq) <= ($3::bigint, $4::bigint))`
+
+// moveEventsSQL moves the given events to the archive when fullyCutSQL holds.
 const moveEventsSQL = `WITH m AS (
 	DELETE FROM __S__.events e
 	WHERE (e.commit_xid, e.seq) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
-	  AND NOT EXISTS (SELECT 1 FROM unnest(e.tags, e.versions) u(tag, version)
-		LEFT JOIN __S__.streams s ON s.partition = e.partition AND s.tag = u.tag
-		WHERE u.version > coalesce(s.cut_version, 0))
+	  AND ` + fullyCutSQL + `
 	RETURNING ` + archiveCols + `, correlation_id
 )
 INSERT INTO __S__.events_archive (` + archiveCols + `, correlation_id) SELECT * FROM m`
+
+// feedFloorSQL is the lowest checkpoint among the projections (and
+// publishers) that follow the feed with their checkpoints in this schema:
+// each projection's active version and any newer one catching up; versions
+// an activation superseded do not count. NULL when there are none.
+const feedFloorSQL = `SELECT min(ARRAY[p.commit_xid, p.seq]) FROM __S__.projections p
+	LEFT JOIN __S__.projection_active a ON a.name = p.name
+	WHERE a.version IS NULL OR p.version >= a.version`
+
+// sweepSQL selects up to $5 hot events that fullyCutSQL lets go but no batch
+// moved (a projection's checkpoint held them back then), oldest first.
+const sweepSQL = `SELECT e.commit_xid, e.seq FROM __S__.events e
+	WHERE ($1::bigint IS NULL OR (e.commit_xid, e.seq) > ($1::bigint, $2::bigint))
+	  AND ` + fullyCutSQL + `
+	ORDER BY e.commit_xid, e.seq LIMIT $5`
 
 // Archive retires what policy asks for now, in batches (see the top of this
 // file), and returns the totals. It plans first (PlanArchive) and, when any
@@ -425,7 +453,86 @@ func (j *Journal) ArchivePlanned(ctx context.Context, plan ArchivePlan, opts Arc
 			opts.Progress(prog)
 		}
 	}
+	// Events that every chain let go while a projection still needed them
+	// stayed hot; move those the projections have passed since.
+	var after []int64
+	for {
+		n, last, err := j.sweepBatch(ctx, after, size)
+		if err != nil {
+			return prog, err
+		}
+		if last == nil {
+			break
+		}
+		prog.Events += n
+		after = last
+		if opts.Progress != nil {
+			opts.Progress(prog)
+		}
+	}
 	return prog, nil
+}
+
+// feedFloor reads feedFloorSQL's floor as two nullable arguments.
+func (j *Journal) feedFloor(ctx context.Context, tx pgx.Tx) ([2]pgtype.Int8, error) {
+	var floor []int64
+	if err := tx.QueryRow(ctx, j.sql(feedFloorSQL)).Scan(&floor); err != nil {
+		return [2]pgtype.Int8{}, fmt.Errorf("read the projections' checkpoints: %w", err)
+	}
+	if len(floor) != 2 {
+		return [2]pgtype.Int8{}, nil
+	}
+	return [2]pgtype.Int8{{Int64: floor[0], Valid: true}, {Int64: floor[1], Valid: true}}, nil
+}
+
+// sweepBatch moves, in one transaction, up to size hot events after
+// position after (nil: from the start) that sweepSQL selects, and returns
+// how many it moved and the position of the last one it looked at.
+func (j *Journal) sweepBatch(ctx context.Context, after []int64, size int) (moved uint64, last []int64, err error) {
+	err = pgx.BeginFunc(ctx, j.pool, func(tx pgx.Tx) error {
+		moved, last = 0, nil
+		if _, err := tx.Exec(ctx, archiveLockSQL, j.lockKey('R', "", "archive")); err != nil {
+			return err
+		}
+		floor, err := j.feedFloor(ctx, tx)
+		if err != nil {
+			return err
+		}
+		var a0, a1 pgtype.Int8
+		if len(after) == 2 {
+			a0, a1 = pgtype.Int8{Int64: after[0], Valid: true}, pgtype.Int8{Int64: after[1], Valid: true}
+		}
+		rows, err := tx.Query(ctx, j.sql(sweepSQL), a0, a1, floor[0], floor[1], size)
+		if err != nil {
+			return err
+		}
+		var commits, seqs []int64
+		for rows.Next() {
+			var c, s int64
+			if err := rows.Scan(&c, &s); err != nil {
+				rows.Close()
+				return err
+			}
+			commits, seqs = append(commits, c), append(seqs, s)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(commits) == 0 {
+			return nil
+		}
+		last = []int64{commits[len(commits)-1], seqs[len(seqs)-1]}
+		ct, err := tx.Exec(ctx, j.sql(moveEventsSQL), commits, seqs, floor[0], floor[1])
+		if err != nil {
+			return err
+		}
+		moved = uint64(ct.RowsAffected())
+		return nil
+	})
+	if err != nil {
+		return 0, nil, j.translate("archive: move events the projections have passed (rolled back)", err)
+	}
+	return moved, last, nil
 }
 
 // archiveBatch runs one batch transaction over the head of todo, retiring
@@ -526,7 +633,11 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 			}
 		}
 		if len(commits) > 0 {
-			ct, err := tx.Exec(ctx, j.sql(moveEventsSQL), commits, seqs)
+			floor, err := j.feedFloor(ctx, tx)
+			if err != nil {
+				return err
+			}
+			ct, err := tx.Exec(ctx, j.sql(moveEventsSQL), commits, seqs, floor[0], floor[1])
 			if err != nil {
 				return fmt.Errorf("move events: %w", err)
 			}

@@ -356,3 +356,45 @@ func TestArchiveWhileAppending(t *testing.T) {
 	require.Equal(t, len(tags)*perWriter, f.count(t, "events", "true")+f.count(t, "events_archive", "true"))
 	require.Equal(t, 0, f.count(t, "events e", "EXISTS (SELECT 1 FROM "+quote(f.cfg.Schema)+".events_archive a WHERE a.id = e.id)"), "no event in both tables")
 }
+
+// TestArchiveWaitsForProjections: a projection whose checkpoint is behind
+// some events keeps those events in the feed although their streams' cuts
+// passed them; once it moves on, the next archive run's sweep moves them.
+func TestArchiveWaitsForProjections(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	recs := appendN(t, f.journal, "acct:1", 20)
+	s := quote(f.cfg.Schema)
+	_, err := f.pool.Exec(ctx, `INSERT INTO `+s+`.projections (name, version, commit_xid, seq) VALUES ('balances', 1, $1, $2)`,
+		int64(recs[9].Position.Commit), int64(recs[9].Position.Seq))
+	require.NoError(t, err)
+	_, err = f.pool.Exec(ctx, `INSERT INTO `+s+`.projections (name, version, commit_xid, seq) VALUES ('old', 1, 0, 0), ('old', 2, $1, $2)`,
+		int64(recs[19].Position.Commit), int64(recs[19].Position.Seq))
+	require.NoError(t, err)
+	_, err = f.pool.Exec(ctx, `INSERT INTO `+s+`.projection_active (name, version) VALUES ('old', 2)`)
+	require.NoError(t, err)
+
+	prog, err := f.journal.Archive(ctx, keep("acct", 5, true), postgres.ArchiveOptions{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(15), prog.Versions, "the stream's cut moves to 15")
+	require.Equal(t, uint64(10), prog.Events, "only the events 'balances' has applied leave the feed; the superseded 'old' version holds nothing")
+	var feed []journal.Record
+	for r, err := range f.journal.ReadAll(ctx, recs[9].Position, 0) {
+		require.NoError(t, err)
+		feed = append(feed, r)
+	}
+	require.Equal(t, recs[10:], feed, "the projection still finds what it has not applied")
+
+	_, err = f.pool.Exec(ctx, `UPDATE `+s+`.projections SET commit_xid = $1, seq = $2 WHERE name = 'balances'`,
+		int64(recs[19].Position.Commit), int64(recs[19].Position.Seq))
+	require.NoError(t, err)
+	prog, err = f.journal.Archive(ctx, keep("acct", 5, true), postgres.ArchiveOptions{BatchSize: 2})
+	require.NoError(t, err)
+	require.Zero(t, prog.Versions)
+	require.Equal(t, uint64(5), prog.Events, "the sweep moved the events below the cut")
+	require.Equal(t, 5, f.count(t, "events", "true"))
+	n, err := journal.VerifyStream(ctx, f.journal, journal.Stream("acct:1"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), n)
+}
