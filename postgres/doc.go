@@ -164,7 +164,9 @@
 // the archive tables and the cut forward together, under one archive lock per
 // schema, so a crash loses nothing and a rerun resumes. A tag index row
 // leaves with its stream's cut; an event row only when every chain it is
-// linked to has cut past it. An aggregate stream's cut may not pass its
+// linked to has cut past it, and every projection checkpointed in the
+// schema has passed it (a closing sweep moves the rest later). An aggregate
+// stream's cut may not pass its
 // newest snapshot (journal.ErrSnapshotRequired), so recovery never needs
 // archived events. ReadStream fails with *journal.ArchivedError below a cut
 // (one extra primary-key read of the streams row, only when the first page
