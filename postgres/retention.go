@@ -464,6 +464,7 @@ func (j *Journal) ArchivePlanned(ctx context.Context, plan ArchivePlan, opts Arc
 		if last == nil {
 			break
 		}
+		prog.Batches++
 		prog.Events += n
 		after = last
 		if opts.Progress != nil {
