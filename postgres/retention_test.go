@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -397,4 +399,43 @@ func TestArchiveWaitsForProjections(t *testing.T) {
 	n, err := journal.VerifyStream(ctx, f.journal, journal.Stream("acct:1"))
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), n)
+}
+
+// TestRetentionByAge: age:DURATION retires the prefix of each stream recorded
+// before Now minus the duration, by the events' RecordedAt.
+func TestRetentionByAge(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := t0
+	f := setup(t, func(c *postgres.Config) {
+		c.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	ctx := t.Context()
+	for i := range 10 { // version i+1 recorded at t0 + i hours
+		mu.Lock()
+		now = t0.Add(time.Duration(i) * time.Hour)
+		mu.Unlock()
+		appendN(t, f.journal, "log:1", 1)
+	}
+	appendN(t, f.journal, "log:2", 1) // recorded at t0+9h: young
+
+	policy := postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"log": {KeepFor: 3 * time.Hour, NoSnapshotCheck: true}}, Now: t0.Add(9 * time.Hour)}
+	plan, err := f.journal.PlanArchive(ctx, policy)
+	require.NoError(t, err)
+	require.Len(t, plan.Streams, 1)
+	require.Equal(t, uint64(6), plan.Streams[0].Target, "versions 1-6 were recorded before t0+6h")
+	require.Equal(t, "age:3h0m0s,nosnapshot", plan.Streams[0].Rule)
+	_, err = f.journal.Archive(ctx, policy, postgres.ArchiveOptions{})
+	require.NoError(t, err)
+	sum, err := f.journal.TagSummary(ctx, journal.Stream("log:1"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), sum.Cut.Version)
+	require.Equal(t, t0, sum.FirstRecordedAt, "the summary still knows the archived first event's time")
+
+	policy.Now = t0.Add(100 * time.Hour)
+	plan, err = f.journal.PlanArchive(ctx, policy)
+	require.NoError(t, err)
+	require.Len(t, plan.Streams, 2, "everything is old now")
+	require.Equal(t, uint64(10), plan.Streams[0].Target)
 }
