@@ -218,3 +218,35 @@ func TestRetentionShrinksHotTables(t *testing.T) {
 	require.Len(t, all, 1001)
 	require.Equal(t, original, all[:1000], "the archived events read back unchanged")
 }
+
+// TestRetiredAggregateRefusesCommands: a command for an aggregate whose
+// stream was retired fails with journal.ErrStreamRetired, not retryable,
+// whether its actor was active when the stream was retired or recovers after
+// the stream was archived whole.
+func TestRetiredAggregateRefusesCommands(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	target := runtime.Target{Aggregate: "ledger", ID: "closed"}
+	rt := ledgerRuntime(t, f, "retired-a")
+	for i := 1; i <= 3; i++ {
+		_, err := rt.Execute(ctx, target, post{Amount: i})
+		require.NoError(t, err)
+	}
+	_, err := f.journal.RetireStream(ctx, target.Stream())
+	require.NoError(t, err)
+	_, err = rt.Execute(ctx, target, post{Amount: 4})
+	require.ErrorIs(t, err, journal.ErrStreamRetired, "the active actor's append is refused")
+	require.False(t, runtime.IsRetryable(err))
+	require.NoError(t, rt.Shutdown(ctx))
+
+	_, err = f.journal.Archive(ctx, postgres.RetentionPolicy{}, postgres.ArchiveOptions{})
+	require.NoError(t, err)
+	rt2 := ledgerRuntime(t, f, "retired-b")
+	_, err = rt2.Execute(ctx, target, post{Amount: 5})
+	require.ErrorIs(t, err, journal.ErrStreamRetired, "a recovering actor reports the tombstone")
+	require.False(t, runtime.IsRetryable(err))
+	sum, err := f.journal.TagSummary(ctx, target.Stream())
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), sum.Version)
+}
