@@ -439,3 +439,17 @@ func TestRetentionByAge(t *testing.T) {
 	require.Len(t, plan.Streams, 2, "everything is old now")
 	require.Equal(t, uint64(10), plan.Streams[0].Target)
 }
+
+// TestSchemaWithoutRetentionIsNotOpen: on a schema whose retention migration
+// is missing, reads that need the cut fail with ErrStoreNotOpen saying to
+// migrate, not with a bare SQL error.
+func TestSchemaWithoutRetentionIsNotOpen(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	_, err := f.pool.Exec(ctx, `ALTER TABLE `+quote(f.cfg.Schema)+`.streams DROP COLUMN cut_version`)
+	require.NoError(t, err)
+	_, err = f.journal.TagSummary(ctx, journal.Stream("acct:1"))
+	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
+	require.Contains(t, err.Error(), "scribe migrate up")
+}
