@@ -134,7 +134,10 @@ func TestRetentionShrinksHotTables(t *testing.T) {
 
 	rt := ledgerRuntime(t, f, "retention-a")
 	total := 0
-	for i := 1; i <= 999; i++ {
+	_, err := rt.Execute(ctx, target, post{Amount: 1}, runtime.WithIdempotencyKey("k-1"))
+	require.NoError(t, err)
+	total++
+	for i := 2; i <= 999; i++ {
 		_, err := rt.Execute(ctx, target, post{Amount: i})
 		require.NoError(t, err)
 		total += i
@@ -191,6 +194,10 @@ func TestRetentionShrinksHotTables(t *testing.T) {
 	st, err := runtime.State[ledger](ctx, rt2, target)
 	require.NoError(t, err)
 	require.Equal(t, ledger{Count: 1000, Total: total}, st.State)
+	// A repeated idempotency key whose events were archived is refused,
+	// never run twice.
+	_, err = rt2.Execute(ctx, target, post{Amount: 1}, runtime.WithIdempotencyKey("k-1"))
+	require.ErrorIs(t, err, journal.ErrArchived)
 	// A repeated idempotency key answers its first outcome, whose state is
 	// folded through the archive.
 	dup, err := runtime.ExecuteTyped[ledger](ctx, rt2, target, post{Amount: 1000}, runtime.WithIdempotencyKey("k-1000"))

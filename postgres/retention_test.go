@@ -453,3 +453,39 @@ func TestSchemaWithoutRetentionIsNotOpen(t *testing.T) {
 	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
 	require.Contains(t, err.Error(), "scribe migrate up")
 }
+
+// TestArchivedEventIDsStayTaken: an append of events that were archived is
+// answered as a duplicate with the original records (through a journal that
+// remembers the stream's head, a direct attempt, and a cold one), a partial
+// overlap fails with ErrDuplicateMismatch, and ReadEvent finds an archived
+// event.
+func TestArchivedEventIDsStayTaken(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	evs := []journal.Event{event("Changed", "acct:1"), event("Changed", "acct:1")}
+	first, err := f.journal.Append(ctx, evs, journal.AppendOptions{})
+	require.NoError(t, err)
+	appendN(t, f.journal, "acct:1", 3)
+	_, err = f.journal.Archive(ctx, keep("acct", 1, true), postgres.ArchiveOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 0, f.count(t, "events", "id = $1", evs[0].ID))
+
+	cold, err := postgres.NewJournal(f.pool, f.cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cold.Close() })
+	for name, j := range map[string]*postgres.Journal{"warm": f.journal, "cold": cold} {
+		res, err := j.Append(ctx, evs, journal.AppendOptions{})
+		require.NoError(t, err, name)
+		require.True(t, res.Duplicate, name)
+		require.Equal(t, first.Records, res.Records, name)
+		_, err = j.Append(ctx, []journal.Event{evs[0], event("Changed", "acct:1")}, journal.AppendOptions{})
+		require.ErrorIs(t, err, journal.ErrDuplicateMismatch, name)
+	}
+	sum, err := f.journal.TagSummary(ctx, journal.Stream("acct:1"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), sum.Version, "nothing was appended")
+	got, err := f.journal.ReadEvent(ctx, evs[1].ID)
+	require.NoError(t, err)
+	require.Equal(t, first.Records[1], got)
+}
