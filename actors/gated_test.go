@@ -99,10 +99,16 @@ func (g *gated) Append(ctx context.Context, events []journal.Event, opts journal
 func TestRecoveryConcurrencyIsBounded(t *testing.T) {
 	t.Parallel()
 	f := newFixture()
+	const streams = 8
+	// Streams with events: a stream without any is not replayed (ghost.go).
+	first := f.host(t)
+	for i := range streams {
+		exec(t, first, stream(string(rune('a'+i))), add{1})
+	}
+	require.NoError(t, first.Shutdown(context.Background()))
 	g := newGated(f.mem)
 	g.gateReads = true
 	h := f.host(t, func(c *actors.Config) { c.Journal = g; c.RecoveryConcurrency = 2; c.Snapshots = nil })
-	const streams = 8
 	var wg sync.WaitGroup
 	for i := range streams {
 		wg.Go(func() {

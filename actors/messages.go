@@ -103,10 +103,13 @@ type cancelMsg struct {
 
 type reservationExpiredMsg struct{ id uint64 }
 
-// activatedMsg ends activation.
+// activatedMsg ends activation. ghost: the stream had no events when read
+// at probedAt; nothing was acquired and rec is the initial state.
 type activatedMsg struct {
 	lease    journal.Lease
 	leased   bool
+	ghost    bool
+	probedAt time.Time
 	rec      recovered
 	err      error
 	duration time.Duration

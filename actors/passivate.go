@@ -135,7 +135,7 @@ func (a *streamActor) finish(c actor.Context) {
 	h := a.host
 	var snap snapshots.Snapshot
 	doSnap := false
-	if a.failErr == nil && a.ready && !a.stale && !a.rebuild && a.model != nil && h.cfg.Snapshots != nil && h.cfg.SnapshotPolicy.DueOnPassivation(a.snapVersion, a.version) {
+	if a.failErr == nil && a.ready && !a.ghost && !a.stale && !a.rebuild && a.model != nil && h.cfg.Snapshots != nil && h.cfg.SnapshotPolicy.DueOnPassivation(a.snapVersion, a.version) {
 		snap, doSnap = a.encodeSnapshot()
 	}
 	doRelease := a.leased && !a.sessionFailed
@@ -179,8 +179,11 @@ func (a *streamActor) onStopped() {
 		a.reserved = nil
 	}
 	a.host.tel.active.Add(context.Background(), -1)
-	if a.failErr == nil && a.ready {
+	if a.failErr == nil && a.ready && !a.ghost {
 		a.host.tel.passivations.Add(context.Background(), 1)
 	}
 	a.host.removed(a.stream, a.entry)
+	// A ghost's answers leave after the actor: when its callers return, the
+	// host holds no actor for the stream.
+	a.releaseHeld()
 }

@@ -17,7 +17,10 @@ import (
 // Activation and recovery of a stream actor: acquire the lease, load the
 // newest usable snapshot, replay the tail; and catch-ups after a failed append.
 
-func (a *streamActor) activate() {
+// activate acquires the lease and recovers; with probe, it first reads the
+// stream's version without a lease and, when the stream has no events,
+// makes the actor a ghost instead (ghost.go).
+func (a *streamActor) activate(probe bool) {
 	a.busy = busyActivating
 	h, stream, model, self, parent := a.host, a.stream, a.model, a.self, a.spawnedBy
 	node := h.Node()
@@ -28,6 +31,18 @@ func (a *streamActor) activate() {
 			m.duration = time.Since(start)
 			h.send(self, m)
 		}()
+		if probe {
+			empty, sent, err := h.probe(stream)
+			if err != nil {
+				m.err = err
+				return
+			}
+			if empty {
+				m.ghost, m.probedAt = true, sent
+				m.rec, m.err = h.ghostRecovered(stream, model)
+				return
+			}
+		}
 		ctx, cancel := context.WithTimeout(h.ctx, h.cfg.OpenTimeout+h.cfg.RequestTimeout)
 		lease, err := h.cfg.Sessions.Acquire(ctx, node, stream, h.cfg.OpenTimeout)
 		cancel()
@@ -69,9 +84,20 @@ func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
 		} else {
 			a.host.cfg.Logger.Warn("stream actor activation failed", "stream", a.stream.String(), "error", err)
 		}
+		if b := a.carried; b != nil {
+			a.carried = nil
+			a.settle(b, journal.AppendResult{}, err)
+		}
 		a.fail(err, isSessionError(m.err))
 		return
 	}
+	if m.ghost {
+		a.state, a.version, a.lastPos, a.snapVersion, a.keys = m.rec.state, 0, journal.Position{}, 0, m.rec.keys
+		a.ghost, a.probedAt, a.ready = true, m.probedAt, true
+		return
+	}
+	a.releaseHeld()
+	a.ghost = false
 	a.state, a.version, a.lastPos, a.snapVersion, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.snapVersion, m.rec.keys
 	a.ready = true
 	a.host.tel.activations.Add(context.Background(), 1)

@@ -63,6 +63,15 @@ type streamActor struct {
 	rebuild  bool
 	lookedUp map[string]bool // keys the journal does not hold, for the head batch
 
+	// ghost: the stream had no events when read at probedAt, and the actor
+	// holds no lease (ghost.go). answers are the ghost's batches that append
+	// nothing, answered when the actor stops or takes the lease; carried is
+	// the batch that ended the ghost, appended once the lease is held.
+	ghost    bool
+	probedAt time.Time
+	answers  []*batch
+	carried  *batch
+
 	idleTimer  *time.Timer
 	lastActive time.Time
 
@@ -110,7 +119,7 @@ func (a *streamActor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.self = c.Self()
 		a.host.tel.active.Add(context.Background(), 1)
-		a.activate()
+		a.activate(true)
 	case *commandReq:
 		a.enqueue(m)
 	case *reserveReq:
@@ -174,6 +183,14 @@ func (a *streamActor) pump(c actor.Context) {
 		}
 		if !a.ready || a.reserved != nil {
 			return
+		}
+		if a.ghost {
+			a.serveGhost(c)
+			return
+		}
+		if a.carried != nil {
+			a.sendCarried()
+			continue
 		}
 		a.trimAbandoned()
 		if a.open != nil {
