@@ -39,6 +39,14 @@
 // # The stream actor
 //
 // The first request for a stream spawns its actor (named "stream/<partition>/<tag>").
+// It first reads the stream's version without a lease (Journal.TagSummary). A
+// stream without events is served as a ghost: the commands sent before that
+// read are decided against the model's initial state without a lease; while
+// none appends, they are answered after the actor has stopped and left the
+// host (ActiveActors), and nothing is written to the sessions store. The first
+// decision that appends, and any Reserve, ends the ghost with the activation
+// below; its decided batch is appended expecting version 0 once the lease is
+// held, or decided again if the stream got events meanwhile.
 // Activation: acquire the stream's lease (waiting up to Config.OpenTimeout for
 // another live node; then queued requests fail with journal.ErrOpenTimeout and
 // the actor stops), load the newest snapshot whose schema version matches the

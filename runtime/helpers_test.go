@@ -76,6 +76,9 @@ type env struct {
 	j     journal.Journal
 	s     journal.Sessions
 	snaps snapshots.Store
+	// streamRows counts the rows of the Postgres schema's streams table;
+	// nil on the memory journal.
+	streamRows func(t testing.TB) int
 }
 
 func memoryEnv() *env {

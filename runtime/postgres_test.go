@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/internal/pgtest"
@@ -25,7 +26,21 @@ func postgresEnvTB(t testing.TB) *env {
 	t.Cleanup(func() { _ = j.Close() })
 	snaps, err := postgres.NewSnapshotStore(pool, cfg)
 	require.NoError(t, err)
-	return &env{j: j, s: j, snaps: snaps}
+	rows := func(t testing.TB) int {
+		t.Helper()
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{schema, "streams"}.Sanitize()).Scan(&n))
+		return n
+	}
+	return &env{j: j, s: j, snaps: snaps, streamRows: rows}
+}
+
+// TestPostgresGhosts runs the tests of streams without events on Postgres.
+func TestPostgresGhosts(t *testing.T) {
+	t.Parallel()
+	pgtest.URL(t)
+	t.Run("UnknownStreamsLeaveNoRow", func(t *testing.T) { t.Parallel(); testUnknownStreamsLeaveNoRow(t, postgresEnv(t)) })
+	t.Run("StreamCreatedElsewhere", func(t *testing.T) { t.Parallel(); testStreamCreatedElsewhere(t, postgresEnv(t)) })
 }
 
 // TestPostgres runs the runtime's done-when tests on the Postgres journal,
