@@ -48,6 +48,22 @@ func (h *Host) probe(stream journal.StreamID) (empty bool, sent time.Time, err e
 	return sum.Version == 0, sent, nil
 }
 
+// drainUnlessSent drains e, a ghost whose queue is empty, unless a request
+// was admitted to it that it has not received yet (the request that spawned
+// it may reach its mailbox after the read): that request is served first, and
+// the ghost drains when its queue is empty again. Admission and sending
+// happen under the shard lock, so no request is lost between the two.
+func (h *Host) drainUnlessSent(stream journal.StreamID, e *entry) {
+	s := h.shardOf(stream)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.draining || e.queued.Load() > 0 {
+		return
+	}
+	e.draining = true
+	h.system.Root.Send(e.pid, &drainMsg{})
+}
+
 // serveGhost serves the queue of a ghost actor (one not holding a lease).
 func (a *streamActor) serveGhost(c actor.Context) {
 	for a.busy == notBusy && !a.stopping && a.failErr == nil {
@@ -57,7 +73,7 @@ func (a *streamActor) serveGhost(c actor.Context) {
 			if a.drainSeen {
 				a.finish(c)
 			} else {
-				a.host.drain(a.stream, a.entry, &drainMsg{})
+				a.host.drainUnlessSent(a.stream, a.entry)
 			}
 			return
 		}
