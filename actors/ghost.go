@@ -17,11 +17,13 @@ import (
 // initial state, only the commands sent before that read began, so an
 // answer "nothing there" is true as of a read made after the command was
 // sent, never of an older one. As long as every decision appends nothing
-// (an unknown account answering not-found), the ghost answers its commands
-// once it has stopped and left the host's registry: when Execute returns,
-// the actor is gone. A command sent after the read is served after a new
-// read; the actor then stops taking new requests (they start a fresh
-// actor), so a ghost lives at most two reads long.
+// (an unknown account answering not-found), the ghost answers the commands
+// it decided once it has stopped and left the host's registry: when Execute
+// returns, the actor is gone. It stops as soon as its queue is empty and no
+// request admitted to it is still on its way to its mailbox. A command sent
+// after the read is served after a new read; the actor then stops taking new
+// requests (they wait for it to stop and start a fresh actor), so a ghost
+// lives at most two reads long.
 //
 // The first decision that appends events, and any reservation (Reserve),
 // ends the ghost: the actor acquires the lease and recovers as any actor
