@@ -140,7 +140,7 @@ func (h *Host) doRecover(ctx context.Context, stream journal.StreamID, model Mod
 			return rec, fmt.Errorf("actors: replaying stream %s: the journal returned version %d after %d", stream, v, rec.version)
 		}
 		var ev any
-		if err := safe(stream, "decode", func() (err error) { ev, err = model.DecodeEvent(&r); return err }); err != nil {
+		if err := safe(stream, "decode", func() (err error) { ev, err = model.DecodeEvent(ctx, &r); return err }); err != nil {
 			return rec, fmt.Errorf("actors: replaying stream %s: decoding event %s (version %d): %w", stream, r.Type, v, err)
 		}
 		st := rec.state

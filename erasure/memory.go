@@ -102,7 +102,7 @@ func (m *MemoryKeyStore) Erase(ctx context.Context, subject, by string) (Erasure
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now().UTC()
+	now := m.now().UTC().Truncate(time.Microsecond)
 	s, ok := m.entries[subject]
 	if !ok {
 		s = &memSubject{info: Subject{ID: subject, CreatedAt: now}}

@@ -1,0 +1,300 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/scribe-es/scribe/erasure"
+	"github.com/scribe-es/scribe/journal"
+)
+
+// DefaultKeyCacheSize is the default of Config.KeyCacheSize.
+const DefaultKeyCacheSize = 10000
+
+// EventOption adjusts the registration of an event type (RegisterEvent).
+type EventOption func(*eventOptions)
+
+type eventOptions struct {
+	personal *PersonalData
+}
+
+// PersonalData declares which top-level JSON fields of an event type hold
+// personal data and whose data it is (the subject). Exactly one of
+// SubjectField and SubjectTagGroup is set.
+type PersonalData struct {
+	// Fields are the JSON names of the top-level fields holding personal
+	// data. They are sealed (encrypted under the subject's data key, see
+	// package erasure) before the event reaches the journal, and decode to
+	// their zero value once the subject is erased. Required.
+	Fields []string
+	// SubjectField is the JSON name of a top-level string field holding the
+	// subject ID (for example "customerId"). It stays readable: the subject
+	// ID is an identifier, not personal data.
+	SubjectField string
+	// SubjectTagGroup takes the subject ID from the value of the event's tag
+	// of this group (the tag "customer:42" gives subject "42"). For an
+	// aggregate's event the stream's own tag counts.
+	SubjectTagGroup string
+}
+
+// WithPersonalData declares the personal fields of the registered event
+// type and their subject (see PersonalData). It needs Config.KeyStore.
+func WithPersonalData(p PersonalData) EventOption {
+	return func(o *eventOptions) {
+		p.Fields = slices.Clone(p.Fields)
+		o.personal = &p
+	}
+}
+
+// validatePersonal checks a PersonalData declaration against the event's Go
+// type (a struct's JSON field names).
+func validatePersonal(name string, typ reflect.Type, p *PersonalData, ks erasure.KeyStore) error {
+	if ks == nil {
+		return regErr("event %q declares personal data, but Config.KeyStore is nil; configure a key store (erasure.NewMemoryKeyStore, postgres.NewKeyStore) so that its personal fields can be sealed and erased", name)
+	}
+	if len(p.Fields) == 0 {
+		return regErr("event %q: WithPersonalData names no field; list the JSON names of its personal fields", name)
+	}
+	if (p.SubjectField == "") == (p.SubjectTagGroup == "") {
+		return regErr("event %q: WithPersonalData needs exactly one of SubjectField (a JSON field holding the subject ID) and SubjectTagGroup (a tag group whose value is the subject ID)", name)
+	}
+	if strings.ContainsRune(p.SubjectTagGroup, ':') {
+		return regErr("event %q: SubjectTagGroup %q contains ':'; name the group only (the text before the colon)", name, p.SubjectTagGroup)
+	}
+	known := jsonFieldNames(typ)
+	seen := map[string]bool{}
+	for _, f := range p.Fields {
+		switch {
+		case f == "":
+			return regErr("event %q: WithPersonalData lists an empty field name", name)
+		case seen[f]:
+			return regErr("event %q: WithPersonalData lists field %q twice", name, f)
+		case f == p.SubjectField:
+			return regErr("event %q: the subject field %q cannot be personal too: it must stay readable to find the subject's key", name, f)
+		case known != nil && !known[f]:
+			return regErr("event %q: WithPersonalData names field %q, which Go type %s does not encode; use the JSON names (the json tags)", name, f, typ)
+		}
+		seen[f] = true
+	}
+	if known != nil && p.SubjectField != "" && !known[p.SubjectField] {
+		return regErr("event %q: SubjectField %q is not a JSON field of Go type %s", name, p.SubjectField, typ)
+	}
+	return nil
+}
+
+// jsonFieldNames returns the top-level JSON names of a struct type's
+// exported fields (nil for a map type: any name is possible).
+func jsonFieldNames(typ reflect.Type) map[string]bool {
+	if typ.Kind() != reflect.Struct {
+		return nil
+	}
+	out := map[string]bool{}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name := f.Name
+		if tag, ok := f.Tag.Lookup("json"); ok {
+			n, _, _ := strings.Cut(tag, ",")
+			if n == "-" {
+				continue
+			}
+			if n != "" {
+				name = n
+			}
+		}
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			for n := range jsonFieldNames(f.Type) {
+				out[n] = true
+			}
+			continue
+		}
+		out[name] = true
+	}
+	return out
+}
+
+// subjectOf returns the subject of an event with personal data: the value
+// of its subject field in data, or of its tag of the subject group among
+// tags (the stream's tag included).
+func subjectOf(name string, p *PersonalData, data []byte, tags []journal.Tag) (string, error) {
+	if p.SubjectTagGroup != "" {
+		for _, t := range tags {
+			if t.Group() == p.SubjectTagGroup {
+				return t.Value(), nil
+			}
+		}
+		return "", fmt.Errorf("runtime: event %q has personal data whose subject is the value of its %q tag, but it carries no such tag; give it one (Tags)", name, p.SubjectTagGroup)
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return "", fmt.Errorf("runtime: event %q: its data is not a JSON object", name)
+	}
+	var subject string
+	if raw, ok := probe[p.SubjectField]; !ok || json.Unmarshal(raw, &subject) != nil || subject == "" {
+		return "", fmt.Errorf("runtime: event %q has personal data, but its subject field %q is missing, empty or not a string; set it to the subject ID", name, p.SubjectField)
+	}
+	return subject, nil
+}
+
+// keyring is a Runtime's view of its key store: a bounded in-process cache
+// of data keys, erasures and stream bindings in front of the KeyStore.
+// Safe for concurrent use. Keys leave the cache when their subject's
+// erasure record reaches this runtime (forget), or to make room.
+type keyring struct {
+	store erasure.KeyStore
+	max   int
+
+	mu     sync.Mutex
+	keys   map[string]erasure.DataKey
+	erased map[string]erasure.Erasure // erasures are permanent: safe to cache
+	bound  map[bindKey]struct{}
+}
+
+type bindKey struct {
+	subject string
+	stream  journal.StreamID
+}
+
+func newKeyring(store erasure.KeyStore, max int) *keyring {
+	if store == nil {
+		return nil
+	}
+	return &keyring{store: store, max: max, keys: map[string]erasure.DataKey{}, erased: map[string]erasure.Erasure{}, bound: map[bindKey]struct{}{}}
+}
+
+// makeRoom drops arbitrary entries of m until it has room for one more.
+func makeRoom[K comparable, V any](m map[K]V, max int) {
+	for k := range m {
+		if len(m) < max {
+			return
+		}
+		delete(m, k)
+	}
+}
+
+// dataKey returns subject's key for sealing (creating it in the store on
+// first use), or a *erasure.SubjectErasedError.
+func (k *keyring) dataKey(ctx context.Context, subject string) (erasure.DataKey, error) {
+	k.mu.Lock()
+	if key, ok := k.keys[subject]; ok {
+		k.mu.Unlock()
+		return key, nil
+	}
+	if e, ok := k.erased[subject]; ok {
+		k.mu.Unlock()
+		return erasure.DataKey{}, &erasure.SubjectErasedError{Erasure: e}
+	}
+	k.mu.Unlock()
+	key, err := k.store.DataKey(ctx, subject)
+	if err != nil {
+		return erasure.DataKey{}, err
+	}
+	k.mu.Lock()
+	makeRoom(k.keys, k.max)
+	k.keys[subject] = key
+	k.mu.Unlock()
+	return key, nil
+}
+
+// bind records, once per process and pair, that stream holds subject's
+// personal data.
+func (k *keyring) bind(ctx context.Context, subject string, stream journal.StreamID) error {
+	bk := bindKey{subject, stream.Normalize()}
+	k.mu.Lock()
+	_, done := k.bound[bk]
+	k.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := k.store.BindStream(ctx, subject, bk.stream); err != nil {
+		return fmt.Errorf("runtime: recording that stream %s holds personal data of subject %q: %w", bk.stream, subject, err)
+	}
+	k.mu.Lock()
+	makeRoom(k.bound, k.max)
+	k.bound[bk] = struct{}{}
+	k.mu.Unlock()
+	return nil
+}
+
+// lookup returns the keys and erasures of subjects, from the cache when it
+// has them.
+func (k *keyring) lookup(ctx context.Context, subjects []string) (erasure.Lookup, error) {
+	out := erasure.Lookup{Keys: make(map[string]erasure.DataKey, len(subjects))}
+	var missing []string
+	k.mu.Lock()
+	for _, s := range subjects {
+		if key, ok := k.keys[s]; ok {
+			out.Keys[s] = key
+		} else if e, ok := k.erased[s]; ok {
+			if out.Erased == nil {
+				out.Erased = map[string]erasure.Erasure{}
+			}
+			out.Erased[s] = e
+		} else {
+			missing = append(missing, s)
+		}
+	}
+	k.mu.Unlock()
+	if len(missing) == 0 {
+		return out, nil
+	}
+	got, err := k.store.Lookup(ctx, missing)
+	if err != nil {
+		return erasure.Lookup{}, fmt.Errorf("runtime: looking up data keys: %w", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for s, key := range got.Keys {
+		out.Keys[s] = key
+		makeRoom(k.keys, k.max)
+		k.keys[s] = key
+	}
+	for s, e := range got.Erased {
+		if out.Erased == nil {
+			out.Erased = map[string]erasure.Erasure{}
+		}
+		out.Erased[s] = e
+		makeRoom(k.erased, k.max)
+		k.erased[s] = e
+	}
+	return out, nil
+}
+
+// forget drops subject's cached key and bindings after its erasure, and
+// remembers the erasure.
+func (k *keyring) forget(e erasure.Erasure) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.keys, e.Subject)
+	for bk := range k.bound {
+		if bk.subject == e.Subject {
+			delete(k.bound, bk)
+		}
+	}
+	makeRoom(k.erased, k.max)
+	k.erased[e.Subject] = e
+}
+
+// open opens the sealed fields of a stored record's data.
+func (k *keyring) open(ctx context.Context, rec *journal.Record) (erasure.Opened, error) {
+	subjects, err := erasure.Subjects(rec.Data)
+	if err != nil {
+		return erasure.Opened{}, fmt.Errorf("runtime: stored event %q (id %s): %w", rec.Type, rec.ID, err)
+	}
+	keys, err := k.lookup(ctx, subjects)
+	if err != nil {
+		return erasure.Opened{}, err
+	}
+	op, err := erasure.Open(rec.Data, rec.Type, keys)
+	if err != nil {
+		return erasure.Opened{}, fmt.Errorf("runtime: stored event %q (id %s): %w", rec.Type, rec.ID, err)
+	}
+	return op, nil
+}
