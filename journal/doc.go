@@ -4,14 +4,16 @@
 //
 // A stream is a tag. An aggregate stream is the tag "account:42"; a Dynamic
 // Consistency Boundary (DCB) command reads and writes events that carry several
-// tags. Every event carries one or more tags and gets, for each of its tags, a
-// per-tag version: 1, 2, 3 … without gaps within that tag's stream.
+// tags. Every event carries zero or more tags and gets, for each of its tags, a
+// per-tag version: 1, 2, 3 … without gaps within that tag's stream. An event
+// without tags is found by its type, as the DCB model defines it.
 //
 // Each tag stream is a SHA-256 hash chain (see [CanonicalBytes], [ChainHash],
-// [VerifyStream]). Because an append is rejected unless every event carries a
-// tag, every event is covered by at least one chain; each stream's newest
-// version and hash are recorded with the stream ([TagSummary] Version and
-// HeadHash), so removing a stream's newest events is detected as well as
+// [VerifyStream]). An event without tags is covered by the chain of its
+// partition's untagged events of its type ([UntaggedChain], tag
+// "$untagged:<type>"), so every event is in at least one chain; each chain's
+// newest version and hash are recorded with it ([TagSummary] Version and
+// HeadHash), so removing a chain's newest events is detected as well as
 // altering, removing or re-ordering events inside it.
 //
 // Backends implement [Journal] and [Sessions]. [NewMemory] is a complete,

@@ -46,6 +46,44 @@ func (t Tag) Value() string {
 // NewTag joins a group and a value into a tag: NewTag("account", "42") == "account:42".
 func NewTag(group, value string) Tag { return Tag(group + ":" + value) }
 
+// ReservedTagPrefix begins the tags of the journal's own streams. An event may
+// not carry such a tag and a query may not name one (ErrInvalidEvent,
+// ErrInvalidQuery); ReadStream, TagSummary, TagsOfGroup and VerifyStream
+// accept them, so the journal's own chains are read and verified like any
+// stream.
+const ReservedTagPrefix = "$"
+
+// UntaggedGroup is the tag group of the untagged chains (see UntaggedChain).
+const UntaggedGroup = ReservedTagPrefix + "untagged"
+
+// IsReserved reports whether t is a tag of the journal's own streams.
+func (t Tag) IsReserved() bool { return strings.HasPrefix(string(t), ReservedTagPrefix) }
+
+// UntaggedChain returns the tag of the hash chain that covers the untagged
+// events of type eventType: "$untagged:" + eventType. Each partition has one
+// such chain per event type. An untagged event is version n of its chain
+// exactly as a tagged event is version n of each of its tags' streams, so
+// the chain's head is recorded (TagSummary), read (ReadStream) and verified
+// (VerifyStream) like a stream's, and TagsOfGroup(partition, UntaggedGroup)
+// lists a partition's untagged chains.
+//
+// One chain per type, not one per partition: appends to one chain take
+// turns (each links to the previous head), so untagged events of different
+// types are appended concurrently, and only those of one type wait for each
+// other. The chain's tag is not among the event's Tags: a query by tags never
+// matches an untagged event, a query by its type does.
+func UntaggedChain(eventType string) Tag { return Tag(UntaggedGroup + ":" + eventType) }
+
+// ChainTags returns the tags of the streams whose hash chains cover e: its
+// Tags, or, for an event without tags, its untagged chain (UntaggedChain).
+// A stored Record has one Link per chain tag, in this order.
+func ChainTags(e *Event) []Tag {
+	if len(e.Tags) > 0 {
+		return e.Tags
+	}
+	return []Tag{UntaggedChain(e.Type)}
+}
+
 // StreamID identifies a tag stream: a tag within a partition. The zero Partition
 // means DefaultPartition.
 type StreamID struct {
@@ -93,8 +131,10 @@ type Metadata struct {
 
 // Event is what a writer appends. ID must be a non-nil UUID (v7 preferred, see
 // NewEventID) and is the idempotency key of the append. Type is non-empty and at
-// most MaxTypeLength bytes. Tags is a non-empty set (at least one tag, no duplicates, none empty); backends
-// store it sorted. Data must be a JSON object. All events of one append share one
+// most MaxTypeLength bytes. Tags is a set (no duplicates, none empty, none
+// reserved) and may be empty: as in the DCB model, an event without tags is
+// found by its type, and it is chained in its type's untagged chain
+// (UntaggedChain). Backends store Tags sorted. Data must be a JSON object. All events of one append share one
 // partition (Metadata.Partition).
 type Event struct {
 	ID            uuid.UUID
@@ -135,8 +175,10 @@ type StreamLink struct {
 	Hash Hash
 }
 
-// Record is an Event as stored. Tags are sorted; Links has one entry per tag, in
-// the same order as Tags. Metadata.Partition is always set (never "").
+// Record is an Event as stored. Tags are sorted; Links has one entry per chain
+// tag (ChainTags): one per tag, in the same order as Tags, or, for an event
+// without tags, exactly one, for its untagged chain. Metadata.Partition is
+// always set (never "").
 type Record struct {
 	Event
 	Position   Position

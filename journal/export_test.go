@@ -58,8 +58,8 @@ func RemoveMemory(m *Memory, id uuid.UUID) error {
 		return fmt.Errorf("%w: no event with ID %s to remove", ErrNotFound, id)
 	}
 	r := m.records.at(idx)
-	for _, t := range r.Tags {
-		s := m.streams[StreamID{Partition: r.Partition(), Tag: t}]
+	for _, l := range r.Links {
+		s := m.streams[StreamID{Partition: r.Partition(), Tag: l.Tag}]
 		s.records = slices.DeleteFunc(s.records, func(i int) bool { return i == idx })
 	}
 	return nil

@@ -118,24 +118,21 @@ func ChainHash(prev Hash, canonical []byte) Hash {
 	return out
 }
 
-// LinkRecord fills r.Links: one link per tag, in the order of r.Tags. heads
-// reports a tag stream's current head, its version and hash before r (0 and the
-// zero Hash for an empty stream); r becomes version+1 of that stream. All other
-// fields of r, including RecordedAt, must be final: the hash covers them.
+// LinkRecord fills r.Links: one link per chain tag (ChainTags), in the order
+// of r.Tags, or one link to the untagged chain of r's type when r has no tags.
+// heads reports a chain's current head, its version and hash before r (0 and
+// the zero Hash for an empty chain); r becomes version+1 of that chain. All
+// other fields of r, including RecordedAt, must be final: the hash covers them.
 func LinkRecord(r *Record, heads func(Tag) (version uint64, head Hash)) {
-	if len(r.Tags) == 0 {
-		r.Links = nil
-		return
-	}
 	linkCanonical(r, CanonicalBytes(r), heads)
 }
 
 // linkCanonical is LinkRecord for a record whose canonical bytes are already
 // known (canonical must equal CanonicalBytes(r)). It reuses r.Links' array
-// when that has room for every tag.
+// when that has room for every chain tag.
 func linkCanonical(r *Record, canonical []byte, heads func(Tag) (version uint64, head Hash)) {
 	links := r.Links[:0]
-	for _, t := range r.Tags {
+	for _, t := range ChainTags(&r.Event) {
 		v, head := heads(t)
 		links = append(links, StreamLink{Tag: t, Version: v + 1, PrevHash: head, Hash: ChainHash(head, canonical)})
 	}

@@ -157,10 +157,19 @@ func TestLinkRecord(t *testing.T) {
 	require.Equal(t, journal.StreamLink{Tag: "branch:7", Version: 5, PrevHash: headB, Hash: journal.ChainHash(headB, canonical)}, r.Links[1])
 	require.Equal(t, uint64(5), r.Version("branch:7"))
 
+	// An untagged record is linked into its type's untagged chain.
 	untagged := sampleRecord()
 	untagged.Tags = nil
-	journal.LinkRecord(&untagged, func(journal.Tag) (uint64, journal.Hash) { panic("no tags to look up") })
-	require.Nil(t, untagged.Links)
+	chainHead := journal.ChainHash(journal.Hash{}, []byte("earlier"))
+	asked = nil
+	journal.LinkRecord(&untagged, func(tag journal.Tag) (uint64, journal.Hash) {
+		asked = append(asked, tag)
+		return 9, chainHead
+	})
+	require.Equal(t, []journal.Tag{journal.UntaggedChain(untagged.Type)}, asked)
+	require.Equal(t, []journal.StreamLink{{Tag: journal.UntaggedChain(untagged.Type), Version: 10, PrevHash: chainHead,
+		Hash: journal.ChainHash(chainHead, journal.CanonicalBytes(&untagged))}}, untagged.Links)
+	require.Empty(t, untagged.Tags, "the chain's tag is a link, not a tag of the event")
 }
 
 // streamReader serves ReadStream from a fixed slice; VerifyStream needs nothing else.

@@ -203,7 +203,7 @@ func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions)
 	for i := range prepared {
 		a.recs[i].Event = prepared[i]
 		a.content[i] = canonicalContent(&a.recs[i])
-		a.recs[i].Links = make([]StreamLink, len(a.recs[i].Tags))
+		a.recs[i].Links = make([]StreamLink, max(1, len(a.recs[i].Tags)))
 	}
 	m.combine(a)
 	if a.err != nil || a.res.Duplicate {

@@ -52,7 +52,7 @@ func (q Query) PartitionOrDefault() string {
 
 // Validate reports a query that matches nothing by construction or is malformed:
 // no items without All, an item with neither types nor tags, an empty type or tag,
-// or AllPartitions without All. The error wraps ErrInvalidQuery.
+// a reserved tag (ReservedTagPrefix), or AllPartitions without All. The error wraps ErrInvalidQuery.
 func (q Query) Validate() error {
 	if q.AllPartitions && !q.All {
 		return fmt.Errorf("%w: AllPartitions requires All", ErrInvalidQuery)
@@ -78,6 +78,9 @@ func (q Query) Validate() error {
 		for _, t := range it.Tags {
 			if t == "" {
 				return fmt.Errorf("%w: item %d has an empty tag", ErrInvalidQuery, i)
+			}
+			if t.IsReserved() {
+				return fmt.Errorf("%w: item %d names tag %q, which begins with the reserved %q: no event carries such a tag; query untagged events by their type, or read their chain with ReadStream", ErrInvalidQuery, i, t, ReservedTagPrefix)
 			}
 		}
 	}

@@ -58,8 +58,8 @@ func (l Limits) maxDataSize() int {
 // and their partition. Backends call it before they write anything; it never
 // modifies the caller's events, slices or options.
 //
-// Every event must carry at least one tag (see VerifyStream: an event is
-// covered by the hash chain of each of its tags).
+// An event may carry no tags; it is then covered by its type's untagged chain
+// (UntaggedChain). No event may carry a reserved tag (ReservedTagPrefix).
 //
 // Normalization: Tags are sorted ascending; Data is
 // compacted exactly as json.Compact does (backends store and return exactly these bytes);
@@ -144,13 +144,9 @@ func prepareEvent(i int, in *Event, limits Limits) (Event, error) {
 
 	ev := Event{ID: in.ID, Type: in.Type, SchemaVersion: in.SchemaVersion}
 
-	// Every event carries a tag, so every event is in at least one tag
-	// stream's hash chain (see VerifyStream): an untagged event would be
-	// covered by no chain, and its removal or alteration would go unseen.
-	if len(in.Tags) == 0 {
-		return fail("Tags", "the event carries no tag, so no stream's hash chain would cover it; tag it with the stream it belongs to (e.g. \"account:42\"), or with a tag naming what it is about")
-	}
-	{
+	// An event without tags is valid (the DCB model allows it): it is
+	// chained in its type's untagged chain (see UntaggedChain).
+	if len(in.Tags) > 0 {
 		tags := slices.Clone(in.Tags)
 		for k, t := range tags {
 			if t == "" {
@@ -161,6 +157,9 @@ func prepareEvent(i int, in *Event, limits Limits) (Event, error) {
 			}
 			if reason := badText(string(t)); reason != "" {
 				return fail(tagField(k), "the tag %s", reason)
+			}
+			if t.IsReserved() {
+				return fail(tagField(k), "the tag %q begins with %q, which is reserved for the journal's own chains; rename it", t, ReservedTagPrefix)
 			}
 		}
 		slices.Sort(tags)

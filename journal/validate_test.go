@@ -71,6 +71,19 @@ func TestPrepareAppendNormalizes(t *testing.T) {
 	require.Equal(t, origData, in[0].Data)
 }
 
+func TestPrepareAppendAcceptsUntaggedEvents(t *testing.T) {
+	t.Parallel()
+	for _, tags := range [][]journal.Tag{nil, {}} {
+		e := validEvent()
+		e.Tags = tags
+		out, _, err := journal.PrepareAppend([]journal.Event{validEvent(), e}, journal.AppendOptions{}, journal.Limits{})
+		require.NoError(t, err, "an event without tags is valid (tags %#v)", tags)
+		require.Empty(t, out[1].Tags)
+		require.Equal(t, []journal.Tag{journal.UntaggedChain(e.Type)}, journal.ChainTags(&out[1]), "chained in its type's untagged chain")
+		require.Equal(t, out[0].Tags, journal.ChainTags(&out[0]), "a tagged event is chained in its tags' streams")
+	}
+}
+
 func TestPrepareAppendKeepsExplicitPartitionAndCopiesScopes(t *testing.T) {
 	t.Parallel()
 	a, b := validEvent(), validEvent()
@@ -133,8 +146,7 @@ func TestPrepareAppendRejects(t *testing.T) {
 		{name: "data over default limit", events: one(func(e *journal.Event) {
 			e.Data = json.RawMessage(`{"a":"` + strings.Repeat("x", journal.DefaultMaxDataSize) + `"}`)
 		}), index: 1, field: "Data", reason: "over the limit of 1048576 bytes"},
-		{name: "no tags", events: one(func(e *journal.Event) { e.Tags = nil }), index: 1, field: "Tags", reason: "carries no tag"},
-		{name: "empty tag list", events: one(func(e *journal.Event) { e.Tags = []journal.Tag{} }), index: 1, field: "Tags", reason: "carries no tag"},
+		{name: "reserved tag", events: one(func(e *journal.Event) { e.Tags = []journal.Tag{"a:1", journal.UntaggedChain("X")} }), index: 1, field: "Tags[1]", reason: "reserved for the journal's own chains"},
 		{name: "empty tag", events: one(func(e *journal.Event) { e.Tags = []journal.Tag{"a:1", ""} }), index: 1, field: "Tags[1]", reason: "empty"},
 		{name: "long tag", events: one(func(e *journal.Event) {
 			e.Tags = []journal.Tag{journal.Tag(strings.Repeat("g", journal.MaxTagLength+1))}

@@ -278,18 +278,20 @@ func (j *Journal) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	return out, nil
 }
 
-// UntaggedEvents counts the events of partition ("" for every partition)
-// that carry no tag. The journal rejects such events since tags became
-// required, so each one was written before that or inserted around the
-// journal: it is in no stream's hash chain. It scans the partition's events.
-func (j *Journal) UntaggedEvents(ctx context.Context, partition string) (uint64, error) {
+// UnchainedEvents counts the events of partition ("" for every partition)
+// that are linked into no hash chain (no chain tags stored). The journal
+// links every event, an untagged one into its type's untagged chain
+// (journal.UntaggedChain), so each such event was inserted around the journal
+// or written by a Scribe version that stored untagged events unchained. It
+// scans the partition's events.
+func (j *Journal) UnchainedEvents(ctx context.Context, partition string) (uint64, error) {
 	if err := j.checkOpen(); err != nil {
 		return 0, err
 	}
 	var n int64
 	err := j.pool.QueryRow(ctx, j.sql(`SELECT count(*) FROM __S__.events WHERE cardinality(tags) = 0 AND ($1 = '' OR partition = $1)`), partition).Scan(&n)
 	if err != nil {
-		return 0, j.translate("count untagged events", err)
+		return 0, j.translate("count unchained events", err)
 	}
 	return uint64(n), nil
 }

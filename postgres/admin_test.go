@@ -107,7 +107,7 @@ func TestStreamsListing(t *testing.T) {
 	require.Equal(t, postgres.NodeInfo{NodeID: "n1", Incarnation: 1, Timeout: time.Minute, OpenedAt: nodes[0].OpenedAt, ExpiresAt: node.ExpiresAt, Live: true, Leases: 1}, nodes[0])
 	require.WithinDuration(t, node.ExpiresAt.Add(-time.Minute), nodes[0].OpenedAt, time.Second)
 
-	n, err := f.journal.UntaggedEvents(ctx, "")
+	n, err := f.journal.UnchainedEvents(ctx, "")
 	require.NoError(t, err)
 	require.Zero(t, n)
 

@@ -58,8 +58,9 @@ func (j *Journal) newAppendReq(ctx context.Context, events []journal.Event, part
 			locks[k] = false
 		}
 	}
-	for _, e := range events {
-		for _, t := range e.Tags {
+	for i := range events {
+		e := &events[i]
+		for _, t := range journal.ChainTags(e) {
 			get(string(t)).n++
 		}
 		shared(j.lockKey(lockType, partition, e.Type))

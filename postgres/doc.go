@@ -104,7 +104,7 @@
 // # Operations
 //
 // MigrationStatus, Journal.Streams, Journal.Leases, Journal.Nodes,
-// Journal.UntaggedEvents and Journal.UnrecordedStreams (admin.go) are
+// Journal.UnchainedEvents and Journal.UnrecordedStreams (admin.go) are
 // read-only queries for operators;
 // the scribe command line (cmd/scribe) is built on them. None is on the
 // append path.

@@ -186,8 +186,8 @@ const fastNodesSQL = `SELECT node_id, incarnation, closed, expires_at > clock_ti
 // aborts through fence_check unless every stream checked out. A stream
 // without a row is created only when nothing is expected of it, and only when
 // events are written to it (an expectation of version 0 on a stream without a
-// row holds without creating one). Every event carries at least one tag
-// (journal.PrepareAppend refuses an untagged one), so every event has a
+// row holds without creating one). Every event has at least one chain tag
+// (journal.ChainTags: its tags, or its untagged chain), so every event has a
 // tg_agg row; write checks the inserted counts, so an event without one could
 // not be dropped silently.
 const writeSQL = `WITH x AS MATERIALIZED (

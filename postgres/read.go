@@ -170,14 +170,22 @@ func scanRecord(rows pgx.Rows) (journal.Record, error) {
 	}
 	r.Position = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
 	r.SchemaVersion = int(sv)
+	// The tags column holds the event's chain tags (journal.ChainTags): its
+	// tags, or the one reserved tag of its untagged chain, which is a link
+	// but not a tag of the event.
 	if len(tags) > 0 {
 		if len(versions) != len(tags) || len(prevHashes) != 32*len(tags) || len(hashes) != 32*len(tags) {
 			return journal.Record{}, fmt.Errorf("postgres: event %s has %d tags but %d versions and %d/%d hash bytes", r.ID, len(tags), len(versions), len(prevHashes), len(hashes))
 		}
-		r.Tags = make([]journal.Tag, len(tags))
+		untagged := len(tags) == 1 && journal.Tag(tags[0]).IsReserved()
+		if !untagged {
+			r.Tags = make([]journal.Tag, len(tags))
+		}
 		r.Links = make([]journal.StreamLink, len(tags))
 		for i, t := range tags {
-			r.Tags[i] = journal.Tag(t)
+			if !untagged {
+				r.Tags[i] = journal.Tag(t)
+			}
 			l := &r.Links[i]
 			l.Tag = journal.Tag(t)
 			l.Version = uint64(versions[i])

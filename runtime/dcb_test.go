@@ -403,6 +403,72 @@ func runDCBDoneWhen(t *testing.T, newEnv func(t *testing.T) *env) {
 	t.Run("BypassIsAConflict", func(t *testing.T) { t.Parallel(); testBypassIsAConflict(t, newEnv(t)) })
 	t.Run("TagQueries", func(t *testing.T) { t.Parallel(); testTagQueries(t, newEnv(t)) })
 	t.Run("Idempotency", func(t *testing.T) { t.Parallel(); testDCBIdempotency(t, newEnv(t)) })
+	t.Run("UntaggedEvents", func(t *testing.T) { t.Parallel(); testDCBUntaggedEvents(t, newEnv(t)) })
+}
+
+// UsernameAudited is an untagged event: found by its type, chained in its
+// type's untagged chain, and owned by no actor.
+type UsernameAudited struct {
+	Name string `json:"name"`
+}
+
+// testDCBUntaggedEvents: a DCB command appends an untagged event beside its
+// tagged one (the decision needs no stream of it); concurrent commands chain
+// the untagged events without gaps, and type queries find them.
+func testDCBUntaggedEvents(t *testing.T, e *env) {
+	a := startDCB(t, e)
+	require.NoError(t, runtime.RegisterEvent[UsernameAudited](a.rt, "UsernameAudited", 1))
+	audited := claimDCB
+	audited.Name = "ClaimAudited"
+	audited.Decide = func(c Claim, taken bool) ([]any, error) {
+		if taken {
+			return nil, fmt.Errorf("claim %q: %w", c.Name, errUsernameTaken)
+		}
+		return []any{UsernameClaimed{Name: c.Name, User: c.User}, UsernameAudited{Name: c.Name}}, nil
+	}
+	cmd, err := runtime.RegisterDCB(a.rt, audited)
+	require.NoError(t, err)
+	ctx := context.Background()
+	const names = 40
+	var wg sync.WaitGroup
+	for i := range names {
+		wg.Go(func() {
+			res, err := cmd.Execute(ctx, Claim{User: fmt.Sprint("u", i), Name: fmt.Sprint("n", i)})
+			if !assertNoError(t, err) {
+				return
+			}
+			if len(res.Records) != 2 || len(res.Records[1].Tags) != 0 || res.Records[1].Links[0].Tag != journal.UntaggedChain("UsernameAudited") {
+				t.Errorf("claim %d: want a tagged and an untagged record, got %+v", i, res.Records)
+			}
+		})
+	}
+	wg.Wait()
+	chain := journal.Stream(journal.UntaggedChain("UsernameAudited"))
+	n, err := journal.VerifyStream(ctx, e.j, chain)
+	require.NoError(t, err)
+	require.EqualValues(t, names, n, "every untagged event is in its chain once")
+	var found int
+	for rec, err := range e.j.Read(ctx, journal.Query{Items: []journal.QueryItem{{Types: []string{"UsernameAudited"}}}}, journal.ReadOptions{}) {
+		require.NoError(t, err)
+		v, err := a.rt.Decode(rec)
+		require.NoError(t, err)
+		require.IsType(t, UsernameAudited{}, v)
+		found++
+	}
+	require.Equal(t, names, found, "untagged events are found by type")
+	// A second claim of a name is still decided from its tag's stream.
+	_, err = cmd.Execute(ctx, Claim{User: "other", Name: "n0"})
+	require.ErrorIs(t, err, errUsernameTaken)
+	require.Zero(t, a.conflicts(t))
+}
+
+// assertNoError reports err from any goroutine and says whether it was nil.
+func assertNoError(t *testing.T, err error) bool {
+	if err != nil {
+		t.Errorf("unexpected error: %v", err)
+		return false
+	}
+	return true
 }
 
 func TestDCBMemory(t *testing.T) {

@@ -171,11 +171,31 @@ func TestVerifyDetectsTampering(t *testing.T) {
 
 		res = f.scribe(t, "verify", "-json", "-tag", "account:a")
 		require.Equal(t, exitOK, res.code, res.stderr)
-		require.JSONEq(t, `{"streams":1,"events":6,"broken":0,"untaggedEvents":0}`, res.stdout)
+		require.JSONEq(t, `{"streams":1,"events":6,"broken":0,"unchainedEvents":0}`, res.stdout)
 
 		res = f.scribe(t, "verify", "-tag", "account:nobody")
 		require.Equal(t, exitFailure, res.code)
 		require.Contains(t, res.stderr, "stream default/account:nobody has no events to verify")
+	})
+
+	t.Run("untagged chain", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t, true)
+		f.fillBank(t)
+		var untagged []journal.Record
+		for i := range 3 {
+			res, err := f.journal.Append(t.Context(), []journal.Event{{ID: journal.NewEventID(), Type: "RatesPublished", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}}, journal.AppendOptions{})
+			require.NoError(t, err)
+			untagged = append(untagged, res.Records...)
+		}
+		res := f.scribe(t, "verify")
+		require.Equal(t, exitOK, res.code, "stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
+		require.Contains(t, res.stdout, fmt.Sprintf("verified 5 streams, %d events: every chain is intact", 2*4+2*6+1+3), "the untagged chain is verified like a stream")
+
+		require.EqualValues(t, 1, f.exec(t, `UPDATE __S__.events SET data = convert_to('{"n":99}', 'UTF8') WHERE id = $1`, untagged[1].ID))
+		res = f.scribe(t, "verify")
+		requireBroken(t, res, "default/"+string(journal.UntaggedChain("RatesPublished")), 2, untagged[1].Position)
+		require.Contains(t, res.stdout, "1 broken chain(s)")
 	})
 
 	t.Run("updated payload", func(t *testing.T) {
@@ -258,7 +278,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		require.Contains(t, res.stdout, "verified 4 streams")
 	})
 
-	t.Run("untagged event inserted", func(t *testing.T) {
+	t.Run("unchained event inserted", func(t *testing.T) {
 		t.Parallel()
 		f := setup(t, true)
 		recs := f.fillBank(t)
@@ -266,7 +286,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			SELECT commit_xid, seq + 1000, gen_random_uuid(), partition, 'Forged', 1, '{}', '{}', '', '', data, metadata, recorded_at FROM __S__.events WHERE id = $1`, recs[0].ID)
 		res := f.scribe(t, "verify")
 		require.Equal(t, exitFailure, res.code, res.stdout)
-		require.Contains(t, res.stdout, "UNCHAINED 1 events carry no tag")
+		require.Contains(t, res.stdout, "UNCHAINED 1 events are linked into no hash chain")
 	})
 }
 

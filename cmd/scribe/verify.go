@@ -21,7 +21,7 @@ func verifyCommand() *command {
 	var workers int
 	return &command{
 		name: "verify",
-		summary: "verify the hash chain of every stream (of a partition, or one tag): report the first broken link of each " +
+		summary: "verify the hash chain of every stream, the untagged chains ($untagged:TYPE) included (of a partition, or one tag): report the first broken link of each " +
 			"stream; exit status 1 on any break",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&partition, "partition", "", "only this partition (default: every partition; with -tag: default)")
@@ -64,13 +64,13 @@ func verifyCommand() *command {
 			if tag != "" && v.events == 0 && v.broken == 0 {
 				return fmt.Errorf("stream %s has no events to verify; check the tag and -partition, or list streams with `scribe streams list`", streams[0])
 			}
-			var untagged uint64
+			var unchained uint64
 			if tag == "" {
-				if untagged, err = s.journal.UntaggedEvents(e.ctx, partition); err != nil {
+				if unchained, err = s.journal.UnchainedEvents(e.ctx, partition); err != nil {
 					return err
 				}
 			}
-			return v.report(untagged)
+			return v.report(unchained)
 		},
 	}
 }
@@ -229,24 +229,24 @@ func (v *verifier) record(stream journal.StreamID, n uint64, err error) error {
 	return err
 }
 
-// report prints the summary and fails when anything was broken or untagged.
-func (v *verifier) report(untagged uint64) error {
+// report prints the summary and fails when anything was broken or unchained.
+func (v *verifier) report(unchained uint64) error {
 	if v.e.opts.json {
-		if err := emitJSON(v.e.stdout, map[string]any{"streams": v.total, "events": v.events, "broken": v.broken, "untaggedEvents": untagged}); err != nil {
+		if err := emitJSON(v.e.stdout, map[string]any{"streams": v.total, "events": v.events, "broken": v.broken, "unchainedEvents": unchained}); err != nil {
 			return err
 		}
 	} else {
-		if untagged > 0 {
-			fmt.Fprintf(v.e.stdout, "UNCHAINED %d events carry no tag, so no hash chain covers them (written before tags became required, or inserted around the journal); list them with: SELECT commit_xid, seq, id, type FROM %s.events WHERE cardinality(tags) = 0\n",
-				untagged, pgx.Identifier{v.e.opts.schema}.Sanitize())
+		if unchained > 0 {
+			fmt.Fprintf(v.e.stdout, "UNCHAINED %d events are linked into no hash chain (inserted around the journal, or written by a Scribe version that stored untagged events unchained); list them with: SELECT commit_xid, seq, id, type FROM %s.events WHERE cardinality(tags) = 0\n",
+				unchained, pgx.Identifier{v.e.opts.schema}.Sanitize())
 		}
-		if v.broken == 0 && untagged == 0 {
+		if v.broken == 0 && unchained == 0 {
 			fmt.Fprintf(v.e.stdout, "verified %d streams, %d events: every chain is intact\n", v.total, v.events)
 		} else {
-			fmt.Fprintf(v.e.stdout, "verified %d streams, %d events: %d broken chain(s), %d unchained event(s)\n", v.total, v.events, v.broken, untagged)
+			fmt.Fprintf(v.e.stdout, "verified %d streams, %d events: %d broken chain(s), %d unchained event(s)\n", v.total, v.events, v.broken, unchained)
 		}
 	}
-	if v.broken > 0 || untagged > 0 {
+	if v.broken > 0 || unchained > 0 {
 		return errFailed
 	}
 	return nil

@@ -42,7 +42,7 @@ func dcbCases() []testCase {
 //	2 Opened      account:2
 //	3 Transferred account:1 account:2 transfer:1
 //	4 Deposited   account:2
-//	5 Closed      misc:1 (a tag no query names)
+//	5 Closed      (no tags)
 //	6 Deposited   account:1 transfer:2
 const (
 	acc1 journal.Tag = "account:1"
@@ -62,7 +62,7 @@ func seedDCB(t *testing.T, ctx context.Context, j journal.Journal) []journal.Rec
 		newEvent("Opened", acc2),
 		newEvent("Transferred", acc1, acc2, tx1),
 		newEvent("Deposited", acc2),
-		newEvent("Closed", misc),
+		newEvent("Closed"),
 		newEvent("Deposited", acc1, tx2),
 	}
 	var recs []journal.Record
@@ -331,7 +331,7 @@ func testConditionSucceedsWhenLastMatchIsAfter(t *testing.T, h Harness) {
 
 	// An OR query whose newest match is the Closed event (5).
 	q := journal.Query{Items: []journal.QueryItem{{Types: []string{"Closed"}}, {Tags: []journal.Tag{tx1}}}}
-	_, err = conditional(ctx, j, journal.AppendCondition{FailIfEventsMatch: q, After: recs[5].Position}, newEvent("Closed", misc))
+	_, err = conditional(ctx, j, journal.AppendCondition{FailIfEventsMatch: q, After: recs[5].Position}, newEvent("Closed"))
 	require.NoError(t, err)
 	require.Equal(t, uint64(len(recs)+3), count(t, ctx, j))
 }
@@ -374,9 +374,9 @@ func testConditionFailsOnMatchAfterAfter(t *testing.T, h Harness) {
 	}{
 		{"match right after", journal.AppendCondition{FailIfEventsMatch: journal.TagQuery(acc1), After: recs[3].Position}, newEvent("Deposited", acc1)},
 		{"non-matching position between", journal.AppendCondition{FailIfEventsMatch: journal.TagQuery(acc1), After: recs[5].Position}, newEvent("Deposited", acc1)},
-		{"type query", journal.AppendCondition{FailIfEventsMatch: journal.Query{Items: []journal.QueryItem{{Types: []string{"Closed"}}}}, After: recs[4].Position}, newEvent("Closed", misc)},
+		{"type query", journal.AppendCondition{FailIfEventsMatch: journal.Query{Items: []journal.QueryItem{{Types: []string{"Closed"}}}}, After: recs[4].Position}, newEvent("Closed")},
 		{"second item matches", journal.AppendCondition{FailIfEventsMatch: journal.Query{Items: []journal.QueryItem{{Tags: []journal.Tag{acc9}}, {Tags: []journal.Tag{acc2, tx1}}}}, After: recs[2].Position}, newEvent("Opened", acc9)},
-		{"the new event does not match", journal.AppendCondition{FailIfEventsMatch: journal.TagQuery(acc2), After: recs[3].Position}, newEvent("Unrelated", misc)},
+		{"the new event does not match", journal.AppendCondition{FailIfEventsMatch: journal.TagQuery(acc2), After: recs[3].Position}, newEvent("Unrelated")},
 	}
 	for _, c := range cases {
 		before := captureState(t, ctx, j)

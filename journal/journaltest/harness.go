@@ -123,10 +123,6 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// misc tags the events of the suite that belong to no stream under test
-// (every event carries at least one tag). No case reads its stream.
-const misc journal.Tag = "misc:1"
-
 // newEvent returns a valid event of type typ carrying tags, in the default
 // partition, with a fresh ID.
 func newEvent(typ string, tags ...journal.Tag) journal.Event {

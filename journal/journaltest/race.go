@@ -438,7 +438,7 @@ func testLowerPositionCommitsLate(t *testing.T, h Harness) {
 		})
 
 		// Other appends commit while the held one is pending.
-		later := []journal.Event{newEvent("Later", "v:3"), newEvent("Later", misc)}
+		later := []journal.Event{newEvent("Later", "v:3"), newEvent("Later")}
 		type result struct {
 			recs []journal.Record
 			err  error

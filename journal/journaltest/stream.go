@@ -73,7 +73,7 @@ func testVersionsGapFreeAcrossMultiTagEvents(t *testing.T, h Harness) {
 	const a, b, c journal.Tag = "a:1", "b:1", "c:1"
 	res1 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("E", a), newEvent("E", a, b))
 	res2 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("E", b))
-	res3 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("E", c, a, b), newEvent("E", misc), newEvent("E", b, c))
+	res3 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("E", c, a, b), newEvent("E"), newEvent("E", b, c))
 	recs := append(append(append([]journal.Record{}, res1.Records...), res2.Records...), res3.Records...)
 
 	// Record.Version per tag, 0 for a tag the event does not carry.

@@ -96,7 +96,7 @@ func (s *subscription) take(t *testing.T, n int) []journal.Record {
 func testSubscribeCatchUpThenLive(t *testing.T, h Harness) {
 	ctx := testContext(t)
 	j := h.Journal
-	stored := appendEach(t, ctx, j, newEvent("A", "x:1"), newEvent("B", misc), newEvent("C", "x:1", "y:1"))
+	stored := appendEach(t, ctx, j, newEvent("A", "x:1"), newEvent("B"), newEvent("C", "x:1", "y:1"))
 
 	s := subscribe(t, ctx, j, journal.AllEvents(), journal.Position{})
 	catchUp := s.take(t, 3)
@@ -105,11 +105,11 @@ func testSubscribeCatchUpThenLive(t *testing.T, h Harness) {
 		requireSameRecord(t, stored[i], catchUp[i])
 	}
 
-	live1 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("D", "x:1"), newEvent("E", misc)).Records
+	live1 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("D", "x:1"), newEvent("E")).Records
 	// A rejected append is never delivered.
 	_, err := j.Append(ctx, []journal.Event{newEvent("F", "x:1")}, journal.AppendOptions{Expect: map[journal.Tag]uint64{"x:1": 0}})
 	require.ErrorIs(t, err, journal.ErrVersionMismatch)
-	live2 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("G", misc)).Records
+	live2 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("G")).Records
 	live := s.take(t, 3)
 	require.Equal(t, append(ids(live1), ids(live2)...), ids(live), "live events follow in order, rejected appends never")
 	all := append(catchUp, live...)
@@ -135,7 +135,7 @@ func testSubscribeResumesAfterPosition(t *testing.T, h Harness) {
 
 	// From the head: only what comes next.
 	fromHead := subscribe(t, ctx, j, journal.AllEvents(), head(t, ctx, j))
-	last := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("B", misc)).Records
+	last := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("B")).Records
 	require.Equal(t, ids(last), ids(fromHead.take(t, 1)), "a subscription from the head sees only new events")
 	require.Equal(t, ids(last), ids(s.take(t, 1)))
 
@@ -147,7 +147,7 @@ func testSubscribeResumesAfterPosition(t *testing.T, h Harness) {
 func testSubscribeEndsWithContextError(t *testing.T, h Harness) {
 	ctx := testContext(t)
 	j := h.Journal
-	stored := appendEach(t, ctx, j, newEvent("A", misc), newEvent("B", misc))
+	stored := appendEach(t, ctx, j, newEvent("A"), newEvent("B"))
 
 	// Cancelled while live (idle, waiting for new events).
 	sctx, cancel := context.WithCancel(ctx)
@@ -190,7 +190,7 @@ func testSubscribeEndsWithContextError(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		break
 	}
-	mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("C", misc))
+	mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("C"))
 }
 
 func testSubscribeQueryFiltered(t *testing.T, h Harness) {
@@ -199,7 +199,7 @@ func testSubscribeQueryFiltered(t *testing.T, h Harness) {
 	q := journal.Query{Items: []journal.QueryItem{{Tags: []journal.Tag{"x:1"}}, {Types: []string{"Marker"}}}}
 
 	var want []uuid.UUID
-	pre := appendEach(t, ctx, j, newEvent("A", "x:1"), newEvent("A", "y:1"), newEvent("B", "x:1", "y:1"), newEvent("C", misc))
+	pre := appendEach(t, ctx, j, newEvent("A", "x:1"), newEvent("A", "y:1"), newEvent("B", "x:1", "y:1"), newEvent("C"))
 	want = append(want, pre[0].ID, pre[2].ID)
 
 	s := subscribe(t, ctx, j, q, journal.Position{})
@@ -214,7 +214,7 @@ func testSubscribeQueryFiltered(t *testing.T, h Harness) {
 			mustAppend(t, ctx, j, journal.AppendOptions{}, events[1])
 			events = events[:1]
 		case 2:
-			events = []journal.Event{newEvent("Marker", misc)}
+			events = []journal.Event{newEvent("Marker")}
 			want = append(want, events[0].ID)
 		}
 		mustAppend(t, ctx, j, journal.AppendOptions{}, events...)

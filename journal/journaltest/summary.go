@@ -36,7 +36,7 @@ func testTagSummary(t *testing.T, h Harness) {
 	ctx := testContext(t)
 	j := h.Journal
 	const a, b journal.Tag = "account:1", "account:2"
-	recs := appendEach(t, ctx, j, newEvent("E", a), newEvent("E", a, b), newEvent("E", misc), newEvent("E", a))
+	recs := appendEach(t, ctx, j, newEvent("E", a), newEvent("E", a, b), newEvent("E"), newEvent("E", a))
 	mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(newEvent("E", a), "tenant-b"))
 
 	sa := tagSummary(t, h, journal.Stream(a))
@@ -125,8 +125,8 @@ func testTypeSummaries(t *testing.T, h Harness) {
 	require.Empty(t, empty)
 
 	var recs []journal.Record
-	recs = append(recs, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Withdrawn", "a:1"), newEvent("Deposited", "a:1"), newEvent("Deposited", misc)).Records...)
-	recs = append(recs, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Deposited", "a:2"), newEvent("Closed", misc)).Records...)
+	recs = append(recs, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Withdrawn", "a:1"), newEvent("Deposited", "a:1"), newEvent("Deposited")).Records...)
+	recs = append(recs, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Deposited", "a:2"), newEvent("Closed")).Records...)
 	recs = append(recs, mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(newEvent("Withdrawn", "a:1"), "tenant-b")).Records...)
 	_, err = j.Append(ctx, []journal.Event{newEvent("Rejected", "a:1")}, journal.AppendOptions{Expect: map[journal.Tag]uint64{"a:1": 0}})
 	require.ErrorIs(t, err, journal.ErrVersionMismatch)
@@ -164,8 +164,8 @@ func testCountAfter(t *testing.T, h Harness) {
 	ctx := testContext(t)
 	j := h.Journal
 	require.Zero(t, count(t, ctx, j))
-	recs := appendEach(t, ctx, j, newEvent("A", misc), newEvent("B", "x:1"), newEvent("C", misc))
-	recs = append(recs, mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(newEvent("D", misc), "tenant-b"), inPartition(newEvent("E", misc), "tenant-b")).Records...)
+	recs := appendEach(t, ctx, j, newEvent("A"), newEvent("B", "x:1"), newEvent("C"))
+	recs = append(recs, mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(newEvent("D"), "tenant-b"), inPartition(newEvent("E"), "tenant-b")).Records...)
 	n := uint64(len(recs))
 	require.Equal(t, n, count(t, ctx, j), "every partition counts")
 	for i, r := range recs {
@@ -203,9 +203,9 @@ func testHead(t *testing.T, h Harness) {
 	ctx := testContext(t)
 	j := h.Journal
 	require.True(t, head(t, ctx, j).IsZero())
-	r1 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("A", misc), newEvent("B", misc))
+	r1 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("A"), newEvent("B"))
 	require.Equal(t, r1.Last(), head(t, ctx, j), "Head is the newest position")
-	r2 := mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(newEvent("C", misc), "tenant-b"))
+	r2 := mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(newEvent("C"), "tenant-b"))
 	require.Equal(t, r2.Last(), head(t, ctx, j), "Head spans every partition")
 	require.True(t, r2.Last().After(r1.Last()))
 
@@ -223,9 +223,9 @@ func testReadByCorrelation(t *testing.T, h Harness) {
 		e.Metadata.CorrelationID = id
 		return e
 	}
-	r1 := mustAppend(t, ctx, j, journal.AppendOptions{}, corr(newEvent("A", "x:1"), "c1"), corr(newEvent("B", misc), "c2")).Records
-	r2 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("C", misc)).Records
-	r3 := mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(corr(newEvent("D", misc), "c1"), "tenant-b"), inPartition(corr(newEvent("E", misc), "c1"), "tenant-b")).Records
+	r1 := mustAppend(t, ctx, j, journal.AppendOptions{}, corr(newEvent("A", "x:1"), "c1"), corr(newEvent("B"), "c2")).Records
+	r2 := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("C")).Records
+	r3 := mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(corr(newEvent("D"), "c1"), "tenant-b"), inPartition(corr(newEvent("E"), "c1"), "tenant-b")).Records
 	_ = r2
 
 	got := collect(t, j.ReadByCorrelation(ctx, "c1"))
@@ -245,7 +245,7 @@ func testReadByTypesInTimeRange(t *testing.T, h Harness) {
 	deadline := time.Now().Add(5 * time.Second)
 	for len(filler) == 0 || !filler[len(filler)-1].RecordedAt.After(first[1].RecordedAt) {
 		require.True(t, time.Now().Before(deadline), "RecordedAt never advanced past %s", first[1].RecordedAt)
-		filler = append(filler, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Filler", misc)).Records...)
+		filler = append(filler, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Filler")).Records...)
 	}
 	second := appendEach(t, ctx, j, newEvent("Deposited", "a:1"), inPartition(newEvent("Withdrawn", "a:2"), "tenant-b"))
 	second = append(second, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Closed", "a:1")).Records...)
@@ -281,10 +281,10 @@ func testReadTypes(t *testing.T, h Harness) {
 	j := h.Journal
 	var all []journal.Record
 	for i := range 4 {
-		all = append(all, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Deposited", "a:1"), newEvent("Filler", misc)).Records...)
+		all = append(all, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Deposited", "a:1"), newEvent("Filler")).Records...)
 		all = append(all, mustAppend(t, ctx, j, journal.AppendOptions{}, inPartition(newEvent("Withdrawn", "a:2"), "tenant-b")).Records...)
 		if i == 1 {
-			all = append(all, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Closed", misc)).Records...)
+			all = append(all, mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Closed")).Records...)
 		}
 	}
 	types := []string{"Deposited", "Withdrawn", "Closed"}

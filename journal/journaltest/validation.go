@@ -171,9 +171,9 @@ func testAcceptsValuesAtTheLimits(t *testing.T, h Harness) {
 	for i := range e.Metadata.Scopes {
 		e.Metadata.Scopes[i] = strings.Repeat("s", journal.MaxMetadataIDLength)
 	}
-	empty := newEvent("EmptyObject", misc)
+	empty := newEvent("EmptyObject")
 	empty.Data = json.RawMessage(`{}`)
-	res := mustAppend(t, ctx, j, journal.AppendOptions{}, e, newEvent("NoTags", misc), empty)
+	res := mustAppend(t, ctx, j, journal.AppendOptions{}, e, newEvent("NoTags"), empty)
 	require.Equal(t, uint64(1), res.Records[0].Version(longTag))
 
 	got, err := j.ReadEvent(ctx, e.ID)
