@@ -178,6 +178,9 @@ type KeyStore interface {
 	BindStream(ctx context.Context, subject string, stream journal.StreamID) error
 	// Streams returns the streams bound to subject, in no particular order.
 	Streams(ctx context.Context, subject string) ([]journal.StreamID, error)
+	// StreamSubjects returns the subjects bound to stream (erased ones
+	// included), in no particular order: whose keys seal its snapshots.
+	StreamSubjects(ctx context.Context, stream journal.StreamID) ([]string, error)
 }
 
 // ValidateSubject reports a subject ID that is empty, longer than

@@ -169,6 +169,23 @@ func (m *MemoryKeyStore) BindStream(ctx context.Context, subject string, stream 
 	return nil
 }
 
+// StreamSubjects implements KeyStore.
+func (m *MemoryKeyStore) StreamSubjects(ctx context.Context, stream journal.StreamID) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	stream = stream.Normalize()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for subject, bound := range m.streams {
+		if _, ok := bound[stream]; ok {
+			out = append(out, subject)
+		}
+	}
+	return out, nil
+}
+
 // Streams implements KeyStore.
 func (m *MemoryKeyStore) Streams(ctx context.Context, subject string) ([]journal.StreamID, error) {
 	if err := ctx.Err(); err != nil {

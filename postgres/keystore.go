@@ -244,6 +244,20 @@ func (k *KeyStore) BindStream(ctx context.Context, subject string, stream journa
 	return nil
 }
 
+// StreamSubjects implements erasure.KeyStore.
+func (k *KeyStore) StreamSubjects(ctx context.Context, stream journal.StreamID) ([]string, error) {
+	stream = stream.Normalize()
+	rows, err := k.pool.Query(ctx, `SELECT subject FROM `+k.t.streams+` WHERE partition = $1 AND tag = $2`, stream.Partition, string(stream.Tag))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: key store: listing the subjects of stream %s: %w", stream, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: key store: listing the subjects of stream %s: %w", stream, err)
+	}
+	return out, nil
+}
+
 // Streams implements erasure.KeyStore.
 func (k *KeyStore) Streams(ctx context.Context, subject string) ([]journal.StreamID, error) {
 	rows, err := k.pool.Query(ctx, `SELECT partition, tag FROM `+k.t.streams+` WHERE subject = $1`, subject)

@@ -104,8 +104,11 @@ type Config struct {
 	// Default JSONCodec.
 	Codec Codec
 	// KeyStore keeps the data keys that seal the personal fields of event
-	// types registered WithPersonalData, and destroys them on Erase. Default
-	// nil: registering an event type with personal data fails.
+	// types registered WithPersonalData, and destroys them on Erase. With a
+	// KeyStore, the snapshots of streams holding personal data are sealed as
+	// a whole under their subjects' keys (and unusable once one of them is
+	// erased: the stream is then replayed). Default nil: registering an
+	// event type with personal data fails.
 	KeyStore erasure.KeyStore
 	// KeyCacheSize bounds the data keys, erasures and stream bindings this
 	// runtime caches (each). Cached keys are dropped when the subject's
@@ -168,11 +171,17 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.KeyCacheSize == 0 {
 		cfg.KeyCacheSize = DefaultKeyCacheSize
 	}
-	rt := &Runtime{reg: newRegistry(cfg.Codec, newKeyring(cfg.KeyStore, cfg.KeyCacheSize))}
+	keys := newKeyring(cfg.KeyStore, cfg.KeyCacheSize)
+	rt := &Runtime{reg: newRegistry(cfg.Codec, keys)}
+	snaps := cfg.Snapshots
+	if snaps != nil && keys != nil {
+		// Snapshots of streams holding personal data are sealed too.
+		snaps = sealedSnapshots{Store: snaps, keys: keys}
+	}
 	hostCfg := actors.Config{
 		Journal:             cfg.Journal,
 		Sessions:            cfg.Sessions,
-		Snapshots:           cfg.Snapshots,
+		Snapshots:           snaps,
 		SnapshotPolicy:      *cfg.SnapshotPolicy,
 		Resolve:             rt.reg.model,
 		NodeID:              cfg.NodeID,

@@ -24,3 +24,6 @@ CREATE TABLE __SCHEMA__.subject_streams (
     tag       text NOT NULL,
     PRIMARY KEY (subject, partition, tag)
 );
+
+-- Whose keys seal a stream's snapshots.
+CREATE INDEX subject_streams_stream ON __SCHEMA__.subject_streams (partition, tag);
