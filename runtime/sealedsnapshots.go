@@ -72,4 +72,3 @@ func (s sealedSnapshots) Load(ctx context.Context, stream journal.StreamID, atOr
 	snap.State = state
 	return snap, nil
 }
-

@@ -50,7 +50,9 @@ type contactLogged struct {
 	Email      string `json:"email"`
 }
 
-func (c contactLogged) Tags() []journal.Tag { return []journal.Tag{journal.NewTag("campaign", c.Campaign)} }
+func (c contactLogged) Tags() []journal.Tag {
+	return []journal.Tag{journal.NewTag("campaign", c.Campaign)}
+}
 
 type customerState struct{ ID, Name, Email string }
 type accountState struct{ ID, CustomerID, Holder string }
