@@ -122,22 +122,38 @@ func jsonFieldNames(typ reflect.Type) map[string]bool {
 
 // subjectOf returns the subject of an event with personal data: the value
 // of its subject field in data, or of its tag of the subject group among
-// tags (the stream's tag included).
+// tags (the stream's tag included). An event without a subject whose
+// personal fields are all absent or null carries no personal data: subject
+// "" and no error (an account opened without a customer, say). One with
+// personal data but no subject is an error.
 func subjectOf(name string, p *PersonalData, data []byte, tags []journal.Tag) (string, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return "", fmt.Errorf("runtime: event %q: its data is not a JSON object", name)
+	}
+	carries := false
+	for _, f := range p.Fields {
+		if v, ok := probe[f]; ok && string(v) != "null" {
+			carries = true
+			break
+		}
+	}
 	if p.SubjectTagGroup != "" {
 		for _, t := range tags {
 			if t.Group() == p.SubjectTagGroup {
 				return t.Value(), nil
 			}
 		}
+		if !carries {
+			return "", nil
+		}
 		return "", fmt.Errorf("runtime: event %q has personal data whose subject is the value of its %q tag, but it carries no such tag; give it one (Tags)", name, p.SubjectTagGroup)
-	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return "", fmt.Errorf("runtime: event %q: its data is not a JSON object", name)
 	}
 	var subject string
 	if raw, ok := probe[p.SubjectField]; !ok || json.Unmarshal(raw, &subject) != nil || subject == "" {
+		if !carries && (!ok || string(raw) == "null" || subject == "") {
+			return "", nil
+		}
 		return "", fmt.Errorf("runtime: event %q has personal data, but its subject field %q is missing, empty or not a string; set it to the subject ID", name, p.SubjectField)
 	}
 	return subject, nil

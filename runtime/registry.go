@@ -177,8 +177,8 @@ func (r *registry) seal(ctx context.Context, et *eventType, partition string, st
 		tags = append([]journal.Tag{stream}, tags...)
 	}
 	subject, err := subjectOf(et.name, et.personal, je.Data, tags)
-	if err != nil {
-		return nil, err
+	if err != nil || subject == "" {
+		return je.Data, err
 	}
 	key, err := r.keys.dataKey(ctx, subject)
 	if err != nil {
