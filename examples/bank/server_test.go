@@ -448,12 +448,12 @@ func TestIdempotencyIsDurable(t *testing.T) {
 			svc := ts.srv.svc
 			opts := func(key string) CommandOptions { return CommandOptions{IdempotencyKey: key} }
 
-			a1, err := svc.CreateAccount(ctx, "alice", opts("c1"))
+			a1, err := svc.CreateAccount(ctx, "alice", nil, opts("c1"))
 			require.NoError(t, err)
-			a2, err := svc.CreateAccount(ctx, "alice", opts("c1"))
+			a2, err := svc.CreateAccount(ctx, "alice", nil, opts("c1"))
 			require.NoError(t, err)
 			require.Equal(t, a1, a2)
-			_, err = svc.CreateAccount(ctx, "bob", opts(""))
+			_, err = svc.CreateAccount(ctx, "bob", nil, opts(""))
 			require.NoError(t, err)
 
 			d1, err := svc.Deposit(ctx, "alice", 100, opts("d1"))
