@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
@@ -37,11 +39,22 @@ func startTestServer(t *testing.T, kind string) *testServer {
 	t.Helper()
 	cfg := serverConfig{Addr: "127.0.0.1:0", NodeID: "test-node", Logger: testLogger(t)}
 	if kind == "postgres" {
-		_, schema := pgtest.Pool(t)
+		_, schema := pgSchema(t)
 		cfg.DatabaseURL = pgtest.URL(t)
 		cfg.Schema = schema
 	}
 	return startTestServerWith(t, cfg)
+}
+
+// pgSchema is pgtest.Pool that also drops, when the test ends, the key
+// store schema a bank server creates beside the schema (keySchema).
+func pgSchema(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	pool, schema := pgtest.Pool(t)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{keySchema(schema)}.Sanitize()+" CASCADE")
+	})
+	return pool, schema
 }
 
 func startTestServerWith(t *testing.T, cfg serverConfig) *testServer {
