@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -100,16 +101,29 @@ func (rt *Runtime) watchErasures(ctx context.Context) error {
 
 func (rt *Runtime) followErasures(ctx context.Context, after journal.Position) {
 	backoff := 100 * time.Millisecond
+	failures := 0
 	for ctx.Err() == nil {
+		started := time.Now()
 		for rec, err := range rt.cfg.Journal.Subscribe(ctx, erasure.RecordQuery(), after) {
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				rt.cfg.Logger.Warn("following erasure records failed; retrying", "error", err, "retry_in", backoff)
+				// One warning per outage; the retries of the same outage
+				// log at debug level. A subscription that ran for a while
+				// before failing starts a new outage.
+				if time.Since(started) > 10*time.Second {
+					failures = 0
+				}
+				failures++
+				level := slog.LevelDebug
+				if failures == 1 {
+					level = slog.LevelWarn
+				}
+				rt.cfg.Logger.Log(ctx, level, "following erasure records failed; retrying until the journal answers", "error", err, "retry_in", backoff)
 				break
 			}
-			backoff = 100 * time.Millisecond
+			backoff, failures = 100*time.Millisecond, 0
 			d, ok, err := erasure.ParseRecord(&rec)
 			if ok && err == nil {
 				e := erasure.Erasure{Subject: d.Subject, By: d.By, At: d.ErasedAt}
