@@ -2,12 +2,12 @@ package erasure
 
 import (
 	"bytes"
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // EnvelopeKey is the single key of the object that replaces a sealed field's
@@ -39,8 +39,19 @@ type wrapped struct {
 // field. Each part is length-prefixed, so no two different triples share
 // their authenticated data.
 func aad(v int, subject, eventType, field string) []byte {
-	b := make([]byte, 0, 32+len(subject)+len(eventType)+len(field))
-	b = fmt.Appendf(b, "scribe.personal.v%d|%d:%s|%d:%s|%d:%s", v, len(subject), subject, len(eventType), eventType, len(field), field)
+	return appendAAD(make([]byte, 0, 48+len(subject)+len(eventType)+len(field)), v, subject, eventType, field)
+}
+
+// appendAAD appends "scribe.personal.v<v>|<len>:<subject>|<len>:<type>|<len>:<field>".
+func appendAAD(b []byte, v int, subject, eventType, field string) []byte {
+	b = append(b, "scribe.personal.v"...)
+	b = strconv.AppendInt(b, int64(v), 10)
+	for _, part := range [...]string{subject, eventType, field} {
+		b = append(b, '|')
+		b = strconv.AppendInt(b, int64(len(part)), 10)
+		b = append(b, ':')
+		b = append(b, part...)
+	}
 	return b
 }
 
@@ -48,11 +59,7 @@ func newGCM(key DataKey) (cipher.AEAD, error) {
 	if !key.Valid() {
 		return nil, fmt.Errorf("%w: the data key is empty", ErrInvalidArgument)
 	}
-	block, err := aes.NewCipher(key.k[:])
-	if err != nil {
-		return nil, fmt.Errorf("erasure: AES: %w", err)
-	}
-	return cipher.NewGCM(block)
+	return key.k.aead, nil
 }
 
 // SealParams says which fields of which event to seal, for whom.
@@ -77,13 +84,17 @@ func Seal(data []byte, p SealParams) ([]byte, error) {
 	if err := ValidateSubject(p.Subject); err != nil {
 		return nil, err
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("%w: event %q: the data to seal is not a JSON object", ErrInvalidArgument, p.EventType)
-	}
 	aead, err := newGCM(p.Key)
 	if err != nil {
 		return nil, err
+	}
+	var buf [16]member
+	if ms, ok := scanObject(data, buf[:0]); ok {
+		return sealMembers(data, ms, aead, p)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("%w: event %q: the data to seal is not a JSON object", ErrInvalidArgument, p.EventType)
 	}
 	sealed := false
 	for _, f := range p.Fields {
@@ -91,14 +102,9 @@ func Seal(data []byte, p SealParams) ([]byte, error) {
 		if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 			continue
 		}
-		buf := make([]byte, nonceSize, nonceSize+len(v)+aead.Overhead())
-		if _, err := rand.Read(buf); err != nil {
-			return nil, fmt.Errorf("erasure: reading a random nonce: %w", err)
-		}
-		buf = aead.Seal(buf, buf[:nonceSize], v, aad(EnvelopeVersion, p.Subject, p.EventType, f))
-		env, err := json.Marshal(wrapped{E: &envelope{V: EnvelopeVersion, Subject: p.Subject, CT: base64.StdEncoding.EncodeToString(buf)}})
+		env, err := appendEnvelope(nil, aead, p, f, v)
 		if err != nil {
-			return nil, fmt.Errorf("erasure: encoding an envelope: %w", err)
+			return nil, err
 		}
 		obj[f] = env
 		sealed = true
@@ -111,6 +117,87 @@ func Seal(data []byte, p SealParams) ([]byte, error) {
 		return nil, fmt.Errorf("erasure: encoding sealed event %q: %w", p.EventType, err)
 	}
 	return out, nil
+}
+
+// sealMembers seals the members ms (scanned from data) named in p.Fields,
+// rewriting their values in place.
+func sealMembers(data []byte, ms []member, aead cipher.AEAD, p SealParams) ([]byte, error) {
+	var out []byte
+	last := 0
+	for _, m := range ms {
+		v := data[m.start:m.end]
+		field := ""
+		for _, f := range p.Fields {
+			if m.is(data, f) {
+				field = f
+				break
+			}
+		}
+		if field == "" || string(v) == "null" {
+			continue
+		}
+		if out == nil {
+			out = make([]byte, 0, len(data)+128)
+		}
+		out = append(out, data[last:m.start]...)
+		var err error
+		if out, err = appendEnvelope(out, aead, p, field, v); err != nil {
+			return nil, err
+		}
+		last = m.end
+	}
+	if out == nil {
+		return data, nil
+	}
+	return append(out, data[last:]...), nil
+}
+
+// appendEnvelope appends the envelope of field's value v to dst.
+func appendEnvelope(dst []byte, aead cipher.AEAD, p SealParams, field string, v []byte) ([]byte, error) {
+	var nonce [nonceSize]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, fmt.Errorf("erasure: reading a random nonce: %w", err)
+	}
+	var scratch [256]byte // nonce | ciphertext | tag of a short value, and the AAD, on the stack
+	sealed := append(scratch[:0], nonce[:]...)
+	var adBuf [128]byte
+	ad := appendAAD(adBuf[:0], EnvelopeVersion, p.Subject, p.EventType, field)
+	sealed = aead.Seal(sealed, nonce[:], v, ad)
+	dst = append(dst, `{"$personal":{"v":1,"subject":`...)
+	if plainSubject(p.Subject) {
+		dst = append(dst, '"')
+		dst = append(dst, p.Subject...)
+		dst = append(dst, '"')
+	} else {
+		q, err := json.Marshal(p.Subject)
+		if err != nil {
+			return nil, fmt.Errorf("erasure: encoding a subject: %w", err)
+		}
+		dst = append(dst, q...)
+	}
+	dst = append(dst, `,"ct":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, sealed)
+	return append(dst, `"}}`...), nil
+}
+
+// plainSubject reports a subject JSON encodes as is between quotes.
+func plainSubject(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// topLevelFieldSlow is TopLevelField through encoding/json.
+func topLevelFieldSlow(data []byte, name string) ([]byte, bool, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
+		return nil, false, fmt.Errorf("%w: the data is not a JSON object", ErrInvalidArgument)
+	}
+	v, ok := obj[name]
+	return v, ok, nil
 }
 
 // HasSealed reports whether data may hold sealed fields. It is a cheap

@@ -128,3 +128,30 @@ func TestDataKeyNeverPrints(t *testing.T) {
 		require.Contains(t, o, "[redacted]")
 	}
 }
+
+func TestSealRewritesOnlyPersonalValues(t *testing.T) {
+	t.Parallel()
+	key, err := erasure.NewDataKey()
+	require.NoError(t, err)
+	for _, data := range []string{
+		`{"a":"x\"}{,","p":{"n":[1,{"q":"]"}],"s":"\\"},"b":[true,null,-1.5e3],"e":"esc\u00e9"}`,
+		` { "p" : "v" , "z" : { } } `,
+		`{"p":null,"b":1}`,
+		`{"p\u0041":1,"p":"escaped keys take the slow path"}`,
+	} {
+		sealed, err := erasure.Seal([]byte(data), erasure.SealParams{EventType: "T", Subject: "s-1", Fields: []string{"p", "missing"}, Key: key})
+		require.NoError(t, err, data)
+		op, err := erasure.Open(sealed, "T", erasure.Lookup{Keys: map[string]erasure.DataKey{"s-1": key}})
+		require.NoError(t, err, data)
+		require.JSONEq(t, data, string(op.Data), data)
+		if !strings.Contains(data, `"p":null`) {
+			require.True(t, erasure.HasSealed(sealed), data)
+		}
+		v, ok, err := erasure.TopLevelField(sealed, "b")
+		require.NoError(t, err)
+		if strings.Contains(data, `"b"`) {
+			require.True(t, ok)
+			require.NotEmpty(t, v)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package erasure
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -64,7 +66,27 @@ func (e *SubjectErasedError) Is(target error) bool { return target == ErrSubject
 // LogValue never reveal the key: printing, logging or wrapping a DataKey in
 // an error shows "[redacted]". The zero DataKey is invalid.
 type DataKey struct {
-	k *[KeySize]byte
+	k *keyState
+}
+
+// keyState is a key and its AES-256-GCM instance, built once (the key
+// schedule is the costly part of sealing a short value). cipher.AEAD from
+// crypto/cipher is safe for concurrent use.
+type keyState struct {
+	k    [KeySize]byte
+	aead cipher.AEAD
+}
+
+func newKeyState(k *[KeySize]byte) (DataKey, error) {
+	block, err := aes.NewCipher(k[:])
+	if err != nil {
+		return DataKey{}, fmt.Errorf("erasure: AES: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return DataKey{}, fmt.Errorf("erasure: AES-GCM: %w", err)
+	}
+	return DataKey{k: &keyState{k: *k, aead: aead}}, nil
 }
 
 // NewDataKey returns a fresh random data key from crypto/rand.
@@ -73,7 +95,7 @@ func NewDataKey() (DataKey, error) {
 	if _, err := rand.Read(k[:]); err != nil {
 		return DataKey{}, fmt.Errorf("erasure: reading random bytes for a data key: %w", err)
 	}
-	return DataKey{k: &k}, nil
+	return newKeyState(&k)
 }
 
 // DataKeyFromBytes returns the data key of the KeySize bytes b (a key store
@@ -84,7 +106,7 @@ func DataKeyFromBytes(b []byte) (DataKey, error) {
 	}
 	var k [KeySize]byte
 	copy(k[:], b)
-	return DataKey{k: &k}, nil
+	return newKeyState(&k)
 }
 
 // Bytes returns a copy of the key material, for a key store to persist. It
@@ -94,7 +116,7 @@ func (k DataKey) Bytes() []byte {
 		return nil
 	}
 	out := make([]byte, KeySize)
-	copy(out, k.k[:])
+	copy(out, k.k.k[:])
 	return out
 }
 

@@ -113,9 +113,8 @@ func (m *MemoryKeyStore) Erase(ctx context.Context, subject, by string) (Erasure
 		e.Repeat = true
 		return e, nil
 	}
-	if s.key.k != nil {
-		clear(s.key.k[:]) // best effort: other copies may live in caches until they are invalidated
-	}
+	// The key's bytes are not overwritten: callers (a runtime's cache) may
+	// hold the same DataKey until the erasure reaches them.
 	s.key = DataKey{}
 	s.info.Erased, s.info.ErasedAt, s.info.ErasedBy = true, now, by
 	return erasureOf(s), nil

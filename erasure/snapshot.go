@@ -50,7 +50,7 @@ func snapshotKey(stream journal.StreamID, subjects []string, keys map[string]Dat
 			return DataKey{}, fmt.Errorf("%w: subject %q", ErrKeyMissing, s)
 		}
 		put([]byte(s))
-		put(k.k[:])
+		put(k.k.k[:])
 	}
 	return DataKeyFromBytes(h.Sum(nil))
 }

@@ -127,16 +127,24 @@ func jsonFieldNames(typ reflect.Type) map[string]bool {
 // "" and no error (an account opened without a customer, say). One with
 // personal data but no subject is an error.
 func subjectOf(name string, p *PersonalData, data []byte, tags []journal.Tag) (string, error) {
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return "", fmt.Errorf("runtime: event %q: its data is not a JSON object", name)
-	}
-	carries := false
-	for _, f := range p.Fields {
-		if v, ok := probe[f]; ok && string(v) != "null" {
-			carries = true
-			break
+	field := func(f string) ([]byte, bool, error) {
+		v, ok, err := erasure.TopLevelField(data, f)
+		if err != nil {
+			return nil, false, fmt.Errorf("runtime: event %q: its data is not a JSON object", name)
 		}
+		return v, ok, nil
+	}
+	carriesPersonal := func() (bool, error) {
+		for _, f := range p.Fields {
+			v, ok, err := field(f)
+			if err != nil {
+				return false, err
+			}
+			if ok && string(v) != "null" {
+				return true, nil
+			}
+		}
+		return false, nil
 	}
 	if p.SubjectTagGroup != "" {
 		for _, t := range tags {
@@ -144,13 +152,25 @@ func subjectOf(name string, p *PersonalData, data []byte, tags []journal.Tag) (s
 				return t.Value(), nil
 			}
 		}
+		carries, err := carriesPersonal()
+		if err != nil {
+			return "", err
+		}
 		if !carries {
 			return "", nil
 		}
 		return "", fmt.Errorf("runtime: event %q has personal data whose subject is the value of its %q tag, but it carries no such tag; give it one (Tags)", name, p.SubjectTagGroup)
 	}
+	raw, ok, err := field(p.SubjectField)
+	if err != nil {
+		return "", err
+	}
 	var subject string
-	if raw, ok := probe[p.SubjectField]; !ok || json.Unmarshal(raw, &subject) != nil || subject == "" {
+	if !ok || json.Unmarshal(raw, &subject) != nil || subject == "" {
+		carries, err := carriesPersonal()
+		if err != nil {
+			return "", err
+		}
 		if !carries && (!ok || string(raw) == "null" || subject == "") {
 			return "", nil
 		}
