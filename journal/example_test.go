@@ -117,3 +117,36 @@ func ExampleParsePosition() {
 	// true
 	// true true
 }
+
+// Events without tags are found by their type, and each is chained in its
+// partition's untagged chain for that type, which verifies like a stream.
+func ExampleUntaggedChain() {
+	ctx := context.Background()
+	j := journal.NewMemory()
+	defer j.Close()
+
+	for _, rate := range []string{`{"eur":1.08}`, `{"eur":1.09}`} {
+		_, err := j.Append(ctx, []journal.Event{
+			{ID: journal.NewEventID(), Type: "RatesPublished", Data: json.RawMessage(rate)},
+		}, journal.AppendOptions{})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	byType := journal.Query{Items: []journal.QueryItem{{Types: []string{"RatesPublished"}}}}
+	for r, err := range j.Read(ctx, byType, journal.ReadOptions{}) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("%s %s tags=%d chain=%s v%d\n", r.Type, r.Data, len(r.Tags), r.Links[0].Tag, r.Links[0].Version)
+	}
+	chain := journal.Stream(journal.UntaggedChain("RatesPublished"))
+	n, err := journal.VerifyStream(ctx, j, chain)
+	fmt.Println("untagged chain verified:", n, err)
+	// Output:
+	// RatesPublished {"eur":1.08} tags=0 chain=$untagged:RatesPublished v1
+	// RatesPublished {"eur":1.09} tags=0 chain=$untagged:RatesPublished v2
+	// untagged chain verified: 2 <nil>
+}

@@ -102,6 +102,58 @@ func BenchmarkAppendConcurrent16(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendUntagged16 runs 16 concurrent callers appending single
+// events: tagged, each caller its own stream (the baseline); untagged, each
+// caller its own event type (so its own untagged chain); and untagged, all of
+// one type (one chain, whose head every append moves). Batched (the default)
+// and unbatched (one transaction per append, so appends to one chain wait for
+// each other's commit).
+//
+//	SCRIBE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
+//	  go test -run '^$' -bench AppendUntagged16 -benchtime 2s -count 5 ./postgres
+func BenchmarkAppendUntagged16(b *testing.B) {
+	shapes := []struct {
+		name  string
+		event func(caller int64) journal.Event
+	}{
+		{"tagged-own-stream", func(c int64) journal.Event { return benchEvents(1, journal.NewTag("caller", fmt.Sprint(c)))[0] }},
+		{"untagged-own-type", func(c int64) journal.Event {
+			e := benchEvents(1)[0]
+			e.Type = fmt.Sprint("Noted", c)
+			return e
+		}},
+		{"untagged-one-type", func(int64) journal.Event { return benchEvents(1)[0] }},
+	}
+	for _, batched := range []bool{true, false} {
+		for _, shape := range shapes {
+			name := shape.name + "/batched"
+			if !batched {
+				name = shape.name + "/unbatched"
+			}
+			b.Run(name, func(b *testing.B) {
+				f := setupPool(b, 20, func(c *postgres.Config) { c.Batching.Disabled = !batched })
+				ctx := context.Background()
+				var ids atomic.Int64
+				b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					caller := ids.Add(1)
+					for pb.Next() {
+						if _, err := f.journal.Append(ctx, []journal.Event{shape.event(caller)}, journal.AppendOptions{}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+				st := f.journal.Stats()
+				b.ReportMetric(float64(st.Fenced)/float64(max(st.Batches, 1)), "fenced/batch")
+				b.ReportMetric(float64(st.Read)/float64(max(st.Batches, 1)), "reads/batch")
+			})
+		}
+	}
+}
+
 // load appends total events in appends of 100, each carrying tags.
 func load(b *testing.B, j journal.Journal, total int, tags func(i int) []journal.Tag) {
 	b.Helper()
