@@ -20,7 +20,8 @@ const EnvelopeVersion = 1
 
 const nonceSize = 12
 
-var envelopeMarker = []byte(`"` + EnvelopeKey + `"`)
+// envelopeMarker is the envelope's key as it appears in JSON.
+const envelopeMarker = `"` + EnvelopeKey + `"`
 
 // envelope is the object under EnvelopeKey.
 type envelope struct {
@@ -202,7 +203,7 @@ func topLevelFieldSlow(data []byte, name string) ([]byte, bool, error) {
 
 // HasSealed reports whether data may hold sealed fields. It is a cheap
 // byte search: false means certainly none.
-func HasSealed(data []byte) bool { return bytes.Contains(data, envelopeMarker) }
+func HasSealed(data []byte) bool { return bytes.Contains(data, []byte(envelopeMarker)) }
 
 // sealedFields returns the top-level fields of obj whose value is an
 // envelope.
@@ -210,7 +211,7 @@ func sealedFields(obj map[string]json.RawMessage) map[string]*envelope {
 	var out map[string]*envelope
 	for f, v := range obj {
 		v = bytes.TrimSpace(v)
-		if len(v) == 0 || v[0] != '{' || !bytes.Contains(v, envelopeMarker) {
+		if len(v) == 0 || v[0] != '{' || !bytes.Contains(v, []byte(envelopeMarker)) {
 			continue
 		}
 		var w wrapped

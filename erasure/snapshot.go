@@ -22,10 +22,10 @@ import (
 // the key, like the events.
 
 // snapshotMagic starts a sealed snapshot's state.
-var snapshotMagic = []byte("scribe.sealed-snapshot.v1\n")
+const snapshotMagic = "scribe.sealed-snapshot.v1\n"
 
 // IsSealedSnapshot reports whether state is a sealed snapshot.
-func IsSealedSnapshot(state []byte) bool { return bytes.HasPrefix(state, snapshotMagic) }
+func IsSealedSnapshot(state []byte) bool { return bytes.HasPrefix(state, []byte(snapshotMagic)) }
 
 type snapshotHeader struct {
 	Subjects []string `json:"subjects"`
