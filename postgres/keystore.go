@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/erasure"
@@ -94,7 +95,18 @@ func MigrateKeyStore(ctx context.Context, pool *pgxpool.Pool, cfg KeyStoreConfig
 }
 
 func ksErr(op, subject string, err error) error {
-	return fmt.Errorf("postgres: key store: %s of subject %q: %w", op, subject, err)
+	return keyStoreErr(fmt.Sprintf("%s of subject %q", op, subject), err)
+}
+
+// keyStoreErr translates a driver error of the key store like the
+// journal's (journal.ErrUnavailable when the database cannot be reached:
+// retry later), with the key store's own hint for an unmigrated schema.
+func keyStoreErr(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
+		return fmt.Errorf("%w: postgres: key store: %s: its schema is not migrated (%s); run postgres.MigrateKeyStore (or `scribe migrate keys`) first", journal.ErrStoreNotOpen, op, pgErr.Message)
+	}
+	return translateErr("", "key store: "+op, err)
 }
 
 func erasedError(subject string, at time.Time, by string) error {
@@ -150,7 +162,7 @@ func (k *KeyStore) Lookup(ctx context.Context, subjects []string) (erasure.Looku
 	}
 	rows, err := k.pool.Query(ctx, `SELECT subject, data_key, erased_at, erased_by FROM `+k.t.subjects+` WHERE subject = ANY($1)`, subjects)
 	if err != nil {
-		return erasure.Lookup{}, fmt.Errorf("postgres: key store: looking up %d subjects: %w", len(subjects), err)
+		return erasure.Lookup{}, keyStoreErr(fmt.Sprintf("looking up %d subjects", len(subjects)), err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -159,7 +171,7 @@ func (k *KeyStore) Lookup(ctx context.Context, subjects []string) (erasure.Looku
 		var at *time.Time
 		var by *string
 		if err := rows.Scan(&subject, &key, &at, &by); err != nil {
-			return erasure.Lookup{}, fmt.Errorf("postgres: key store: looking up subjects: %w", err)
+			return erasure.Lookup{}, keyStoreErr("looking up subjects", err)
 		}
 		if at != nil {
 			out.Erased[subject] = erasure.Erasure{Subject: subject, By: deref(by), At: at.UTC()}
@@ -172,7 +184,7 @@ func (k *KeyStore) Lookup(ctx context.Context, subjects []string) (erasure.Looku
 		out.Keys[subject] = dk
 	}
 	if err := rows.Err(); err != nil {
-		return erasure.Lookup{}, fmt.Errorf("postgres: key store: looking up subjects: %w", err)
+		return erasure.Lookup{}, keyStoreErr("looking up subjects", err)
 	}
 	return out, nil
 }
@@ -212,7 +224,7 @@ func (k *KeyStore) Subjects(ctx context.Context, after string, limit int) ([]era
 	}
 	rows, err := k.pool.Query(ctx, `SELECT subject, created_at, erased_at, erased_by FROM `+k.t.subjects+` WHERE subject COLLATE "C" > $1 ORDER BY subject COLLATE "C" LIMIT $2`, after, lim)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: key store: listing subjects: %w", err)
+		return nil, keyStoreErr("listing subjects", err)
 	}
 	defer rows.Close()
 	var out []erasure.Subject
@@ -221,7 +233,7 @@ func (k *KeyStore) Subjects(ctx context.Context, after string, limit int) ([]era
 		var at *time.Time
 		var by *string
 		if err := rows.Scan(&s.ID, &s.CreatedAt, &at, &by); err != nil {
-			return nil, fmt.Errorf("postgres: key store: listing subjects: %w", err)
+			return nil, keyStoreErr("listing subjects", err)
 		}
 		s.CreatedAt = s.CreatedAt.UTC()
 		if at != nil {
@@ -229,7 +241,10 @@ func (k *KeyStore) Subjects(ctx context.Context, after string, limit int) ([]era
 		}
 		out = append(out, s)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, keyStoreErr("listing subjects", err)
+	}
+	return out, nil
 }
 
 // BindStream implements erasure.KeyStore.
@@ -249,11 +264,11 @@ func (k *KeyStore) StreamSubjects(ctx context.Context, stream journal.StreamID) 
 	stream = stream.Normalize()
 	rows, err := k.pool.Query(ctx, `SELECT subject FROM `+k.t.streams+` WHERE partition = $1 AND tag = $2`, stream.Partition, string(stream.Tag))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: key store: listing the subjects of stream %s: %w", stream, err)
+		return nil, keyStoreErr("listing the subjects of stream "+stream.String(), err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("postgres: key store: listing the subjects of stream %s: %w", stream, err)
+		return nil, keyStoreErr("listing the subjects of stream "+stream.String(), err)
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/erasure/erasuretest"
 	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 )
 
@@ -42,4 +43,14 @@ func TestKeyStoreErasureLeavesNoKey(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM "`+schema+`".subjects WHERE data_key IS NOT NULL`).Scan(&n))
 	require.Zero(t, n)
+}
+
+func TestKeyStoreNotMigrated(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Pool(t)
+	ks, err := postgres.NewKeyStore(pool, postgres.KeyStoreConfig{Schema: schema})
+	require.NoError(t, err)
+	_, err = ks.DataKey(context.Background(), "c-1")
+	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
+	require.Contains(t, err.Error(), "MigrateKeyStore")
 }
