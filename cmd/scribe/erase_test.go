@@ -301,6 +301,11 @@ func TestEraseAcceptance(t *testing.T) {
 	r2 := f.scribe(t, "erase", "c-42", "-confirm", "-keys", keySchema)
 	require.Equal(t, exitOK, r2.code, r2.stderr)
 	require.Contains(t, r2.stdout, "already erased")
+	for _, s := range []journal.StreamID{customerStream, accountStream, journal.Stream("campaign:spring")} {
+		infos, err := snaps.List(ctx, s)
+		require.NoError(t, err)
+		require.Empty(t, infos, "the snapshots of %s must be deleted by the erasure", s)
+	}
 	list := f.scribe(t, "subjects", "-keys", keySchema, "-json")
 	require.Equal(t, exitOK, list.code, list.stderr)
 	rows := jsonLines(t, list.stdout)
@@ -374,4 +379,22 @@ func TestEraseAcceptance(t *testing.T) {
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT name FROM `+rmTable+` WHERE id = 'c-7'`).Scan(&rmName))
 	require.Equal(t, otherName, rmName)
 	require.Equal(t, []string{otherName}, leaks(tableText(t, f, rmSchema), otherName))
+}
+
+func TestEraseUsage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"erase"}, "give exactly one subject ID"},
+		{[]string{"erase", "c-1", "c-2"}, `unexpected argument "c-2"`},
+		{[]string{"erase", "c-1", "-bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"subjects", "-limit", "-1"}, "-limit -1 is negative"},
+	} {
+		var out, errOut bytes.Buffer
+		code := runWith(t.Context(), c.args, &out, &errOut, func(string) string { return "" })
+		require.Equal(t, exitUsage, code, "%v: %s", c.args, errOut.String())
+		require.Contains(t, errOut.String(), c.want, "%v", c.args)
+	}
 }
