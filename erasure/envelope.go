@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -253,9 +254,10 @@ type Opened struct {
 	// when its subject was erased.
 	Data []byte
 	// Erased names the fields removed because their subject was erased
-	// (nil when none), in no particular order.
+	// (nil when none), sorted.
 	Erased []string
-	// ErasedSubjects are the erased subjects those fields belonged to.
+	// ErasedSubjects are the erased subjects those fields belonged to,
+	// sorted.
 	ErasedSubjects []string
 }
 
@@ -319,6 +321,8 @@ func Open(data []byte, eventType string, keys Lookup) (Opened, error) {
 		return Opened{}, fmt.Errorf("%w: event %q: re-encoding the opened data failed", ErrCorrupt, eventType)
 	}
 	out.Data = b
+	slices.Sort(out.Erased)
+	slices.Sort(out.ErasedSubjects)
 	return out, nil
 }
 

@@ -21,7 +21,8 @@ type Decoded struct {
 	// pointer), after upcasting.
 	Value any
 	// Erased names the personal fields (JSON names) of Value that hold
-	// their zero value because their subject was erased; nil when none.
+	// their zero value because their subject was erased, sorted; nil when
+	// none.
 	Erased []string
 }
 
