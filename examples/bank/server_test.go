@@ -545,7 +545,7 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 // the retries get the first responses and change nothing.
 func TestIdempotencyAcrossRestart(t *testing.T) {
 	t.Parallel()
-	_, schema := pgtest.Pool(t)
+	_, schema := pgSchema(t)
 	cfg := serverConfig{Addr: "127.0.0.1:0", NodeID: "restart-node", Logger: testLogger(t), DatabaseURL: pgtest.URL(t), Schema: schema}
 	ts := startTestServerWith(t, cfg)
 	create := ts.request("POST", "/accounts", `{"id":"alice"}`, "Idempotency-Key", "k-create")
