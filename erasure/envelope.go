@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // EnvelopeKey is the single key of the object that replaces a sealed field's
@@ -206,25 +207,77 @@ func topLevelFieldSlow(data []byte, name string) ([]byte, bool, error) {
 // byte search: false means certainly none.
 func HasSealed(data []byte) bool { return bytes.Contains(data, []byte(envelopeMarker)) }
 
-// sealedFields returns the top-level fields of obj whose value is an
-// envelope.
-func sealedFields(obj map[string]json.RawMessage) map[string]*envelope {
-	var out map[string]*envelope
-	for f, v := range obj {
-		v = bytes.TrimSpace(v)
-		if len(v) == 0 || v[0] != '{' || !bytes.Contains(v, []byte(envelopeMarker)) {
-			continue
-		}
-		var w wrapped
-		if err := json.Unmarshal(v, &w); err != nil || w.E == nil {
-			continue
-		}
-		if out == nil {
-			out = map[string]*envelope{}
-		}
-		out[f] = w.E
+// field is one top-level member of an event's data: its name, its key as
+// written (quoted), its value, and its envelope when the value is one.
+type field struct {
+	name      string
+	quotedKey []byte
+	value     []byte
+	env       *envelope
+}
+
+// parseEnvelope returns the envelope v holds, nil when v is not one.
+func parseEnvelope(v []byte) *envelope {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || v[0] != '{' || !bytes.Contains(v, []byte(envelopeMarker)) {
+		return nil
 	}
-	return out
+	if e := parseEnvelopeExact(v); e != nil {
+		return e
+	}
+	var w wrapped
+	if err := json.Unmarshal(v, &w); err != nil || w.E == nil {
+		return nil
+	}
+	return w.E
+}
+
+// parseEnvelopeExact parses an envelope exactly as appendEnvelope writes
+// it with a plain subject, without encoding/json; nil for anything else.
+func parseEnvelopeExact(v []byte) *envelope {
+	const pre, mid, post = `{"$personal":{"v":1,"subject":"`, `","ct":"`, `"}}`
+	if !bytes.HasPrefix(v, []byte(pre)) || !bytes.HasSuffix(v, []byte(post)) {
+		return nil
+	}
+	body := v[len(pre) : len(v)-len(post)]
+	i := bytes.Index(body, []byte(mid))
+	if i < 0 {
+		return nil
+	}
+	subject, ct := body[:i], body[i+len(mid):]
+	if bytes.ContainsAny(subject, `"\`) || bytes.ContainsAny(ct, `"\`) || !plainSubject(string(subject)) {
+		return nil
+	}
+	return &envelope{V: 1, Subject: string(subject), CT: string(ct)}
+}
+
+// fields returns the top-level members of the JSON object data, in order
+// (by the scanner; through encoding/json, sorted by name, when the scanner
+// gives up).
+func fields(data []byte) ([]field, bool) {
+	var buf [16]member
+	if ms, ok := scanObject(data, buf[:0]); ok {
+		out := make([]field, len(ms))
+		for i, m := range ms {
+			v := data[m.start:m.end]
+			out[i] = field{name: string(data[m.ks:m.ke]), quotedKey: data[m.ks-1 : m.ke+1], value: v, env: parseEnvelope(v)}
+		}
+		return out, true
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
+		return nil, false
+	}
+	out := make([]field, 0, len(obj))
+	for k, v := range obj {
+		qk, err := json.Marshal(k)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, field{name: k, quotedKey: qk, value: v, env: parseEnvelope(v)})
+	}
+	slices.SortFunc(out, func(a, b field) int { return strings.Compare(a.name, b.name) })
+	return out, true
 }
 
 // Subjects returns the distinct subjects of the sealed fields of the JSON
@@ -233,16 +286,14 @@ func Subjects(data []byte) ([]string, error) {
 	if !HasSealed(data) {
 		return nil, nil
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(data, &obj); err != nil {
+	fs, ok := fields(data)
+	if !ok {
 		return nil, fmt.Errorf("%w: event data is not a JSON object", ErrCorrupt)
 	}
 	var out []string
-	seen := map[string]bool{}
-	for _, env := range sealedFields(obj) {
-		if !seen[env.Subject] {
-			seen[env.Subject] = true
-			out = append(out, env.Subject)
+	for _, f := range fs {
+		if f.env != nil && !slices.Contains(out, f.env.Subject) {
+			out = append(out, f.env.Subject)
 		}
 	}
 	return out, nil
@@ -272,23 +323,37 @@ func Open(data []byte, eventType string, keys Lookup) (Opened, error) {
 	if !HasSealed(data) {
 		return Opened{Data: data}, nil
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(data, &obj); err != nil {
+	fs, ok := fields(data)
+	if !ok {
 		return Opened{}, fmt.Errorf("%w: event %q: its data is not a JSON object", ErrCorrupt, eventType)
 	}
-	fields := sealedFields(obj)
-	if len(fields) == 0 {
+	if !slices.ContainsFunc(fs, func(f field) bool { return f.env != nil }) {
 		return Opened{Data: data}, nil
 	}
 	var out Opened
-	aeads := map[string]cipher.AEAD{}
-	for f, env := range fields {
+	buf := make([]byte, 0, len(data))
+	buf = append(buf, '{')
+	written := 0
+	write := func(f field, v []byte) {
+		if written > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, f.quotedKey...)
+		buf = append(buf, ':')
+		buf = append(buf, v...)
+		written++
+	}
+	for _, f := range fs {
+		env := f.env
+		if env == nil {
+			write(f, f.value)
+			continue
+		}
 		if env.V < 1 || env.V > EnvelopeVersion {
-			return Opened{}, fmt.Errorf("%w: event %q field %q: envelope version %d is not supported (at most %d); upgrade Scribe", ErrCorrupt, eventType, f, env.V, EnvelopeVersion)
+			return Opened{}, fmt.Errorf("%w: event %q field %q: envelope version %d is not supported (at most %d); upgrade Scribe", ErrCorrupt, eventType, f.name, env.V, EnvelopeVersion)
 		}
 		if _, gone := keys.Erased[env.Subject]; gone {
-			delete(obj, f)
-			out.Erased = append(out.Erased, f)
+			out.Erased = append(out.Erased, f.name)
 			if !contains(out.ErasedSubjects, env.Subject) {
 				out.ErasedSubjects = append(out.ErasedSubjects, env.Subject)
 			}
@@ -296,31 +361,26 @@ func Open(data []byte, eventType string, keys Lookup) (Opened, error) {
 		}
 		key, ok := keys.Keys[env.Subject]
 		if !ok {
-			return Opened{}, fmt.Errorf("%w: event %q field %q is sealed for subject %q, which the key store knows neither a key nor an erasure of; configure the key store the data was written with", ErrKeyMissing, eventType, f, env.Subject)
+			return Opened{}, fmt.Errorf("%w: event %q field %q is sealed for subject %q, which the key store knows neither a key nor an erasure of; configure the key store the data was written with", ErrKeyMissing, eventType, f.name, env.Subject)
 		}
-		aead := aeads[env.Subject]
-		if aead == nil {
-			var err error
-			if aead, err = newGCM(key); err != nil {
-				return Opened{}, err
-			}
-			aeads[env.Subject] = aead
-		}
-		raw, err := base64.StdEncoding.DecodeString(env.CT)
-		if err != nil || len(raw) < nonceSize+aead.Overhead() {
-			return Opened{}, fmt.Errorf("%w: event %q field %q: the ciphertext is malformed", ErrCorrupt, eventType, f)
-		}
-		plain, err := aead.Open(nil, raw[:nonceSize], raw[nonceSize:], aad(env.V, env.Subject, eventType, f))
+		aead, err := newGCM(key)
 		if err != nil {
-			return Opened{}, fmt.Errorf("%w: event %q field %q does not authenticate under subject %q's key (altered, or moved from another field or event)", ErrCorrupt, eventType, f, env.Subject)
+			return Opened{}, err
 		}
-		obj[f] = plain
+		raw, err := base64.StdEncoding.AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(env.CT))), []byte(env.CT))
+		if err != nil || len(raw) < nonceSize+aead.Overhead() {
+			return Opened{}, fmt.Errorf("%w: event %q field %q: the ciphertext is malformed", ErrCorrupt, eventType, f.name)
+		}
+		var adBuf [128]byte
+		plain, err := aead.Open(raw[nonceSize:nonceSize], raw[:nonceSize], raw[nonceSize:], appendAAD(adBuf[:0], env.V, env.Subject, eventType, f.name))
+		if err != nil {
+			return Opened{}, fmt.Errorf("%w: event %q field %q does not authenticate under subject %q's key (altered, or moved from another field or event)", ErrCorrupt, eventType, f.name, env.Subject)
+		}
+		// plain is the JSON value Seal took from valid event data, and GCM
+		// authenticated it: no need to validate it again.
+		write(f, plain)
 	}
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return Opened{}, fmt.Errorf("%w: event %q: re-encoding the opened data failed", ErrCorrupt, eventType)
-	}
-	out.Data = b
+	out.Data = append(buf, '}')
 	slices.Sort(out.Erased)
 	slices.Sort(out.ErasedSubjects)
 	return out, nil
