@@ -16,6 +16,17 @@
 // HeadHash), so removing a chain's newest events is detected as well as
 // altering, removing or re-ordering events inside it.
 //
+// Retention is a backend capability. A backend that retires old events into
+// an archive records each stream's cut ([Checkpoint], [TagSummary] Cut): a
+// read at or below it fails with an [*ArchivedError] ([ErrArchived]) instead
+// of silently returning less history, [ArchiveReader] reads through it on
+// request, [VerifyStream] verifies a stream from its checkpoint and
+// [VerifyArchive] its archived part against it. A stream closed for good
+// behind a tombstone ([TagSummary] Retired) refuses every append naming it
+// with a [*StreamRetiredError] ([ErrStreamRetired]). The Postgres journal
+// implements both; the in-memory journal keeps every event, never archives
+// and has no tombstones (its cuts are always zero).
+//
 // Backends implement [Journal] and [Sessions]. [NewMemory] is a complete,
 // concurrency-safe in-memory implementation; package postgres holds the durable
 // one. Both pass the conformance suite in package journaltest.

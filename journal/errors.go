@@ -110,3 +110,64 @@ type ChainError struct {
 func (e *ChainError) Error() string {
 	return fmt.Sprintf("journal: hash chain of stream %s broken at version %d (position %s): %s", e.Stream, e.Version, e.Position, e.Reason)
 }
+
+// Retention sentinels.
+var (
+	// ErrArchived: a read asked for events of a stream at or below the
+	// stream's cut: they were retired into the archive (see Checkpoint). The
+	// error is an *ArchivedError naming the cut. It is not retryable as is:
+	// read from the cut's version + 1, or read the archive through an
+	// ArchiveReader.
+	ErrArchived = errors.New("journal: events archived")
+	// ErrStreamRetired: an append named a stream that was retired whole
+	// behind a tombstone. Its versions are never reused, so no retry can
+	// succeed: the error is an *StreamRetiredError and is final.
+	ErrStreamRetired = errors.New("journal: stream retired")
+	// ErrSnapshotRequired: a retention policy would retire events of an
+	// aggregate stream past its newest snapshot, so recovering the aggregate
+	// would need archived events. Nothing was retired; take a snapshot at or
+	// after the cut first (or retire less).
+	ErrSnapshotRequired = errors.New("journal: snapshot required before retiring events")
+)
+
+// ArchivedError details ErrArchived: the stream whose events were asked for
+// and its cut, the version and position of its newest archived event. Events
+// with versions above CutVersion are hot and read as usual.
+type ArchivedError struct {
+	Stream      StreamID
+	CutVersion  uint64
+	CutPosition Position
+	// FromVersion is the version the read asked for (≤ CutVersion).
+	FromVersion uint64
+	// Retired reports that the stream is closed for good behind a
+	// tombstone; the error then also matches ErrStreamRetired.
+	Retired bool
+}
+
+func (e *ArchivedError) Error() string {
+	if e.Retired {
+		return fmt.Sprintf("journal: stream %s was retired behind a tombstone and is archived up to version %d (position %s); version %d was asked for: read its history through journal.ArchiveReader (ReadStreamWithArchive); it takes no more events",
+			e.Stream, e.CutVersion, e.CutPosition, e.FromVersion)
+	}
+	return fmt.Sprintf("journal: stream %s is archived up to version %d (position %s) and version %d was asked for; read from version %d on, or read the archive through journal.ArchiveReader (ReadStreamWithArchive)",
+		e.Stream, e.CutVersion, e.CutPosition, e.FromVersion, e.CutVersion+1)
+}
+
+// Is matches ErrArchived, and ErrStreamRetired when the stream is retired.
+func (e *ArchivedError) Is(target error) bool {
+	return target == ErrArchived || (e.Retired && target == ErrStreamRetired)
+}
+
+// StreamRetiredError details ErrStreamRetired: the stream and the version
+// it was retired at (its last version, which is never reused).
+type StreamRetiredError struct {
+	Stream  StreamID
+	Version uint64
+}
+
+func (e *StreamRetiredError) Error() string {
+	return fmt.Sprintf("journal: stream %s was retired at version %d behind a tombstone and takes no more events; a retry cannot succeed: write to another stream", e.Stream, e.Version)
+}
+
+// Is matches ErrStreamRetired.
+func (e *StreamRetiredError) Is(target error) bool { return target == ErrStreamRetired }

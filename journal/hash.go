@@ -139,24 +139,38 @@ func linkCanonical(r *Record, canonical []byte, heads func(Tag) (version uint64,
 	r.Links = links
 }
 
-// VerifyStream walks stream through rd from version 1 and checks that versions
-// run 1, 2, … n without gaps, that each link's PrevHash equals the previous
-// event's Hash (the zero Hash for version 1), and that each Hash equals
-// ChainHash(PrevHash, CanonicalBytes(record)). So an altered event (type,
-// schema version, tags, data, metadata or recorded-at), a removed or inserted
-// event and re-ordered events all break the chain.
+// VerifyStream walks stream through rd from its checkpoint and checks that
+// versions run on without gaps, that each link's PrevHash equals the previous
+// event's Hash, and that each Hash equals ChainHash(PrevHash,
+// CanonicalBytes(record)). So an altered event (type, schema version, tags,
+// data, metadata or recorded-at), a removed or inserted event and re-ordered
+// events all break the chain.
 //
 // When rd also implements Inspector (every Journal does), VerifyStream first
-// reads the stream's TagSummary and checks that the stream's events reach the
-// recorded Version and that the event at that version carries the recorded
-// HeadHash: a stream whose newest events were removed (truncated) fails too.
-// Events appended after the summary was read are verified as chain links.
+// reads the stream's TagSummary. Its Cut is the checkpoint: the walk starts at
+// version Cut.Version+1 with Cut.Hash as the previous hash (version 1 and the
+// zero Hash when nothing is archived; VerifyArchive checks the archived part).
+// It checks that the stream's events reach the recorded Version and that the
+// event at that version carries the recorded HeadHash (the checkpoint's hash
+// when the stream is archived whole): a stream whose newest events were
+// removed (truncated) fails too. Events appended after the summary was read
+// are verified as chain links; a cut that moves while the walk starts is
+// followed (the walk starts again from the new checkpoint).
 //
-// It returns the number of events verified; at the first broken link it stops
-// with a *ChainError naming the version and position. A read failure is
+// It returns the number of hot events verified; at the first broken link it
+// stops with a *ChainError naming the version and position. A read failure is
 // returned as is. An empty or unknown stream verifies with 0 events.
 func VerifyStream(ctx context.Context, rd Reader, stream StreamID) (uint64, error) {
-	stream = stream.Normalize()
+	for attempt := 0; ; attempt++ {
+		n, err := verifyStream(ctx, rd, stream.Normalize())
+		if err != nil && isArchived(err) && attempt < 3 {
+			continue // archived between the summary and the read: read the new cut
+		}
+		return n, err
+	}
+}
+
+func verifyStream(ctx context.Context, rd Reader, stream StreamID) (uint64, error) {
 	in, inspect := rd.(Inspector)
 	var recorded TagSummary
 	if inspect {
@@ -167,41 +181,21 @@ func VerifyStream(ctx context.Context, rd Reader, stream StreamID) (uint64, erro
 	}
 	var (
 		verified uint64
-		prev     Hash
-		last     Position
+		cut      = recorded.Cut.Version
+		prev     = recorded.Cut.Hash
+		last     = recorded.Cut.Position
 	)
-	for r, err := range rd.ReadStream(ctx, stream, 1, 0) {
+	for r, err := range rd.ReadStream(ctx, stream, cut+1, 0) {
 		if err != nil {
 			return verified, err
 		}
-		want := verified + 1
-		broken := func(version uint64, format string, args ...any) error {
-			return &ChainError{Stream: stream, Version: version, Position: r.Position, Reason: fmt.Sprintf(format, args...)}
-		}
-		var link *StreamLink
-		for i := range r.Links {
-			if r.Links[i].Tag == stream.Tag {
-				link = &r.Links[i]
-				break
-			}
-		}
-		if link == nil {
-			return verified, broken(want, "event %s read from the stream has no link for tag %q", r.ID, stream.Tag)
-		}
-		if r.Partition() != stream.Partition {
-			return verified, broken(link.Version, "event %s belongs to partition %q, not %q", r.ID, r.Partition(), stream.Partition)
-		}
-		if link.Version != want {
-			return verified, broken(link.Version, "expected version %d, found version %d (an event was removed, inserted or moved)", want, link.Version)
-		}
-		if link.PrevHash != prev {
-			return verified, broken(link.Version, "previous hash %s does not equal the hash %s of version %d (an event was removed, inserted or moved)", link.PrevHash, prev, verified)
-		}
-		if got := ChainHash(link.PrevHash, CanonicalBytes(&r)); got != link.Hash {
-			return verified, broken(link.Version, "stored hash %s does not match the event's content (recomputed %s): the event was altered after it was written", link.Hash, got)
+		link, err := checkLink(stream, &r, cut+verified+1, prev)
+		if err != nil {
+			return verified, err
 		}
 		if inspect && recorded.Version > 0 && link.Version == recorded.Version && link.Hash != recorded.HeadHash {
-			return verified, broken(link.Version, "the stream's recorded head hash %s is not the hash %s of its event at the recorded version %d", recorded.HeadHash, link.Hash, recorded.Version)
+			return verified, &ChainError{Stream: stream, Version: link.Version, Position: r.Position, Reason: fmt.Sprintf(
+				"the stream's recorded head hash %s is not the hash %s of its event at the recorded version %d", recorded.HeadHash, link.Hash, recorded.Version)}
 		}
 		prev, last = link.Hash, r.Position
 		verified++
@@ -209,10 +203,14 @@ func VerifyStream(ctx context.Context, rd Reader, stream StreamID) (uint64, erro
 	if !inspect {
 		return verified, nil
 	}
-	if verified < recorded.Version {
-		return verified, &ChainError{Stream: stream, Version: verified + 1, Position: recorded.LastPosition, Reason: fmt.Sprintf(
+	if cut+verified < recorded.Version {
+		return verified, &ChainError{Stream: stream, Version: cut + verified + 1, Position: recorded.LastPosition, Reason: fmt.Sprintf(
 			"the stream's recorded version is %d (head hash %s, last position %s) but its events end at version %d (position %s): its newest events were removed",
-			recorded.Version, recorded.HeadHash, recorded.LastPosition, verified, last)}
+			recorded.Version, recorded.HeadHash, recorded.LastPosition, cut+verified, last)}
+	}
+	if cut > 0 && cut == recorded.Version && verified == 0 && recorded.HeadHash != recorded.Cut.Hash {
+		return 0, &ChainError{Stream: stream, Version: cut, Position: recorded.Cut.Position, Reason: fmt.Sprintf(
+			"the stream is archived whole at version %d, but its checkpoint's hash %s is not its recorded head hash %s", cut, recorded.Cut.Hash, recorded.HeadHash)}
 	}
 	if recorded.Version == 0 && verified > 0 {
 		// Maybe appended after the summary was read: ask again.

@@ -65,6 +65,7 @@ type Appender interface {
 	// Append stores events atomically: all or nothing. The events share one
 	// partition. Per-tag versions are assigned without gaps. It fails with
 	// ErrInvalidEvent (nothing written), ErrVersionMismatch, ErrAppendConditionFailed,
+	// ErrStreamRetired (a named stream has a tombstone; final),
 	// ErrSessionExpired / ErrInvalidSession, ErrDuplicateMismatch,
 	// ErrOutcomeUnknown, or the context's error. When every event ID is already
 	// stored it returns the original records with Duplicate set and writes
@@ -79,7 +80,10 @@ type Appender interface {
 // Returned records are owned by the caller.
 type Reader interface {
 	// ReadStream yields the records of a tag stream with version ≥ fromVersion
-	// (versions start at 1), at most limit of them (0: no limit).
+	// (versions start at 1), at most limit of them (0: no limit). On a
+	// backend that archives, a fromVersion at or below the stream's cut
+	// yields an *ArchivedError (ErrArchived) naming the cut: start at
+	// Cut.Version+1, or read through an ArchiveReader.
 	ReadStream(ctx context.Context, stream StreamID, fromVersion uint64, limit int) iter.Seq2[Record, error]
 	// Read yields the records matching q (a DCB read). An invalid query yields ErrInvalidQuery.
 	Read(ctx context.Context, q Query, opts ReadOptions) iter.Seq2[Record, error]
@@ -166,6 +170,15 @@ type TagSummary struct {
 	LastPosition    Position
 	FirstRecordedAt time.Time
 	LastRecordedAt  time.Time
+	// Cut is the stream's checkpoint: versions 1 to Cut.Version were retired
+	// into the archive and ReadStream fails with an *ArchivedError below
+	// Cut.Version+1. Zero when nothing is archived (and on backends that never
+	// archive). FirstPosition and FirstRecordedAt still describe the stream's
+	// first event ever, archived or not.
+	Cut Checkpoint
+	// Retired reports a tombstone: the stream was closed for good at Version,
+	// and every append naming it fails with ErrStreamRetired.
+	Retired bool
 }
 
 // TypeSummary counts the events of one type, across partitions.

@@ -124,9 +124,7 @@ func (j *Journal) Streams(ctx context.Context, q StreamsQuery) ([]journal.TagSum
 	if q.Limit > 0 {
 		limit = q.Limit
 	}
-	rows, err := j.pool.Query(ctx, j.sql(`SELECT s.partition, s.tag, s.version, s.head_hash, s.first_commit, s.first_seq, s.last_commit, s.last_seq,
-		(SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
-		(SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq)
+	rows, err := j.pool.Query(ctx, j.sql(`SELECT s.partition, s.tag, `+summaryCols+`
 		FROM __S__.streams s
 		WHERE s.version > 0
 		  AND ($1 = '' OR s.partition = $1)
@@ -141,18 +139,15 @@ func (j *Journal) Streams(ctx context.Context, q StreamsQuery) ([]journal.TagSum
 	var out []journal.TagSummary
 	for rows.Next() {
 		var (
-			s              journal.TagSummary
-			tag            string
-			v              int64
-			head           []byte
-			fc, fs, lc, ls *int64
-			fa, la         *time.Time
+			s   journal.TagSummary
+			tag string
+			sr  summaryRow
 		)
-		if err := rows.Scan(&s.Stream.Partition, &tag, &v, &head, &fc, &fs, &lc, &ls, &fa, &la); err != nil {
+		if err := rows.Scan(append([]any{&s.Stream.Partition, &tag}, sr.dest()...)...); err != nil {
 			return nil, j.translate("list streams", err)
 		}
 		s.Stream.Tag = journal.Tag(tag)
-		fillSummary(&s, v, head, fc, fs, lc, ls, fa, la)
+		sr.fill(&s)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {

@@ -65,8 +65,13 @@ type fastStream struct {
 	inc      *int64
 	epoch    int64
 	released bool
-	lease    *journal.Lease // the lease the accepted appends carry
-	n        int64
+	// retired: the stream has a tombstone; every append naming it fails
+	// with journal.ErrStreamRetired (checkClaims), and the write statement
+	// refuses to claim it (its fence), so a direct attempt on a remembered
+	// head is fenced and decided again on what is read.
+	retired bool
+	lease   *journal.Lease // the lease the accepted appends carry
+	n       int64
 	// newest is 1 + the index in the decision's accepted records of the
 	// stream's newest event in this batch, 0 when the batch writes none.
 	newest int
@@ -169,7 +174,7 @@ func (h *heads) known(batch []*appendReq) *batchState {
 }
 
 const fastStateSQL = `SELECT s.partition, s.tag, s.version, s.head_hash, s.lease_node, s.lease_incarnation, s.epoch, s.released,
-	s.last_commit, s.last_seq
+	s.last_commit, s.last_seq, s.retired
 FROM unnest($1::text[], $2::text[]) AS k(partition, tag)
 JOIN __S__.streams s ON s.partition = k.partition AND s.tag = k.tag`
 
@@ -183,7 +188,9 @@ const fastNodesSQL = `SELECT node_id, incarnation, closed, expires_at > clock_ti
 // epoch, release flag and node session by the database clock (each node
 // session named once per statement, in live, not once per stream; a scalar
 // subquery, so it stays a primary-key probe however many rows nodes has) — and
-// aborts through fence_check unless every stream checked out. A stream
+// aborts through fence_check unless every stream checked out. A retired
+// stream (tombstone) never checks out: its row is never claimed, and since
+// the row stays forever it is never created again either. A stream
 // without a row is created only when nothing is expected of it, and only when
 // events are written to it (an expectation of version 0 on a stream without a
 // row holds without creating one). Every event has at least one chain tag
@@ -221,7 +228,7 @@ const writeSQL = `WITH x AS MATERIALIZED (
 		last_commit = CASE WHEN c.n > 0 THEN c.xid ELSE s.last_commit END,
 		last_seq = coalesce(c.last_seq, s.last_seq)
 	FROM c
-	WHERE s.partition = c.partition AND s.tag = c.tag AND s.version = c.before
+	WHERE s.partition = c.partition AND s.tag = c.tag AND s.version = c.before AND NOT s.retired
 	  AND (c.was_commit IS NULL OR (s.last_commit = c.was_commit AND s.last_seq = c.was_seq))
 	  AND (c.node IS NULL OR (
 		s.lease_node = c.node AND s.lease_incarnation = c.inc AND s.epoch = c.epoch AND NOT s.released
@@ -508,7 +515,7 @@ func (j *Journal) readState(ctx context.Context, conn *pgxpool.Conn, batch []*ap
 				head     []byte
 				lc, lseq pgtype.Int8
 			)
-			if err := rows.Scan(&k.partition, &k.tag, &v, &head, &s.node, &s.inc, &s.epoch, &s.released, &lc, &lseq); err != nil {
+			if err := rows.Scan(&k.partition, &k.tag, &v, &head, &s.node, &s.inc, &s.epoch, &s.released, &lc, &lseq, &s.retired); err != nil {
 				rows.Close()
 				return err
 			}
@@ -635,12 +642,17 @@ func (j *Journal) decide(batch []*appendReq, st *batchState) decision {
 // checkClaims checks r's leases and expected versions against the running
 // stream states, by the journal's fence rule (journal.CheckLease,
 // journal.CheckExpected). With nodes nil (a direct attempt) leases are left to
-// the database.
+// the database. A claim of a retired stream fails with a
+// *journal.StreamRetiredError, whatever else it carries.
 func checkClaims(r *appendReq, keys map[streamKey]*fastStream, nodes map[string]fastNode) error {
 	var errs []error
 	for _, c := range r.claims {
 		s := keys[streamKey{r.partition, c.tag}]
 		id := journal.StreamID{Partition: r.partition, Tag: journal.Tag(c.tag)}
+		if s.retired {
+			errs = append(errs, &journal.StreamRetiredError{Stream: id, Version: s.before})
+			continue
+		}
 		if l := c.lease; l != nil && nodes != nil {
 			st := journal.LeaseState{Acquired: s.exists && s.node != nil, Epoch: uint64(s.epoch), Released: s.released}
 			if s.node != nil {
@@ -924,4 +936,11 @@ func closedByPeer(ctx context.Context, pc *pgconn.PgConn) bool {
 		return true
 	}
 	return peerClosed(pc.Conn())
+}
+
+// forgetStream drops what the cache remembers of one stream.
+func (h *heads) forgetStream(k streamKey) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, k)
 }

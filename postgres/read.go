@@ -34,20 +34,24 @@ const readByTypesSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.ty
 		AND e.recorded_at >= $2 AND e.recorded_at < $3
 		AND (e.commit_xid, e.seq) > ($4::bigint, $5::bigint) ORDER BY e.commit_xid, e.seq LIMIT $6`
 
-// tagSummarySQL reads a stream's summary, including its latest position
-// (streams primary key) and the times of its first and newest events (one
-// events primary key lookup each).
-const tagSummarySQL = `SELECT s.version, s.head_hash, s.first_commit, s.first_seq, s.last_commit, s.last_seq, (SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
-		(SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq)
-		FROM __S__.streams s
-		WHERE s.partition = $1 AND s.tag = $2`
+// summaryCols are the columns of a TagSummary (scanned by summaryRow), from
+// streams aliased s: the recorded version, head and positions, the times of
+// the first and newest events (one primary key lookup each, in events and,
+// for an archived event, events_archive), the cut and the tombstone.
+const summaryCols = `s.version, s.head_hash, s.first_commit, s.first_seq, s.last_commit, s.last_seq,
+		coalesce((SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
+			(SELECT e.recorded_at FROM __S__.events_archive e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq)),
+		coalesce((SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq),
+			(SELECT e.recorded_at FROM __S__.events_archive e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq)),
+		s.cut_version, s.cut_hash, s.cut_commit, s.cut_seq, s.retired`
+
+// tagSummarySQL reads a stream's summary (streams primary key).
+const tagSummarySQL = `SELECT ` + summaryCols + ` FROM __S__.streams s WHERE s.partition = $1 AND s.tag = $2`
 
 // tagsOfGroupSQL lists the streams of a tag group (streams_group), with the
 // times of their first and newest events (primary key lookups per stream,
 // never a scan of events).
-const tagsOfGroupSQL = `SELECT s.tag, s.version, s.head_hash, s.first_commit, s.first_seq, s.last_commit, s.last_seq, (SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
-		(SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq)
-		FROM __S__.streams s
+const tagsOfGroupSQL = `SELECT s.tag, ` + summaryCols + ` FROM __S__.streams s
 		WHERE s.partition = $1 AND s.tag_group = $2 AND s.version > 0 ORDER BY s.tag`
 
 // headSQL finds the newest visible position (events primary key, backwards).
@@ -480,7 +484,10 @@ func (j *Journal) pages(ctx context.Context, limit int, next func(last *journal.
 
 // ReadStream yields a tag stream's records from fromVersion on, in version
 // order (which is also position order). It sees every committed event of the
-// stream: a stream's events are appended one transaction at a time.
+// stream: a stream's events are appended one transaction at a time. It reads
+// only the hot tables: a read that would start at or below the stream's cut
+// fails with a *journal.ArchivedError (see checkCut); ReadStreamWithArchive
+// reads the archive too.
 func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
@@ -498,7 +505,17 @@ func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromV
 		if last != nil {
 			from = last.Version(stream.Tag) + 1
 		}
-		return j.queryRecords(ctx, j.pool, "read stream", stmt, stream.Partition, string(stream.Tag), i64(from), n)
+		page, err := j.queryRecords(ctx, j.pool, "read stream", stmt, stream.Partition, string(stream.Tag), i64(from), n)
+		if err != nil || (len(page) > 0 && page[0].Version(stream.Tag) == from) {
+			return page, err
+		}
+		// The page does not start at from: from is past the stream's end,
+		// or archived. Cuts only move forward, so a cut read after the page
+		// covers every version the page misses for having been archived.
+		if err := j.checkCut(ctx, stream, from); err != nil {
+			return nil, err
+		}
+		return page, nil
 	})
 }
 
@@ -646,36 +663,54 @@ func (j *Journal) TagSummary(ctx context.Context, stream journal.StreamID) (jour
 	}
 	stream = stream.Normalize()
 	out := journal.TagSummary{Stream: stream}
-	var v int64
-	var head []byte
-	var fc, fs, lc, ls *int64
-	var fa, la *time.Time
-	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(&v, &head, &fc, &fs, &lc, &ls, &fa, &la)
+	var sr summaryRow
+	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(sr.dest()...)
 	if err == pgx.ErrNoRows {
 		return out, nil
 	}
 	if err != nil {
 		return journal.TagSummary{}, j.translate("tag summary", err)
 	}
-	fillSummary(&out, v, head, fc, fs, lc, ls, fa, la)
+	sr.fill(&out)
 	return out, nil
 }
 
-func fillSummary(out *journal.TagSummary, v int64, head []byte, fc, fs, lc, ls *int64, fa, la *time.Time) {
-	out.Version = uint64(v)
-	copy(out.HeadHash[:], head)
-	if fa != nil {
-		out.FirstRecordedAt = fa.UTC()
+// summaryRow receives the summaryCols of one stream.
+type summaryRow struct {
+	v, cutVersion          int64
+	head, cutHash          []byte
+	fc, fs, lc, ls, cc, cs *int64
+	fa, la                 *time.Time
+	retired                bool
+}
+
+// dest returns the scan destinations of summaryCols, in order.
+func (r *summaryRow) dest() []any {
+	return []any{&r.v, &r.head, &r.fc, &r.fs, &r.lc, &r.ls, &r.fa, &r.la, &r.cutVersion, &r.cutHash, &r.cc, &r.cs, &r.retired}
+}
+
+// fill sets out's fields (all but Stream) from the row.
+func (r *summaryRow) fill(out *journal.TagSummary) {
+	out.Version = uint64(r.v)
+	copy(out.HeadHash[:], r.head)
+	if r.fa != nil {
+		out.FirstRecordedAt = r.fa.UTC()
 	}
-	if la != nil {
-		out.LastRecordedAt = la.UTC()
+	if r.la != nil {
+		out.LastRecordedAt = r.la.UTC()
 	}
-	if fc != nil && fs != nil {
-		out.FirstPosition = journal.Position{Commit: uint64(*fc), Seq: uint64(*fs)}
+	if r.fc != nil && r.fs != nil {
+		out.FirstPosition = journal.Position{Commit: uint64(*r.fc), Seq: uint64(*r.fs)}
 	}
-	if lc != nil && ls != nil {
-		out.LastPosition = journal.Position{Commit: uint64(*lc), Seq: uint64(*ls)}
+	if r.lc != nil && r.ls != nil {
+		out.LastPosition = journal.Position{Commit: uint64(*r.lc), Seq: uint64(*r.ls)}
 	}
+	out.Cut = journal.Checkpoint{Version: uint64(r.cutVersion)}
+	copy(out.Cut.Hash[:], r.cutHash)
+	if r.cc != nil && r.cs != nil {
+		out.Cut.Position = journal.Position{Commit: uint64(*r.cc), Seq: uint64(*r.cs)}
+	}
+	out.Retired = r.retired
 }
 
 // TagsOfGroup lists the streams (with at least one event) of a partition's tag
@@ -695,15 +730,12 @@ func (j *Journal) TagsOfGroup(ctx context.Context, partition, group string) ([]j
 	var out []journal.TagSummary
 	for rows.Next() {
 		var tag string
-		var v int64
-		var head []byte
-		var fc, fs, lc, ls *int64
-		var fa, la *time.Time
-		if err := rows.Scan(&tag, &v, &head, &fc, &fs, &lc, &ls, &fa, &la); err != nil {
+		var sr summaryRow
+		if err := rows.Scan(append([]any{&tag}, sr.dest()...)...); err != nil {
 			return nil, j.translate("tags of group", err)
 		}
 		s := journal.TagSummary{Stream: journal.StreamID{Partition: partition, Tag: journal.Tag(tag)}}
-		fillSummary(&s, v, head, fc, fs, lc, ls, fa, la)
+		sr.fill(&s)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {

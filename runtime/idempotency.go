@@ -67,7 +67,14 @@ func (rt *Runtime) firstOutcome(ctx context.Context, stream journal.StreamID, md
 	last := res.Records[len(res.Records)-1].Version(stream.Tag)
 	state := model.Initial()
 	var seen uint64
-	for rec, err := range rt.cfg.Journal.ReadStream(ctx, stream, 1, int(last)) {
+	// The state is folded from version 1: on a journal that archives, the
+	// stream's oldest events may be archived (ReadStream would fail with
+	// journal.ErrArchived), so read through the archive where it can.
+	read := rt.cfg.Journal.ReadStream
+	if ar, ok := rt.cfg.Journal.(journal.ArchiveReader); ok {
+		read = ar.ReadStreamWithArchive
+	}
+	for rec, err := range read(ctx, stream, 1, int(last)) {
 		if err != nil {
 			return actors.Result{}, fmt.Errorf("runtime: rebuilding the first outcome of idempotency key %q on stream %s: %w", md.IdempotencyKey, stream, err)
 		}

@@ -2,9 +2,11 @@
 // Postgres: it migrates a schema, lists streams, tags, leases and snapshots,
 // shows a stream's events, follows the global feed, reads events by type
 // and time, prunes snapshots, reports and rebuilds projections, verifies
-// every hash chain, and erases data subjects (crypto-shredding: it destroys
-// the subject's key in the erasure key store and records the erasure in the
-// journal, where running services pick it up). It never prints key material.
+// every hash chain, retires old events into the archive by retention
+// policy (or a closed stream whole, behind a tombstone), and erases data
+// subjects (crypto-shredding: it destroys the subject's key in the erasure
+// key store and records the erasure in the journal, where running services
+// pick it up). It never prints key material.
 //
 // Install it with
 //
@@ -20,6 +22,10 @@
 //	scribe tail -type MoneyDeposited
 //	scribe events -type MoneyTransferred -since 1h -desc -limit 20
 //	scribe verify
+//	scribe verify -archive
+//	scribe archive -policy account=keep:1000 -policy '$untagged=age:2160h' -dry-run
+//	scribe archive -policy account=keep:1000 -confirm -compact
+//	scribe retire-stream -confirm account:42
 //	scribe leases
 //	scribe snapshots list
 //	scribe snapshots prune -keep 2

@@ -96,6 +96,8 @@ func commands() []*command {
 		tailCommand(),
 		eventsCommand(),
 		verifyCommand(),
+		archiveCommand(),
+		retireStreamCommand(),
 		leasesCommand(),
 		snapshotsListCommand(),
 		snapshotsPruneCommand(),

@@ -91,6 +91,9 @@ func summaryView(s journal.TagSummary) map[string]any {
 		"lastPosition":    s.LastPosition,
 		"firstRecordedAt": jsonTime(s.FirstRecordedAt),
 		"lastRecordedAt":  jsonTime(s.LastRecordedAt),
+		// The checkpoint: versions up to cut.version are archived.
+		"cut":     map[string]any{"version": s.Cut.Version, "hash": s.Cut.Hash.String(), "position": s.Cut.Position},
+		"retired": s.Retired,
 	}
 }
 
@@ -148,6 +151,7 @@ func streamShowCommand() *command {
 	var partition string
 	var from uint64
 	var limit int
+	var archive bool
 	return &command{
 		name:    "stream show",
 		args:    "TAG",
@@ -156,8 +160,11 @@ func streamShowCommand() *command {
 			fs.StringVar(&partition, "partition", journal.DefaultPartition, "the stream's partition")
 			fs.Uint64Var(&from, "from", 1, "first version to show")
 			fs.IntVar(&limit, "limit", 0, "show at most this many events (0: all)")
+			fs.BoolVar(&archive, "archive", false, "read archived events too (by default an archived stream is shown from its cut on)")
 		},
-		run: func(e *env, _ *flag.FlagSet, args []string) error {
+		run: func(e *env, fs *flag.FlagSet, args []string) error {
+			fromSet := false
+			fs.Visit(func(f *flag.Flag) { fromSet = fromSet || f.Name == "from" })
 			if len(args) != 1 {
 				return usagef("give exactly one stream tag, e.g. `scribe stream show account:42`")
 			}
@@ -171,7 +178,21 @@ func streamShowCommand() *command {
 			}
 			defer s.Close()
 			n := 0
-			for r, err := range s.journal.ReadStream(e.ctx, stream, from, limit) {
+			read := s.journal.ReadStream
+			if archive {
+				read = s.journal.ReadStreamWithArchive
+			}
+			if !archive && !fromSet {
+				sum, err := s.journal.TagSummary(e.ctx, stream)
+				if err != nil {
+					return err
+				}
+				if sum.Cut.Version >= from {
+					fmt.Fprintf(e.stderr, "versions 1 to %d of %s are archived (show them with -archive); showing the stream from version %d\n", sum.Cut.Version, stream, sum.Cut.Version+1)
+					from = sum.Cut.Version + 1
+				}
+			}
+			for r, err := range read(e.ctx, stream, from, limit) {
 				if err != nil {
 					return err
 				}
@@ -236,11 +257,15 @@ func tagsCommand() *command {
 				}
 				return nil
 			}
-			t := newTable(e.stdout, "TAG", "VERSION", "FIRST WRITE", "LAST WRITE", "LAST POSITION", "HEAD HASH")
+			t := newTable(e.stdout, "TAG", "VERSION", "CUT", "FIRST WRITE", "LAST WRITE", "LAST POSITION", "HEAD HASH")
 			var events uint64
 			for _, sum := range sums {
 				events += sum.Version
-				t.row(sum.Stream.Tag, sum.Version, fmtTime(sum.FirstRecordedAt), fmtTime(sum.LastRecordedAt), sum.LastPosition, sum.HeadHash.String()[:16])
+				cut := strconv.FormatUint(sum.Cut.Version, 10)
+				if sum.Retired {
+					cut += " (retired)"
+				}
+				t.row(sum.Stream.Tag, sum.Version, cut, fmtTime(sum.FirstRecordedAt), fmtTime(sum.LastRecordedAt), sum.LastPosition, sum.HeadHash.String()[:16])
 			}
 			if err := t.flush(); err != nil {
 				return err

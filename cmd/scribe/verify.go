@@ -19,6 +19,7 @@ import (
 func verifyCommand() *command {
 	var partition, tag string
 	var workers int
+	var archive bool
 	return &command{
 		name: "verify",
 		summary: "verify the hash chain of every stream, the untagged chains ($untagged:TYPE) included (of a partition, or one tag): report the first broken link of each " +
@@ -27,6 +28,8 @@ func verifyCommand() *command {
 			fs.StringVar(&partition, "partition", "", "only this partition (default: every partition; with -tag: default)")
 			fs.StringVar(&tag, "tag", "", "only this stream")
 			fs.IntVar(&workers, "workers", 4, "streams verified at once (each uses one connection at a time)")
+			fs.BoolVar(&archive, "archive", false, "also verify each stream's archived events against its checkpoint "+
+				"(by default a stream is verified from its checkpoint on: its hot events)")
 		},
 		run: func(e *env, _ *flag.FlagSet, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -55,7 +58,7 @@ func verifyCommand() *command {
 				}
 				streams = append(streams, unrecorded...)
 			}
-			v := &verifier{e: e, j: s.journal, total: len(streams), progress: isTerminal(e.stderr)}
+			v := &verifier{e: e, j: s.journal, total: len(streams), progress: isTerminal(e.stderr), archive: archive}
 			err = v.run(streams, workers)
 			v.clearProgress()
 			if err != nil {
@@ -114,6 +117,27 @@ type verifier struct {
 	broken   int
 	progress bool
 	shown    time.Time
+	// archive: verify each stream's archived part too (verifyOne).
+	archive bool
+}
+
+// verifyOne verifies one stream: its hot part from its checkpoint and, with
+// archive, its archived part against the checkpoint first. It returns the
+// number of events verified.
+func (v *verifier) verifyOne(ctx context.Context, stream journal.StreamID) (uint64, error) {
+	if !v.archive {
+		return journal.VerifyStream(ctx, v.j, stream)
+	}
+	sum, err := v.j.TagSummary(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	a, err := journal.VerifyArchive(ctx, v.j, stream, sum.Cut)
+	if err != nil {
+		return a, err
+	}
+	n, err := journal.VerifyStream(ctx, v.j, stream)
+	return a + n, err
 }
 
 // progressEvery is how often the progress line is redrawn.
@@ -157,7 +181,7 @@ func (v *verifier) run(streams []journal.StreamID, workers int) error {
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				n, err := journal.VerifyStream(ctx, v.j, streams[i])
+				n, err := v.verifyOne(ctx, streams[i])
 				select {
 				case results <- checked{i: i, n: n, err: err}:
 				case <-ctx.Done():

@@ -1,0 +1,194 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/internal/pgtest"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/snapshots"
+)
+
+// A ledger aggregate for the retention test: each Post appends one Posted.
+type (
+	post   struct{ Amount int }
+	posted struct {
+		Amount int    `json:"amount"`
+		Memo   string `json:"memo"`
+	}
+	ledger struct {
+		Count int `json:"count"`
+		Total int `json:"total"`
+	}
+)
+
+// ledgerRuntime starts a runtime on f with the ledger aggregate registered,
+// snapshotting every 100 events and on passivation.
+func ledgerRuntime(t *testing.T, f *fixture, node string) *runtime.Runtime {
+	t.Helper()
+	ctx := t.Context()
+	rt, err := runtime.New(ctx, runtime.Config{Journal: f.journal, Snapshots: f.snapshots,
+		SnapshotPolicy: &snapshots.Policy{Every: 100, OnPassivation: true}, NodeID: node})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Shutdown(context.WithoutCancel(ctx)) })
+	require.NoError(t, runtime.RegisterEvent[posted](rt, "Posted", 1))
+	memo := strings.Repeat("retention keeps the hot tables small; ", 25) // ~1 KB per event
+	require.NoError(t, runtime.RegisterAggregate(rt, runtime.Aggregate[ledger]{
+		Name:    "ledger",
+		Initial: func() ledger { return ledger{} },
+		Decide: func(_ ledger, c any) ([]any, error) {
+			return []any{posted{Amount: c.(post).Amount, Memo: memo}}, nil
+		},
+		Evolve: func(s ledger, e any) ledger {
+			s.Count++
+			s.Total += e.(posted).Amount
+			return s
+		},
+	}))
+	return rt
+}
+
+// ownDatabase creates a database of its own for the test (dropped at its
+// end) and returns its URL. VACUUM FULL keeps the deleted rows that a
+// transaction in the same database might still see; other tests' transactions
+// in the shared test database would make how much it returns depend on
+// their timing. Transactions in other databases do not hold it back.
+func ownDatabase(t *testing.T) string {
+	t.Helper()
+	base := pgtest.URL(t)
+	conn, err := pgx.Connect(t.Context(), base)
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "scribe_retention_" + hex.EncodeToString(b)
+	_, err = conn.Exec(t.Context(), "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	u.Path = "/" + name
+	return u.String()
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
+
+// TestRetentionShrinksHotTables: a policy retires 90% of a ledger's 1000
+// events; after VACUUM FULL (Compact) the hot tables and their indexes are
+// measurably smaller (sizes in the log), the aggregate still loads and takes
+// commands (recovering from its snapshot, never touching the archive), the
+// stream verifies from its checkpoint and its archived part against it, and
+// the archived events read back through ReadStreamWithArchive.
+func TestRetentionShrinksHotTables(t *testing.T) {
+	t.Parallel()
+	f := setupAt(t, ownDatabase(t), 0)
+	ctx := t.Context()
+	target := runtime.Target{Aggregate: "ledger", ID: "1"}
+	stream := target.Stream()
+
+	rt := ledgerRuntime(t, f, "retention-a")
+	total := 0
+	for i := 1; i <= 999; i++ {
+		_, err := rt.Execute(ctx, target, post{Amount: i})
+		require.NoError(t, err)
+		total += i
+	}
+	first, err := runtime.ExecuteTyped[ledger](ctx, rt, target, post{Amount: 1000}, runtime.WithIdempotencyKey("k-1000"))
+	require.NoError(t, err)
+	total += 1000
+	require.NoError(t, rt.Shutdown(ctx), "passivation snapshots the stream at its head")
+	snap, err := f.snapshots.Load(ctx, stream, 1<<62)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1000), snap.Version)
+	var original []journal.Record
+	for r, err := range f.journal.ReadStream(ctx, stream, 1, 0) {
+		require.NoError(t, err)
+		original = append(original, r)
+	}
+	require.Len(t, original, 1000)
+
+	require.NoError(t, f.journal.Compact(ctx, false)) // a settled starting point
+	before, err := f.journal.StorageSizes(ctx)
+	require.NoError(t, err)
+
+	policy := postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"ledger": {KeepLast: 100}}}
+	var reports []postgres.ArchiveProgress
+	prog, err := f.journal.Archive(ctx, policy, postgres.ArchiveOptions{BatchSize: 250, Progress: func(p postgres.ArchiveProgress) { reports = append(reports, p) }})
+	require.NoError(t, err)
+	require.Equal(t, uint64(900), prog.Versions)
+	require.Equal(t, uint64(900), prog.Events)
+	require.Len(t, reports, 4, "900 versions in batches of 250")
+	deleted, err := f.journal.StorageSizes(ctx)
+	require.NoError(t, err)
+	require.NoError(t, f.journal.Compact(ctx, true))
+	after, err := f.journal.StorageSizes(ctx)
+	require.NoError(t, err)
+	t.Logf("hot tables (events + event_tags, with indexes): %s before, %s after the archive's DELETEs, %s after VACUUM FULL (%.0f%% smaller); archive tables %s",
+		mib(before.Hot()), mib(deleted.Hot()), mib(after.Hot()), 100*(1-float64(after.Hot())/float64(before.Hot())), mib(after.Archive()))
+	t.Logf("events %s -> %s, event_tags %s -> %s", mib(before.Events), mib(after.Events), mib(before.EventTags), mib(after.EventTags))
+	require.GreaterOrEqual(t, deleted.Hot(), before.Hot(), "DELETE alone returns no space to the files")
+	require.Less(t, after.Hot()*3, before.Hot(), "90%% of the rows left: the hot tables shrink by more than two thirds")
+	require.Greater(t, after.Archive(), int64(0))
+
+	sum, err := f.journal.TagSummary(ctx, stream)
+	require.NoError(t, err)
+	require.Equal(t, journal.Checkpoint{Version: 900, Hash: original[899].Links[0].Hash, Position: original[899].Position}, sum.Cut)
+	var ae *journal.ArchivedError
+	for _, err := range f.journal.ReadStream(ctx, stream, 1, 0) {
+		require.ErrorAs(t, err, &ae)
+	}
+	require.Equal(t, uint64(900), ae.CutVersion)
+
+	// A new runtime recovers from the snapshot (State and an actor alike).
+	rt2 := ledgerRuntime(t, f, "retention-b")
+	st, err := runtime.State[ledger](ctx, rt2, target)
+	require.NoError(t, err)
+	require.Equal(t, ledger{Count: 1000, Total: total}, st.State)
+	// A repeated idempotency key answers its first outcome, whose state is
+	// folded through the archive.
+	dup, err := runtime.ExecuteTyped[ledger](ctx, rt2, target, post{Amount: 1000}, runtime.WithIdempotencyKey("k-1000"))
+	require.NoError(t, err)
+	require.True(t, dup.Duplicate)
+	require.Equal(t, first.State, dup.State)
+	require.Equal(t, uint64(1000), dup.Version)
+	res, err := runtime.ExecuteTyped[ledger](ctx, rt2, target, post{Amount: 1})
+	require.NoError(t, err)
+	require.Equal(t, uint64(1001), res.Version)
+	require.Equal(t, ledger{Count: 1001, Total: total + 1}, res.State)
+
+	n, err := journal.VerifyStream(ctx, f.journal, stream)
+	require.NoError(t, err)
+	require.Equal(t, uint64(101), n, "verified from the checkpoint")
+	n, err = journal.VerifyArchive(ctx, f.journal, stream, sum.Cut)
+	require.NoError(t, err)
+	require.Equal(t, uint64(900), n)
+
+	var all []journal.Record
+	for r, err := range f.journal.ReadStreamWithArchive(ctx, stream, 1, 0) {
+		require.NoError(t, err)
+		all = append(all, r)
+	}
+	require.Len(t, all, 1001)
+	require.Equal(t, original, all[:1000], "the archived events read back unchanged")
+}
