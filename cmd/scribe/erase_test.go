@@ -398,3 +398,55 @@ func TestEraseUsage(t *testing.T) {
 		require.Contains(t, errOut.String(), c.want, "%v", c.args)
 	}
 }
+
+// TestEraseArchivedStream: erasing a subject deletes (and shreds) the
+// snapshots its streams recover from; a stream whose oldest events were
+// archived behind that snapshot then recovers through the archive, with the
+// erased fields as zero values, instead of failing with journal.ErrArchived.
+func TestEraseArchivedStream(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := setup(t, true)
+	keySchema := f.schema + "_keys"
+	t.Cleanup(func() {
+		_, _ = f.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{keySchema}.Sanitize()+" CASCADE")
+	})
+	kcfg := postgres.KeyStoreConfig{Schema: keySchema}
+	require.NoError(t, postgres.MigrateKeyStore(ctx, f.pool, kcfg))
+	ks, err := postgres.NewKeyStore(f.pool, kcfg)
+	require.NoError(t, err)
+	snaps, err := postgres.NewSnapshotStore(f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	rt, _ := startShop(t, f.journal, snaps, ks)
+
+	target := runtime.Target{Aggregate: "customer", ID: "c-1"}
+	for _, name := range []string{"First Name-Marker", "Second Name-Marker", "Third Name-Marker"} {
+		_, err := rt.Execute(ctx, target, registerCustomer{ID: "c-1", Name: name, Email: "c1@example.invalid"})
+		require.NoError(t, err)
+	}
+	_, err = snaps.Load(ctx, target.Stream(), math.MaxUint64)
+	require.NoError(t, err)
+	_, err = f.journal.Archive(ctx, postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"customer": {KeepLast: 1}}}, postgres.ArchiveOptions{})
+	require.NoError(t, err)
+	sum, err := f.journal.TagSummary(ctx, target.Stream())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, sum.Cut.Version, "the first two events are archived")
+
+	_, err = erasure.Erase(ctx, erasure.EraseParams{Journal: f.journal, KeyStore: ks, Snapshots: snaps, Subject: "c-1", By: "test"})
+	require.NoError(t, err)
+	infos, err := snaps.List(ctx, target.Stream())
+	require.NoError(t, err)
+	require.Empty(t, infos)
+
+	st, err := runtime.State[customerState](ctx, rt, target)
+	require.NoError(t, err, "the stream must recover through the archive")
+	require.Equal(t, customerState{ID: "c-1"}, st.State)
+	require.EqualValues(t, 3, st.Version)
+	require.Eventually(t, func() bool {
+		res, err := runtime.ExecuteTyped[customerState](ctx, rt, target, getState{})
+		return err == nil && res.State == customerState{ID: "c-1"}
+	}, 20*time.Second, 10*time.Millisecond)
+	n, err := journal.VerifyStream(ctx, f.journal, target.Stream())
+	require.NoError(t, err)
+	require.NotZero(t, n)
+}
