@@ -67,6 +67,7 @@ func (rt *Runtime) dropErased(ctx context.Context, e erasure.Erasure) error {
 			return fmt.Errorf("runtime: %w", err)
 		}
 	}
+	rt.reg.keys.markDropped(e.Subject)
 	return nil
 }
 
@@ -88,6 +89,9 @@ func (rt *Runtime) watchErasures(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runtime: reading the journal head to follow erasures: %w", err)
 	}
+	rt.reg.keys.mu.Lock()
+	rt.reg.keys.startHead = head
+	rt.reg.keys.mu.Unlock()
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &erasureWatcher{cancel: cancel}
 	w.done.Add(1)

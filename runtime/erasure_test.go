@@ -24,6 +24,11 @@ import (
 
 type RegisterCustomer struct{ ID, Name, Email string }
 type AddNote struct{ Note string }
+type Poke struct{} // decides a Poked event: no personal data
+
+type Poked struct {
+	At int `json:"at"`
+}
 
 type CustomerRegistered struct {
 	CustomerID string `json:"customerId"`
@@ -53,6 +58,8 @@ func customerAggregate() runtime.Aggregate[Customer] {
 				return []any{CustomerRegistered{CustomerID: c.ID, Name: c.Name, Email: c.Email}}, nil
 			case AddNote:
 				return []any{NoteAdded{Note: c.Note}}, nil
+			case Poke:
+				return []any{Poked{At: len(s.Notes)}}, nil
 			case Get:
 				return nil, nil
 			}
@@ -117,6 +124,7 @@ func (e *erasureEnv) startCustomers(t *testing.T, node string) *runtime.Runtime 
 		runtime.WithPersonalData(runtime.PersonalData{Fields: []string{"name", "email"}, SubjectField: "customerId"})))
 	require.NoError(t, runtime.RegisterEvent[NoteAdded](rt, "NoteAdded", 1,
 		runtime.WithPersonalData(runtime.PersonalData{Fields: []string{"note"}, SubjectTagGroup: "customer"})))
+	require.NoError(t, runtime.RegisterEvent[Poked](rt, "Poked", 1))
 	require.NoError(t, runtime.RegisterAggregate(rt, customerAggregate()))
 	return rt
 }
@@ -327,4 +335,43 @@ func requireNoSecrets(t *testing.T, out string) {
 	for _, s := range []string{secretName, secretEmail, secretNote} {
 		require.NotContains(t, out, s)
 	}
+}
+
+// After an erasure a stream bound to the erased subject is snapshotted
+// again (its state was rebuilt without the subject's data): by the runtime
+// that evicted its actors, and by a runtime started after the erasure.
+func TestSnapshotsAfterErasure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newErasureEnv()
+	rt := e.startCustomers(t, "node-1")
+	stream := customer("c-5").Stream()
+	_, err := rt.Execute(ctx, customer("c-5"), RegisterCustomer{ID: "c-5", Name: secretName, Email: secretEmail})
+	require.NoError(t, err)
+	snap, err := e.snaps.Load(ctx, stream, math.MaxUint64)
+	require.NoError(t, err)
+	require.True(t, erasure.IsSealedSnapshot(snap.State))
+	require.NotContains(t, string(snap.State), secretName)
+
+	_, err = rt.Erase(ctx, "c-5", "op")
+	require.NoError(t, err)
+	_, err = rt.Execute(ctx, customer("c-5"), Poke{})
+	require.NoError(t, err)
+	snap, err = e.snaps.Load(ctx, stream, math.MaxUint64)
+	require.NoError(t, err, "the rebuilt state is snapshotted again")
+	require.EqualValues(t, 2, snap.Version)
+	require.False(t, erasure.IsSealedSnapshot(snap.State), "no live subject is left to seal it for")
+	requireNoSecrets(t, string(snap.State))
+	require.NoError(t, rt.Shutdown(ctx))
+
+	// A runtime started after the erasure holds nothing from before it.
+	rt2 := e.startCustomers(t, "node-2")
+	_, err = e.snaps.Prune(ctx, stream, 0)
+	require.NoError(t, err)
+	_, err = rt2.Execute(ctx, customer("c-5"), Poke{})
+	require.NoError(t, err)
+	snap, err = e.snaps.Load(ctx, stream, math.MaxUint64)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, snap.Version)
+	requireNoSecrets(t, string(snap.State))
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -191,6 +192,14 @@ type keyring struct {
 	keys   map[string]erasure.DataKey
 	erased map[string]erasure.Erasure // erasures are permanent: safe to cache
 	bound  map[bindKey]struct{}
+	// dropped holds the erased subjects whose streams' actors this runtime
+	// has evicted since (dropErased): every state it holds of them now was
+	// rebuilt after the erasure, without their personal data.
+	dropped map[string]struct{}
+	// startHead is the journal's head when this runtime began to follow
+	// erasure records: an erasure recorded at or before it was complete
+	// (key destroyed) before this runtime could read the subject's data.
+	startHead journal.Position
 }
 
 type bindKey struct {
@@ -202,7 +211,8 @@ func newKeyring(store erasure.KeyStore, max int) *keyring {
 	if store == nil {
 		return nil
 	}
-	return &keyring{store: store, max: max, keys: map[string]erasure.DataKey{}, erased: map[string]erasure.Erasure{}, bound: map[bindKey]struct{}{}}
+	return &keyring{store: store, max: max, keys: map[string]erasure.DataKey{}, erased: map[string]erasure.Erasure{},
+		bound: map[bindKey]struct{}{}, dropped: map[string]struct{}{}}
 }
 
 // makeRoom drops arbitrary entries of m until it has room for one more.
@@ -316,6 +326,41 @@ func (k *keyring) forget(e erasure.Erasure) {
 	}
 	makeRoom(k.erased, k.max)
 	k.erased[e.Subject] = e
+}
+
+// markDropped records that this runtime evicted the actors of subject's
+// streams after its erasure.
+func (k *keyring) markDropped(subject string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	makeRoom(k.dropped, k.max)
+	k.dropped[subject] = struct{}{}
+}
+
+// wasDropped reports whether this runtime holds no state of subject from
+// before its erasure: markDropped was called for it, or its erasure record
+// is at or before the head this runtime started from (the key was gone
+// before the runtime could read the data).
+func (k *keyring) wasDropped(ctx context.Context, j journal.Journal, subject string) (bool, error) {
+	k.mu.Lock()
+	_, ok := k.dropped[subject]
+	start := k.startHead
+	k.mu.Unlock()
+	if ok {
+		return true, nil
+	}
+	rec, err := j.ReadEvent(ctx, erasure.RecordID(subject))
+	if errors.Is(err, journal.ErrNotFound) {
+		return false, nil // the erasure is not recorded yet
+	}
+	if err != nil {
+		return false, err
+	}
+	if rec.Position.After(start) {
+		return false, nil // the watcher evicts its actors when it gets there
+	}
+	k.markDropped(subject)
+	return true, nil
 }
 
 // open opens the sealed fields of a stored record's data.

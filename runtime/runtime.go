@@ -176,7 +176,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	snaps := cfg.Snapshots
 	if snaps != nil && keys != nil {
 		// Snapshots of streams holding personal data are sealed too.
-		snaps = sealedSnapshots{Store: snaps, keys: keys}
+		snaps = sealedSnapshots{Store: snaps, keys: keys, journal: cfg.Journal}
 	}
 	hostCfg := actors.Config{
 		Journal:             cfg.Journal,

@@ -17,12 +17,16 @@ import (
 // through unchanged. Safe for concurrent use.
 type sealedSnapshots struct {
 	snapshots.Store
-	keys *keyring
+	keys    *keyring
+	journal journal.Journal
 }
 
-// Save seals s when its stream is bound to subjects. When one of them is
-// erased it saves nothing: the state may still hold the erased subject's
-// data (an actor not yet evicted), and no key exists to seal it for them.
+// Save seals s when its stream is bound to subjects. An erased subject
+// needs no seal once this runtime has evicted the actors of its streams
+// (every state it holds of them was rebuilt after the erasure, without the
+// subject's data): the snapshot is sealed for the others, or stored as is
+// when none is left. Before that eviction it saves nothing: the state may
+// still hold the erased subject's data, and no key exists to seal it.
 func (s sealedSnapshots) Save(ctx context.Context, snap snapshots.Snapshot) error {
 	subjects, err := s.keys.store.StreamSubjects(ctx, snap.Stream)
 	if err != nil {
@@ -35,10 +39,27 @@ func (s sealedSnapshots) Save(ctx context.Context, snap snapshots.Snapshot) erro
 	if err != nil {
 		return fmt.Errorf("runtime: sealing the snapshot of stream %s: %w", snap.Stream, err)
 	}
-	if len(keys.Keys) != len(subjects) {
-		return nil
+	live := subjects[:0:0]
+	for _, sub := range subjects {
+		if _, ok := keys.Keys[sub]; ok {
+			live = append(live, sub)
+			continue
+		}
+		if _, erased := keys.Erased[sub]; !erased {
+			return nil // unknown to the key store: no snapshot
+		}
+		dropped, err := s.keys.wasDropped(ctx, s.journal, sub)
+		if err != nil {
+			return fmt.Errorf("runtime: sealing the snapshot of stream %s: %w", snap.Stream, err)
+		}
+		if !dropped {
+			return nil // erased, but this runtime may still hold its data: no snapshot
+		}
 	}
-	sealed, err := erasure.SealSnapshot(snap.State, snap.Stream, snap.Version, snap.SchemaVersion, subjects, keys.Keys)
+	if len(live) == 0 {
+		return s.Store.Save(ctx, snap)
+	}
+	sealed, err := erasure.SealSnapshot(snap.State, snap.Stream, snap.Version, snap.SchemaVersion, live, keys.Keys)
 	if err != nil {
 		return fmt.Errorf("runtime: sealing the snapshot of stream %s: %w", snap.Stream, err)
 	}
