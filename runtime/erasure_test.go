@@ -191,8 +191,10 @@ func TestErasureShredsAndFoldsZero(t *testing.T) {
 	bound, err := e.keys.Streams(ctx, "c-1")
 	require.NoError(t, err)
 	require.Equal(t, []journal.StreamID{stream}, bound)
-	_, err = e.snaps.Load(ctx, stream, math.MaxUint64)
-	require.NoError(t, err, "the policy snapshots every event")
+	require.Eventually(t, func() bool {
+		s, err := e.snaps.Load(ctx, stream, math.MaxUint64)
+		return err == nil && s.Version == 2
+	}, 10*time.Second, 2*time.Millisecond, "the policy snapshots every event (after the append, asynchronously)")
 
 	er, err := rt.Erase(ctx, "c-1", "dpo@example")
 	require.NoError(t, err)
@@ -348,8 +350,18 @@ func TestSnapshotsAfterErasure(t *testing.T) {
 	stream := customer("c-5").Stream()
 	_, err := rt.Execute(ctx, customer("c-5"), RegisterCustomer{ID: "c-5", Name: secretName, Email: secretEmail})
 	require.NoError(t, err)
-	snap, err := e.snaps.Load(ctx, stream, math.MaxUint64)
-	require.NoError(t, err)
+	// Snapshots are saved after the append, asynchronously.
+	loadAt := func(v uint64) snapshots.Snapshot {
+		t.Helper()
+		var snap snapshots.Snapshot
+		require.Eventually(t, func() bool {
+			s, err := e.snaps.Load(ctx, stream, math.MaxUint64)
+			snap = s
+			return err == nil && s.Version == v
+		}, 10*time.Second, 2*time.Millisecond, "a snapshot at version %d", v)
+		return snap
+	}
+	snap := loadAt(1)
 	require.True(t, erasure.IsSealedSnapshot(snap.State))
 	require.NotContains(t, string(snap.State), secretName)
 
@@ -357,9 +369,7 @@ func TestSnapshotsAfterErasure(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rt.Execute(ctx, customer("c-5"), Poke{})
 	require.NoError(t, err)
-	snap, err = e.snaps.Load(ctx, stream, math.MaxUint64)
-	require.NoError(t, err, "the rebuilt state is snapshotted again")
-	require.EqualValues(t, 2, snap.Version)
+	snap = loadAt(2) // the rebuilt state is snapshotted again
 	require.False(t, erasure.IsSealedSnapshot(snap.State), "no live subject is left to seal it for")
 	requireNoSecrets(t, string(snap.State))
 	require.NoError(t, rt.Shutdown(ctx))
@@ -370,8 +380,6 @@ func TestSnapshotsAfterErasure(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rt2.Execute(ctx, customer("c-5"), Poke{})
 	require.NoError(t, err)
-	snap, err = e.snaps.Load(ctx, stream, math.MaxUint64)
-	require.NoError(t, err)
-	require.EqualValues(t, 3, snap.Version)
+	snap = loadAt(3)
 	requireNoSecrets(t, string(snap.State))
 }
