@@ -18,7 +18,7 @@ type keyring struct {
 	store erasure.KeyStore
 	max   int
 
-	mu     sync.Mutex
+	mu     sync.RWMutex // read-locked on the hot paths (cache hits)
 	keys   map[string]erasure.DataKey
 	erased map[string]erasure.Erasure // erasures are permanent: safe to cache
 	bound  map[bindKey]struct{}
@@ -58,16 +58,16 @@ func makeRoom[K comparable, V any](m map[K]V, max int) {
 // dataKey returns subject's key for sealing (creating it in the store on
 // first use), or a *erasure.SubjectErasedError.
 func (k *keyring) dataKey(ctx context.Context, subject string) (erasure.DataKey, error) {
-	k.mu.Lock()
+	k.mu.RLock()
 	if key, ok := k.keys[subject]; ok {
-		k.mu.Unlock()
+		k.mu.RUnlock()
 		return key, nil
 	}
 	if e, ok := k.erased[subject]; ok {
-		k.mu.Unlock()
+		k.mu.RUnlock()
 		return erasure.DataKey{}, &erasure.SubjectErasedError{Erasure: e}
 	}
-	k.mu.Unlock()
+	k.mu.RUnlock()
 	key, err := k.store.DataKey(ctx, subject)
 	if err != nil {
 		return erasure.DataKey{}, err
@@ -83,9 +83,9 @@ func (k *keyring) dataKey(ctx context.Context, subject string) (erasure.DataKey,
 // personal data.
 func (k *keyring) bind(ctx context.Context, subject string, stream journal.StreamID) error {
 	bk := bindKey{subject, stream.Normalize()}
-	k.mu.Lock()
+	k.mu.RLock()
 	_, done := k.bound[bk]
-	k.mu.Unlock()
+	k.mu.RUnlock()
 	if done {
 		return nil
 	}
@@ -104,7 +104,7 @@ func (k *keyring) bind(ctx context.Context, subject string, stream journal.Strea
 func (k *keyring) lookup(ctx context.Context, subjects []string) (erasure.Lookup, error) {
 	out := erasure.Lookup{Keys: make(map[string]erasure.DataKey, len(subjects))}
 	var missing []string
-	k.mu.Lock()
+	k.mu.RLock()
 	for _, s := range subjects {
 		if key, ok := k.keys[s]; ok {
 			out.Keys[s] = key
@@ -117,7 +117,7 @@ func (k *keyring) lookup(ctx context.Context, subjects []string) (erasure.Lookup
 			missing = append(missing, s)
 		}
 	}
-	k.mu.Unlock()
+	k.mu.RUnlock()
 	if len(missing) == 0 {
 		return out, nil
 	}
@@ -172,10 +172,10 @@ func (k *keyring) markDropped(subject string) {
 // is at or before the head this runtime started from (the key was gone
 // before the runtime could read the data).
 func (k *keyring) wasDropped(ctx context.Context, j journal.Journal, subject string) (bool, error) {
-	k.mu.Lock()
+	k.mu.RLock()
 	_, ok := k.dropped[subject]
 	start := k.startHead
-	k.mu.Unlock()
+	k.mu.RUnlock()
 	if ok {
 		return true, nil
 	}
