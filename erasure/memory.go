@@ -13,10 +13,11 @@ import (
 // processes whose journal is in memory too. Its keys die with the process.
 // All methods are safe for concurrent use.
 type MemoryKeyStore struct {
-	now     func() time.Time
-	mu      sync.Mutex
-	entries map[string]*memSubject
-	streams map[string]map[journal.StreamID]struct{} // subject -> bound streams
+	now      func() time.Time
+	mu       sync.Mutex
+	entries  map[string]*memSubject
+	streams  map[string]map[journal.StreamID]struct{} // subject -> bound streams
+	byStream map[journal.StreamID]map[string]struct{} // stream -> bound subjects
 }
 
 type memSubject struct {
@@ -35,7 +36,8 @@ func NewMemoryKeyStore(cfg MemoryKeyStoreConfig) *MemoryKeyStore {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &MemoryKeyStore{now: cfg.Now, entries: map[string]*memSubject{}, streams: map[string]map[journal.StreamID]struct{}{}}
+	return &MemoryKeyStore{now: cfg.Now, entries: map[string]*memSubject{}, streams: map[string]map[journal.StreamID]struct{}{},
+		byStream: map[journal.StreamID]map[string]struct{}{}}
 }
 
 var _ KeyStore = (*MemoryKeyStore)(nil)
@@ -165,6 +167,12 @@ func (m *MemoryKeyStore) BindStream(ctx context.Context, subject string, stream 
 		m.streams[subject] = bound
 	}
 	bound[stream] = struct{}{}
+	subs := m.byStream[stream]
+	if subs == nil {
+		subs = map[string]struct{}{}
+		m.byStream[stream] = subs
+	}
+	subs[subject] = struct{}{}
 	return nil
 }
 
@@ -176,11 +184,9 @@ func (m *MemoryKeyStore) StreamSubjects(ctx context.Context, stream journal.Stre
 	stream = stream.Normalize()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []string
-	for subject, bound := range m.streams {
-		if _, ok := bound[stream]; ok {
-			out = append(out, subject)
-		}
+	out := make([]string, 0, len(m.byStream[stream]))
+	for subject := range m.byStream[stream] {
+		out = append(out, subject)
 	}
 	return out, nil
 }
