@@ -24,7 +24,11 @@ func TestCustomersAndErasure(t *testing.T) {
 			r := ts.request("POST", "/accounts", `{"id":"acc1",`+alice+`}`)
 			require.Equal(t, 201, r.Status, string(r.Body))
 			require.JSONEq(t, `{"id":"acc1","balance":0,"version":1,"customer":{"id":"c-42","name":"`+name+`","email":"`+email+`"}}`, string(r.Body))
-			require.Equal(t, 201, ts.request("POST", "/accounts", `{"id":"acc2",`+alice+`}`).Status)
+			acc2 := `{"id":"acc2",` + alice + `}`
+			require.Equal(t, 201, ts.request("POST", "/accounts", acc2, "Idempotency-Key", "open-acc2").Status)
+			r = ts.request("POST", "/accounts", acc2, "Idempotency-Key", "open-acc2")
+			require.Equal(t, 201, r.Status, "a retry with the key answers like the first")
+			require.Contains(t, string(r.Body), name)
 			require.Equal(t, 201, ts.request("POST", "/accounts", `{"id":"acc3","customer":{"id":"c-7","name":"Bob","email":"bob@example.com"}}`).Status)
 			require.Equal(t, 201, ts.request("POST", "/accounts", `{"id":"acc4"}`).Status)
 			require.Equal(t, 200, ts.request("POST", "/accounts/acc1/deposit", `{"amount":50}`).Status)
@@ -92,6 +96,13 @@ func TestCustomersAndErasure(t *testing.T) {
 				return r.Status == 200 && strings.Count(string(r.Body), `"customer":{"id":"c-42","erased":true}`) == 2 && strings.Contains(string(r.Body), `"name":"Bob"`)
 			}, 20*time.Second, 20*time.Millisecond)
 			require.NotContains(t, string(ts.request("GET", "/accounts", "").Body), name)
+
+			// A retry after the erasure must not replay the first response's
+			// personal data: the cache does not keep it, the runtime answers.
+			r = ts.request("POST", "/accounts", acc2, "Idempotency-Key", "open-acc2")
+			require.Equal(t, 201, r.Status, string(r.Body))
+			require.NotContains(t, string(r.Body), name)
+			require.Contains(t, string(r.Body), `"customer":{"id":"c-42","erased":true}`)
 
 			r = ts.request("POST", "/accounts", `{"id":"acc5","customer":{"id":"c-42","name":"Again"}}`)
 			require.Equal(t, 409, r.Status, string(r.Body))

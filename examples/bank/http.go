@@ -400,7 +400,11 @@ func (a *api) command(r *http.Request, op, scope, fingerprint string, run func(c
 		if op == "create" {
 			status = http.StatusCreated
 		}
-		return jsonResponse(status, v)
+		resp := jsonResponse(status, v)
+		if av, ok := v.(AccountView); ok && av.Customer != nil && (av.Customer.Name != "" || av.Customer.Email != "") {
+			resp.private = true
+		}
+		return resp
 	}
 	if key == "" {
 		return exec()

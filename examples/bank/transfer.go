@@ -114,5 +114,7 @@ func (s *bankService) Transfer(ctx context.Context, from, to string, amount int6
 	if err != nil {
 		return TransferView{}, err
 	}
+	// A transfer's answer carries no customer, the retry's neither.
+	fv.Customer, tv.Customer = nil, nil
 	return TransferView{ID: stored.TransferID, From: fv, To: tv}, nil
 }
