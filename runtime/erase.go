@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -103,53 +102,51 @@ func (rt *Runtime) watchErasures(ctx context.Context) error {
 	return nil
 }
 
+// followErasures reads the journal for erasure records after after, every
+// Config.ErasurePollInterval, and drops what this runtime holds of each
+// erased subject. It polls rather than subscribes: a live subscription
+// wakes at every commit of the journal, and an erasure can wait a second.
 func (rt *Runtime) followErasures(ctx context.Context, after journal.Position) {
-	backoff := 100 * time.Millisecond
-	failures := 0
-	for ctx.Err() == nil {
-		started := time.Now()
-		for rec, err := range rt.cfg.Journal.Subscribe(ctx, erasure.RecordQuery(), after) {
+	interval := rt.cfg.ErasurePollInterval
+	failing := false
+	for sleepCtx(ctx, interval) {
+		var failure error
+		for rec, err := range rt.cfg.Journal.Read(ctx, erasure.RecordQuery(), journal.ReadOptions{From: after}) {
 			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				// One warning per outage; the retries of the same outage
-				// log at debug level. A subscription that ran for a while
-				// before failing starts a new outage.
-				if time.Since(started) > 10*time.Second {
-					failures = 0
-				}
-				failures++
-				level := slog.LevelDebug
-				if failures == 1 {
-					level = slog.LevelWarn
-				}
-				rt.cfg.Logger.Log(ctx, level, "following erasure records failed; retrying until the journal answers", "error", err, "retry_in", backoff)
+				failure = err
 				break
 			}
-			backoff, failures = 100*time.Millisecond, 0
+			if !rec.Position.After(after) {
+				continue // From is inclusive
+			}
 			d, ok, err := erasure.ParseRecord(&rec)
-			if ok && err == nil {
-				e := erasure.Erasure{Subject: d.Subject, By: d.By, At: d.ErasedAt}
-				for {
-					err := rt.dropErased(ctx, e)
-					if err == nil || ctx.Err() != nil {
-						break
-					}
-					rt.cfg.Logger.Warn("dropping the state of an erased subject failed; retrying", "position", rec.Position.String(), "error", err)
-					if !sleepCtx(ctx, time.Second) {
-						return
-					}
-				}
-			} else if err != nil {
+			if !ok {
+				continue
+			}
+			if err != nil {
 				rt.cfg.Logger.Error("skipping a malformed erasure record", "position", rec.Position.String(), "error", err)
+				after = rec.Position
+				continue
+			}
+			if err := rt.dropErased(ctx, erasure.Erasure{Subject: d.Subject, By: d.By, At: d.ErasedAt}); err != nil {
+				failure = err
+				break // retried from this record at the next poll
 			}
 			after = rec.Position
 		}
-		if !sleepCtx(ctx, backoff) {
+		if ctx.Err() != nil {
 			return
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		switch {
+		case failure != nil && !failing:
+			// One warning per outage; its further failures log at debug level.
+			rt.cfg.Logger.Warn("following erasure records failed; retrying until the journal answers", "error", failure, "retry_in", interval)
+			failing = true
+		case failure != nil:
+			rt.cfg.Logger.Debug("following erasure records failed again", "error", failure)
+		default:
+			failing = false
+		}
 	}
 }
 

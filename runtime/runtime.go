@@ -110,6 +110,12 @@ type Config struct {
 	// erased: the stream is then replayed). Default nil: registering an
 	// event type with personal data fails.
 	KeyStore erasure.KeyStore
+	// ErasurePollInterval is how often the runtime reads the journal for
+	// erasure records made elsewhere (another runtime, `scribe erase`), to
+	// drop what it holds of the erased subjects; it bounds how long another
+	// runtime's erasure takes to reach this one. Only with a KeyStore.
+	// Default DefaultErasurePollInterval (1 s).
+	ErasurePollInterval time.Duration
 	// KeyCacheSize bounds the data keys, erasures and stream bindings this
 	// runtime caches (each). Cached keys are dropped when the subject's
 	// erasure record reaches the runtime through the journal. Default
@@ -164,6 +170,12 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ErasurePollInterval < 0 {
+		return nil, fmt.Errorf("runtime: Config.ErasurePollInterval is %s; use 0 for the default (%s) or a positive interval", cfg.ErasurePollInterval, DefaultErasurePollInterval)
+	}
+	if cfg.ErasurePollInterval == 0 {
+		cfg.ErasurePollInterval = DefaultErasurePollInterval
 	}
 	if cfg.KeyCacheSize < 0 {
 		return nil, fmt.Errorf("runtime: Config.KeyCacheSize is %d; use 0 for the default (%d) or a positive size", cfg.KeyCacheSize, DefaultKeyCacheSize)
