@@ -132,7 +132,10 @@ FROM unnest($1::bigint[], $2::bool[]) AS u(k, x)`
 // this lock (see gateSetSQL).
 const lockEventsSQL = `LOCK TABLE __S__.events IN ROW EXCLUSIVE MODE`
 
-const precheckSQL = `SELECT id FROM __S__.events WHERE id = ANY($1::uuid[])`
+// precheckSQL finds the append's event IDs already stored, hot or archived
+// (an archived event's ID is as taken as a hot one's).
+const precheckSQL = `SELECT id FROM __S__.events WHERE id = ANY($1::uuid[])
+	UNION ALL SELECT id FROM __S__.events_archive WHERE id = ANY($1::uuid[])`
 
 // Limits returns the limits Append validates with (journal.Limited).
 func (j *Journal) Limits() journal.Limits { return j.limits }

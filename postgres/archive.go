@@ -14,8 +14,10 @@ import (
 // event_tags_archive (migration 0005); each stream's cut is in its streams
 // row. The hot read paths never look at the archive tables: ReadStream fails
 // with a *journal.ArchivedError below a stream's cut, and Read, ReadAll,
-// Subscribe, ReadEvent and the summaries of types see hot events only.
+// Subscribe and the summaries of types see hot events only.
 // ReadStreamWithArchive (journal.ArchiveReader) is the one explicit way in.
+// Event IDs are the exception: ReadEvent and the append's duplicate check
+// look in both tables, since an archived event's ID stays taken.
 
 var _ journal.ArchiveReader = (*Journal)(nil)
 

@@ -178,7 +178,9 @@
 // (one extra primary-key read of the streams row, only when the first page
 // does not start at the version asked for); ReadStreamWithArchive
 // (journal.ArchiveReader) reads through it. Read, ReadAll, Subscribe,
-// ReadEvent, ReadTypes and TypeSummaries see hot events only. RetireStream
+// ReadTypes and TypeSummaries see hot events only; ReadEvent and the
+// append's duplicate check see archived events too (an archived event's ID
+// stays taken). RetireStream
 // sets a stream's tombstone under the stream's append lock; the write
 // statement never claims a retired stream's row and decide reports
 // *journal.StreamRetiredError. Deleted rows return no space to the files:

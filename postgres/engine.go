@@ -196,7 +196,10 @@ const fastNodesSQL = `SELECT node_id, incarnation, closed, expires_at > clock_ti
 // row holds without creating one). Every event has at least one chain tag
 // (journal.ChainTags: its tags, or its untagged chain), so every event has a
 // tg_agg row; write checks the inserted counts, so an event without one could
-// not be dropped silently.
+// not be dropped silently. The unique index on events.id rejects a stored
+// event ID; the fence also rejects an archived one (events_archive's ID index,
+// one probe per event), so the batch is read and decided again and the
+// append is answered as a duplicate, as for a hot one.
 const writeSQL = `WITH x AS MATERIALIZED (
 	SELECT pg_current_xact_id()::text::bigint AS xid
 ), ev_in AS MATERIALIZED (
@@ -245,7 +248,8 @@ const writeSQL = `WITH x AS MATERIALIZED (
 	SELECT 1 FROM c WHERE c.before = 0 AND c.node IS NULL AND c.n = 0
 	  AND NOT EXISTS (SELECT 1 FROM __S__.streams s WHERE s.partition = c.partition AND s.tag = c.tag)
 ), fence AS (
-	SELECT __S__.fence_check((SELECT count(*) FROM claimed) + (SELECT count(*) FROM created) + (SELECT count(*) FROM absent) = $9) AS ok
+	SELECT __S__.fence_check((SELECT count(*) FROM claimed) + (SELECT count(*) FROM created) + (SELECT count(*) FROM absent) = $9
+		AND NOT EXISTS (SELECT 1 FROM __S__.events_archive a WHERE a.id = ANY($10::uuid[]))) AS ok
 ), tg_agg AS (
 	SELECT ev, array_agg(tag ORDER BY k) AS tags, array_agg(version ORDER BY k) AS versions FROM tg_in GROUP BY ev
 ), ev AS (

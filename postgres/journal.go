@@ -218,7 +218,7 @@ func translateErr(schema, op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "42P01", "3F000": // undefined_table, invalid_schema_name
+		case "42P01", "3F000", "42703": // undefined_table, invalid_schema_name, undefined_column (a migration not yet applied)
 			return fmt.Errorf("%w: postgres: %s: schema %q is not migrated (%s); run postgres.Migrate (or `scribe migrate up`) first", journal.ErrStoreNotOpen, op, schema, pgErr.Message)
 		case "23505": // unique_violation
 			switch pgErr.ConstraintName {

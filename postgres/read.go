@@ -22,8 +22,10 @@ const readStreamSQL = `SELECT ` + recordCols + ` FROM __S__.event_tags et
 		JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
 		WHERE et.partition = $1 AND et.tag = $2 AND et.version >= $3 ORDER BY et.version LIMIT $4`
 
-// readEventSQL reads one event by ID (events_id_key).
-const readEventSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.id = $1`
+// readEventSQL reads one event by ID, hot or archived (events_id_key, then
+// events_archive_id_key).
+const readEventSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.id = $1
+	UNION ALL SELECT ` + recordCols + ` FROM __S__.events_archive e WHERE e.id = $1 LIMIT 1`
 
 // readByCorrelationSQL pages through a correlation ID (events_correlation).
 const readByCorrelationSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.correlation_id = $1
@@ -252,7 +254,8 @@ func (j *Journal) recordsByID(ctx context.Context, db querier, events []journal.
 		ids[i] = events[i].ID
 	}
 	recs, err := j.queryRecords(ctx, db, "append: read stored duplicates",
-		j.sql(`SELECT `+recordCols+` FROM __S__.events e WHERE e.id = ANY($1::uuid[])`), ids)
+		j.sql(`SELECT `+recordCols+` FROM __S__.events e WHERE e.id = ANY($1::uuid[])
+			UNION ALL SELECT `+recordCols+` FROM __S__.events_archive e WHERE e.id = ANY($1::uuid[])`), ids)
 	if err != nil {
 		return nil, err
 	}
@@ -562,7 +565,8 @@ func (j *Journal) ReadAll(ctx context.Context, after journal.Position, limit int
 	})
 }
 
-// ReadEvent returns the record with the given ID, or ErrNotFound.
+// ReadEvent returns the record with the given ID, hot or archived, or
+// ErrNotFound.
 func (j *Journal) ReadEvent(ctx context.Context, id uuid.UUID) (journal.Record, error) {
 	if err := j.checkOpen(); err != nil {
 		return journal.Record{}, err

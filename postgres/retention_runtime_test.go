@@ -8,8 +8,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/internal/pgtest"
@@ -92,11 +94,34 @@ func ownDatabase(t *testing.T) string {
 	return u.String()
 }
 
+// waitForHorizon waits until no transaction of the server (in any
+// database) is older than a transaction ID drawn now, so that VACUUM FULL may
+// drop every row deleted before it: a row some transaction might still see is
+// kept. On a shared test server other tests' transactions would otherwise
+// decide how much it returns. It fails after 2 minutes, naming the oldest
+// transactions.
+func waitForHorizon(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := t.Context()
+	var now string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&now))
+	start := time.Now()
+	var older string
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(ctx, `SELECT coalesce(string_agg(datname || ' pid ' || pid || ' (' || left(query, 60) || ')', '; '), '')
+			FROM pg_stat_activity WHERE pid <> pg_backend_pid()
+			  AND (age(backend_xmin) > age($1::xid8::xid) OR age(backend_xid) > age($1::xid8::xid))`, now).Scan(&older)
+		return err == nil && older == ""
+	}, 2*time.Minute, 5*time.Millisecond, "transactions older than the archive's deletes still run: %s", older)
+	t.Logf("waited %s for older transactions of the server to end", time.Since(start).Round(time.Millisecond))
+}
+
 func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
 
 // TestRetentionShrinksHotTables: a policy retires 90% of a ledger's 1000
-// events; after VACUUM FULL (Compact) the hot tables and their indexes are
-// measurably smaller (sizes in the log), the aggregate still loads and takes
+// events; after VACUUM FULL (Compact, once no older transaction of the server
+// runs) the hot tables and their indexes are measurably smaller (sizes in the
+// log), the aggregate still loads and takes
 // commands (recovering from its snapshot, never touching the archive), the
 // stream verifies from its checkpoint and its archived part against it, and
 // the archived events read back through ReadStreamWithArchive.
@@ -109,7 +134,10 @@ func TestRetentionShrinksHotTables(t *testing.T) {
 
 	rt := ledgerRuntime(t, f, "retention-a")
 	total := 0
-	for i := 1; i <= 999; i++ {
+	_, err := rt.Execute(ctx, target, post{Amount: 1}, runtime.WithIdempotencyKey("k-1"))
+	require.NoError(t, err)
+	total++
+	for i := 2; i <= 999; i++ {
 		_, err := rt.Execute(ctx, target, post{Amount: i})
 		require.NoError(t, err)
 		total += i
@@ -141,6 +169,7 @@ func TestRetentionShrinksHotTables(t *testing.T) {
 	require.Len(t, reports, 4, "900 versions in batches of 250")
 	deleted, err := f.journal.StorageSizes(ctx)
 	require.NoError(t, err)
+	waitForHorizon(t, f.pool)
 	require.NoError(t, f.journal.Compact(ctx, true))
 	after, err := f.journal.StorageSizes(ctx)
 	require.NoError(t, err)
@@ -165,6 +194,10 @@ func TestRetentionShrinksHotTables(t *testing.T) {
 	st, err := runtime.State[ledger](ctx, rt2, target)
 	require.NoError(t, err)
 	require.Equal(t, ledger{Count: 1000, Total: total}, st.State)
+	// A repeated idempotency key whose events were archived is refused,
+	// never run twice.
+	_, err = rt2.Execute(ctx, target, post{Amount: 1}, runtime.WithIdempotencyKey("k-1"))
+	require.ErrorIs(t, err, journal.ErrArchived)
 	// A repeated idempotency key answers its first outcome, whose state is
 	// folded through the archive.
 	dup, err := runtime.ExecuteTyped[ledger](ctx, rt2, target, post{Amount: 1000}, runtime.WithIdempotencyKey("k-1000"))
@@ -191,4 +224,36 @@ func TestRetentionShrinksHotTables(t *testing.T) {
 	}
 	require.Len(t, all, 1001)
 	require.Equal(t, original, all[:1000], "the archived events read back unchanged")
+}
+
+// TestRetiredAggregateRefusesCommands: a command for an aggregate whose
+// stream was retired fails with journal.ErrStreamRetired, not retryable,
+// whether its actor was active when the stream was retired or recovers after
+// the stream was archived whole.
+func TestRetiredAggregateRefusesCommands(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	target := runtime.Target{Aggregate: "ledger", ID: "closed"}
+	rt := ledgerRuntime(t, f, "retired-a")
+	for i := 1; i <= 3; i++ {
+		_, err := rt.Execute(ctx, target, post{Amount: i})
+		require.NoError(t, err)
+	}
+	_, err := f.journal.RetireStream(ctx, target.Stream())
+	require.NoError(t, err)
+	_, err = rt.Execute(ctx, target, post{Amount: 4})
+	require.ErrorIs(t, err, journal.ErrStreamRetired, "the active actor's append is refused")
+	require.False(t, runtime.IsRetryable(err))
+	require.NoError(t, rt.Shutdown(ctx))
+
+	_, err = f.journal.Archive(ctx, postgres.RetentionPolicy{}, postgres.ArchiveOptions{})
+	require.NoError(t, err)
+	rt2 := ledgerRuntime(t, f, "retired-b")
+	_, err = rt2.Execute(ctx, target, post{Amount: 5})
+	require.ErrorIs(t, err, journal.ErrStreamRetired, "a recovering actor reports the tombstone")
+	require.False(t, runtime.IsRetryable(err))
+	sum, err := f.journal.TagSummary(ctx, target.Stream())
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), sum.Version)
 }

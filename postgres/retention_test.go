@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -397,4 +399,93 @@ func TestArchiveWaitsForProjections(t *testing.T) {
 	n, err := journal.VerifyStream(ctx, f.journal, journal.Stream("acct:1"))
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), n)
+}
+
+// TestRetentionByAge: age:DURATION retires the prefix of each stream recorded
+// before Now minus the duration, by the events' RecordedAt.
+func TestRetentionByAge(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := t0
+	f := setup(t, func(c *postgres.Config) {
+		c.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	ctx := t.Context()
+	for i := range 10 { // version i+1 recorded at t0 + i hours
+		mu.Lock()
+		now = t0.Add(time.Duration(i) * time.Hour)
+		mu.Unlock()
+		appendN(t, f.journal, "log:1", 1)
+	}
+	appendN(t, f.journal, "log:2", 1) // recorded at t0+9h: young
+
+	policy := postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"log": {KeepFor: 3 * time.Hour, NoSnapshotCheck: true}}, Now: t0.Add(9 * time.Hour)}
+	plan, err := f.journal.PlanArchive(ctx, policy)
+	require.NoError(t, err)
+	require.Len(t, plan.Streams, 1)
+	require.Equal(t, uint64(6), plan.Streams[0].Target, "versions 1-6 were recorded before t0+6h")
+	require.Equal(t, "age:3h0m0s,nosnapshot", plan.Streams[0].Rule)
+	_, err = f.journal.Archive(ctx, policy, postgres.ArchiveOptions{})
+	require.NoError(t, err)
+	sum, err := f.journal.TagSummary(ctx, journal.Stream("log:1"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), sum.Cut.Version)
+	require.Equal(t, t0, sum.FirstRecordedAt, "the summary still knows the archived first event's time")
+
+	policy.Now = t0.Add(100 * time.Hour)
+	plan, err = f.journal.PlanArchive(ctx, policy)
+	require.NoError(t, err)
+	require.Len(t, plan.Streams, 2, "everything is old now")
+	require.Equal(t, uint64(10), plan.Streams[0].Target)
+}
+
+// TestSchemaWithoutRetentionIsNotOpen: on a schema whose retention migration
+// is missing, reads that need the cut fail with ErrStoreNotOpen saying to
+// migrate, not with a bare SQL error.
+func TestSchemaWithoutRetentionIsNotOpen(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	_, err := f.pool.Exec(ctx, `ALTER TABLE `+quote(f.cfg.Schema)+`.streams DROP COLUMN cut_version`)
+	require.NoError(t, err)
+	_, err = f.journal.TagSummary(ctx, journal.Stream("acct:1"))
+	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
+	require.Contains(t, err.Error(), "scribe migrate up")
+}
+
+// TestArchivedEventIDsStayTaken: an append of events that were archived is
+// answered as a duplicate with the original records (through a journal that
+// remembers the stream's head, a direct attempt, and a cold one), a partial
+// overlap fails with ErrDuplicateMismatch, and ReadEvent finds an archived
+// event.
+func TestArchivedEventIDsStayTaken(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	evs := []journal.Event{event("Changed", "acct:1"), event("Changed", "acct:1")}
+	first, err := f.journal.Append(ctx, evs, journal.AppendOptions{})
+	require.NoError(t, err)
+	appendN(t, f.journal, "acct:1", 3)
+	_, err = f.journal.Archive(ctx, keep("acct", 1, true), postgres.ArchiveOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 0, f.count(t, "events", "id = $1", evs[0].ID))
+
+	cold, err := postgres.NewJournal(f.pool, f.cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cold.Close() })
+	for name, j := range map[string]*postgres.Journal{"warm": f.journal, "cold": cold} {
+		res, err := j.Append(ctx, evs, journal.AppendOptions{})
+		require.NoError(t, err, name)
+		require.True(t, res.Duplicate, name)
+		require.Equal(t, first.Records, res.Records, name)
+		_, err = j.Append(ctx, []journal.Event{evs[0], event("Changed", "acct:1")}, journal.AppendOptions{})
+		require.ErrorIs(t, err, journal.ErrDuplicateMismatch, name)
+	}
+	sum, err := f.journal.TagSummary(ctx, journal.Stream("acct:1"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), sum.Version, "nothing was appended")
+	got, err := f.journal.ReadEvent(ctx, evs[1].ID)
+	require.NoError(t, err)
+	require.Equal(t, first.Records[1], got)
 }

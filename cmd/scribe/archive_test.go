@@ -194,6 +194,12 @@ func TestArchiveCommands(t *testing.T) {
 	require.Contains(t, res.stderr, "archive refused")
 	require.Contains(t, res.stderr, "Nothing was retired")
 
+	// With -skip-refused the other streams go; here every stream is refused.
+	res = f.scribe(t, "archive", "-policy", "account=keep:2", "-confirm", "-skip-refused")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stderr, "archive: skipping default/account:a: no snapshot at or after version 4")
+	require.Contains(t, res.stdout, "retired 0 stream versions of 0 streams")
+
 	st, err := postgres.NewSnapshotStore(f.pool, postgres.Config{Schema: f.schema})
 	require.NoError(t, err)
 	for _, id := range []string{"a", "b", "c", "d"} {

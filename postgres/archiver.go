@@ -1,0 +1,396 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// The archiver: Archive and ArchivePlanned run a plan (retention.go) in
+// batch transactions, then sweep; StorageSizes and Compact report and return
+// the space.
+
+// ArchiveOptions shape an Archive run.
+type ArchiveOptions struct {
+	// BatchSize is the most tag index rows (stream versions) one transaction
+	// retires. Default 1000.
+	BatchSize int
+	// Progress, if set, is called after each committed batch with the
+	// totals so far. It runs on Archive's goroutine.
+	Progress func(ArchiveProgress)
+}
+
+// ArchiveProgress are an Archive run's totals after a committed batch.
+type ArchiveProgress struct {
+	// Batches is the number of committed transactions.
+	Batches int
+	// Versions counts the stream versions retired (tag index rows moved) of
+	// Total planned.
+	Versions, Total uint64
+	// Events counts the event rows moved out of the hot events table (by
+	// the batches, then by the closing sweep).
+	Events uint64
+	// Streams counts the streams whose cut reached its target.
+	Streams int
+}
+
+// archiveLockSQL serializes archivers of a schema (transaction-scoped).
+const archiveLockSQL = `SELECT pg_advisory_xact_lock($1)`
+
+// moveTagsSQL moves a stream's tag index rows (cut, to] to the archive.
+const moveTagsSQL = `WITH m AS (
+	DELETE FROM __S__.event_tags WHERE partition = $1 AND tag = $2 AND version > $3 AND version <= $4
+	RETURNING partition, tag, version, commit_xid, seq, type
+), a AS (
+	INSERT INTO __S__.event_tags_archive (partition, tag, version, commit_xid, seq, type) SELECT * FROM m RETURNING version, commit_xid, seq
+)
+SELECT version, commit_xid, seq FROM a`
+
+// cutHashSQL reads the chain hash of tag's link in the event at a position,
+// from whichever events table holds it.
+const cutHashSQL = `SELECT substring(x.hashes FROM 32 * (array_position(x.tags, $3::text) - 1) + 1 FOR 32) FROM (
+	SELECT tags, hashes FROM __S__.events WHERE commit_xid = $1 AND seq = $2
+	UNION ALL
+	SELECT tags, hashes FROM __S__.events_archive WHERE commit_xid = $1 AND seq = $2) x`
+
+// moveCutSQL records a stream's new cut, only from the cut the batch read.
+const moveCutSQL = `UPDATE __S__.streams SET cut_version = $3, cut_hash = $4, cut_commit = $5, cut_seq = $6
+	WHERE partition = $1 AND tag = $2 AND cut_version = $7 AND version >= $3`
+
+// fullyCutSQL is the condition that every chain event e is linked to has
+// its cut at or past it, and that it is at or below the feed floor ($3, $4;
+// NULL: none).
+const fullyCutSQL = `NOT EXISTS (SELECT 1 FROM unnest(e.tags, e.versions) u(tag, version)
+		LEFT JOIN __S__.streams s ON s.partition = e.partition AND s.tag = u.tag
+		WHERE u.version > coalesce(s.cut_version, 0))
+	  AND ($3::bigint IS NULL OR (e.commit_xid, e.seq) <= ($3::bigint, $4::bigint))`
+
+// moveEventsSQL moves the given events to the archive when fullyCutSQL holds.
+const moveEventsSQL = `WITH m AS (
+	DELETE FROM __S__.events e
+	WHERE (e.commit_xid, e.seq) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
+	  AND ` + fullyCutSQL + `
+	RETURNING ` + archiveCols + `, correlation_id
+)
+INSERT INTO __S__.events_archive (` + archiveCols + `, correlation_id) SELECT * FROM m`
+
+// feedFloorSQL is the lowest checkpoint among the projections (and
+// publishers) that follow the feed with their checkpoints in this schema:
+// each projection's active version and any newer one catching up; versions
+// an activation superseded do not count. NULL when there are none.
+const feedFloorSQL = `SELECT min(ARRAY[p.commit_xid, p.seq]) FROM __S__.projections p
+	LEFT JOIN __S__.projection_active a ON a.name = p.name
+	WHERE a.version IS NULL OR p.version >= a.version`
+
+// sweepSQL selects up to $5 hot events that fullyCutSQL lets go but no batch
+// moved (a projection's checkpoint held them back then), oldest first.
+const sweepSQL = `SELECT e.commit_xid, e.seq FROM __S__.events e
+	WHERE ($1::bigint IS NULL OR (e.commit_xid, e.seq) > ($1::bigint, $2::bigint))
+	  AND ` + fullyCutSQL + `
+	ORDER BY e.commit_xid, e.seq LIMIT $5`
+
+// Archive retires what policy asks for now, in batches (see the top of this
+// file), and returns the totals. It plans first (PlanArchive) and, when any
+// stream is refused, retires nothing and fails with a *SnapshotRequiredError
+// (journal.ErrSnapshotRequired). Each batch re-reads the cuts it moves, so
+// concurrent or resumed runs never retire a version twice; a second archiver
+// of the same schema waits for the first one's batch. Appends go on while it
+// runs: a batch holds row locks only on the streams rows it cuts, briefly.
+// After an error (or the end of ctx) the committed batches stay; run it again
+// to go on.
+func (j *Journal) Archive(ctx context.Context, policy RetentionPolicy, opts ArchiveOptions) (ArchiveProgress, error) {
+	plan, err := j.PlanArchive(ctx, policy)
+	if err != nil {
+		return ArchiveProgress{}, err
+	}
+	if refused := plan.Refused(); len(refused) > 0 {
+		return ArchiveProgress{}, &SnapshotRequiredError{Streams: refused}
+	}
+	return j.ArchivePlanned(ctx, plan, opts)
+}
+
+// ArchivePlanned retires what plan lists (from PlanArchive; refused streams
+// are skipped), in batches as Archive does. Each stream's cut moves towards
+// its planned Target from wherever it is when its batch runs; a snapshot
+// requirement is checked again in each batch.
+func (j *Journal) ArchivePlanned(ctx context.Context, plan ArchivePlan, opts ArchiveOptions) (ArchiveProgress, error) {
+	if err := j.checkOpen(); err != nil {
+		return ArchiveProgress{}, err
+	}
+	size := opts.BatchSize
+	if size <= 0 {
+		size = 1000
+	}
+	todo := slices.DeleteFunc(slices.Clone(plan.Streams), func(c StreamCut) bool { return c.Refused != "" })
+	prog := ArchiveProgress{Total: plan.Events()}
+	for len(todo) > 0 {
+		n, done, err := j.archiveBatch(ctx, todo, size, &prog)
+		if err != nil {
+			return prog, err
+		}
+		todo = todo[done:]
+		if n == 0 && done == 0 {
+			return prog, fmt.Errorf("postgres: archive made no progress on stream %s; run it again", todo[0].Stream)
+		}
+		if opts.Progress != nil {
+			opts.Progress(prog)
+		}
+	}
+	// Events that every chain let go while a projection still needed them
+	// stayed hot; move those the projections have passed since.
+	var after []int64
+	for {
+		n, last, err := j.sweepBatch(ctx, after, size)
+		if err != nil {
+			return prog, err
+		}
+		if last == nil {
+			break
+		}
+		prog.Batches++
+		prog.Events += n
+		after = last
+		if opts.Progress != nil {
+			opts.Progress(prog)
+		}
+	}
+	return prog, nil
+}
+
+// feedFloor reads feedFloorSQL's floor as two nullable arguments.
+func (j *Journal) feedFloor(ctx context.Context, tx pgx.Tx) ([2]pgtype.Int8, error) {
+	var floor []int64
+	if err := tx.QueryRow(ctx, j.sql(feedFloorSQL)).Scan(&floor); err != nil {
+		return [2]pgtype.Int8{}, fmt.Errorf("read the projections' checkpoints: %w", err)
+	}
+	if len(floor) != 2 {
+		return [2]pgtype.Int8{}, nil
+	}
+	return [2]pgtype.Int8{{Int64: floor[0], Valid: true}, {Int64: floor[1], Valid: true}}, nil
+}
+
+// sweepBatch moves, in one transaction, up to size hot events after
+// position after (nil: from the start) that sweepSQL selects, and returns
+// how many it moved and the position of the last one it looked at.
+func (j *Journal) sweepBatch(ctx context.Context, after []int64, size int) (moved uint64, last []int64, err error) {
+	err = pgx.BeginFunc(ctx, j.pool, func(tx pgx.Tx) error {
+		moved, last = 0, nil
+		if _, err := tx.Exec(ctx, archiveLockSQL, j.lockKey('R', "", "archive")); err != nil {
+			return err
+		}
+		floor, err := j.feedFloor(ctx, tx)
+		if err != nil {
+			return err
+		}
+		var a0, a1 pgtype.Int8
+		if len(after) == 2 {
+			a0, a1 = pgtype.Int8{Int64: after[0], Valid: true}, pgtype.Int8{Int64: after[1], Valid: true}
+		}
+		rows, err := tx.Query(ctx, j.sql(sweepSQL), a0, a1, floor[0], floor[1], size)
+		if err != nil {
+			return err
+		}
+		var commits, seqs []int64
+		for rows.Next() {
+			var c, s int64
+			if err := rows.Scan(&c, &s); err != nil {
+				rows.Close()
+				return err
+			}
+			commits, seqs = append(commits, c), append(seqs, s)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(commits) == 0 {
+			return nil
+		}
+		last = []int64{commits[len(commits)-1], seqs[len(seqs)-1]}
+		ct, err := tx.Exec(ctx, j.sql(moveEventsSQL), commits, seqs, floor[0], floor[1])
+		if err != nil {
+			return err
+		}
+		moved = uint64(ct.RowsAffected())
+		return nil
+	})
+	if err != nil {
+		return 0, nil, j.translate("archive: move events the projections have passed (rolled back)", err)
+	}
+	return moved, last, nil
+}
+
+// archiveBatch runs one batch transaction over the head of todo, retiring
+// at most size versions. It returns how many versions it retired and how
+// many streams of todo reached their target.
+func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, prog *ArchiveProgress) (retired uint64, done int, err error) {
+	var events uint64
+	var streams int
+	err = pgx.BeginFunc(ctx, j.pool, func(tx pgx.Tx) error {
+		retired, done, events, streams = 0, 0, 0, 0
+		if _, err := tx.Exec(ctx, archiveLockSQL, j.lockKey('R', "", "archive")); err != nil {
+			return err
+		}
+		// The batch's streams, and their append locks, taken as an append
+		// takes them (exclusive, in key order) before any streams row is
+		// touched: an append and a batch sharing streams wait for each
+		// other in one order and never deadlock.
+		n, budget := 0, uint64(size)
+		locks := map[int64]bool{}
+		for n < len(todo) {
+			c := todo[n]
+			locks[j.lockKey(lockTag, c.Stream.Partition, string(c.Stream.Tag))] = true
+			n++
+			need := c.Target - min(c.Cut, c.Target)
+			if need >= budget {
+				break
+			}
+			budget -= need
+		}
+		keys, modes := lockArgs(locks)
+		if _, err := tx.Exec(ctx, lockSQL, keys, modes); err != nil {
+			return err
+		}
+		var commits, seqs []int64
+		for done < n && retired < uint64(size) {
+			c := &todo[done]
+			var version, cut int64
+			var retiredFlag bool
+			var snap int64
+			err := tx.QueryRow(ctx, j.sql(`SELECT version, cut_version, retired,
+				coalesce((SELECT max(version) FROM __S__.snapshots sn WHERE sn.partition = s.partition AND sn.tag = s.tag), 0)
+				FROM __S__.streams s WHERE partition = $1 AND tag = $2`), c.Stream.Partition, string(c.Stream.Tag)).Scan(&version, &cut, &retiredFlag, &snap)
+			if err != nil {
+				return fmt.Errorf("read stream %s: %w", c.Stream, err)
+			}
+			target := min(c.Target, uint64(version))
+			if c.SnapshotRequired && !retiredFlag && target > uint64(snap) {
+				return &SnapshotRequiredError{Streams: []StreamCut{{Stream: c.Stream, Rule: c.Rule, Version: uint64(version), Cut: uint64(cut), Target: target, Snapshot: uint64(snap)}}}
+			}
+			next := min(target, uint64(cut)+uint64(size)-retired)
+			if next <= uint64(cut) {
+				done++
+				streams++
+				continue
+			}
+			rows, err := tx.Query(ctx, j.sql(moveTagsSQL), c.Stream.Partition, string(c.Stream.Tag), cut, i64(next))
+			if err != nil {
+				return fmt.Errorf("move the tag index of %s: %w", c.Stream, err)
+			}
+			var moved uint64
+			var at journal.Position
+			var top int64
+			for rows.Next() {
+				var v, cx, sq int64
+				if err := rows.Scan(&v, &cx, &sq); err != nil {
+					rows.Close()
+					return err
+				}
+				moved++
+				commits, seqs = append(commits, cx), append(seqs, sq)
+				if v > top {
+					top, at = v, journal.Position{Commit: uint64(cx), Seq: uint64(sq)}
+				}
+			}
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("move the tag index of %s: %w", c.Stream, err)
+			}
+			if moved != next-uint64(cut) || uint64(top) != next {
+				return fmt.Errorf("stream %s: versions %d to %d should be in the hot tag index, found %d of them (up to version %d); verify the stream (scribe verify -tag %s) before archiving it",
+					c.Stream, cut+1, next, moved, top, c.Stream.Tag)
+			}
+			var hash []byte
+			if err := tx.QueryRow(ctx, j.sql(cutHashSQL), i64(at.Commit), i64(at.Seq), string(c.Stream.Tag)).Scan(&hash); err != nil {
+				return fmt.Errorf("read the chain hash of %s at version %d: %w", c.Stream, next, err)
+			}
+			ct, err := tx.Exec(ctx, j.sql(moveCutSQL), c.Stream.Partition, string(c.Stream.Tag), i64(next), hash, i64(at.Commit), i64(at.Seq), cut)
+			if err != nil {
+				return fmt.Errorf("move the cut of %s: %w", c.Stream, err)
+			}
+			if ct.RowsAffected() != 1 {
+				return fmt.Errorf("the cut of stream %s moved while it was archived; run the archive again", c.Stream)
+			}
+			retired += moved
+			c.Cut = next
+			if next == target {
+				done++
+				streams++
+			}
+		}
+		if len(commits) > 0 {
+			floor, err := j.feedFloor(ctx, tx)
+			if err != nil {
+				return err
+			}
+			ct, err := tx.Exec(ctx, j.sql(moveEventsSQL), commits, seqs, floor[0], floor[1])
+			if err != nil {
+				return fmt.Errorf("move events: %w", err)
+			}
+			events = uint64(ct.RowsAffected())
+		}
+		return nil
+	})
+	if err != nil {
+		var sr *SnapshotRequiredError
+		if errors.As(err, &sr) {
+			return 0, 0, err
+		}
+		return 0, 0, j.translate("archive batch (rolled back, nothing of it was retired)", err)
+	}
+	prog.Batches++
+	prog.Versions += retired
+	prog.Events += events
+	prog.Streams += streams
+	return retired, done, nil
+}
+
+// StorageSizes are the on-disk sizes (pg_total_relation_size: heap, TOAST
+// and indexes) of the event tables, in bytes.
+type StorageSizes struct {
+	Events, EventTags               int64
+	EventsArchive, EventTagsArchive int64
+}
+
+// Hot is the size of the hot tables (events and event_tags).
+func (s StorageSizes) Hot() int64 { return s.Events + s.EventTags }
+
+// Archive is the size of the archive tables.
+func (s StorageSizes) Archive() int64 { return s.EventsArchive + s.EventTagsArchive }
+
+// StorageSizes reads the sizes of the event tables now. Deleting rows does
+// not shrink them: see Compact.
+func (j *Journal) StorageSizes(ctx context.Context) (StorageSizes, error) {
+	var s StorageSizes
+	err := j.pool.QueryRow(ctx, `SELECT pg_total_relation_size($1), pg_total_relation_size($2), pg_total_relation_size($3), pg_total_relation_size($4)`,
+		j.t("events"), j.t("event_tags"), j.t("events_archive"), j.t("event_tags_archive")).Scan(&s.Events, &s.EventTags, &s.EventsArchive, &s.EventTagsArchive)
+	if err != nil {
+		return StorageSizes{}, j.translate("storage sizes", err)
+	}
+	return s, nil
+}
+
+// Compact returns the space of archived rows. With full false it runs VACUUM
+// (ANALYZE) on the hot tables: no blocking lock, the space of deleted rows is
+// reused by later appends, but the files shrink only by empty pages at their
+// end, and indexes not at all. With full true it runs VACUUM FULL: the hot
+// tables and their indexes are rewritten to their live rows and shrink, but
+// it holds an ACCESS EXCLUSIVE lock on each table while it runs, so every
+// append and read of the journal waits: run it in a maintenance window.
+func (j *Journal) Compact(ctx context.Context, full bool) error {
+	if err := j.checkOpen(); err != nil {
+		return err
+	}
+	stmt := "VACUUM (ANALYZE) "
+	if full {
+		stmt = "VACUUM (FULL, ANALYZE) "
+	}
+	if _, err := j.pool.Exec(ctx, stmt+j.t("events")+", "+j.t("event_tags")); err != nil {
+		return j.translate("compact", err)
+	}
+	return nil
+}
