@@ -97,7 +97,7 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 		var encErr error
 		for j, ev := range evs {
 			var je journal.Event
-			if err := safe(a.stream, "encode", func() (err error) { je, err = a.model.EncodeEvent(ev); return err }); err != nil {
+			if err := safe(a.stream, "encode", func() (err error) { je, err = a.model.EncodeEvent(r.ctx, a.stream, ev); return err }); err != nil {
 				if errors.As(err, &pe) {
 					a.onPanic(r, pe, b, cmds[i+1:])
 					return false

@@ -85,6 +85,10 @@ type reserveReq struct {
 	reply    chan reserveReply // buffered, size 1
 }
 
+// discardMsg tells an actor that its in-memory state must never be
+// snapshotted (Host.Evict).
+type discardMsg struct{}
+
 // drainMsg is the last message a draining actor receives. err is nil for a
 // passivation or shutdown, the session error when the node session was lost.
 type drainMsg struct{ err error }

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -23,13 +25,16 @@ type Model interface {
 	Decide(state any, command any) ([]any, error)
 	// Evolve applies one event to state and returns the new state.
 	Evolve(state any, event any) any
-	// EncodeEvent turns a decided event into a journal event: Type,
-	// SchemaVersion, Data and any extra Tags. The actor sets ID, adds the
-	// stream's own tag and fills Metadata.
-	EncodeEvent(event any) (journal.Event, error)
+	// EncodeEvent turns an event decided on stream into a journal event:
+	// Type, SchemaVersion, Data and any extra Tags. The actor sets ID, adds
+	// the stream's own tag and fills Metadata. It may do I/O bounded by ctx
+	// (the command's context), for example fetch the data key that seals
+	// the event's personal fields (package erasure).
+	EncodeEvent(ctx context.Context, stream journal.StreamID, event any) (journal.Event, error)
 	// DecodeEvent turns a stored record back into the event value Evolve
-	// takes, upcasting older schema versions.
-	DecodeEvent(rec *journal.Record) (any, error)
+	// takes, upcasting older schema versions and opening sealed personal
+	// fields. It may do I/O bounded by ctx (a key store lookup).
+	DecodeEvent(ctx context.Context, rec *journal.Record) (any, error)
 	// StateSchemaVersion stamps snapshots; a snapshot with another schema
 	// version is ignored and the stream is replayed instead.
 	StateSchemaVersion() int

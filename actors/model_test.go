@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,7 +76,7 @@ func (counter) Evolve(state any, ev any) any {
 	return state.(int) + e.N
 }
 
-func (counter) EncodeEvent(ev any) (journal.Event, error) {
+func (counter) EncodeEvent(_ context.Context, _ journal.StreamID, ev any) (journal.Event, error) {
 	e, ok := ev.(added)
 	if !ok {
 		return journal.Event{}, fmt.Errorf("unknown event %T", ev)
@@ -83,7 +84,7 @@ func (counter) EncodeEvent(ev any) (journal.Event, error) {
 	return journal.Event{Type: "Added", SchemaVersion: 1, Data: json.RawMessage(`{"n":` + strconv.Itoa(e.N) + `}`)}, nil
 }
 
-func (counter) DecodeEvent(rec *journal.Record) (any, error) {
+func (counter) DecodeEvent(_ context.Context, rec *journal.Record) (any, error) {
 	if rec.Type != "Added" {
 		return nil, fmt.Errorf("unknown event type %q", rec.Type)
 	}

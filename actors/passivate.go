@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -30,6 +31,36 @@ func (h *Host) Passivate(stream journal.StreamID) bool {
 	return true
 }
 
+// Evict stops the active actor of stream, if there is one, without saving a
+// snapshot of its in-memory state, and waits until it has stopped (or ctx
+// ends). The actor serves the requests it has already queued first;
+// requests that arrive later start a fresh actor, which recovers from the
+// snapshot store and the journal. Package runtime calls it when a data
+// subject is erased, so that no actor keeps, or snapshots, personal data
+// decoded before the erasure. Safe for concurrent use.
+func (h *Host) Evict(ctx context.Context, stream journal.StreamID) error {
+	stream = stream.Normalize()
+	s := h.shardOf(stream)
+	s.mu.Lock()
+	e := s.entries[stream]
+	if e == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	h.system.Root.Send(e.pid, &discardMsg{})
+	if !e.draining {
+		e.draining = true
+		h.system.Root.Send(e.pid, &drainMsg{})
+	}
+	s.mu.Unlock()
+	select {
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("actors: evicting the actor of stream %s: %w", stream, ctx.Err())
+	}
+}
+
 // Streams returns the streams whose actors are active and not passivating,
 // in no particular order. Safe for concurrent use.
 func (h *Host) Streams() []journal.StreamID {
@@ -51,7 +82,7 @@ func (h *Host) Streams() []journal.StreamID {
 
 func (a *streamActor) maybeSnapshot() {
 	h := a.host
-	if a.model == nil || h.cfg.Snapshots == nil || a.snapInFlight || a.stale || a.rebuild || !h.cfg.SnapshotPolicy.Due(a.snapVersion, a.version) {
+	if a.model == nil || h.cfg.Snapshots == nil || a.discard || a.snapInFlight || a.stale || a.rebuild || !h.cfg.SnapshotPolicy.Due(a.snapVersion, a.version) {
 		return
 	}
 	snap, ok := a.encodeSnapshot()
@@ -135,7 +166,7 @@ func (a *streamActor) finish(c actor.Context) {
 	h := a.host
 	var snap snapshots.Snapshot
 	doSnap := false
-	if a.failErr == nil && a.ready && !a.ghost && !a.stale && !a.rebuild && a.model != nil && h.cfg.Snapshots != nil && h.cfg.SnapshotPolicy.DueOnPassivation(a.snapVersion, a.version) {
+	if a.failErr == nil && a.ready && !a.ghost && !a.discard && !a.stale && !a.rebuild && a.model != nil && h.cfg.Snapshots != nil && h.cfg.SnapshotPolicy.DueOnPassivation(a.snapVersion, a.version) {
 		snap, doSnap = a.encodeSnapshot()
 	}
 	doRelease := a.leased && !a.sessionFailed

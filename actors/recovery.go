@@ -156,8 +156,18 @@ func (h *Host) doRecover(ctx context.Context, stream journal.StreamID, model Mod
 	}
 	col := keyCollector{h: h, stream: stream, k: rec.keys}
 	start := time.Now()
-	for r, err := range h.cfg.Journal.ReadStream(ctx, stream, rec.version+1, 0) {
+	read, viaArchive := h.cfg.Journal.ReadStream, false
+replay:
+	for r, err := range read(ctx, stream, rec.version+1, 0) {
 		if err != nil {
+			// No usable snapshot reaches the stream's cut (the one that did
+			// was sealed for a data subject erased since: package erasure):
+			// replay through the archive, where the journal has one.
+			if ar, ok := h.cfg.Journal.(journal.ArchiveReader); ok && !viaArchive && errors.Is(err, journal.ErrArchived) && !errors.Is(err, journal.ErrStreamRetired) {
+				h.cfg.Logger.Info("replaying a stream through the archive: no usable snapshot at or after its cut", "stream", stream.String(), "from_version", rec.version+1)
+				read, viaArchive = ar.ReadStreamWithArchive, true
+				goto replay
+			}
 			h.tel.recordRead(ctx, time.Since(start), err)
 			return rec, fmt.Errorf("actors: replaying stream %s after version %d: %w", stream, rec.version, err)
 		}
@@ -166,7 +176,7 @@ func (h *Host) doRecover(ctx context.Context, stream journal.StreamID, model Mod
 			return rec, fmt.Errorf("actors: replaying stream %s: the journal returned version %d after %d", stream, v, rec.version)
 		}
 		var ev any
-		if err := safe(stream, "decode", func() (err error) { ev, err = model.DecodeEvent(&r); return err }); err != nil {
+		if err := safe(stream, "decode", func() (err error) { ev, err = model.DecodeEvent(ctx, &r); return err }); err != nil {
 			return rec, fmt.Errorf("actors: replaying stream %s: decoding event %s (version %d): %w", stream, r.Type, v, err)
 		}
 		st := rec.state

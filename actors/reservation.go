@@ -185,7 +185,12 @@ func (a *streamActor) onConfirm(m *confirmMsg) {
 		}
 		if a.model != nil {
 			var ev any
-			err := safe(a.stream, "decode", func() (err error) { ev, err = a.model.DecodeEvent(rec); return err })
+			err := safe(a.stream, "decode", func() (err error) {
+				ctx, cancel := a.host.ioContext()
+				defer cancel()
+				ev, err = a.model.DecodeEvent(ctx, rec)
+				return err
+			})
 			st := a.state
 			if err == nil {
 				err = safe(a.stream, "evolve", func() error { st = a.model.Evolve(st, ev); return nil })

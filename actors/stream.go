@@ -79,6 +79,9 @@ type streamActor struct {
 	split  splitState  // narrowed batches after a failure one command can cause
 	linger lingerState // after a batch: wait for its callers' next commands (linger.go)
 
+	// discard: the state may hold erased personal data; never snapshot it
+	// (Host.Evict).
+	discard       bool
 	drainSeen     bool
 	failErr       error
 	sessionFailed bool
@@ -140,6 +143,8 @@ func (a *streamActor) Receive(c actor.Context) {
 		a.onCancel(m)
 	case *reservationExpiredMsg:
 		a.onReservationExpired(m)
+	case *discardMsg:
+		a.discard = true
 	case *drainMsg:
 		a.drainSeen = true
 		if m.err != nil && a.failErr == nil {

@@ -198,6 +198,8 @@ func newMode(ctx context.Context, c cell, o options, b *backend) (mode, error) {
 		return newRawMode(ctx, c, o, b)
 	case modeActor:
 		return newActorMode(ctx, c, b)
+	case modeActorPersonal:
+		return newActorPersonalMode(ctx, c, b)
 	case modeClusterLocal, modeClusterRemote:
 		return newClusterMode(ctx, c, b)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 )
@@ -61,6 +62,7 @@ type actorMode struct {
 	rt        *runtime.Runtime
 	scenario  string
 	transfers *runtime.DCBCommand[transfer, transferState]
+	personal  bool // actor-personal: deposited.note is sealed personal data
 }
 
 func newActorMode(ctx context.Context, c cell, b *backend) (mode, error) {
@@ -75,11 +77,33 @@ func newActorMode(ctx context.Context, c cell, b *backend) (mode, error) {
 	return m, nil
 }
 
+// newActorPersonalMode is newActorMode with erasure support: a key store
+// (in memory, so the measurement is the runtime's cost: sealing, the key
+// cache and the stream binding, not a key store's round trips after the
+// first use of each counter) and the deposited event's note declared as
+// personal data of its counter.
+func newActorPersonalMode(ctx context.Context, c cell, b *backend) (mode, error) {
+	rt, err := runtime.New(ctx, runtime.Config{Journal: b.Journal, Sessions: b.Sessions, NodeID: "benchmarks",
+		KeyStore: erasure.NewMemoryKeyStore(erasure.MemoryKeyStoreConfig{})})
+	if err != nil {
+		return nil, fmt.Errorf("actor-personal mode: %w", err)
+	}
+	m := &actorMode{rt: rt, scenario: c.Scenario, personal: true}
+	if err := m.register(); err != nil {
+		return nil, fmt.Errorf("actor-personal mode: %w", errors.Join(err, rt.Shutdown(ctx)))
+	}
+	return m, nil
+}
+
 // register registers the benchmark's events, the counter aggregate and the
 // transfer DCB command.
 func (m *actorMode) register() error {
+	var opts []runtime.EventOption
+	if m.personal {
+		opts = append(opts, runtime.WithPersonalData(runtime.PersonalData{Fields: []string{"note"}, SubjectTagGroup: counterGroup}))
+	}
 	if err := errors.Join(
-		runtime.RegisterEvent[deposited](m.rt, depositedType, eventSchema),
+		runtime.RegisterEvent[deposited](m.rt, depositedType, eventSchema, opts...),
 		runtime.RegisterEvent[transferred](m.rt, transferredType, eventSchema),
 		runtime.RegisterAggregate(m.rt, counterAggregate()),
 	); err != nil {

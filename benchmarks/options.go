@@ -25,6 +25,12 @@ const (
 
 	modeClusterLocal  = "cluster-local"
 	modeClusterRemote = "cluster-remote"
+
+	// modeActorPersonal is modeActor with erasure support: the deposited
+	// event's note is declared personal data of its counter (subject: the
+	// stream tag's value) and sealed with the counter's data key (an
+	// in-memory key store) on every append.
+	modeActorPersonal = "actor-personal"
 )
 
 var (
@@ -32,7 +38,9 @@ var (
 	allModes     = []string{modeActor, modeOCC, modeOCCFast, modeRaw}
 	// clusterModes are measured only when named in -mode or with -cluster.
 	clusterModes = []string{modeClusterLocal, modeClusterRemote}
-	knownModes   = slices.Concat(allModes, clusterModes)
+	// erasureModes are measured only when named in -mode.
+	erasureModes = []string{modeActorPersonal}
+	knownModes   = slices.Concat(allModes, clusterModes, erasureModes)
 )
 
 // Fixed sizes of the scenarios.

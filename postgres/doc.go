@@ -1,5 +1,11 @@
-// Package postgres implements journal.Journal, journal.Sessions and
-// snapshots.Store on PostgreSQL with pgx/v5 (pgxpool).
+// Package postgres implements journal.Journal, journal.Sessions,
+// snapshots.Store and erasure.KeyStore on PostgreSQL with pgx/v5 (pgxpool).
+//
+// The key store (NewKeyStore, MigrateKeyStore) lives in a schema of its own
+// (KeyStoreConfig.Schema, default "scribe_keys", embedded
+// keystore_migrations/NNNN_*.sql applied by the same engine as Migrate):
+// never in the journal's schema, so a dump or backup of the journal holds
+// ciphertext only. See KeyStore for what its own backups mean.
 //
 // # Use
 //

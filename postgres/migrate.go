@@ -18,6 +18,9 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+//go:embed keystore_migrations/*.sql
+var keyStoreMigrationFiles embed.FS
+
 // migration is one embedded, versioned SQL file.
 type migration struct {
 	version int
@@ -25,10 +28,14 @@ type migration struct {
 	sql     string
 }
 
-// migrations returns the embedded migrations in ascending version order. A
-// file is named NNNN_description.sql; NNNN is its version.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+// migrations returns the journal's embedded migrations in ascending version
+// order. A file is named NNNN_description.sql; NNNN is its version.
+func migrations() ([]migration, error) { return loadMigrations(migrationFiles, "migrations") }
+
+// loadMigrations returns the migrations in dir of fsys in ascending version
+// order.
+func loadMigrations(fsys embed.FS, dir string) ([]migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +46,7 @@ func migrations() ([]migration, error) {
 		if !ok || err != nil || v <= 0 {
 			return nil, fmt.Errorf("postgres: migration file %q is not named NNNN_description.sql", e.Name())
 		}
-		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		b, err := fsys.ReadFile(dir + "/" + e.Name())
 		if err != nil {
 			return nil, err
 		}
@@ -84,6 +91,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	return applyMigrations(ctx, pool, cfg.Schema, ms)
+}
+
+// applyMigrations brings schema to the newest of ms (see Migrate): one
+// transaction, serialized by an advisory lock keyed by the schema name,
+// versions recorded in the schema's schema_migrations.
+func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, ms []migration) error {
+	cfg := Config{Schema: schema}
 	s := cfg.quotedSchema()
 	h := fnv.New64a()
 	h.Write([]byte("scribe-migrate\x00" + cfg.Schema))

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 
@@ -80,12 +81,14 @@ func (m *aggregateModel[S]) Evolve(state any, event any) any {
 	return m.def.Evolve(asState[S](state), event)
 }
 
-func (m *aggregateModel[S]) EncodeEvent(ev any) (journal.Event, error) {
-	return m.reg.encodeEvent(ev)
+func (m *aggregateModel[S]) EncodeEvent(ctx context.Context, stream journal.StreamID, ev any) (journal.Event, error) {
+	return m.reg.encodeEvent(ctx, stream.Partition, stream.Tag, ev)
 }
 
-func (m *aggregateModel[S]) DecodeEvent(rec *journal.Record) (any, error) {
-	return m.reg.decodeEvent(rec)
+// DecodeEvent decodes rec; erased personal fields fold as zero values.
+func (m *aggregateModel[S]) DecodeEvent(ctx context.Context, rec *journal.Record) (any, error) {
+	v, _, err := m.reg.decodeEvent(ctx, rec)
+	return v, err
 }
 
 func (m *aggregateModel[S]) EncodeState(state any) ([]byte, error) {

@@ -91,6 +91,9 @@ type DCBEvent struct {
 	// Record is the event as stored: tags, position, per-tag versions,
 	// metadata. Owned by the callee for the duration of the call.
 	Record *journal.Record
+	// Erased names the personal fields of Value that read as zero values
+	// because their subject was erased (nil when none).
+	Erased []string
 }
 
 // DCBCommand is a DCB definition registered with a Runtime. Its Execute is
@@ -175,11 +178,11 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 		Name:  def.Name,
 		Query: def.Query(command),
 		Evolve: func(s S, r journal.Record) S {
-			ev, err := reg.decodeEvent(&r)
+			ev, erased, err := reg.decodeEvent(ctx, &r)
 			if err != nil {
 				panic(decodeFailure{err})
 			}
-			return def.Evolve(command, s, DCBEvent{Value: ev, Record: &r})
+			return def.Evolve(command, s, DCBEvent{Value: ev, Record: &r, Erased: erased})
 		},
 		Decide: func(s S) ([]journal.Event, error) {
 			evs, err := def.Decide(command, s)
@@ -188,7 +191,7 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 			}
 			out := make([]journal.Event, len(evs))
 			for i, ev := range evs {
-				if out[i], encodeErr = reg.encodeEvent(ev); encodeErr != nil {
+				if out[i], encodeErr = reg.encodeEvent(ctx, md.Partition, "", ev); encodeErr != nil {
 					return nil, encodeErr
 				}
 			}

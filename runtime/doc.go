@@ -31,6 +31,17 @@
 // lease; State folds an aggregate's state (snapshot and journal) the same way,
 // on any node, without the stream's actor.
 //
+// # Personal data and erasure
+//
+// RegisterEvent with WithPersonalData declares an event type's personal
+// fields and their subject; with Config.KeyStore they are sealed (package
+// erasure) before they reach the journal, opened on every read, and read as
+// zero values once Runtime.Erase (or `scribe erase`) destroyed the subject's
+// key: DecodeRecord, DecodeAsRecord and DCBEvent.Erased name them. Snapshots
+// of streams holding personal data are sealed too. Every runtime follows the
+// journal's erasure records and drops what it holds of an erased subject
+// (cached key, actors of its streams).
+//
 // # Guarantees
 //
 //   - One writer per stream: a stream's commands are decided one at a time in

@@ -78,7 +78,7 @@ func (rt *Runtime) firstOutcome(ctx context.Context, stream journal.StreamID, md
 		if err != nil {
 			return actors.Result{}, fmt.Errorf("runtime: rebuilding the first outcome of idempotency key %q on stream %s: %w", md.IdempotencyKey, stream, err)
 		}
-		ev, err := model.DecodeEvent(&rec)
+		ev, err := model.DecodeEvent(ctx, &rec)
 		if err != nil {
 			return actors.Result{}, fmt.Errorf("runtime: rebuilding the first outcome of idempotency key %q on stream %s: %w", md.IdempotencyKey, stream, err)
 		}

@@ -1,13 +1,16 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -31,20 +34,23 @@ type eventType struct {
 	version   int
 	typ       reflect.Type
 	upcasters map[int]Upcaster // keyed by the version they upcast from
+	personal  *PersonalData    // nil: no personal data
 }
 
 // registry holds the event types and aggregates of a Runtime.
 type registry struct {
 	codec      Codec
+	keys       *keyring // nil without Config.KeyStore
 	mu         sync.RWMutex
 	byName     map[string]*eventType
 	byType     map[reflect.Type]*eventType
 	aggregates map[string]actors.Model
 }
 
-func newRegistry(c Codec) *registry {
+func newRegistry(c Codec, keys *keyring) *registry {
 	return &registry{
 		codec:      c,
+		keys:       keys,
 		byName:     map[string]*eventType{},
 		byType:     map[reflect.Type]*eventType{},
 		aggregates: map[string]actors.Model{},
@@ -59,7 +65,11 @@ func regErr(format string, args ...any) error {
 // version schemaVersion (≥ 1). Aggregates return T values from Decide and
 // receive T values in Evolve; T must encode to a JSON object (a struct or a
 // map with string keys). A name or type may be registered once.
-func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int) error {
+//
+// Options: WithPersonalData declares the event's personal fields and their
+// subject; they are sealed before the event reaches the journal and read as
+// zero values once the subject is erased (Runtime.Erase).
+func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...EventOption) error {
 	typ := reflect.TypeFor[T]()
 	switch {
 	case name == "":
@@ -71,6 +81,15 @@ func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int) error {
 	case typ.Kind() != reflect.Struct && !(typ.Kind() == reflect.Map && typ.Key().Kind() == reflect.String):
 		return regErr("event %q: Go type %s does not encode to a JSON object; use a struct (not a pointer) or a map with string keys", name, typ)
 	}
+	var o eventOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.personal != nil {
+		if err := validatePersonal(name, typ, o.personal, rt.cfg.KeyStore); err != nil {
+			return err
+		}
+	}
 	r := rt.reg
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -80,7 +99,7 @@ func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int) error {
 	if et, ok := r.byType[typ]; ok {
 		return regErr("Go type %s is already registered as event %q", typ, et.name)
 	}
-	et := &eventType{name: name, version: schemaVersion, typ: typ, upcasters: map[int]Upcaster{}}
+	et := &eventType{name: name, version: schemaVersion, typ: typ, upcasters: map[int]Upcaster{}, personal: o.personal}
 	r.byName[name] = et
 	r.byType[typ] = et
 	return nil
@@ -112,8 +131,11 @@ func RegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) er
 }
 
 // encodeEvent turns an event value into a journal event (without ID,
-// stream tag or metadata).
-func (r *registry) encodeEvent(ev any) (journal.Event, error) {
+// stream tag or metadata). partition and stream (the aggregate's stream
+// tag; empty for a DCB event) say where it will be appended: the streams of
+// an event with personal data are bound to its subject before it is sealed,
+// so an erasure finds every stream (and snapshot) that holds the data.
+func (r *registry) encodeEvent(ctx context.Context, partition string, stream journal.Tag, ev any) (journal.Event, error) {
 	if ev == nil {
 		return journal.Event{}, fmt.Errorf("%w: Decide returned a nil event", ErrUnknownEvent)
 	}
@@ -136,7 +158,42 @@ func (r *registry) encodeEvent(ev any) (journal.Event, error) {
 	if t, ok := ev.(Tagged); ok {
 		je.Tags = dedupTags(t.Tags())
 	}
+	if et.personal != nil {
+		if je.Data, err = r.seal(ctx, et, partition, stream, je); err != nil {
+			return journal.Event{}, err
+		}
+	}
 	return je, nil
+}
+
+// seal binds the event's streams to its subject and seals its personal
+// fields.
+func (r *registry) seal(ctx context.Context, et *eventType, partition string, stream journal.Tag, je journal.Event) ([]byte, error) {
+	if r.keys == nil {
+		return nil, fmt.Errorf("runtime: event %q has personal data but the runtime has no key store; set Config.KeyStore", et.name)
+	}
+	tags := je.Tags
+	if stream != "" && !slices.Contains(tags, stream) {
+		tags = append([]journal.Tag{stream}, tags...)
+	}
+	subject, err := subjectOf(et.name, et.personal, je.Data, tags)
+	if err != nil || subject == "" {
+		return je.Data, err
+	}
+	key, err := r.keys.dataKey(ctx, subject)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: sealing the personal data of event %q: %w", et.name, err)
+	}
+	for _, t := range tags {
+		if err := r.keys.bind(ctx, subject, journal.StreamID{Partition: partition, Tag: t}); err != nil {
+			return nil, err
+		}
+	}
+	data, err := erasure.Seal(je.Data, erasure.SealParams{EventType: et.name, Subject: subject, Fields: et.personal.Fields, Key: key})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: sealing the personal data of event %q: %w", et.name, err)
+	}
+	return data, nil
 }
 
 func dedupTags(tags []journal.Tag) []journal.Tag {
@@ -156,39 +213,52 @@ func dedupTags(tags []journal.Tag) []journal.Tag {
 	return out
 }
 
-// decodeEvent turns a stored record into its registered Go value,
-// upcasting older schema versions.
-func (r *registry) decodeEvent(rec *journal.Record) (any, error) {
+// decodeEvent turns a stored record into its registered Go value, opening
+// its sealed personal fields (those of erased subjects are left out, so
+// they decode to zero values, and named in erased) and upcasting older
+// schema versions.
+func (r *registry) decodeEvent(ctx context.Context, rec *journal.Record) (any, []string, error) {
 	r.mu.RLock()
 	et := r.byName[rec.Type]
 	r.mu.RUnlock()
 	if et == nil {
-		return nil, fmt.Errorf("%w: stored event type %q (id %s) is not registered; call runtime.RegisterEvent", ErrUnknownEvent, rec.Type, rec.ID)
+		return nil, nil, fmt.Errorf("%w: stored event type %q (id %s) is not registered; call runtime.RegisterEvent", ErrUnknownEvent, rec.Type, rec.ID)
 	}
 	data := json.RawMessage(rec.Data)
+	var erased []string
+	if erasure.HasSealed(data) {
+		if r.keys == nil {
+			return nil, nil, fmt.Errorf("runtime: stored event %q (id %s) holds sealed personal data but the runtime has no key store; set Config.KeyStore to the key store it was written with", rec.Type, rec.ID)
+		}
+		op, err := r.keys.open(ctx, rec)
+		if err != nil {
+			return nil, nil, err
+		}
+		data, erased = op.Data, op.Erased
+	}
 	v := rec.SchemaVersion
 	if v == 0 {
 		v = 1
 	}
 	if v > et.version {
-		return nil, fmt.Errorf("runtime: stored event %q (id %s) has schema version %d, newer than the registered %d; deploy the newer event definition", rec.Type, rec.ID, v, et.version)
+		return nil, nil, fmt.Errorf("runtime: stored event %q (id %s) has schema version %d, newer than the registered %d; deploy the newer event definition", rec.Type, rec.ID, v, et.version)
 	}
 	for ; v < et.version; v++ {
 		up := et.upcasters[v]
 		if up == nil {
-			return nil, fmt.Errorf("runtime: stored event %q (id %s) has schema version %d and no upcaster from version %d to %d is registered; call runtime.RegisterUpcaster", rec.Type, rec.ID, rec.SchemaVersion, v, v+1)
+			return nil, nil, fmt.Errorf("runtime: stored event %q (id %s) has schema version %d and no upcaster from version %d to %d is registered; call runtime.RegisterUpcaster", rec.Type, rec.ID, rec.SchemaVersion, v, v+1)
 		}
 		next, err := up(data)
 		if err != nil {
-			return nil, fmt.Errorf("runtime: upcasting event %q (id %s) from version %d: %w", rec.Type, rec.ID, v, err)
+			return nil, nil, fmt.Errorf("runtime: upcasting event %q (id %s) from version %d: %w", rec.Type, rec.ID, v, err)
 		}
 		data = next
 	}
 	ptr := reflect.New(et.typ)
 	if err := r.codec.Unmarshal(data, ptr.Interface()); err != nil {
-		return nil, fmt.Errorf("runtime: decoding event %q (id %s): %w", rec.Type, rec.ID, err)
+		return nil, nil, fmt.Errorf("runtime: decoding event %q (id %s): %w", rec.Type, rec.ID, err)
 	}
-	return ptr.Elem().Interface(), nil
+	return ptr.Elem().Interface(), erased, nil
 }
 
 func (r *registry) model(group string) actors.Model {

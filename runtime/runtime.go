@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/internal/membership"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/snapshots"
@@ -102,6 +103,24 @@ type Config struct {
 	// Codec encodes event payloads (to JSON objects) and snapshot states.
 	// Default JSONCodec.
 	Codec Codec
+	// KeyStore keeps the data keys that seal the personal fields of event
+	// types registered WithPersonalData, and destroys them on Erase. With a
+	// KeyStore, the snapshots of streams holding personal data are sealed as
+	// a whole under their subjects' keys (and unusable once one of them is
+	// erased: the stream is then replayed). Default nil: registering an
+	// event type with personal data fails.
+	KeyStore erasure.KeyStore
+	// ErasurePollInterval is how often the runtime reads the journal for
+	// erasure records made elsewhere (another runtime, `scribe erase`), to
+	// drop what it holds of the erased subjects; it bounds how long another
+	// runtime's erasure takes to reach this one. Only with a KeyStore.
+	// Default DefaultErasurePollInterval (1 s).
+	ErasurePollInterval time.Duration
+	// KeyCacheSize bounds the data keys, erasures and stream bindings this
+	// runtime caches (each). Cached keys are dropped when the subject's
+	// erasure record reaches the runtime through the journal. Default
+	// DefaultKeyCacheSize (10000).
+	KeyCacheSize int
 	// Cluster makes the runtime a member of a cluster: a *cluster.Config
 	// from package runtime/cluster. Default nil: a single node, no cluster
 	// code on any path.
@@ -117,6 +136,9 @@ type Runtime struct {
 	reg     *registry
 	host    *actors.Host
 	cluster membership.Member // nil in single-node mode
+	// erasures follows the journal's erasure records; nil without a
+	// KeyStore.
+	erasures *erasureWatcher
 }
 
 // New validates cfg, applies its defaults, opens the node session and
@@ -149,11 +171,29 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	rt := &Runtime{reg: newRegistry(cfg.Codec)}
+	if cfg.ErasurePollInterval < 0 {
+		return nil, fmt.Errorf("runtime: Config.ErasurePollInterval is %s; use 0 for the default (%s) or a positive interval", cfg.ErasurePollInterval, DefaultErasurePollInterval)
+	}
+	if cfg.ErasurePollInterval == 0 {
+		cfg.ErasurePollInterval = DefaultErasurePollInterval
+	}
+	if cfg.KeyCacheSize < 0 {
+		return nil, fmt.Errorf("runtime: Config.KeyCacheSize is %d; use 0 for the default (%d) or a positive size", cfg.KeyCacheSize, DefaultKeyCacheSize)
+	}
+	if cfg.KeyCacheSize == 0 {
+		cfg.KeyCacheSize = DefaultKeyCacheSize
+	}
+	keys := newKeyring(cfg.KeyStore, cfg.KeyCacheSize)
+	rt := &Runtime{reg: newRegistry(cfg.Codec, keys)}
+	snaps := cfg.Snapshots
+	if snaps != nil && keys != nil {
+		// Snapshots of streams holding personal data are sealed too.
+		snaps = sealedSnapshots{Store: snaps, keys: keys, journal: cfg.Journal}
+	}
 	hostCfg := actors.Config{
 		Journal:             cfg.Journal,
 		Sessions:            cfg.Sessions,
-		Snapshots:           cfg.Snapshots,
+		Snapshots:           snaps,
 		SnapshotPolicy:      *cfg.SnapshotPolicy,
 		Resolve:             rt.reg.model,
 		NodeID:              cfg.NodeID,
@@ -181,7 +221,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	cfg.ReservationTimeout, cfg.ReservationHold, cfg.RecoveryConcurrency, cfg.MaxBatch = hc.ReservationTimeout, hc.ReservationHold, hc.RecoveryConcurrency, hc.MaxBatch
 	cfg.MaxQueue, cfg.MaxPending = hc.MaxQueue, hc.MaxPending
 	rt.cfg = cfg
+	if err := rt.watchErasures(ctx); err != nil {
+		return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))
+	}
 	if err := rt.joinCluster(ctx); err != nil {
+		rt.erasures.stop()
 		return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))
 	}
 	return rt, nil
@@ -221,6 +265,7 @@ func (rt *Runtime) Pending(target Target) int { return rt.host.Pending(target.St
 // executed afterwards fail with ErrShutdown. If ctx ends first, remaining
 // journal calls are cancelled and Shutdown returns an error wrapping ctx's.
 func (rt *Runtime) Shutdown(ctx context.Context) error {
+	rt.erasures.stop()
 	if rt.cluster != nil {
 		rt.cluster.Shutdown()
 	}

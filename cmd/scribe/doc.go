@@ -2,8 +2,11 @@
 // Postgres: it migrates a schema, lists streams, tags, leases and snapshots,
 // shows a stream's events, follows the global feed, reads events by type
 // and time, prunes snapshots, reports and rebuilds projections, verifies
-// every hash chain, and retires old events into the archive by retention
-// policy (or a closed stream whole, behind a tombstone).
+// every hash chain, retires old events into the archive by retention
+// policy (or a closed stream whole, behind a tombstone), and erases data
+// subjects (crypto-shredding: it destroys the subject's key in the erasure
+// key store and records the erasure in the journal, where running services
+// pick it up). It never prints key material.
 //
 // Install it with
 //
@@ -29,6 +32,13 @@
 //	scribe tags account
 //	scribe projections status
 //	scribe projections rebuild -version 2 -confirm accounts
+//	scribe migrate keys -keys scribe_keys
+//	scribe subjects -keys scribe_keys
+//	scribe erase c-42 -confirm -by dpo-ticket-17
+//
+// The erasure key store's schema comes from -keys or SCRIBE_KEY_SCHEMA
+// (default "scribe_keys"). Without -confirm, erase changes nothing and says
+// what it would do.
 //
 // Output is an aligned table by default and one JSON object per line with
 // -json. Exit status: 0 on success, 1 when a command fails (including a

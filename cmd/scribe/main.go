@@ -90,6 +90,7 @@ func commands() []*command {
 	return []*command{
 		migrateUpCommand(),
 		migrateStatusCommand(),
+		migrateKeysCommand(),
 		streamsListCommand(),
 		streamShowCommand(),
 		tailCommand(),
@@ -103,6 +104,8 @@ func commands() []*command {
 		tagsCommand(),
 		projectionsStatusCommand(),
 		projectionsRebuildCommand(),
+		eraseCommand(),
+		subjectsCommand(),
 	}
 }
 

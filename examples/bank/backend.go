@@ -9,16 +9,24 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/snapshots"
 )
+
+// keySchema is the key store's schema for the journal schema schema.
+func keySchema(schema string) string { return schema + "_keys" }
 
 // backend is the storage the runtime runs on.
 type backend struct {
 	Journal   journal.Journal
 	Sessions  journal.Sessions
 	Snapshots snapshots.Store
+	// KeyStore keeps the customers' data keys (erasure): in memory with the
+	// memory journal; on Postgres in the schema "<schema>_keys", beside the
+	// journal's schema and never in it.
+	KeyStore erasure.KeyStore
 	// Description says what it is, for the start log line (no secrets).
 	Description string
 	// pool and pgCfg are set on Postgres (the read model's tables live there).
@@ -46,6 +54,7 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 			Journal:     mem,
 			Sessions:    mem,
 			Snapshots:   snapshots.NewMemory(),
+			KeyStore:    erasure.NewMemoryKeyStore(erasure.MemoryKeyStoreConfig{}),
 			Description: "memory",
 			close:       func() { _ = mem.Close() },
 		}, nil
@@ -88,10 +97,23 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 		pool.Close()
 		return nil, err
 	}
+	keyCfg := postgres.KeyStoreConfig{Schema: keySchema(schema)}
+	if err := postgres.MigrateKeyStore(cctx, pool, keyCfg); err != nil {
+		_ = j.Close()
+		pool.Close()
+		return nil, fmt.Errorf("migrate the key store schema %q at %s: %w", keyCfg.Schema, where, err)
+	}
+	keys, err := postgres.NewKeyStore(pool, keyCfg)
+	if err != nil {
+		_ = j.Close()
+		pool.Close()
+		return nil, err
+	}
 	return &backend{
 		Journal:     j,
 		Sessions:    j,
 		Snapshots:   snaps,
+		KeyStore:    keys,
 		Description: "postgres " + where + " schema " + schema,
 		pool:        pool,
 		pgCfg:       pgCfg,

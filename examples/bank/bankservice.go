@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
@@ -34,6 +36,7 @@ type bankService struct {
 	rt       *runtime.Runtime
 	transfer *runtime.DCBCommand[transferRequest, bank.TransferState]
 	journal  journal.Journal
+	keys     erasure.KeyStore
 	log      *slog.Logger
 	db       *dbProbe
 }
@@ -58,6 +61,7 @@ func newBankService(ctx context.Context, cfg bankServiceConfig) (*bankService, e
 		MeterProvider:  cfg.MeterProvider,
 		Cluster:        cfg.Cluster,
 		SessionTimeout: cfg.SessionTimeout,
+		KeyStore:       cfg.Backend.KeyStore,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the Scribe runtime: %w", err)
@@ -71,7 +75,7 @@ func newBankService(ctx context.Context, cfg bankServiceConfig) (*bankService, e
 		_ = rt.Shutdown(ctx)
 		return nil, err
 	}
-	return &bankService{rt: rt, transfer: transfer, journal: cfg.Backend.Journal, log: cfg.Logger, db: &dbProbe{journal: cfg.Backend.Journal}}, nil
+	return &bankService{rt: rt, transfer: transfer, journal: cfg.Backend.Journal, keys: cfg.Backend.KeyStore, log: cfg.Logger, db: &dbProbe{journal: cfg.Backend.Journal}}, nil
 }
 
 // Ready reports why this node cannot serve now, nil when it can: the
@@ -116,7 +120,12 @@ func (p *dbProbe) check(ctx context.Context) error {
 
 func register(rt *runtime.Runtime) error {
 	return errors.Join(
-		runtime.RegisterEvent[bank.AccountOpened](rt, bank.TypeAccountOpened, 1),
+		// The customer's name and email are personal data of the customer
+		// (the subject customerId): sealed in the journal, erasable.
+		runtime.RegisterEvent[bank.AccountOpened](rt, bank.TypeAccountOpened, 1, runtime.WithPersonalData(runtime.PersonalData{
+			Fields:       []string{"customerName", "customerEmail"},
+			SubjectField: "customerId",
+		})),
 		runtime.RegisterEvent[bank.MoneyDeposited](rt, bank.TypeMoneyDeposited, 1),
 		runtime.RegisterEvent[bank.MoneyWithdrawn](rt, bank.TypeMoneyWithdrawn, 1),
 		runtime.RegisterEvent[bank.MoneyTransferred](rt, bank.TypeMoneyTransferred, 1),
@@ -204,8 +213,16 @@ func keyReused(key string) error {
 }
 
 // CreateAccount implements Service.
-func (s *bankService) CreateAccount(ctx context.Context, id string, opts CommandOptions) (AccountView, error) {
-	res, err := s.execute(ctx, id, bank.OpenAccount{AccountID: id}, opts)
+func (s *bankService) CreateAccount(ctx context.Context, id string, customer *bank.Customer, opts CommandOptions) (AccountView, error) {
+	cmd := bank.OpenAccount{AccountID: id}
+	if customer != nil {
+		cmd.CustomerID, cmd.CustomerName, cmd.CustomerEmail = customer.ID, customer.Name, customer.Email
+	}
+	res, err := s.execute(ctx, id, cmd, opts)
+	if errors.Is(err, erasure.ErrSubjectErased) {
+		return AccountView{}, &bank.Error{Code: bank.CodeCustomerErased, Message: fmt.Sprintf(
+			"customer %q was erased, so no personal data can be stored for it again; open the account for a new customer ID", customer.ID)}
+	}
 	if err != nil {
 		return AccountView{}, err
 	}
@@ -246,13 +263,13 @@ func (s *bankService) Withdraw(ctx context.Context, id string, amount int64, opt
 // stream, so the retry answers exactly like the first attempt did.
 func (s *bankService) accountResult(ctx context.Context, id string, res runtime.Result[bank.Account], opts CommandOptions, same func(bank.Event) bool) (AccountView, error) {
 	if !res.Duplicate {
-		return AccountView{ID: id, Balance: res.State.Balance, Version: res.Version}, nil
+		return s.view(ctx, res.State, res.Version)
 	}
 	if len(res.Records) != 1 {
 		return AccountView{}, keyReused(opts.IdempotencyKey)
 	}
 	rec := res.Records[0]
-	e, err := bank.DecodeEvent(rec.Type, rec.Data)
+	e, err := s.decode(ctx, rec)
 	if err != nil || !same(e) {
 		return AccountView{}, keyReused(opts.IdempotencyKey)
 	}
@@ -267,7 +284,7 @@ func (s *bankService) accountAt(ctx context.Context, id string, version uint64) 
 		if err != nil {
 			return AccountView{}, classify(err)
 		}
-		e, err := bank.DecodeEvent(rec.Type, rec.Data)
+		e, err := s.decode(ctx, rec)
 		if err != nil {
 			return AccountView{}, err
 		}
@@ -277,7 +294,7 @@ func (s *bankService) accountAt(ctx context.Context, id string, version uint64) 
 	if n != version {
 		return AccountView{}, fmt.Errorf("bank: account %s: read up to version %d, expected %d", id, n, version)
 	}
-	return AccountView{ID: id, Balance: a.Balance, Version: version}, nil
+	return s.view(ctx, a, version)
 }
 
 // Account implements Service. An account whose stream is empty is reported
@@ -297,7 +314,62 @@ func (s *bankService) Account(ctx context.Context, id string) (AccountView, erro
 	if !res.State.Open {
 		return AccountView{}, bank.NotFound(id)
 	}
-	return AccountView{ID: id, Balance: res.State.Balance, Version: res.Version}, nil
+	return s.view(ctx, res.State, res.Version)
+}
+
+// decode returns the bank event of a stored record, its sealed customer
+// fields opened (empty once the customer is erased).
+func (s *bankService) decode(ctx context.Context, rec journal.Record) (bank.Event, error) {
+	d, err := s.rt.DecodeRecord(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	e, ok := d.Value.(bank.Event)
+	if !ok {
+		return nil, fmt.Errorf("bank: stored event %s of type %q is not a bank event", rec.ID, rec.Type)
+	}
+	return e, nil
+}
+
+// view renders an account state. A customer whose name and email are both
+// empty may have been erased: the key store says.
+func (s *bankService) view(ctx context.Context, a bank.Account, version uint64) (AccountView, error) {
+	v := AccountView{ID: a.ID, Balance: a.Balance, Version: version}
+	if a.Customer == nil {
+		return v, nil
+	}
+	v.Customer = &CustomerView{ID: a.Customer.ID, Name: a.Customer.Name, Email: a.Customer.Email}
+	if a.Customer.Name == "" && a.Customer.Email == "" {
+		look, err := s.keys.Lookup(ctx, []string{a.Customer.ID})
+		if err != nil {
+			return AccountView{}, classify(err)
+		}
+		_, v.Customer.Erased = look.Erased[a.Customer.ID]
+	}
+	return v, nil
+}
+
+// EraseCustomer implements Service: the runtime destroys the customer's
+// key, records the erasure in the journal (the read model drops the
+// customer's data when it reaches it), deletes the snapshots of the
+// customer's accounts and reloads their actors without the data.
+func (s *bankService) EraseCustomer(ctx context.Context, id string) error {
+	if err := bank.ValidateCustomer(bank.Customer{ID: id}); err != nil {
+		return err
+	}
+	look, err := s.keys.Lookup(ctx, []string{id})
+	if err != nil {
+		return classify(err)
+	}
+	_, known := look.Keys[id]
+	_, erased := look.Erased[id]
+	if !known && !erased {
+		return &bank.Error{Code: bank.CodeCustomerNotFound, Message: fmt.Sprintf("no account was ever opened for customer %q; check the customer ID", id)}
+	}
+	if _, err := s.rt.Erase(ctx, id, "bank-api"); err != nil {
+		return classify(err)
+	}
+	return nil
 }
 
 // Events implements Service. It reads limit+1 records in one query: the
@@ -313,7 +385,11 @@ func (s *bankService) Events(ctx context.Context, id string, from uint64, limit 
 		if err != nil {
 			return nil, false, classify(err)
 		}
-		page = append(page, eventView(rec, id))
+		ev, err := s.eventView(ctx, rec, id)
+		if err != nil {
+			return nil, false, err
+		}
+		page = append(page, ev)
 	}
 	if len(page) > limit {
 		return page[:limit:limit], true, nil
@@ -341,6 +417,24 @@ func (s *bankService) Events(ctx context.Context, id string, from uint64, limit 
 		return nil, false, bank.NotFound(id)
 	}
 	return []EventView{}, false, nil
+}
+
+// eventView renders a stored event with its sealed customer fields opened:
+// the history shows the customer's name and email until the customer is
+// erased, and then leaves them out.
+func (s *bankService) eventView(ctx context.Context, rec journal.Record, id string) (EventView, error) {
+	ev := eventView(rec, id)
+	if !erasure.HasSealed(rec.Data) {
+		return ev, nil
+	}
+	e, err := s.decode(ctx, rec)
+	if err != nil {
+		return EventView{}, err
+	}
+	if ev.Data, err = json.Marshal(e); err != nil {
+		return EventView{}, err
+	}
+	return ev, nil
 }
 
 // streamOf returns the stream of account id.

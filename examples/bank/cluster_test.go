@@ -258,7 +258,7 @@ func runBankCluster(t *testing.T, kill bool) {
 // schema (session timeout 3 s), the first one alone so it migrates.
 func startBankCluster(t *testing.T, n int) []*process {
 	t.Helper()
-	_, schema := pgtest.Pool(t)
+	_, schema := pgSchema(t)
 	dbURL := pgtest.URL(t)
 	bin := buildBinary(t)
 	ports := clusterPorts(t, 2*n)

@@ -105,7 +105,7 @@ func startProcess(t *testing.T, bin string, args ...string) *process {
 // a SIGTERM: a graceful shutdown exits 0.
 func TestPostgresCrashRestart(t *testing.T) {
 	t.Parallel()
-	_, schema := pgtest.Pool(t)
+	_, schema := pgSchema(t)
 	dbURL := pgtest.URL(t)
 	bin := buildBinary(t)
 	args := []string{"-addr", "127.0.0.1:0", "-db", dbURL, "-schema", schema, "-node", "crash-node"}

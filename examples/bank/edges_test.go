@@ -218,7 +218,7 @@ func TestTransientFailuresAreSummarised(t *testing.T) {
 // is in the balance.
 func TestTwinNodeIDOneServes(t *testing.T) {
 	t.Parallel()
-	_, schema := pgtest.Pool(t)
+	_, schema := pgSchema(t)
 	cfg := serverConfig{Addr: "127.0.0.1:0", NodeID: "twin", Logger: testLogger(t), DatabaseURL: pgtest.URL(t), Schema: schema, SessionTimeout: 2 * time.Second}
 	older := startTestServerWith(t, cfg)
 	requireAccount(t, older.request("POST", "/accounts", `{"id":"frank"}`), 201, "frank", 0, 1)

@@ -75,9 +75,9 @@ func statusOf(code bank.Code) int {
 	switch code {
 	case bank.CodeInvalidRequest, bank.CodeInvalidAmount, bank.CodeSameAccount:
 		return http.StatusBadRequest
-	case bank.CodeAccountNotFound, codeNotFound:
+	case bank.CodeAccountNotFound, bank.CodeCustomerNotFound, codeNotFound:
 		return http.StatusNotFound
-	case bank.CodeAccountExists, bank.CodeInsufficientFunds, bank.CodeBalanceLimit:
+	case bank.CodeAccountExists, bank.CodeInsufficientFunds, bank.CodeBalanceLimit, bank.CodeCustomerErased:
 		return http.StatusConflict
 	case codeIdempotencyKeyReused:
 		return http.StatusUnprocessableEntity
@@ -196,6 +196,7 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 	route("POST /transfers", "/transfers", "POST", a.transfer)
 	route("GET /accounts/{id}", "/accounts/{id}", "GET, HEAD", a.getAccount)
 	route("GET /accounts/{id}/events", "/accounts/{id}/events", "GET, HEAD", a.getEvents)
+	route("DELETE /customers/{id}", "/customers/{id}", "DELETE", a.eraseCustomer)
 	route("GET /healthz", "/healthz", "GET, HEAD", a.healthz)
 	route("GET /readyz", "/readyz", "GET, HEAD", a.readyz)
 	mux.Handle("/", a.instrument(func(w http.ResponseWriter, r *http.Request) response {
@@ -399,7 +400,11 @@ func (a *api) command(r *http.Request, op, scope, fingerprint string, run func(c
 		if op == "create" {
 			status = http.StatusCreated
 		}
-		return jsonResponse(status, v)
+		resp := jsonResponse(status, v)
+		if av, ok := v.(AccountView); ok && av.Customer != nil && (av.Customer.Name != "" || av.Customer.Email != "") {
+			resp.private = true
+		}
+		return resp
 	}
 	if key == "" {
 		return exec()
@@ -466,7 +471,7 @@ func (a *api) clientError(err error) response {
 }
 
 func (a *api) createAccount(w http.ResponseWriter, r *http.Request) response {
-	fields, err := readObject(w, r, "id")
+	fields, err := readObject(w, r, "id", "customer")
 	if err != nil {
 		return a.clientError(err)
 	}
@@ -474,9 +479,32 @@ func (a *api) createAccount(w http.ResponseWriter, r *http.Request) response {
 	if err != nil {
 		return a.clientError(err)
 	}
-	return a.command(r, "create", "account:"+id, "create\x00"+id, func(ctx context.Context, opts CommandOptions) (any, error) {
-		return a.svc.CreateAccount(ctx, id, opts)
+	customer, err := customerField(fields, "customer")
+	if err != nil {
+		return a.clientError(err)
+	}
+	fp := "create\x00" + id
+	if customer != nil {
+		// The fingerprint is hashed before it is kept: no personal data in
+		// the idempotency cache's keys.
+		fp += "\x00" + customer.ID + "\x00" + customer.Name + "\x00" + customer.Email
+	}
+	return a.command(r, "create", "account:"+id, fp, func(ctx context.Context, opts CommandOptions) (any, error) {
+		return a.svc.CreateAccount(ctx, id, customer, opts)
 	})
+}
+
+// eraseCustomer serves DELETE /customers/{id}: 204 when the customer is
+// erased (also again), 404 for a customer no account was opened for.
+func (a *api) eraseCustomer(w http.ResponseWriter, r *http.Request) response {
+	id := r.PathValue("id")
+	if err := bank.ValidateCustomer(bank.Customer{ID: id}); err != nil {
+		return a.clientError(err)
+	}
+	if err := a.svc.EraseCustomer(r.Context(), id); err != nil {
+		return a.failure(r.Context(), "erase customer", err)
+	}
+	return response{status: http.StatusNoContent}
 }
 
 func (a *api) deposit(w http.ResponseWriter, r *http.Request) response {

@@ -16,6 +16,12 @@ type response struct {
 	replayed bool
 	// retryAfter, when positive, is sent as the Retry-After header (seconds).
 	retryAfter int
+	// private marks a response holding personal data (a customer's name or
+	// email): the idempotency cache does not keep it, so that nothing
+	// replays it after the customer's erasure. A retry with the same key is
+	// answered by the runtime instead (its idempotency key), from the
+	// journal as it is then.
+	private bool
 }
 
 // idempotencyCache remembers the responses of requests that carried an
@@ -26,7 +32,8 @@ type response struct {
 // remembers the request's fingerprint (operation and parameters): a retry with
 // the same key but another fingerprint is refused. While the first request
 // with a key is still running, a retry waits for it. Responses with status
-// 5xx are not kept (the client may retry), every other response is, for ttl,
+// 5xx are not kept (the client may retry), nor private ones (personal data),
+// every other response is, for ttl,
 // and at most max completed entries are kept (the oldest are dropped first).
 //
 // The cache is the fast path only: the key also travels to the runtime as the
@@ -109,7 +116,7 @@ func (c *idempotencyCache) run(key string, e *idemEntry, exec func() response) (
 	defer func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if finished && resp.status < 500 {
+		if finished && resp.status < 500 && !resp.private {
 			e.completed = true
 			e.resp = resp
 			e.expires = c.now().Add(c.ttl)

@@ -107,6 +107,49 @@ func stringField(fields map[string]json.RawMessage, name string) (string, error)
 	return s, nil
 }
 
+// customerField reads the optional customer object of POST /accounts:
+// {"id": …, "name": …, "email": …}, id required, name and email optional
+// strings, nothing else. nil when the field is absent or null. Errors name
+// the field but never repeat its value (personal data).
+func customerField(fields map[string]json.RawMessage, name string) (*bank.Customer, error) {
+	raw, ok := fields[name]
+	if !ok || string(raw) == "null" {
+		return nil, nil
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, invalidRequest(fmt.Sprintf(`field %q must be a JSON object such as {"id":"c-42","name":"Alice Example","email":"alice@example.com"}`, name))
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, invalidRequest(fmt.Sprintf("field %q must be a JSON object", name))
+	}
+	for k := range obj {
+		if k != "id" && k != "name" && k != "email" {
+			return nil, invalidRequest(fmt.Sprintf("field %q has an unknown member %s; give only id, name and email", name, strconv.Quote(truncate(k, 32))))
+		}
+	}
+	var c bank.Customer
+	var err error
+	if c.ID, err = stringField(obj, "id"); err != nil {
+		return nil, invalidRequest(name + ": " + err.(*bank.Error).Message)
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"name", &c.Name}, {"email", &c.Email}} {
+		if _, ok := obj[f.key]; !ok {
+			continue
+		}
+		if *f.dst, err = stringField(obj, f.key); err != nil {
+			return nil, invalidRequest(name + ": " + err.(*bank.Error).Message)
+		}
+	}
+	if err := bank.ValidateCustomer(c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
 // accountIDField reads and validates an account ID field.
 func accountIDField(fields map[string]json.RawMessage, name string) (string, error) {
 	id, err := stringField(fields, name)
@@ -145,7 +188,7 @@ func listFields(fields []string) string {
 
 func exampleBody(fields []string) string {
 	switch {
-	case len(fields) == 1 && fields[0] == "id":
+	case len(fields) >= 1 && fields[0] == "id":
 		return `{"id":"alice"}`
 	case len(fields) == 1 && fields[0] == "amount":
 		return `{"amount":100}`

@@ -45,7 +45,7 @@ func httpDo(hc *http.Client, method, url, body string) (int, string) {
 // balance.
 func TestPostgresPausedProcessNeverAnswersStale(t *testing.T) {
 	t.Parallel()
-	_, schema := pgtest.Pool(t)
+	_, schema := pgSchema(t)
 	dbURL := pgtest.URL(t)
 	bin := buildBinary(t)
 	common := []string{"-addr", "127.0.0.1:0", "-db", dbURL, "-schema", schema, "-session-timeout", "1s"}
@@ -114,7 +114,7 @@ func TestPostgresPausedProcessNeverAnswersStale(t *testing.T) {
 // the acknowledged deposits.
 func TestPostgresTwinProcesses(t *testing.T) {
 	t.Parallel()
-	_, schema := pgtest.Pool(t)
+	_, schema := pgSchema(t)
 	dbURL := pgtest.URL(t)
 	bin := buildBinary(t)
 	args := []string{"-addr", "127.0.0.1:0", "-db", dbURL, "-schema", schema, "-session-timeout", "1s", "-node", "same-host"}

@@ -35,7 +35,7 @@ func TestScribeCLIOnARunningBank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/scribe")
 	}
-	pool, schema := pgtest.Pool(t)
+	pool, schema := pgSchema(t)
 	url := pgtest.URL(t)
 	ts := startTestServerWith(t, serverConfig{Addr: "127.0.0.1:0", NodeID: "cli-node", Logger: testLogger(t), DatabaseURL: url, Schema: schema})
 	require.Equal(t, http.StatusCreated, ts.request("POST", "/accounts", `{"id":"cli-a"}`).Status)

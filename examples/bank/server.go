@@ -98,7 +98,7 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if s.read, err = startReadModel(ctx, s.backend, cfg.NodeID, log); err != nil {
+	if s.read, err = startReadModel(ctx, s.backend, s.svc, cfg.NodeID, log); err != nil {
 		return nil, fmt.Errorf("start the accounts read model: %w", err)
 	}
 	handler, err := newAPI(apiConfig{

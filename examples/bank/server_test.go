@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
@@ -37,11 +39,22 @@ func startTestServer(t *testing.T, kind string) *testServer {
 	t.Helper()
 	cfg := serverConfig{Addr: "127.0.0.1:0", NodeID: "test-node", Logger: testLogger(t)}
 	if kind == "postgres" {
-		_, schema := pgtest.Pool(t)
+		_, schema := pgSchema(t)
 		cfg.DatabaseURL = pgtest.URL(t)
 		cfg.Schema = schema
 	}
 	return startTestServerWith(t, cfg)
+}
+
+// pgSchema is pgtest.Pool that also drops, when the test ends, the key
+// store schema a bank server creates beside the schema (keySchema).
+func pgSchema(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	pool, schema := pgtest.Pool(t)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{keySchema(schema)}.Sanitize()+" CASCADE")
+	})
+	return pool, schema
 }
 
 func startTestServerWith(t *testing.T, cfg serverConfig) *testServer {
@@ -448,12 +461,12 @@ func TestIdempotencyIsDurable(t *testing.T) {
 			svc := ts.srv.svc
 			opts := func(key string) CommandOptions { return CommandOptions{IdempotencyKey: key} }
 
-			a1, err := svc.CreateAccount(ctx, "alice", opts("c1"))
+			a1, err := svc.CreateAccount(ctx, "alice", nil, opts("c1"))
 			require.NoError(t, err)
-			a2, err := svc.CreateAccount(ctx, "alice", opts("c1"))
+			a2, err := svc.CreateAccount(ctx, "alice", nil, opts("c1"))
 			require.NoError(t, err)
 			require.Equal(t, a1, a2)
-			_, err = svc.CreateAccount(ctx, "bob", opts(""))
+			_, err = svc.CreateAccount(ctx, "bob", nil, opts(""))
 			require.NoError(t, err)
 
 			d1, err := svc.Deposit(ctx, "alice", 100, opts("d1"))
@@ -532,7 +545,7 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 // the retries get the first responses and change nothing.
 func TestIdempotencyAcrossRestart(t *testing.T) {
 	t.Parallel()
-	_, schema := pgtest.Pool(t)
+	_, schema := pgSchema(t)
 	cfg := serverConfig{Addr: "127.0.0.1:0", NodeID: "restart-node", Logger: testLogger(t), DatabaseURL: pgtest.URL(t), Schema: schema}
 	ts := startTestServerWith(t, cfg)
 	create := ts.request("POST", "/accounts", `{"id":"alice"}`, "Idempotency-Key", "k-create")

@@ -4,14 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/scribe-es/scribe/examples/bank/bank"
 )
 
 // AccountView is an account as the API returns it: its ID, its balance in
-// minor units and its version (the number of events in its stream).
+// minor units, its version (the number of events in its stream) and its
+// customer, if it was opened for one.
 type AccountView struct {
-	ID      string `json:"id"`
-	Balance int64  `json:"balance"`
-	Version uint64 `json:"version"`
+	ID       string        `json:"id"`
+	Balance  int64         `json:"balance"`
+	Version  uint64        `json:"version"`
+	Customer *CustomerView `json:"customer,omitempty"`
+}
+
+// CustomerView is an account's customer as the API returns it. Once the
+// customer is erased, Name and Email are gone and Erased is true.
+type CustomerView struct {
+	ID     string `json:"id"`
+	Name   string `json:"name,omitempty"`
+	Email  string `json:"email,omitempty"`
+	Erased bool   `json:"erased,omitempty"`
 }
 
 // TransferView is the result of a transfer: its ID and both accounts right
@@ -48,8 +61,13 @@ type CommandOptions struct {
 // Every method is safe for concurrent use. Errors a client caused are
 // *bank.Error values (with a code); any other error is a server fault.
 type Service interface {
-	// CreateAccount opens account id with a zero balance.
-	CreateAccount(ctx context.Context, id string, opts CommandOptions) (AccountView, error)
+	// CreateAccount opens account id with a zero balance, for customer when
+	// it is not nil.
+	CreateAccount(ctx context.Context, id string, customer *bank.Customer, opts CommandOptions) (AccountView, error)
+	// EraseCustomer erases customer id's personal data (its name and email
+	// on every account): idempotent; a customer never seen is a
+	// customer_not_found error.
+	EraseCustomer(ctx context.Context, id string) error
 	// Deposit credits amount to account id.
 	Deposit(ctx context.Context, id string, amount int64, opts CommandOptions) (AccountView, error)
 	// Withdraw debits amount from account id.

@@ -83,7 +83,7 @@ func TestTransferSpanTree(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	_, schema := pgtest.Pool(t)
+	_, schema := pgSchema(t)
 	be, err := openBackend(ctx, pgtest.URL(t), schema, testLogger(t), tp)
 	require.NoError(t, err)
 	t.Cleanup(be.Close)

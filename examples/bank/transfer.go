@@ -89,7 +89,7 @@ func (s *bankService) Transfer(ctx context.Context, from, to string, amount int6
 		return TransferView{}, fmt.Errorf("bank: transfer %s stored %d events, want 1", t.TransferID, len(res.Records))
 	}
 	rec := res.Records[0]
-	e, err := bank.DecodeEvent(rec.Type, rec.Data)
+	e, err := s.decode(ctx, rec)
 	if err != nil {
 		return TransferView{}, err
 	}
@@ -114,5 +114,7 @@ func (s *bankService) Transfer(ctx context.Context, from, to string, amount int6
 	if err != nil {
 		return TransferView{}, err
 	}
+	// A transfer's answer carries no customer, the retry's neither.
+	fv.Customer, tv.Customer = nil, nil
 	return TransferView{ID: stored.TransferID, From: fv, To: tv}, nil
 }

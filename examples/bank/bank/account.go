@@ -8,6 +8,17 @@ type Account struct {
 	ID      string `json:"id"`
 	Open    bool   `json:"open"`
 	Balance int64  `json:"balance"`
+	// Customer is the account's customer, nil when it was opened without
+	// one. After the customer's erasure its Name and Email are empty.
+	Customer *Customer `json:"customer,omitempty"`
+}
+
+// Customer is the holder of an account. ID identifies the customer (and is
+// the data subject of erasure); Name and Email are personal data.
+type Customer struct {
+	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"`
+	Email string `json:"email,omitempty"`
 }
 
 // Command is a command to the account aggregate: OpenAccount, DepositMoney or
@@ -17,9 +28,14 @@ type Command interface {
 	Account() string
 }
 
-// OpenAccount opens account AccountID with a zero balance.
+// OpenAccount opens account AccountID with a zero balance, for the customer
+// CustomerID (optional; validated by ValidateCustomer) with its name and
+// email.
 type OpenAccount struct {
-	AccountID string
+	AccountID     string
+	CustomerID    string
+	CustomerName  string
+	CustomerEmail string
 }
 
 // DepositMoney credits Amount to account AccountID.
@@ -59,6 +75,11 @@ func Decide(a Account, cmd Command) ([]Event, error) {
 		if a.Open {
 			return nil, errorf(CodeAccountExists, "account %q already exists; choose another ID", c.AccountID)
 		}
+		if c.CustomerID != "" || c.CustomerName != "" || c.CustomerEmail != "" {
+			if err := ValidateCustomer(Customer{ID: c.CustomerID, Name: c.CustomerName, Email: c.CustomerEmail}); err != nil {
+				return nil, err
+			}
+		}
 		return []Event{AccountOpened(c)}, nil
 	case DepositMoney:
 		if err := ValidateAmount(c.Amount); err != nil {
@@ -96,6 +117,9 @@ func Evolve(a Account, e Event) Account {
 		if a.ID == "" || a.ID == e.AccountID {
 			a.ID = e.AccountID
 			a.Open = true
+			if e.CustomerID != "" {
+				a.Customer = &Customer{ID: e.CustomerID, Name: e.CustomerName, Email: e.CustomerEmail}
+			}
 		}
 	case MoneyDeposited:
 		if e.AccountID == a.ID {

@@ -30,6 +30,12 @@ const (
 	// CodeBalanceLimit: the credit would raise a balance above MaxBalance.
 	// HTTP 409.
 	CodeBalanceLimit Code = "balance_limit"
+	// CodeCustomerNotFound: no account was ever opened for that customer.
+	// HTTP 404.
+	CodeCustomerNotFound Code = "customer_not_found"
+	// CodeCustomerErased: the customer was erased; no personal data can be
+	// stored for it again: use a new customer ID. HTTP 409.
+	CodeCustomerErased Code = "customer_erased"
 )
 
 // Error is a domain error: a stable Code and a message for humans that says

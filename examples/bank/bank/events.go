@@ -34,9 +34,16 @@ type Event interface {
 	Tags() []journal.Tag
 }
 
-// AccountOpened records that an account was opened with a zero balance.
+// AccountOpened records that an account was opened with a zero balance,
+// for a customer when CustomerID is set. CustomerName and CustomerEmail are
+// personal data of the customer (the data subject CustomerID): the bank's
+// runtime seals them before they reach the journal, and they read as empty
+// once the customer is erased.
 type AccountOpened struct {
-	AccountID string `json:"accountId"`
+	AccountID     string `json:"accountId"`
+	CustomerID    string `json:"customerId,omitempty"`
+	CustomerName  string `json:"customerName,omitempty"`
+	CustomerEmail string `json:"customerEmail,omitempty"`
 }
 
 // MoneyDeposited records a credit of Amount to an account.

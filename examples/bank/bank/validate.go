@@ -1,9 +1,11 @@
 package bank
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -18,6 +20,32 @@ const (
 	// MaxBalance is the largest balance an account can hold.
 	MaxBalance int64 = math.MaxInt64
 )
+
+// MaxCustomerFieldLength bounds a customer's name and email, in bytes.
+const MaxCustomerFieldLength = 256
+
+// ValidateCustomer checks a customer: its ID is 1 to MaxIDLength characters
+// of [A-Za-z0-9_-] (like an account ID), its name and email at most
+// MaxCustomerFieldLength bytes of UTF-8 each. The error has code
+// invalid_request and never repeats the name or email (personal data).
+func ValidateCustomer(c Customer) error {
+	if err := ValidateAccountID(c.ID); err != nil {
+		var be *Error
+		if errors.As(err, &be) {
+			return errorf(CodeInvalidRequest, "customer %s", strings.Replace(be.Message, "account ID", "ID", 1))
+		}
+		return err
+	}
+	for _, f := range []struct{ name, v string }{{"name", c.Name}, {"email", c.Email}} {
+		if len(f.v) > MaxCustomerFieldLength {
+			return errorf(CodeInvalidRequest, "customer %s is %d bytes long; use at most %d bytes", f.name, len(f.v), MaxCustomerFieldLength)
+		}
+		if !utf8.ValidString(f.v) {
+			return errorf(CodeInvalidRequest, "customer %s is not valid UTF-8", f.name)
+		}
+	}
+	return nil
+}
 
 // ValidateAccountID checks that id is 1 to MaxIDLength characters of
 // [A-Za-z0-9_-]. The error has code invalid_request.

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/scribe-es/scribe/erasure"
+	"github.com/scribe-es/scribe/postgres"
+)
+
+// EnvKeySchema names the environment variable read when -keys is not given.
+const EnvKeySchema = "SCRIBE_KEY_SCHEMA"
+
+// keySchemaFlag registers -keys on fs.
+func keySchemaFlag(fs *flag.FlagSet, v *string) {
+	fs.StringVar(v, "keys", "", "Postgres schema of the erasure key store (default $"+EnvKeySchema+", else "+postgres.DefaultKeyStoreSchema+")")
+}
+
+// keyStoreConfig returns the key store's config from -keys or the
+// environment.
+func (e *env) keyStoreConfig(flagValue string) postgres.KeyStoreConfig {
+	if flagValue == "" {
+		flagValue = e.opts.getenv(EnvKeySchema)
+	}
+	return postgres.KeyStoreConfig{Schema: flagValue}
+}
+
+// openKeyStore opens the key store on s's pool after checking that its
+// schema is migrated.
+func (e *env) openKeyStore(s *store, cfg postgres.KeyStoreConfig) (*postgres.KeyStore, error) {
+	ks, err := postgres.NewKeyStore(s.pool, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Schema == "" {
+		cfg.Schema = postgres.DefaultKeyStoreSchema
+	}
+	var exists bool
+	if err := s.pool.QueryRow(e.ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{cfg.Schema, "subjects"}.Sanitize()).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("checking the key store schema %q: %w", cfg.Schema, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("schema %q holds no key store; run `scribe migrate keys -keys %s`, or pass the key store schema your service uses with -keys or $%s", cfg.Schema, cfg.Schema, EnvKeySchema)
+	}
+	return ks, nil
+}
+
+func eraseCommand() *command {
+	var by, keys string
+	var confirm bool
+	return &command{
+		name:    "erase",
+		args:    "SUBJECT",
+		summary: "crypto-shred a data subject: destroy its key, record the erasure in the journal, drop its snapshots",
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&confirm, "confirm", false, "really erase (without it, say what would happen and change nothing)")
+			fs.StringVar(&by, "by", "", "who asks for the erasure, stored with it (default $USER, else \"scribe-cli\")")
+			keySchemaFlag(fs, &keys)
+		},
+		run: func(e *env, fs *flag.FlagSet, args []string) error {
+			if len(args) == 0 {
+				return usagef("give exactly one subject ID")
+			}
+			subject := args[0]
+			// Flags may follow the subject: scribe erase c-42 -confirm.
+			if err := fs.Parse(args[1:]); err != nil {
+				return usagef("%v", err)
+			}
+			if fs.NArg() > 0 {
+				return usagef("unexpected argument %q; give exactly one subject ID", fs.Arg(0))
+			}
+			if err := erasure.ValidateSubject(subject); err != nil {
+				return usagef("%v", err)
+			}
+			if by == "" {
+				by = e.opts.getenv("USER")
+			}
+			if by == "" {
+				by = "scribe-cli"
+			}
+			if err := erasure.ValidateBy(by); err != nil {
+				return usagef("-by: %v", err)
+			}
+			s, snaps, err := e.openSnapshots()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			kcfg := e.keyStoreConfig(keys)
+			ks, err := e.openKeyStore(s, kcfg)
+			if err != nil {
+				return err
+			}
+			streams, err := ks.Streams(e.ctx, subject)
+			if err != nil {
+				return err
+			}
+			look, err := ks.Lookup(e.ctx, []string{subject})
+			if err != nil {
+				return err
+			}
+			if !confirm {
+				state := "has a data key"
+				if er, ok := look.Erased[subject]; ok {
+					state = fmt.Sprintf("is already erased (at %s by %q); erasing again changes nothing but re-sends the erasure record", fmtTime(er.At), er.By)
+				} else if _, ok := look.Keys[subject]; !ok {
+					state = "is unknown to the key store; erasing it records an erasure so that no personal data can ever be stored for it"
+				}
+				fmt.Fprintf(e.stderr, "scribe erase: not erasing without -confirm. Subject %q %s.\n", subject, state)
+				fmt.Fprintf(e.stderr, "With -confirm, scribe erase would: destroy the subject's data key in key store schema %q (its personal fields become unreadable for good: no undo),\n", orDefault(kcfg.Schema, postgres.DefaultKeyStoreSchema))
+				fmt.Fprintf(e.stderr, "append the erasure record to the journal in schema %q (running services drop the subject's in-memory state when it reaches them),\n", s.cfg.Schema)
+				fmt.Fprintf(e.stderr, "and delete the snapshots of the %d stream(s) holding its data.\n", len(streams))
+				return errFailed
+			}
+			er, err := erasure.Erase(e.ctx, erasure.EraseParams{Journal: s.journal, KeyStore: ks, Snapshots: snaps, Subject: subject, By: by})
+			if err != nil {
+				return err
+			}
+			if e.opts.json {
+				return emitJSON(e.stdout, map[string]any{"subject": er.Subject, "by": er.By, "erasedAt": jsonTime(er.At), "repeat": er.Repeat, "streams": len(streams)})
+			}
+			if er.Repeat {
+				fmt.Fprintf(e.stdout, "subject %q was already erased at %s by %q; the erasure record and snapshot deletion were re-applied\n", er.Subject, fmtTime(er.At), er.By)
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "subject %q erased at %s by %q: key destroyed, erasure recorded in the journal, snapshots of %d stream(s) deleted\n", er.Subject, fmtTime(er.At), er.By, len(streams))
+			return nil
+		},
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func subjectsCommand() *command {
+	var keys, after string
+	var limit int
+	return &command{
+		name:    "subjects",
+		summary: "list the data subjects of the erasure key store and whether each is erased (never any key)",
+		flags: func(fs *flag.FlagSet) {
+			keySchemaFlag(fs, &keys)
+			fs.StringVar(&after, "after", "", "list subjects whose ID sorts after this one")
+			fs.IntVar(&limit, "limit", 1000, "list at most this many subjects (0: all)")
+		},
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			if limit < 0 {
+				return usagef("-limit %d is negative", limit)
+			}
+			s, err := e.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ks, err := e.openKeyStore(s, e.keyStoreConfig(keys))
+			if err != nil {
+				return err
+			}
+			subs, err := ks.Subjects(e.ctx, after, limit)
+			if err != nil {
+				return err
+			}
+			if e.opts.json {
+				for _, sub := range subs {
+					if err := emitJSON(e.stdout, map[string]any{"subject": sub.ID, "createdAt": jsonTime(sub.CreatedAt), "erased": sub.Erased, "erasedAt": jsonTime(sub.ErasedAt), "erasedBy": sub.ErasedBy}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			t := newTable(e.stdout, "SUBJECT", "CREATED", "ERASED", "ERASED AT", "ERASED BY")
+			for _, sub := range subs {
+				erased, erasedBy := "no", "-"
+				if sub.Erased {
+					erased, erasedBy = "yes", sub.ErasedBy
+				}
+				t.row(sub.ID, fmtTime(sub.CreatedAt), erased, fmtTime(sub.ErasedAt), erasedBy)
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "\n%d subjects\n", len(subs))
+			return nil
+		},
+	}
+}
+
+func migrateKeysCommand() *command {
+	var keys string
+	return &command{
+		name:    "migrate keys",
+		summary: "create or upgrade the erasure key store's tables (in their own schema, -keys)",
+		flags:   func(fs *flag.FlagSet) { keySchemaFlag(fs, &keys) },
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			pool, cfg, err := e.connect()
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			kcfg := e.keyStoreConfig(keys)
+			if orDefault(kcfg.Schema, postgres.DefaultKeyStoreSchema) == cfg.Schema {
+				return usagef("the key store schema %q is the journal's schema; keep keys in a schema of their own (a dump of the journal must hold no key)", cfg.Schema)
+			}
+			if err := postgres.MigrateKeyStore(e.ctx, pool, kcfg); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "key store schema %s is up to date\n", orDefault(kcfg.Schema, postgres.DefaultKeyStoreSchema))
+			return nil
+		},
+	}
+}

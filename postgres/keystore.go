@@ -1,0 +1,294 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/scribe-es/scribe/erasure"
+	"github.com/scribe-es/scribe/journal"
+)
+
+// DefaultKeyStoreSchema is the default of KeyStoreConfig.Schema.
+const DefaultKeyStoreSchema = "scribe_keys"
+
+// KeyStoreConfig configures a KeyStore.
+type KeyStoreConfig struct {
+	// Schema is the Postgres schema holding the data keys. It must not be
+	// the journal's schema: a dump of the journal schema must hold no key,
+	// and the keys' backups need a policy of their own (see KeyStore).
+	// Default DefaultKeyStoreSchema ("scribe_keys").
+	Schema string
+}
+
+func (c KeyStoreConfig) withDefaults() (KeyStoreConfig, error) {
+	if c.Schema == "" {
+		c.Schema = DefaultKeyStoreSchema
+	}
+	if _, err := (Config{Schema: c.Schema}).withDefaults(); err != nil {
+		return c, fmt.Errorf("postgres: KeyStoreConfig.Schema: %w", err)
+	}
+	return c, nil
+}
+
+// KeyStore is the Postgres erasure.KeyStore: one row per data subject in
+// its own schema (KeyStoreConfig.Schema), holding the subject's 32-byte data
+// key until the subject is erased, and then who erased it and when. Call
+// MigrateKeyStore before use. All methods are safe for concurrent use, also
+// from several processes.
+//
+// What an erasure leaves behind in Postgres: Erase sets the key column to
+// NULL in one UPDATE. Until (auto)vacuum reclaims the old row version the
+// key bytes remain in the table's data files, and they remain in WAL
+// segments and in base backups of the key store taken before the erasure.
+// Keep key-store backups and WAL archives short-lived (shorter than the time
+// you promise to complete an erasure in), or run a KeyStore that keeps its
+// keys wrapped by a KMS master key. The journal's own backups are harmless:
+// they hold ciphertext only.
+type KeyStore struct {
+	pool *pgxpool.Pool
+	cfg  KeyStoreConfig
+	t    keyStoreTables
+}
+
+type keyStoreTables struct {
+	subjects, streams string
+}
+
+var _ erasure.KeyStore = (*KeyStore)(nil)
+
+// NewKeyStore returns a key store on pool. It does no I/O; run
+// MigrateKeyStore (or `scribe migrate up -keys`) first.
+func NewKeyStore(pool *pgxpool.Pool, cfg KeyStoreConfig) (*KeyStore, error) {
+	if pool == nil {
+		return nil, errors.New("postgres: NewKeyStore: the pool is nil; pass a *pgxpool.Pool from pgxpool.New")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := pgx.Identifier{cfg.Schema}.Sanitize()
+	return &KeyStore{pool: pool, cfg: cfg, t: keyStoreTables{subjects: s + ".subjects", streams: s + ".subject_streams"}}, nil
+}
+
+// MigrateKeyStore creates cfg.Schema if needed and applies the key store's
+// embedded migrations, exactly as Migrate does for a journal schema
+// (idempotent, safe from several processes at once).
+func MigrateKeyStore(ctx context.Context, pool *pgxpool.Pool, cfg KeyStoreConfig) error {
+	if pool == nil {
+		return errors.New("postgres: MigrateKeyStore: the pool is nil; pass a *pgxpool.Pool from pgxpool.New")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	ms, err := loadMigrations(keyStoreMigrationFiles, "keystore_migrations")
+	if err != nil {
+		return err
+	}
+	return applyMigrations(ctx, pool, cfg.Schema, ms)
+}
+
+func ksErr(op, subject string, err error) error {
+	return keyStoreErr(fmt.Sprintf("%s of subject %q", op, subject), err)
+}
+
+// keyStoreErr translates a driver error of the key store like the
+// journal's (journal.ErrUnavailable when the database cannot be reached:
+// retry later), with the key store's own hint for an unmigrated schema.
+func keyStoreErr(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
+		return fmt.Errorf("%w: postgres: key store: %s: its schema is not migrated (%s); run postgres.MigrateKeyStore (or `scribe migrate keys`) first", journal.ErrStoreNotOpen, op, pgErr.Message)
+	}
+	return translateErr("", "key store: "+op, err)
+}
+
+func erasedError(subject string, at time.Time, by string) error {
+	return &erasure.SubjectErasedError{Erasure: erasure.Erasure{Subject: subject, By: by, At: at.UTC()}}
+}
+
+// DataKey implements erasure.KeyStore.
+func (k *KeyStore) DataKey(ctx context.Context, subject string) (erasure.DataKey, error) {
+	if err := erasure.ValidateSubject(subject); err != nil {
+		return erasure.DataKey{}, err
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		var key []byte
+		var at *time.Time
+		var by *string
+		err := k.pool.QueryRow(ctx, `SELECT data_key, erased_at, erased_by FROM `+k.t.subjects+` WHERE subject = $1`, subject).Scan(&key, &at, &by)
+		switch {
+		case err == nil && at != nil:
+			return erasure.DataKey{}, erasedError(subject, *at, deref(by))
+		case err == nil:
+			return erasure.DataKeyFromBytes(key)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return erasure.DataKey{}, ksErr("reading the key", subject, err)
+		}
+		fresh, err := erasure.NewDataKey()
+		if err != nil {
+			return erasure.DataKey{}, err
+		}
+		tag, err := k.pool.Exec(ctx, `INSERT INTO `+k.t.subjects+` (subject, data_key) VALUES ($1, $2) ON CONFLICT (subject) DO NOTHING`, subject, fresh.Bytes())
+		if err != nil {
+			return erasure.DataKey{}, ksErr("creating the key", subject, err)
+		}
+		if tag.RowsAffected() == 1 {
+			return fresh, nil
+		}
+		// Another caller created (or erased) it first: read theirs.
+	}
+	return erasure.DataKey{}, ksErr("creating the key", subject, errors.New("the row kept changing; retry"))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Lookup implements erasure.KeyStore.
+func (k *KeyStore) Lookup(ctx context.Context, subjects []string) (erasure.Lookup, error) {
+	out := erasure.Lookup{Keys: map[string]erasure.DataKey{}, Erased: map[string]erasure.Erasure{}}
+	if len(subjects) == 0 {
+		return out, nil
+	}
+	rows, err := k.pool.Query(ctx, `SELECT subject, data_key, erased_at, erased_by FROM `+k.t.subjects+` WHERE subject = ANY($1)`, subjects)
+	if err != nil {
+		return erasure.Lookup{}, keyStoreErr(fmt.Sprintf("looking up %d subjects", len(subjects)), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var subject string
+		var key []byte
+		var at *time.Time
+		var by *string
+		if err := rows.Scan(&subject, &key, &at, &by); err != nil {
+			return erasure.Lookup{}, keyStoreErr("looking up subjects", err)
+		}
+		if at != nil {
+			out.Erased[subject] = erasure.Erasure{Subject: subject, By: deref(by), At: at.UTC()}
+			continue
+		}
+		dk, err := erasure.DataKeyFromBytes(key)
+		if err != nil {
+			return erasure.Lookup{}, ksErr("reading the key", subject, err)
+		}
+		out.Keys[subject] = dk
+	}
+	if err := rows.Err(); err != nil {
+		return erasure.Lookup{}, keyStoreErr("looking up subjects", err)
+	}
+	return out, nil
+}
+
+// Erase implements erasure.KeyStore: one statement destroys the key and
+// records the erasure (or finds the original one).
+func (k *KeyStore) Erase(ctx context.Context, subject, by string) (erasure.Erasure, error) {
+	if err := erasure.ValidateSubject(subject); err != nil {
+		return erasure.Erasure{}, err
+	}
+	if err := erasure.ValidateBy(by); err != nil {
+		return erasure.Erasure{}, err
+	}
+	var at time.Time
+	var gotBy string
+	err := k.pool.QueryRow(ctx, `INSERT INTO `+k.t.subjects+` AS s (subject, data_key, erased_at, erased_by) VALUES ($1, NULL, now(), $2)
+		ON CONFLICT (subject) DO UPDATE SET data_key = NULL, erased_at = now(), erased_by = EXCLUDED.erased_by WHERE s.erased_at IS NULL
+		RETURNING erased_at, erased_by`, subject, by).Scan(&at, &gotBy)
+	if err == nil {
+		return erasure.Erasure{Subject: subject, By: gotBy, At: at.UTC()}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return erasure.Erasure{}, ksErr("erasing", subject, err)
+	}
+	// Already erased: report the original erasure.
+	if err := k.pool.QueryRow(ctx, `SELECT erased_at, erased_by FROM `+k.t.subjects+` WHERE subject = $1`, subject).Scan(&at, &gotBy); err != nil {
+		return erasure.Erasure{}, ksErr("reading the erasure", subject, err)
+	}
+	return erasure.Erasure{Subject: subject, By: gotBy, At: at.UTC(), Repeat: true}, nil
+}
+
+// Subjects implements erasure.KeyStore.
+func (k *KeyStore) Subjects(ctx context.Context, after string, limit int) ([]erasure.Subject, error) {
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
+	rows, err := k.pool.Query(ctx, `SELECT subject, created_at, erased_at, erased_by FROM `+k.t.subjects+` WHERE subject COLLATE "C" > $1 ORDER BY subject COLLATE "C" LIMIT $2`, after, lim)
+	if err != nil {
+		return nil, keyStoreErr("listing subjects", err)
+	}
+	defer rows.Close()
+	var out []erasure.Subject
+	for rows.Next() {
+		var s erasure.Subject
+		var at *time.Time
+		var by *string
+		if err := rows.Scan(&s.ID, &s.CreatedAt, &at, &by); err != nil {
+			return nil, keyStoreErr("listing subjects", err)
+		}
+		s.CreatedAt = s.CreatedAt.UTC()
+		if at != nil {
+			s.Erased, s.ErasedAt, s.ErasedBy = true, at.UTC(), deref(by)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, keyStoreErr("listing subjects", err)
+	}
+	return out, nil
+}
+
+// BindStream implements erasure.KeyStore.
+func (k *KeyStore) BindStream(ctx context.Context, subject string, stream journal.StreamID) error {
+	if err := erasure.ValidateSubject(subject); err != nil {
+		return err
+	}
+	stream = stream.Normalize()
+	if _, err := k.pool.Exec(ctx, `INSERT INTO `+k.t.streams+` (subject, partition, tag) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, subject, stream.Partition, string(stream.Tag)); err != nil {
+		return ksErr("binding stream "+stream.String(), subject, err)
+	}
+	return nil
+}
+
+// StreamSubjects implements erasure.KeyStore.
+func (k *KeyStore) StreamSubjects(ctx context.Context, stream journal.StreamID) ([]string, error) {
+	stream = stream.Normalize()
+	rows, err := k.pool.Query(ctx, `SELECT subject FROM `+k.t.streams+` WHERE partition = $1 AND tag = $2`, stream.Partition, string(stream.Tag))
+	if err != nil {
+		return nil, keyStoreErr("listing the subjects of stream "+stream.String(), err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, keyStoreErr("listing the subjects of stream "+stream.String(), err)
+	}
+	return out, nil
+}
+
+// Streams implements erasure.KeyStore.
+func (k *KeyStore) Streams(ctx context.Context, subject string) ([]journal.StreamID, error) {
+	rows, err := k.pool.Query(ctx, `SELECT partition, tag FROM `+k.t.streams+` WHERE subject = $1`, subject)
+	if err != nil {
+		return nil, ksErr("listing the streams", subject, err)
+	}
+	defer rows.Close()
+	var out []journal.StreamID
+	for rows.Next() {
+		var s journal.StreamID
+		var tag string
+		if err := rows.Scan(&s.Partition, &tag); err != nil {
+			return nil, ksErr("listing the streams", subject, err)
+		}
+		s.Tag = journal.Tag(tag)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

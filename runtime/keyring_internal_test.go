@@ -1,0 +1,60 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/erasure"
+	"github.com/scribe-es/scribe/journal"
+)
+
+// countingStore counts the key store calls that reach it.
+type countingStore struct {
+	erasure.KeyStore
+	dataKeys, binds int
+}
+
+func (c *countingStore) DataKey(ctx context.Context, s string) (erasure.DataKey, error) {
+	c.dataKeys++
+	return c.KeyStore.DataKey(ctx, s)
+}
+
+func (c *countingStore) BindStream(ctx context.Context, s string, st journal.StreamID) error {
+	c.binds++
+	return c.KeyStore.BindStream(ctx, s, st)
+}
+
+func TestKeyringIsBoundedAndForgets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := &countingStore{KeyStore: erasure.NewMemoryKeyStore(erasure.MemoryKeyStoreConfig{})}
+	k := newKeyring(store, 3)
+	for i := range 10 {
+		_, err := k.dataKey(ctx, fmt.Sprintf("s-%d", i))
+		require.NoError(t, err)
+		require.NoError(t, k.bind(ctx, fmt.Sprintf("s-%d", i), journal.Stream("a:1")))
+	}
+	require.LessOrEqual(t, len(k.keys), 3)
+	require.LessOrEqual(t, len(k.bound), 3)
+	require.Equal(t, 10, store.dataKeys)
+
+	// Cached: no store call.
+	_, err := k.dataKey(ctx, "s-9")
+	require.NoError(t, err)
+	require.NoError(t, k.bind(ctx, "s-9", journal.Stream("a:1")))
+	require.Equal(t, 10, store.dataKeys)
+	require.Equal(t, 10, store.binds)
+
+	// An erasure seen on the feed drops the cached key at once.
+	k.forget(erasure.Erasure{Subject: "s-9", By: "op"})
+	_, err = k.dataKey(ctx, "s-9")
+	require.ErrorIs(t, err, erasure.ErrSubjectErased)
+	require.Equal(t, 10, store.dataKeys, "the erasure is cached too")
+	l, err := k.lookup(ctx, []string{"s-9"})
+	require.NoError(t, err)
+	require.Contains(t, l.Erased, "s-9")
+	require.NotContains(t, l.Keys, "s-9")
+}
