@@ -257,7 +257,7 @@ func TestArchiveCommands(t *testing.T) {
 
 	res = f.scribe(t, "verify", "-archive", "-json")
 	require.Equal(t, exitOK, res.code, res.stdout)
-	require.JSONEq(t, `{"streams":4,"events":21,"broken":0,"unchainedEvents":0}`, res.stdout)
+	require.JSONEq(t, `{"streams":4,"events":21,"broken":0,"unchainedEvents":0,"erasedEvents":0}`, res.stdout)
 
 	// An altered archived event: verify (hot only) passes, -archive finds it.
 	victim := nth(t, recs, bank.AccountTag("b"), 1)

@@ -171,7 +171,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 
 		res = f.scribe(t, "verify", "-json", "-tag", "account:a")
 		require.Equal(t, exitOK, res.code, res.stderr)
-		require.JSONEq(t, `{"streams":1,"events":6,"broken":0,"unchainedEvents":0}`, res.stdout)
+		require.JSONEq(t, `{"streams":1,"events":6,"broken":0,"unchainedEvents":0,"erasedEvents":0}`, res.stdout)
 
 		res = f.scribe(t, "verify", "-tag", "account:nobody")
 		require.Equal(t, exitFailure, res.code)

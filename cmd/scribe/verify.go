@@ -1,17 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 )
@@ -20,6 +24,7 @@ func verifyCommand() *command {
 	var partition, tag string
 	var workers int
 	var archive bool
+	var keys string
 	return &command{
 		name: "verify",
 		summary: "verify the hash chain of every stream, the untagged chains ($untagged:TYPE) included (of a partition, or one tag): report the first broken link of each " +
@@ -28,6 +33,7 @@ func verifyCommand() *command {
 			fs.StringVar(&partition, "partition", "", "only this partition (default: every partition; with -tag: default)")
 			fs.StringVar(&tag, "tag", "", "only this stream")
 			fs.IntVar(&workers, "workers", 4, "streams verified at once (each uses one connection at a time)")
+			keySchemaFlag(fs, &keys)
 			fs.BoolVar(&archive, "archive", false, "also verify each stream's archived events against its checkpoint "+
 				"(by default a stream is verified from its checkpoint on: its hot events)")
 		},
@@ -58,7 +64,12 @@ func verifyCommand() *command {
 				}
 				streams = append(streams, unrecorded...)
 			}
-			v := &verifier{e: e, j: s.journal, total: len(streams), progress: isTerminal(e.stderr), archive: archive}
+			erased, err := e.erasedSubjects(s, e.keyStoreConfig(keys))
+			if err != nil {
+				return err
+			}
+			v := &verifier{e: e, j: s.journal, total: len(streams), progress: isTerminal(e.stderr), archive: archive,
+				erased: erased, erasedEvents: map[uuid.UUID]bool{}}
 			err = v.run(streams, workers)
 			v.clearProgress()
 			if err != nil {
@@ -119,24 +130,116 @@ type verifier struct {
 	shown    time.Time
 	// archive: verify each stream's archived part too (verifyOne).
 	archive bool
+	// erased are the subjects the key store reports erased (nil: no key
+	// store); erasedEvents collects the IDs of the verified events that hold
+	// sealed personal data of one of them: their chain links verify (the
+	// chains cover the ciphertext), but what was sealed can no longer be
+	// read, so their content is verified only up to the erased fields.
+	erased       map[string]bool
+	mu           sync.Mutex // guards erasedEvents (workers run verifyOne at once)
+	erasedEvents map[uuid.UUID]bool
+}
+
+// erasedSubjects lists the subjects the key store in cfg's schema reports
+// erased; nil when the schema holds no key store (a journal used without
+// erasure).
+func (e *env) erasedSubjects(s *store, cfg postgres.KeyStoreConfig) (map[string]bool, error) {
+	schema := cmp.Or(cfg.Schema, postgres.DefaultKeyStoreSchema)
+	var exists bool
+	if err := s.pool.QueryRow(e.ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "subjects"}.Sanitize()).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("checking for a key store in schema %q: %w", schema, err)
+	}
+	if !exists {
+		return nil, nil
+	}
+	ks, err := e.openKeyStore(s, cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	const page = 1000
+	for after := ""; ; {
+		subs, err := ks.Subjects(e.ctx, after, page)
+		if err != nil {
+			return nil, err
+		}
+		for _, sub := range subs {
+			if sub.Erased {
+				out[sub.ID] = true
+			}
+		}
+		if len(subs) < page {
+			return out, nil
+		}
+		after = subs[len(subs)-1].ID
+	}
+}
+
+// erasedReader is the journal as VerifyStream and VerifyArchive read it, with
+// each record read noted by the verifier (noteErased).
+type erasedReader struct {
+	*postgres.Journal
+	v *verifier
+}
+
+func (r erasedReader) ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
+	return r.v.noteErased(r.Journal.ReadStream(ctx, stream, fromVersion, limit))
+}
+
+func (r erasedReader) ReadStreamWithArchive(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
+	return r.v.noteErased(r.Journal.ReadStreamWithArchive(ctx, stream, fromVersion, limit))
+}
+
+// noteErased passes records on, noting those that hold sealed data of an
+// erased subject.
+func (v *verifier) noteErased(seq iter.Seq2[journal.Record, error]) iter.Seq2[journal.Record, error] {
+	return func(yield func(journal.Record, error) bool) {
+		for r, err := range seq {
+			if err == nil && len(v.erased) > 0 && erasure.HasSealed(r.Data) {
+				// A record whose envelopes cannot be parsed is judged by its
+				// chain link, which VerifyStream checks next; it is not
+				// counted here.
+				subjects, _ := erasure.Subjects(r.Data)
+				for _, sub := range subjects {
+					if v.erased[sub] {
+						v.mu.Lock()
+						v.erasedEvents[r.ID] = true
+						v.mu.Unlock()
+						break
+					}
+				}
+			}
+			if !yield(r, err) {
+				return
+			}
+		}
+	}
 }
 
 // verifyOne verifies one stream: its hot part from its checkpoint and, with
 // archive, its archived part against the checkpoint first. It returns the
 // number of events verified.
 func (v *verifier) verifyOne(ctx context.Context, stream journal.StreamID) (uint64, error) {
+	var rd journal.Reader = v.j
+	if len(v.erased) > 0 {
+		rd = erasedReader{Journal: v.j, v: v}
+	}
 	if !v.archive {
-		return journal.VerifyStream(ctx, v.j, stream)
+		return journal.VerifyStream(ctx, rd, stream)
 	}
 	sum, err := v.j.TagSummary(ctx, stream)
 	if err != nil {
 		return 0, err
 	}
-	a, err := journal.VerifyArchive(ctx, v.j, stream, sum.Cut)
+	ar := journal.ArchiveReader(v.j)
+	if len(v.erased) > 0 {
+		ar = erasedReader{Journal: v.j, v: v}
+	}
+	a, err := journal.VerifyArchive(ctx, ar, stream, sum.Cut)
 	if err != nil {
 		return a, err
 	}
-	n, err := journal.VerifyStream(ctx, v.j, stream)
+	n, err := journal.VerifyStream(ctx, rd, stream)
 	return a + n, err
 }
 
@@ -253,16 +356,21 @@ func (v *verifier) record(stream journal.StreamID, n uint64, err error) error {
 	return err
 }
 
-// report prints the summary and fails when anything was broken or unchained.
+// report prints the summary and fails when anything was broken or unchained
+// (events with erased content verify: they are counted, not failed).
 func (v *verifier) report(unchained uint64) error {
 	if v.e.opts.json {
-		if err := emitJSON(v.e.stdout, map[string]any{"streams": v.total, "events": v.events, "broken": v.broken, "unchainedEvents": unchained}); err != nil {
+		if err := emitJSON(v.e.stdout, map[string]any{"streams": v.total, "events": v.events, "broken": v.broken, "unchainedEvents": unchained,
+			"erasedEvents": len(v.erasedEvents)}); err != nil {
 			return err
 		}
 	} else {
 		if unchained > 0 {
 			fmt.Fprintf(v.e.stdout, "UNCHAINED %d events are linked into no hash chain (inserted around the journal, or written by a Scribe version that stored untagged events unchained); list them with: SELECT commit_xid, seq, id, type FROM %s.events WHERE cardinality(tags) = 0\n",
 				unchained, pgx.Identifier{v.e.opts.schema}.Sanitize())
+		}
+		if n := len(v.erasedEvents); n > 0 {
+			fmt.Fprintf(v.e.stdout, "ERASED %d event(s) hold personal data of erased subjects: their chain links verify (the chains cover the ciphertext), but their erased fields can no longer be read, so their content is verified up to those fields\n", n)
 		}
 		if v.broken == 0 && unchained == 0 {
 			fmt.Fprintf(v.e.stdout, "verified %d streams, %d events: every chain is intact\n", v.total, v.events)
