@@ -17,7 +17,7 @@ import (
 // streams table (no stream lease was taken) and no actor.
 func TestUnknownAccountsLeaveNoRow(t *testing.T) {
 	t.Parallel()
-	pool, schema := pgtest.Pool(t)
+	pool, schema := pgSchema(t) // drops the key store schema the server creates too
 	ts := startTestServerWith(t, serverConfig{Addr: "127.0.0.1:0", NodeID: "unknown-accounts", Logger: testLogger(t), DatabaseURL: pgtest.URL(t), Schema: schema})
 	rows := func() int {
 		var n int
