@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 
@@ -34,17 +35,25 @@ func (e *env) openKeyStore(s *store, cfg postgres.KeyStoreConfig) (*postgres.Key
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Schema == "" {
-		cfg.Schema = postgres.DefaultKeyStoreSchema
-	}
-	var exists bool
-	if err := s.pool.QueryRow(e.ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{cfg.Schema, "subjects"}.Sanitize()).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("checking the key store schema %q: %w", cfg.Schema, err)
+	exists, err := e.keyStoreExists(s, cfg)
+	if err != nil {
+		return nil, err
 	}
 	if !exists {
-		return nil, fmt.Errorf("schema %q holds no key store; run `scribe migrate keys -keys %s`, or pass the key store schema your service uses with -keys or $%s", cfg.Schema, cfg.Schema, EnvKeySchema)
+		schema := cmp.Or(cfg.Schema, postgres.DefaultKeyStoreSchema)
+		return nil, fmt.Errorf("schema %q holds no key store; run `scribe migrate keys -keys %s`, or pass the key store schema your service uses with -keys or $%s", schema, schema, EnvKeySchema)
 	}
 	return ks, nil
+}
+
+// keyStoreExists reports whether cfg's schema holds a migrated key store.
+func (e *env) keyStoreExists(s *store, cfg postgres.KeyStoreConfig) (bool, error) {
+	schema := cmp.Or(cfg.Schema, postgres.DefaultKeyStoreSchema)
+	var exists bool
+	if err := s.pool.QueryRow(e.ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "subjects"}.Sanitize()).Scan(&exists); err != nil {
+		return false, fmt.Errorf("checking the key store schema %q: %w", schema, err)
+	}
+	return exists, nil
 }
 
 func eraseCommand() *command {
@@ -109,7 +118,7 @@ func eraseCommand() *command {
 					state = "is unknown to the key store; erasing it records an erasure so that no personal data can ever be stored for it"
 				}
 				fmt.Fprintf(e.stderr, "scribe erase: not erasing without -confirm. Subject %q %s.\n", subject, state)
-				fmt.Fprintf(e.stderr, "With -confirm, scribe erase would: destroy the subject's data key in key store schema %q (its personal fields become unreadable for good: no undo),\n", orDefault(kcfg.Schema, postgres.DefaultKeyStoreSchema))
+				fmt.Fprintf(e.stderr, "With -confirm, scribe erase would: destroy the subject's data key in key store schema %q (its personal fields become unreadable for good: no undo),\n", cmp.Or(kcfg.Schema, postgres.DefaultKeyStoreSchema))
 				fmt.Fprintf(e.stderr, "append the erasure record to the journal in schema %q (running services drop the subject's in-memory state when it reaches them),\n", s.cfg.Schema)
 				fmt.Fprintf(e.stderr, "and delete the snapshots of the %d stream(s) holding its data.\n", len(streams))
 				return errFailed
@@ -129,13 +138,6 @@ func eraseCommand() *command {
 			return nil
 		},
 	}
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func subjectsCommand() *command {
@@ -210,13 +212,13 @@ func migrateKeysCommand() *command {
 			}
 			defer pool.Close()
 			kcfg := e.keyStoreConfig(keys)
-			if orDefault(kcfg.Schema, postgres.DefaultKeyStoreSchema) == cfg.Schema {
+			if cmp.Or(kcfg.Schema, postgres.DefaultKeyStoreSchema) == cfg.Schema {
 				return usagef("the key store schema %q is the journal's schema; keep keys in a schema of their own (a dump of the journal must hold no key)", cfg.Schema)
 			}
 			if err := postgres.MigrateKeyStore(e.ctx, pool, kcfg); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "key store schema %s is up to date\n", orDefault(kcfg.Schema, postgres.DefaultKeyStoreSchema))
+			fmt.Fprintf(e.stdout, "key store schema %s is up to date\n", cmp.Or(kcfg.Schema, postgres.DefaultKeyStoreSchema))
 			return nil
 		},
 	}

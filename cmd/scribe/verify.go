@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -144,15 +143,10 @@ type verifier struct {
 // erased; nil when the schema holds no key store (a journal used without
 // erasure).
 func (e *env) erasedSubjects(s *store, cfg postgres.KeyStoreConfig) (map[string]bool, error) {
-	schema := cmp.Or(cfg.Schema, postgres.DefaultKeyStoreSchema)
-	var exists bool
-	if err := s.pool.QueryRow(e.ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "subjects"}.Sanitize()).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("checking for a key store in schema %q: %w", schema, err)
+	if exists, err := e.keyStoreExists(s, cfg); err != nil || !exists {
+		return nil, err
 	}
-	if !exists {
-		return nil, nil
-	}
-	ks, err := e.openKeyStore(s, cfg)
+	ks, err := postgres.NewKeyStore(s.pool, cfg)
 	if err != nil {
 		return nil, err
 	}
