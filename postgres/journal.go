@@ -142,7 +142,7 @@ func (j *Journal) Stats() Stats {
 		Direct: j.stats.direct.Load(), Read: j.stats.read.Load(), Fenced: j.stats.fenced.Load(),
 		Discarded: j.stats.discarded.Load(), ImpliedConditions: j.stats.implied.Load(),
 		AcquireWaits: j.stats.acquireWaits.Load(), ReplicaFallbacks: j.stats.replicaFallbacks.Load(),
-		WriteTime:    time.Duration(j.stats.writeNanos.Load()), BatchTime: time.Duration(j.stats.batchNanos.Load()),
+		WriteTime: time.Duration(j.stats.writeNanos.Load()), BatchTime: time.Duration(j.stats.batchNanos.Load()),
 	}
 }
 
