@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/internal/throwawaypg"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/journaltest"
 	"github.com/scribe-es/scribe/postgres"
 )
 
@@ -239,4 +241,106 @@ func replicaReaderAtFallsBack(t *testing.T, srv replicaServers) {
 	rd, err = f.replica.ReaderAt(ctx, res.Last())
 	require.NoError(t, err)
 	require.Same(t, f.replica, rd, "replay resumed: the replica serves the read again")
+}
+
+// replicaSuiteJournal is the journal the conformance suite sees in
+// TestJournalConformanceOnReplica: appends go to a primary journal and
+// return once the replica shows them (its gap-free head is at or past their
+// position); every read, subscription and summary goes to the replica.
+type replicaSuiteJournal struct {
+	*postgres.Journal // the replica
+	primary           *postgres.Journal
+}
+
+func (r replicaSuiteJournal) Append(ctx context.Context, events []journal.Event, opts journal.AppendOptions) (journal.AppendResult, error) {
+	res, err := r.primary.Append(ctx, events, opts)
+	if err != nil {
+		return res, err
+	}
+	for poll := time.Millisecond; ; poll = min(2*poll, 20*time.Millisecond) {
+		ok, err := r.Replayed(ctx, res.Last())
+		if err != nil {
+			return res, fmt.Errorf("waiting for the replica to show the append: %w", err)
+		}
+		if ok {
+			return res, nil
+		}
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("waiting for the replica to show the append at %s: %w", res.Last(), ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}
+
+// TestJournalConformanceOnReplica runs the conformance suite with every read
+// served by a streaming standby (started by the test) while appends, sessions
+// and fences go to the primary: reads, DCB conditions' reads, catch-up and
+// live subscriptions, summaries and chain checks must behave on a replica
+// exactly as on the primary once the replica shows an append. HoldCommit is
+// not given (a held transaction would keep every parallel case's appends from
+// showing on the standby, whose gate is cluster-wide): TestReplica holds one
+// on its own.
+func TestJournalConformanceOnReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two PostgreSQL servers")
+	}
+	t.Parallel()
+	primary := throwawaypg.Start(t)
+	standby := primary.StartStandby(t)
+	rpool, err := pgxpool.New(t.Context(), standby.URL())
+	require.NoError(t, err)
+	t.Cleanup(rpool.Close)
+	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
+		f := setupAt(t, primary.URL(), 0)
+		replayed := func(ctx context.Context) error {
+			var lsn string
+			if err := f.pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+				return err
+			}
+			for {
+				var done bool
+				if err := rpool.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&done); err != nil {
+					return err
+				}
+				if done {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+		}
+		require.NoError(t, replayed(t.Context()), "the standby has the migrated schema")
+		replica := func(primary *postgres.Journal) replicaSuiteJournal {
+			r, err := postgres.NewReplica(rpool, primary)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = r.Close() })
+			return replicaSuiteJournal{Journal: r, primary: primary}
+		}
+		peer, err := postgres.NewJournal(f.pool, f.cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = peer.Close() })
+		thenReplay := func(err error, ctx context.Context) error {
+			if err != nil {
+				return err
+			}
+			return replayed(ctx)
+		}
+		return journaltest.Harness{
+			Journal:     replica(f.journal),
+			Peer:        replica(peer),
+			Sessions:    f.journal,
+			MaxDataSize: f.cfg.MaxDataSize,
+			Alter: func(ctx context.Context, id uuid.UUID, what journaltest.Alteration) error {
+				return thenReplay(f.alter(ctx, id, what), ctx)
+			},
+			Remove: func(ctx context.Context, id uuid.UUID) error { return thenReplay(f.remove(ctx, id), ctx) },
+			Swap: func(ctx context.Context, stream journal.StreamID, v, w uint64) error {
+				return thenReplay(f.swap(ctx, stream, v, w), ctx)
+			},
+		}
+	})
 }
