@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/journaltest"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/projection/projectiontest"
 )
 
 // replicaFixture is a primary and a streaming standby of it (both throwaway
@@ -55,17 +57,36 @@ func setupReplica(t *testing.T, srv replicaServers, cfg postgres.Config) *replic
 }
 
 // waitReplayed waits until the standby has replayed everything the primary
-// has written so far (by WAL position, not by what the catch-up gate shows).
+// has written so far.
 func (f *replicaFixture) waitReplayed(t *testing.T) {
 	t.Helper()
-	ctx := t.Context()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, standbyCaughtUp(ctx, f.pool, f.rpool), "the standby replays the primary's WAL")
+}
+
+// standbyCaughtUp waits until the standby has replayed the primary's WAL up
+// to where it was when called (by WAL position, not by what the catch-up
+// gate shows).
+func standbyCaughtUp(ctx context.Context, primary, standby *pgxpool.Pool) error {
 	var lsn string
-	require.NoError(t, f.pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn))
-	require.Eventually(t, func() bool {
+	if err := primary.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		return err
+	}
+	for {
 		var done bool
-		err := f.rpool.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&done)
-		return err == nil && done
-	}, 60*time.Second, 2*time.Millisecond, "the standby replays the primary's WAL up to %s", lsn)
+		if err := standby.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&done); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the standby has not replayed the primary's WAL up to %s: %w", lsn, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 func replicaEvent(tag string, n int) journal.Event {
@@ -293,26 +314,7 @@ func TestJournalConformanceOnReplica(t *testing.T) {
 	t.Cleanup(rpool.Close)
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
 		f := setupAt(t, primary.URL(), 0)
-		replayed := func(ctx context.Context) error {
-			var lsn string
-			if err := f.pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
-				return err
-			}
-			for {
-				var done bool
-				if err := rpool.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&done); err != nil {
-					return err
-				}
-				if done {
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(2 * time.Millisecond):
-				}
-			}
-		}
+		replayed := func(ctx context.Context) error { return standbyCaughtUp(ctx, f.pool, rpool) }
 		require.NoError(t, replayed(t.Context()), "the standby has the migrated schema")
 		replica := func(primary *postgres.Journal) replicaSuiteJournal {
 			r, err := postgres.NewReplica(rpool, primary)
@@ -342,5 +344,38 @@ func TestJournalConformanceOnReplica(t *testing.T) {
 				return thenReplay(f.swap(ctx, stream, v, w), ctx)
 			},
 		}
+	})
+}
+
+// TestProjectionConformanceOnReplica runs the projection suite with the
+// runners reading the feed from a streaming standby (started by the test)
+// while the projection store, its checkpoints, fences and the read model are
+// on the primary: catch-up then live, exactly once into the read model,
+// restarts, stand-bys, blue-green rebuilds and dead letters hold when the
+// events come from a replica.
+func TestProjectionConformanceOnReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two PostgreSQL servers")
+	}
+	t.Parallel()
+	primary := throwawaypg.Start(t)
+	standby := primary.StartStandby(t)
+	rpool, err := pgxpool.New(t.Context(), standby.URL())
+	require.NoError(t, err)
+	t.Cleanup(rpool.Close)
+	projectiontest.Run(t, func(t *testing.T) projectiontest.Harness[pgx.Tx] {
+		f := setupAt(t, primary.URL(), 0, func(c *postgres.Config) { c.PollInterval = 50 * time.Millisecond })
+		store, err := postgres.NewProjectionStore(f.pool, f.cfg)
+		require.NoError(t, err)
+		table := pgx.Identifier{f.cfg.Schema, "rm_applied"}.Sanitize()
+		_, err = f.pool.Exec(t.Context(), `CREATE TABLE `+table+` (model text, id uuid, n int NOT NULL, PRIMARY KEY (model, id))`)
+		require.NoError(t, err)
+		require.NoError(t, standbyCaughtUp(t.Context(), f.pool, rpool), "the standby has the migrated schema")
+		r, err := postgres.NewReplica(rpool, f.journal)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		h := readModelHarness(f.pool, table)
+		h.Journal, h.Store = replicaSuiteJournal{Journal: r, primary: f.journal}, store
+		return h
 	})
 }
