@@ -141,9 +141,9 @@ type Runner[Tx any] struct {
 	// replayer is the store's DeadLetterReplayer when the projection has
 	// Replay, else nil.
 	replayer DeadLetterReplayer[Tx]
-	q     journal.Query
-	o     Options
-	attrs metric.MeasurementOption
+	q        journal.Query
+	o        Options
+	attrs    metric.MeasurementOption
 
 	applied  metric.Int64Counter
 	failures metric.Int64Counter
