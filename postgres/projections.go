@@ -316,14 +316,19 @@ func (st *ProjectionStore) ReplayDeadLetter(ctx context.Context, k projection.Ke
 		return fmt.Errorf("%w: %s at %s", projection.ErrNoDeadLetter, k, pos)
 	}
 	d := letters[0]
+	var herr error
 	if d.Record.Type == "" {
-		return fmt.Errorf("projection %s: the event %s of the dead letter at %s is in neither the events table nor its archive; the letter is kept", k, d.Record.ID, pos)
+		// Nothing to replay: a failed replay (kept, request cleared), so
+		// that a runner does not retry it at every interval.
+		herr = fmt.Errorf("the event %s is in neither the events table nor its archive: nothing to replay", d.Record.ID)
 	}
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return st.translate("replay dead letter: savepoint", err)
 	}
-	herr := apply(ctx, sp, d)
+	if herr == nil {
+		herr = apply(ctx, sp, d)
+	}
 	if herr == nil {
 		if err := sp.Commit(ctx); err != nil {
 			return st.translate("replay dead letter: release savepoint", err)
