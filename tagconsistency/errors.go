@@ -66,4 +66,3 @@ func (e *ReservationTimeoutError) Error() string {
 
 // Is matches ErrReservationTimeout.
 func (e *ReservationTimeoutError) Is(target error) bool { return target == ErrReservationTimeout }
-
