@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/scribe-es/scribe/journal"
 )
@@ -49,9 +49,12 @@ type Options struct {
 	// activates its version as soon as it has applied every matching event,
 	// and the runners of older versions stop with ErrSuperseded.
 	NoTakeOver bool
-	// Logger receives state changes and failures; default slog.Default().
+	// Logger receives state changes and failures. Default: discard, as
+	// everywhere in the library (runtime.Config.Logger too): pass the
+	// service's logger to see them.
 	Logger *slog.Logger
-	// MeterProvider records scribe.projection.* metrics; default the global one.
+	// MeterProvider records scribe.projection.* metrics. Default: no-op; the
+	// library never reads the OpenTelemetry globals.
 	MeterProvider metric.MeterProvider
 	// ReplayInterval is how often a runner holding the lease looks for dead
 	// letters whose replay was requested, when its projection has Replay
@@ -102,10 +105,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("projection: Options.ReplayInterval is %s; use a positive duration or 0 for the default 5s", o.ReplayInterval)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.MeterProvider == nil {
-		o.MeterProvider = otel.GetMeterProvider()
+		o.MeterProvider = metricnoop.NewMeterProvider()
 	}
 	return o, nil
 }
