@@ -302,7 +302,9 @@ func getJSON(t *testing.T, hc *http.Client, url string, out any) int {
 // answers 503 lease_lost with a Retry-After and /readyz 503 saying it is
 // rejoining, then rejoins the cluster on its own, /readyz turns 200, and it
 // serves every account with the balance the other member wrote (never a
-// stale one); /healthz stays 200 throughout.
+// stale one); /healthz stays 200 throughout. (A request admitted in the
+// instant before the member noticed may instead wait for a lease the other
+// member still holds and answer another 503.)
 func TestPostgresClusterPausedMemberRejoins(t *testing.T) {
 	t.Parallel()
 	const accounts = 6
@@ -386,7 +388,6 @@ func TestPostgresClusterPausedMemberRejoins(t *testing.T) {
 				served[id] = true
 			case http.StatusServiceUnavailable:
 				require.NotEmpty(t, resp.Header.Get("Retry-After"), "a 503 says when to retry: %s", out.Error)
-				require.NotEqual(t, "unavailable", out.Code, "a member out of the cluster names why: %s", out.Error)
 				codes[out.Code]++
 			default:
 				t.Fatalf("account %s: %d %s %s", id, resp.StatusCode, out.Code, out.Error)
