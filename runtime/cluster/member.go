@@ -42,9 +42,11 @@ const maxRouteAttempts = 4
 // incarnation with the one it joined with.
 const fenceCheckInterval = 100 * time.Millisecond
 
-// clusterNode is a Runtime's membership in a cluster: its own protoactor-go
-// actor system with remoting, the cluster (disthash identity lookup), the
-// reply router and the table of calls waiting for a reply.
+// clusterNode is one membership of a Runtime in a cluster, under one node
+// session incarnation: its own protoactor-go actor system (one member ID)
+// with remoting, the cluster (disthash identity lookup), the reply router
+// and the table of calls waiting for a reply. It ends when it is fenced (or
+// shut down) and is never restarted: member replaces it by a new one.
 type clusterNode struct {
 	node   membership.Node
 	cfg    Config
