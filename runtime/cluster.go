@@ -29,11 +29,15 @@ var (
 	// matches journal.ErrOutcomeUnknown the command may have been executed:
 	// retry with the same idempotency key.
 	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
-	// ErrNodeFenced is returned by Execute on a member that lost its node
-	// session (it was paused or cut off from the database past the session
-	// timeout): the cluster may host its streams elsewhere, so it left the
-	// cluster and executes nothing more. Send commands to another member, and
-	// restart this one.
+	// ErrNodeFenced is returned by Execute on a cluster member that left
+	// the cluster for good because another live process runs with its
+	// NodeID (the error also matches journal.ErrNodeSuperseded and
+	// ErrLeaseLost): it executes nothing more and ClusterFenced's channel is
+	// closed. Send commands to another member; give every process its own
+	// NodeID and restart this one. A member that merely lost its node
+	// session (paused or cut off from the database past the session
+	// timeout) is not fenced: it answers ErrLeaseLost while it rejoins the
+	// cluster on its own.
 	ErrNodeFenced = errors.New("runtime: cluster member fenced")
 	// ErrUnknownCommand is returned when a command must cross members but
 	// its type is not listed in the cluster configuration's Commands (on the
@@ -73,6 +77,7 @@ func (rt *Runtime) joinCluster(ctx context.Context) error {
 		RequestTimeout:     rt.cfg.RequestTimeout,
 		ReservationTimeout: rt.cfg.ReservationTimeout,
 		IdleTimeout:        rt.cfg.IdleTimeout,
+		MeterProvider:      rt.cfg.MeterProvider,
 	})
 	if err != nil {
 		return err
@@ -93,7 +98,7 @@ func (rt *Runtime) tagOwners() tagconsistency.TagOwners {
 
 // ClusterMembers returns the addresses ("host:port") of the cluster's
 // members as this runtime currently sees them, sorted; nil in single-node
-// mode and after this member was fenced.
+// mode and while this member is out of the cluster (rejoining, or fenced).
 func (rt *Runtime) ClusterMembers() []string {
 	c := rt.cluster
 	if c == nil || c.FenceError() != nil {
@@ -113,8 +118,8 @@ func (rt *Runtime) ClusterAddress() string {
 
 // ClusterOwner returns the address of the member that hosts target's stream
 // in the topology this runtime sees now: Execute on target runs there. It
-// is "" in single-node mode, after this member was fenced, and while no
-// member is known. The answer can change as members join and leave.
+// is "" in single-node mode, while this member is out of the cluster
+// (rejoining, or fenced), and while no member is known. The answer can change as members join and leave.
 func (rt *Runtime) ClusterOwner(target Target) string {
 	c := rt.cluster
 	if c == nil || c.FenceError() != nil {
@@ -123,9 +128,13 @@ func (rt *Runtime) ClusterOwner(target Target) string {
 	return c.Owner(target.Stream())
 }
 
-// ClusterFenced returns a channel closed when this member lost its node
-// session and left the cluster (see ErrNodeFenced); a process should then
-// exit or restart. nil in single-node mode.
+// ClusterFenced returns a channel closed when this member left the cluster
+// for good: another live process runs with its NodeID (see ErrNodeFenced);
+// the process should then exit. A member that lost its node session
+// (paused, or cut off from the database, past the session timeout) does not
+// close it: it leaves, rejoins with a new incarnation and serves again on
+// its own, and Ready reports ErrLeaseLost meanwhile. nil in single-node
+// mode.
 func (rt *Runtime) ClusterFenced() <-chan struct{} {
 	if rt.cluster == nil {
 		return nil

@@ -253,12 +253,14 @@ func (rt *Runtime) Config() Config { return rt.cfg }
 // Ready returns nil while this runtime can serve commands: its node session
 // was confirmed by the database less than SessionTimeout (minus a safety
 // margin) ago, no other live process opened the same NodeID, and (in cluster
-// mode) the member is not fenced. Otherwise it returns the reason, the error
-// Execute would return: ErrLeaseLost (paused past the session timeout, or
-// the database unreachable; it clears itself once a renewal succeeds), which
+// mode) the member is in the cluster. Otherwise it returns the reason, the
+// error Execute would return: ErrLeaseLost (paused past the session timeout,
+// the database unreachable, or a cluster member rejoining its cluster; it
+// clears itself once a renewal succeeds and the member has rejoined), which
 // also matches journal.ErrNodeSuperseded for a twin NodeID (permanent:
-// restart the process with its own NodeID), or ErrNodeFenced. Use it for a
-// readiness probe. It does no I/O and is safe for concurrent use.
+// restart the process with its own NodeID; in cluster mode it matches
+// ErrNodeFenced too). Use it for a readiness probe. It does no I/O and is
+// safe for concurrent use.
 func (rt *Runtime) Ready() error {
 	if rt.cluster != nil {
 		if err := rt.cluster.FenceError(); err != nil {

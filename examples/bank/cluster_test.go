@@ -296,3 +296,116 @@ func getJSON(t *testing.T, hc *http.Client, url string, out any) int {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
 	return resp.StatusCode
 }
+
+// A bank member SIGSTOPped past its session timeout while the other member
+// takes its accounts over and writes to them: once resumed (SIGCONT) it
+// answers 503 lease_lost with a Retry-After and /readyz 503 saying it is
+// rejoining, then rejoins the cluster on its own, /readyz turns 200, and it
+// serves every account with the balance the other member wrote (never a
+// stale one); /healthz stays 200 throughout. (A request admitted in the
+// instant before the member noticed may instead wait for a lease the other
+// member still holds and answer another 503.)
+func TestPostgresClusterPausedMemberRejoins(t *testing.T) {
+	t.Parallel()
+	const accounts = 6
+	procs := startBankCluster(t, 2)
+	c := &bankClient{procs: procs, hc: &http.Client{Timeout: 10 * time.Second}}
+	defer c.hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	balance := map[string]int64{}
+	deposit := func(via int, id, key string, amount int64) {
+		t.Helper()
+		var view AccountView
+		status, err := c.post(ctx, via, "/accounts/"+id+"/deposit", key, map[string]int64{"amount": amount}, &view)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, status)
+		balance[id] += amount
+		require.Equal(t, balance[id], view.Balance, "account %s", id)
+	}
+	for a := range accounts {
+		id := fmt.Sprintf("p%02d", a)
+		var view AccountView
+		status, err := c.post(ctx, a, "/accounts", "open-"+id, map[string]string{"id": id}, &view)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, status)
+		deposit(a, id, "first-"+id, 100)
+	}
+
+	paused := procs[1]
+	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = paused.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	c.dead.Store(1, true)
+	// The other member serves every account: those of the paused member
+	// once its node session expired in the database.
+	for a := range accounts {
+		id := fmt.Sprintf("p%02d", a)
+		deposit(0, id, "meanwhile-"+id, 10)
+	}
+
+	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGCONT))
+	stopped = false
+	resumed := time.Now()
+	url := "http://" + paused.addr
+	codes := map[string]int{}
+	rejoining := false
+	served := map[string]bool{}
+	for len(served) < accounts {
+		require.Less(t, time.Since(resumed), 30*time.Second, "the resumed member serves every account again within 30 s (served %v, 503 answers %v)", served, codes)
+		st, body := httpDo(c.hc, "GET", url+"/readyz", "")
+		if st == http.StatusServiceUnavailable && strings.Contains(body, "rejoining") {
+			rejoining = true
+		}
+		st, _ = httpDo(c.hc, "GET", url+"/healthz", "")
+		require.Equal(t, http.StatusOK, st, "alive throughout")
+		for a := range accounts {
+			id := fmt.Sprintf("p%02d", a)
+			if served[id] {
+				continue
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/accounts/"+id+"/deposit", strings.NewReader(`{"amount":1}`))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", "again-"+id) // a retry settles an unknown outcome
+			resp, err := c.hc.Do(req)
+			require.NoError(t, err)
+			var out struct {
+				AccountView
+				Code  string `json:"code"`
+				Error string `json:"error"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+			_ = resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusOK:
+				require.Equal(t, balance[id]+1, out.Balance, "account %s: a stale balance", id)
+				balance[id]++
+				served[id] = true
+			case http.StatusServiceUnavailable:
+				require.NotEmpty(t, resp.Header.Get("Retry-After"), "a 503 says when to retry: %s", out.Error)
+				codes[out.Code]++
+			default:
+				t.Fatalf("account %s: %d %s %s", id, resp.StatusCode, out.Code, out.Error)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling
+	}
+	took := time.Since(resumed)
+	st, body := httpDo(c.hc, "GET", url+"/readyz", "")
+	require.Equal(t, http.StatusOK, st, "ready again: %s", body)
+	t.Logf("the resumed member served every account %s after SIGCONT; 503 answers before: %v; /readyz said rejoining: %v", took.Round(time.Millisecond), codes, rejoining)
+	require.Positive(t, codes["lease_lost"], "answers while out are lease_lost")
+	require.True(t, rejoining, "/readyz said the member is rejoining")
+	require.Contains(t, paused.log(), "member rejoined the cluster")
+	for a := range accounts {
+		id := fmt.Sprintf("p%02d", a)
+		var view AccountView
+		require.Equal(t, http.StatusOK, getJSON(t, c.hc, "http://"+procs[0].addr+"/accounts/"+id, &view))
+		require.Equal(t, balance[id], view.Balance, "account %s: the other member agrees", id)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/tagconsistency"
@@ -37,6 +39,8 @@ type Node struct {
 	ReservationTimeout time.Duration
 	// IdleTimeout is the stream actors' passivation timeout.
 	IdleTimeout time.Duration
+	// MeterProvider receives the membership's metrics; nil means none.
+	MeterProvider metric.MeterProvider
 }
 
 // Member is a running cluster membership as the Runtime uses it. All
@@ -47,10 +51,13 @@ type Member interface {
 	Execute(ctx context.Context, stream journal.StreamID, cmd actors.Command) (actors.Result, error)
 	// Owners reserves each DCB tag at the member hosting its stream.
 	Owners() tagconsistency.TagOwners
-	// FenceError is nil until the member was fenced, then the error every
-	// call fails with.
+	// FenceError is nil while the member serves, otherwise the error every
+	// call fails with: one matching actors.ErrLeaseLost while the member is
+	// out of the cluster and rejoining (transient), and one that also
+	// matches journal.ErrNodeSuperseded once it is out for good.
 	FenceError() error
-	// Fenced is closed when the member was fenced.
+	// Fenced is closed when the member is out of the cluster for good (a
+	// twin node ID); a member that is rejoining does not close it.
 	Fenced() <-chan struct{}
 	// Address is this member's address ("host:port").
 	Address() string

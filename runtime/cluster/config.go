@@ -35,11 +35,25 @@ const (
 // runtime.ErrNodeUnavailable, journal.ErrOpenTimeout); with an idempotency key a
 // retry never applies a command twice. Two activations of one stream can
 // exist briefly (membership changes, a paused member); the journal's lease
-// fencing rejects the stale one's appends and it stops. A member that lost
-// its node session (paused or cut off past the session timeout) or was
-// dropped from the topology fences itself: it leaves the cluster, Execute
-// on it fails with runtime.ErrNodeFenced, and Runtime.ClusterFenced's channel
-// closes so the process can exit and be restarted.
+// fencing rejects the stale one's appends and it stops.
+//
+// Rejoin: a member that lost its node session (paused, or cut off from the
+// database, past the session timeout; a database failover that outlasts
+// it) or that the others dropped from their topology leaves the cluster
+// and rejoins on its own: it stops every stream actor of its old
+// membership, waits until the runtime has reopened its node session (a new
+// incarnation), and joins again under a new protoactor-go member ID on the
+// same address (it takes about a second, plus the provider's detection, once
+// the cause has healed). Its streams are then recovered from the journal;
+// nothing is served from the old membership's state. While it is out,
+// Execute on it and Runtime.Ready fail with an error matching
+// runtime.ErrLeaseLost (retryable) that says it is rejoining, and
+// ClusterMembers is nil. Only a twin (another live process with the same
+// NodeID, journal.ErrNodeSuperseded) stays out for good: Execute fails with
+// runtime.ErrNodeFenced and Runtime.ClusterFenced's channel closes so the
+// process can exit. A member logs one warning when it leaves and one info
+// line with its new incarnation when it has rejoined, and counts rejoins
+// in MetricRejoins.
 //
 // Operations notes: give the Postgres connections an
 // idle_in_transaction_session_timeout no longer than the session timeout,
@@ -122,8 +136,9 @@ func Command[C any](name string) CommandType {
 type Provider interface {
 	// Build validates the provider's settings and returns a new provider
 	// for one member, or an error that says which setting is wrong. Join
-	// calls it once per Runtime; the cluster starts the built provider and
-	// shuts it down with the member.
+	// calls it once per Runtime, and again each time the member rejoins the
+	// cluster; the cluster starts the built provider and shuts it down when
+	// the member leaves.
 	Build() (*clusterprovider.Built, error)
 }
 
@@ -134,7 +149,7 @@ func (c *Config) Join(ctx context.Context, node membership.Node) (membership.Mem
 	if c == nil {
 		return nil, nil
 	}
-	m, err := startCluster(ctx, node, *c)
+	m, err := newMember(ctx, node, *c)
 	if err != nil {
 		return nil, err
 	}

@@ -26,8 +26,9 @@ type clusterOwners struct{ c *clusterNode }
 
 // remoteReservation is the Token of a reservation held on another member.
 type remoteReservation struct {
-	pid *actor.PID
-	id  uint64 // the reservation's ID on the hosting member
+	node *clusterNode // the membership that made it, which ends it
+	pid  *actor.PID
+	id   uint64 // the reservation's ID on the hosting member
 }
 
 func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (tagconsistency.Reservation, error) {
@@ -35,7 +36,7 @@ func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (ta
 	stream = stream.Normalize()
 	identity := stream.String()
 	for attempt := 1; ; attempt++ {
-		if err := c.fenceError(); err != nil {
+		if err := c.check(); err != nil {
 			return tagconsistency.Reservation{}, err
 		}
 		owner := c.owner(identity)
@@ -92,7 +93,7 @@ func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamI
 		res := tagconsistency.Reservation{
 			Stream:  stream,
 			Version: r.Version,
-			Token:   &remoteReservation{pid: pid, id: r.ReservationId},
+			Token:   &remoteReservation{node: c, pid: pid, id: r.ReservationId},
 		}
 		if r.Lease != nil {
 			res.Lease = journal.Lease{Stream: stream, NodeID: r.Lease.NodeId, Incarnation: r.Lease.Incarnation, Epoch: r.Lease.Epoch}

@@ -23,7 +23,6 @@ import (
 	"github.com/scribe-es/scribe/internal/membership"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
-	"github.com/scribe-es/scribe/tagconsistency"
 )
 
 // streamKind is the cluster kind of stream grains: one identity per stream
@@ -43,9 +42,11 @@ const maxRouteAttempts = 4
 // incarnation with the one it joined with.
 const fenceCheckInterval = 100 * time.Millisecond
 
-// clusterNode is a Runtime's membership in a cluster: its own protoactor-go
-// actor system with remoting, the cluster (disthash identity lookup), the
-// reply router and the table of calls waiting for a reply.
+// clusterNode is one membership of a Runtime in a cluster, under one node
+// session incarnation: its own protoactor-go actor system (one member ID)
+// with remoting, the cluster (disthash identity lookup), the reply router
+// and the table of calls waiting for a reply. It ends when it is fenced (or
+// shut down) and is never restarted: member replaces it by a new one.
 type clusterNode struct {
 	node   membership.Node
 	cfg    Config
@@ -170,7 +171,7 @@ func startCluster(ctx context.Context, node membership.Node, cfg Config) (c *clu
 	// Spawned once remoting runs, so its PID carries the member's address.
 	c.replies, err = c.system.Root.SpawnNamed(actor.PropsFromFunc(c.receiveReply), repliesName)
 	if err != nil {
-		c.shutdown()
+		c.shutdown(runtime.ErrShutdown)
 		return nil, fmt.Errorf("runtime: starting the cluster reply router: %w", err)
 	}
 	timer := time.NewTimer(cfg.JoinTimeout)
@@ -178,10 +179,10 @@ func startCluster(ctx context.Context, node membership.Node, cfg Config) (c *clu
 	select {
 	case <-c.joined:
 	case <-timer.C:
-		c.shutdown()
+		c.shutdown(runtime.ErrShutdown)
 		return nil, fmt.Errorf("runtime: member %s did not see itself in cluster %q's topology within %s; check Config.Provider (automanaged.Provider.Peers must list this member's health endpoint) and the ports", c.self, cfg.Name, cfg.JoinTimeout)
 	case <-ctx.Done():
-		c.shutdown()
+		c.shutdown(runtime.ErrShutdown)
 		return nil, fmt.Errorf("runtime: joining cluster %q: %w", cfg.Name, ctx.Err())
 	}
 	c.log.Info("joined the cluster", "cluster", cfg.Name, "address", c.self, "node", node.NodeID)
@@ -201,9 +202,10 @@ func (c *clusterNode) startMember() (err error) {
 }
 
 // shutdown leaves the cluster: it stops accepting envelopes, waits for the
-// envelopes being served, fails the calls still waiting and stops the actor
-// system. The Runtime then shuts its stream actors down.
-func (c *clusterNode) shutdown() {
+// envelopes being served, fails the calls still waiting with reason and
+// stops the actor system. The Runtime then shuts its stream actors down
+// (or, on a rejoin, the member discards them).
+func (c *clusterNode) shutdown(reason error) {
 	c.stopOnce.Do(func() {
 		close(c.stop)
 		if c.watching {
@@ -213,7 +215,7 @@ func (c *clusterNode) shutdown() {
 		c.closed = true
 		for id, cl := range c.calls {
 			delete(c.calls, id)
-			cl.reply <- runtime.ErrShutdown
+			cl.reply <- reason
 		}
 		c.mu.Unlock()
 		c.serving.Wait()
@@ -279,9 +281,10 @@ func (c *clusterNode) onEvent(ev any) {
 	case <-c.joined:
 		if !self {
 			// The others dropped this member (it missed their health checks)
-			// and block it for good: it can no longer host streams.
-			c.fence(fmt.Errorf("%w: member %s (node %q) was removed from cluster %q (its provider stopped listing it: it missed the others' health checks, or its pod stopped running) and cannot rejoin; it serves no more commands: restart it",
-				runtime.ErrNodeFenced, c.system.Address(), c.node.NodeID, c.cfg.Name))
+			// and block its member ID for good: this membership can no
+			// longer host streams. The member rejoins with a new one.
+			c.fence(fmt.Errorf("%w: member %s (node %q) was removed from cluster %q (its provider stopped listing it: it missed the others' health checks, or its pod stopped running); it is rejoining the cluster, and executed nothing meanwhile",
+				runtime.ErrLeaseLost, c.system.Address(), c.node.NodeID, c.cfg.Name))
 		}
 	default:
 	}
@@ -329,10 +332,11 @@ func (c *clusterNode) failCalls(match func(*call) bool, reason error) {
 	}
 }
 
-// watchFence stops this member when its node session was lost (the host
-// opened a new incarnation): the cluster has presumed it dead, other members
-// may host its streams, and it must not keep serving them. It leaves the
-// cluster; Execute on it fails with runtime.ErrNodeFenced from then on.
+// watchFence ends this membership when its node session was lost (the
+// host opened a new incarnation): the cluster has presumed it dead and
+// other members may host its streams, so it must not keep serving them.
+// The member (see member) then leaves and rejoins with the new incarnation;
+// a twin node ID (journal.ErrNodeSuperseded) ends it for good.
 func (c *clusterNode) watchFence() {
 	defer close(c.watchDone)
 	t := time.NewTicker(fenceCheckInterval)
@@ -347,21 +351,36 @@ func (c *clusterNode) watchFence() {
 			c.fence(fmt.Errorf("%w: %w", runtime.ErrNodeFenced, err))
 			return
 		}
-		if inc := c.node.Host.Node().Incarnation; inc != c.generation {
-			c.fence(fmt.Errorf("%w: node %q lost its session (incarnation %d; paused or cut off from the database past the session timeout), so the cluster may host its streams elsewhere; it left the cluster and serves no more commands: restart it",
-				runtime.ErrNodeFenced, c.node.NodeID, c.generation))
+		if c.check() != nil {
 			return
 		}
 	}
 }
 
-// fence stops this member for good: Execute fails with err from now on,
-// ClusterFenced's channel closes, and the provider stops announcing it.
+// check returns the error this membership's calls fail with, nil while it
+// serves. A membership serves only under the node session incarnation it
+// joined with: on finding another one it fences itself at once, so no
+// request is executed in the window before watchFence notices.
+func (c *clusterNode) check() error {
+	if err := c.fenceError(); err != nil {
+		return err
+	}
+	if c.node.Host.Node().Incarnation != c.generation {
+		c.fence(fmt.Errorf("%w: node %q lost its node session (incarnation %d; paused or cut off from the database past the session timeout), so the cluster may host its streams elsewhere; this member is rejoining the cluster with a new incarnation, and executed nothing meanwhile",
+			runtime.ErrLeaseLost, c.node.NodeID, c.generation))
+		return c.fenceError()
+	}
+	return nil
+}
+
+// fence ends this membership: Execute fails with err from now on, Fenced's
+// channel closes, and the provider stops announcing it (the others drop it
+// from their topology). err matches runtime.ErrLeaseLost when the member
+// will rejoin, runtime.ErrNodeFenced when it stays out for good.
 func (c *clusterNode) fence(err error) {
 	c.fenceOnce.Do(func() {
 		c.fenceErr.Store(&err)
 		close(c.fenced)
-		c.log.Error("member fenced: leaving the cluster", "node", c.node.NodeID, "address", c.system.Address(), "reason", err)
 		go func() {
 			defer func() { _ = recover() }()
 			_ = c.cl.Config.ClusterProvider.Shutdown(false)
@@ -391,7 +410,7 @@ func (c *clusterNode) owner(identity string) string {
 func (c *clusterNode) execute(ctx context.Context, stream journal.StreamID, cmd actors.Command) (actors.Result, error) {
 	identity := stream.String()
 	for attempt := 1; ; attempt++ {
-		if err := c.fenceError(); err != nil {
+		if err := c.check(); err != nil {
 			return actors.Result{}, err
 		}
 		owner := c.owner(identity)
@@ -444,6 +463,9 @@ func (c *clusterNode) send(ctx context.Context, target *actor.PID, id uint64, ms
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		if err := c.fenceError(); err != nil {
+			return nil, err
+		}
 		return nil, runtime.ErrShutdown
 	}
 	c.calls[id] = cl
@@ -494,7 +516,8 @@ func (c *clusterNode) remoteExecute(ctx context.Context, owner string, stream jo
 	req.TraceParent, req.TraceState = c.traceContext(ctx)
 	r, err := c.send(ctx, pid, id, req)
 	if err != nil {
-		if errors.Is(err, runtime.ErrShutdown) {
+		if errors.Is(err, runtime.ErrShutdown) || errors.Is(err, c.fenceError()) {
+			// Never sent: this membership ended first.
 			return actors.Result{}, false, err
 		}
 		return actors.Result{}, false, fmt.Errorf("runtime: the context ended while member %s executed the command on stream %s; whether its events were stored is unknown (execute it again with the same idempotency key to find out): %w (%w)", pid.Address, stream, err, journal.ErrOutcomeUnknown)
@@ -666,7 +689,7 @@ func (c *clusterNode) serveContext(timeoutNanos int64, parent, state string) (co
 
 // hostedHere checks that this member still hosts stream and is not fenced.
 func (c *clusterNode) hostedHere(stream journal.StreamID) *clusterpb.Error {
-	if err := c.fenceError(); err != nil {
+	if err := c.check(); err != nil {
 		return c.encodeError(err)
 	}
 	if c.owner(stream.String()) != c.self {
@@ -784,33 +807,6 @@ func (w errorOnly) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (w errorOnly) WithAttrs(as []slog.Attr) slog.Handler { return errorOnly{w.Handler.WithAttrs(as)} }
 func (w errorOnly) WithGroup(n string) slog.Handler       { return errorOnly{w.Handler.WithGroup(n)} }
-
-// Execute implements membership.Member: it runs cmd on the member hosting
-// stream.
-func (c *clusterNode) Execute(ctx context.Context, stream journal.StreamID, cmd actors.Command) (actors.Result, error) {
-	return c.execute(ctx, stream, cmd)
-}
-
-// Owners implements membership.Member (see clusterOwners).
-func (c *clusterNode) Owners() tagconsistency.TagOwners { return clusterOwners{c: c} }
-
-// FenceError implements membership.Member.
-func (c *clusterNode) FenceError() error { return c.fenceError() }
-
-// Fenced implements membership.Member.
-func (c *clusterNode) Fenced() <-chan struct{} { return c.fenced }
-
-// Address implements membership.Member.
-func (c *clusterNode) Address() string { return c.self }
-
-// Members implements membership.Member.
-func (c *clusterNode) Members() []string { return c.memberAddrs() }
-
-// Owner implements membership.Member.
-func (c *clusterNode) Owner(stream journal.StreamID) string { return c.owner(stream.String()) }
-
-// Shutdown implements membership.Member.
-func (c *clusterNode) Shutdown() { c.shutdown() }
 
 func (c *clusterNode) memberAddrs() []string {
 	p := c.addrs.Load()

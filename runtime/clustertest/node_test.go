@@ -73,7 +73,7 @@ type execReply struct {
 	Version   uint64 `json:"version"`
 	Balance   int64  `json:"balance"`
 	Duplicate bool   `json:"duplicate"`
-	Code      string `json:"code,omitempty"` // "insufficient", "retryable", "failed"
+	Code      string `json:"code,omitempty"` // "insufficient", "lease_lost", "retryable", "failed"
 	Error     string `json:"error,omitempty"`
 }
 
@@ -81,6 +81,16 @@ type execReply struct {
 type statsReply struct {
 	Active  int      `json:"active"`
 	Members []string `json:"members"`
+	// NotReady is runtime.Ready's error, "" while the member serves.
+	NotReady string `json:"notReady,omitempty"`
+}
+
+// ownerReply is the body of GET /owner?account=ID: the address of the
+// member hosting the account's stream as this member sees it ("" while it
+// is out of the cluster), and this member's address.
+type ownerReply struct {
+	Owner string `json:"owner"`
+	Self  string `json:"self"`
 }
 
 func runNode(raw string) int {
@@ -161,6 +171,8 @@ func runNode(raw string) int {
 			status, rep.Code, rep.Error = http.StatusConflict, "version_mismatch", err.Error()
 		case errors.Is(err, journal.ErrInvalidEvent):
 			status, rep.Code, rep.Error = http.StatusBadRequest, "invalid_event", err.Error()
+		case errors.Is(err, runtime.ErrLeaseLost) && !errors.Is(err, journal.ErrOutcomeUnknown):
+			status, rep.Code, rep.Error = http.StatusServiceUnavailable, "lease_lost", err.Error()
 		case runtime.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
 			status, rep.Code, rep.Error = http.StatusServiceUnavailable, "retryable", err.Error()
 		default:
@@ -171,7 +183,14 @@ func runNode(raw string) int {
 		_ = json.NewEncoder(w).Encode(rep)
 	})
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(statsReply{Active: rt.ActiveStreams(), Members: rt.ClusterMembers()})
+		rep := statsReply{Active: rt.ActiveStreams(), Members: rt.ClusterMembers()}
+		if err := rt.Ready(); err != nil {
+			rep.NotReady = err.Error()
+		}
+		_ = json.NewEncoder(w).Encode(rep)
+	})
+	mux.HandleFunc("GET /owner", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(ownerReply{Owner: rt.ClusterOwner(acct(r.URL.Query().Get("account"))), Self: rt.ClusterAddress()})
 	})
 	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", cfg.HTTPPort))
 	if err != nil {

@@ -49,20 +49,39 @@ type proc struct {
 // until each serves HTTP and sees n members.
 func startProcs(t *testing.T, n int, url, schema string) []*proc {
 	t.Helper()
+	return startConfigs(t, procConfigs(t, n, url, schema), n)
+}
+
+// procConfigs returns the configurations of n members of one cluster on the
+// Postgres schema (node IDs "node-1"…, every member a peer of the others).
+func procConfigs(t *testing.T, n int, url, schema string) []nodeConfig {
+	t.Helper()
 	ms, peers := allocate(t, n)
 	httpPorts := freePorts(t, n)
 	name := clusterName()
-	dir := t.TempDir()
-	procs := make([]*proc, n)
+	cfgs := make([]nodeConfig, n)
 	for i := range n {
-		cfg := nodeConfig{
+		cfgs[i] = nodeConfig{
 			DB: url, Schema: schema, NodeID: fmt.Sprintf("node-%d", i+1), Cluster: name,
 			RemotePort: ms[i].remote, HealthPort: ms[i].health, Peers: peers, HTTPPort: httpPorts[i],
 			SessionTimeout: procSessionTimeout.String(), OpenTimeout: procOpenTimeout.String(), IdleTimeout: procIdleTimeout.String(),
 		}
+	}
+	return cfgs
+}
+
+// startConfigs starts a member process for each configuration and waits
+// until each serves HTTP and (unless members is negative) sees members
+// members.
+func startConfigs(t *testing.T, cfgs []nodeConfig, members int) []*proc {
+	t.Helper()
+	dir := t.TempDir()
+	procs := make([]*proc, len(cfgs))
+	for i, cfg := range cfgs {
 		raw, err := json.Marshal(cfg)
 		require.NoError(t, err)
-		procs[i] = launch(t, cfg.NodeID, string(raw), fmt.Sprintf("http://127.0.0.1:%d", httpPorts[i]), filepath.Join(dir, cfg.NodeID+".log"))
+		name := fmt.Sprintf("%s#%d", cfg.NodeID, i)
+		procs[i] = launch(t, name, string(raw), fmt.Sprintf("http://127.0.0.1:%d", cfg.HTTPPort), filepath.Join(dir, fmt.Sprintf("member-%d.log", i)))
 	}
 	for _, p := range procs {
 		select {
@@ -75,10 +94,13 @@ func startProcs(t *testing.T, n int, url, schema string) []*proc {
 		}
 	}
 	for _, p := range procs {
+		if members < 0 {
+			break
+		}
 		require.Eventually(t, func() bool {
 			s, err := p.stats()
-			return err == nil && len(s.Members) == n
-		}, 30*time.Second, 100*time.Millisecond, "member %s sees %d members", p.name, n)
+			return err == nil && len(s.Members) == members
+		}, 30*time.Second, 100*time.Millisecond, "member %s sees %d members", p.name, members)
 	}
 	return procs
 }
@@ -517,7 +539,11 @@ func (l *ledgerLoad) probeAll(t *testing.T, since time.Time, via []*proc) time.D
 
 // checkRaces fails the test when a member process reported a data race
 // involving Scribe's code (races inside protoactor-go alone are known, see
-// inprocess_test.go, and ignored).
+// inprocess_test.go, and ignored). One of them names Scribe's frames only as
+// callers: each protoactor-go remote endpoint sets grpc's global logger when
+// it starts (grpclog.SetLoggerV2 in remote.(*Remote).Start), while the
+// goroutines of a member's previous endpoint, which a rejoin has just shut
+// down, may still log through it; it is ignored too.
 func checkRaces(t *testing.T, procs []*proc) {
 	t.Helper()
 	for _, p := range procs {
@@ -531,6 +557,9 @@ func checkRaces(t *testing.T, procs []*proc) {
 			if i := strings.Index(block, "Goroutine "); i >= 0 {
 				accesses = block[:i]
 			}
+			if strings.Contains(accesses, "grpclog.SetLoggerV2()") && strings.Contains(accesses, "remote.(*Remote).Start()") {
+				continue
+			}
 			if strings.Contains(accesses, "github.com/scribe-es/scribe/") {
 				t.Errorf("member %s reported a data race in Scribe's code:\n%s", p.name, block)
 			}
@@ -540,8 +569,8 @@ func checkRaces(t *testing.T, procs []*proc) {
 
 // SIGSTOP of one member past the session timeout, then SIGCONT: the others
 // take its streams over; the paused member's stale activations cannot
-// append (fenced by Postgres), it notices and stops; no stream forks and
-// no acknowledged command is lost.
+// append (fenced by Postgres); it leaves, rejoins with a new incarnation and
+// serves again; no stream forks and no acknowledged command is lost.
 func TestProcessesPause(t *testing.T) {
 	t.Parallel()
 	url, schema, j := openVerifier(t)
@@ -582,21 +611,18 @@ func TestProcessesPause(t *testing.T) {
 			return
 		}
 		load.setAvoid(2, false)
-		select {
-		case <-p.fenced:
-			t.Logf("the paused member fenced itself %s after SIGCONT (paused %s)", time.Since(resumed).Round(time.Millisecond), resumed.Sub(paused).Round(time.Millisecond))
-		case <-time.After(15 * time.Second):
-			t.Errorf("the paused member did not notice it was fenced within 15s of SIGCONT")
-		}
-		select {
-		case <-p.exited:
-			if p.exitCode != exitFenced {
-				t.Errorf("the fenced member exited with code %d, want %d", p.exitCode, exitFenced)
+		// It rejoins on its own: every member sees three again.
+		for _, s := range procs {
+			if !waitMembers(s, 3, 30*time.Second) {
+				t.Errorf("member %s does not see three members within 30s of SIGCONT", s.name)
+				return
 			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("the fenced member did not exit")
 		}
-		load.waitAcked(load.acked()+500, 30*time.Second) // the survivors keep serving
+		t.Logf("the paused member rejoined %s after SIGCONT (paused %s)", time.Since(resumed).Round(time.Millisecond), resumed.Sub(paused).Round(time.Millisecond))
+		if !p.alive() {
+			t.Errorf("the paused member exited (code %d) instead of rejoining", p.exitCode)
+		}
+		load.waitAcked(load.acked()+500, 30*time.Second) // the load goes on on all three
 	}()
 	load.run(t, ctx, 24, 40*time.Second)
 	<-done

@@ -26,9 +26,10 @@
 // A pod being deleted (a rolling update, a scale-down) leaves the topology
 // as soon as its deletion starts, on every member including itself: the
 // others take over its streams once it has released their leases or its
-// node session expired, and on the member itself ClusterFenced's channel
-// closes; it should finish with Runtime.Shutdown, which it is being told to
-// do by SIGTERM anyway. A member whose process died while its pod stays
+// node session expired; the member itself answers runtime.ErrLeaseLost
+// (Ready too) while it tries to rejoin, which it cannot while its pod is
+// being deleted or not Running. It should finish with Runtime.Shutdown,
+// which it is being told to do by SIGTERM anyway. A member whose process died while its pod stays
 // Running (its container restarting) stays in the topology until the new
 // process registers with a new member ID, or the pod stops Running; keep
 // container restarts fast.

@@ -65,7 +65,8 @@ func Example() {
 	ready.Store(true)
 
 	// Register aggregates and serve commands here. Leave on SIGTERM (the
-	// pod is being deleted) or when the member was fenced.
+	// pod is being deleted) or when the member was fenced for good (another
+	// live process runs with its node ID).
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
 	select {

@@ -10,8 +10,10 @@ package kubernetes_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,19 +154,27 @@ func getPod(t *testing.T, client *fake.Clientset, name string) *corev1.Pod {
 	return p
 }
 
-func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+// waitRejoining waits until rt, dropped from the topology, is out of the
+// cluster and trying to rejoin: not ready with runtime.ErrLeaseLost, yet
+// not fenced for good.
+func waitRejoining(t *testing.T, rt *runtime.Runtime, what string) {
 	t.Helper()
+	require.Eventually(t, func() bool {
+		err := rt.Ready()
+		return errors.Is(err, runtime.ErrLeaseLost) && strings.Contains(err.Error(), "rejoining")
+	}, 20*time.Second, 20*time.Millisecond, what)
+	require.Nil(t, rt.ClusterMembers(), "out of the cluster")
 	select {
-	case <-ch:
-	case <-time.After(20 * time.Second):
-		t.Fatal(what)
+	case <-rt.ClusterFenced():
+		t.Fatalf("%s: fenced for good, but only a twin node ID stays out", what)
+	default:
 	}
 }
 
 // Two members in two pods of one fake API server: each labels its pod, both
 // see both, a command sent to one for a stream the other hosts runs there,
 // a pod that stops Running leaves the topology (the survivor hosts every
-// stream, the dropped member fences itself), and Shutdown removes a
+// stream, the dropped member leaves it and tries to rejoin), and Shutdown removes a
 // member's labels.
 func TestInProcessTwoPodsFormACluster(t *testing.T) {
 	client := fake.NewClientset(pod("pod-a"), pod("pod-b"))
@@ -194,7 +204,8 @@ func TestInProcessTwoPodsFormACluster(t *testing.T) {
 	require.Equal(t, 0, a.ActiveStreams())
 	alsoOnB := ownedBy(t, a, b.ClusterAddress(), onB.ID)
 
-	// pod-b fails: a hosts everything, b (dropped) fences itself.
+	// pod-b fails: a hosts everything; b (dropped) leaves and tries to
+	// rejoin, which it cannot while its pod is not Running.
 	p := getPod(t, client, "pod-b")
 	p.Status.Phase = corev1.PodFailed
 	_, err = client.CoreV1().Pods(namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
@@ -203,7 +214,7 @@ func TestInProcessTwoPodsFormACluster(t *testing.T) {
 		10*time.Second, 20*time.Millisecond, "a sees b leave")
 	require.Equal(t, a.ClusterAddress(), a.ClusterOwner(onB))
 	require.Equal(t, a.ClusterAddress(), a.ClusterOwner(alsoOnB))
-	waitClosed(t, b.ClusterFenced(), "b, dropped from the topology, fences itself")
+	waitRejoining(t, b, "b, dropped from the topology, leaves it and tries to rejoin")
 	res, err = a.Execute(ctx, alsoOnB, Add{N: 1})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), res.Version)
@@ -233,7 +244,7 @@ func TestInProcessDeletedPodLeaves(t *testing.T) {
 	require.Eventually(t, func() bool { return fmt.Sprint(a.ClusterMembers()) == fmt.Sprint([]string{a.ClusterAddress()}) },
 		10*time.Second, 20*time.Millisecond, "a sees b leave")
 	require.Equal(t, a.ClusterAddress(), a.ClusterOwner(onB))
-	waitClosed(t, b.ClusterFenced(), "b, dropped from the topology, fences itself")
+	waitRejoining(t, b, "b, dropped from the topology, leaves it and tries to rejoin")
 	require.NoError(t, b.Shutdown(ctx), "the pod is gone; Shutdown has nothing to remove")
 	res, err := a.Execute(ctx, onB, Add{N: 1})
 	require.NoError(t, err)
