@@ -67,7 +67,7 @@ const (
 // Set a *Config as runtime.Config.Cluster; a nil *Config means a single
 // node. Config itself imports no provider: import the one the deployment
 // uses (runtime/cluster/automanaged, runtime/cluster/consul,
-// runtime/cluster/etcd or runtime/kubernetes).
+// runtime/cluster/etcd or runtime/cluster/kubernetes).
 type Config struct {
 	// Name is the cluster's name; members with another name never join.
 	// Required.
@@ -80,7 +80,7 @@ type Config struct {
 	Port int
 	// Provider finds the cluster's members: automanaged.Provider (static
 	// peers, for tests and small deployments), consul.Provider,
-	// etcd.Provider, or kubernetes.Provider (package runtime/kubernetes).
+	// etcd.Provider, or kubernetes.Provider (package runtime/cluster/kubernetes).
 	// Required.
 	Provider Provider
 	// Commands lists the command types that may be executed on streams hosted
@@ -128,7 +128,7 @@ func Command[C any](name string) CommandType {
 }
 
 // Provider finds a cluster's members. Packages runtime/cluster/automanaged,
-// runtime/cluster/consul, runtime/cluster/etcd and runtime/kubernetes
+// runtime/cluster/consul, runtime/cluster/etcd and runtime/cluster/kubernetes
 // implement it, each in a package of its own so that a program compiles
 // only the provider it imports. The method's result is internal to Scribe:
 // the actor engine's types never appear in Scribe's API, so only Scribe's
@@ -165,7 +165,7 @@ func (c *Config) setDefaults() error {
 	case c.Port <= 0 || c.Port > 65535:
 		return fmt.Errorf("cluster: Config.Port is %d; give the member a TCP port for its remote endpoint", c.Port)
 	case c.Provider == nil:
-		return errors.New("cluster: Config.Provider is nil; use automanaged.Provider (package runtime/cluster/automanaged) for static peers, consul.Provider, etcd.Provider, or kubernetes.Provider from package runtime/kubernetes")
+		return errors.New("cluster: Config.Provider is nil; use automanaged.Provider (package runtime/cluster/automanaged) for static peers, consul.Provider, etcd.Provider, or kubernetes.Provider from package runtime/cluster/kubernetes")
 	case c.JoinTimeout < 0:
 		return fmt.Errorf("cluster: Config.JoinTimeout is negative (%s); use 0 for the default", c.JoinTimeout)
 	}

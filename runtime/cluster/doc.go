@@ -13,7 +13,7 @@
 //	runtime/cluster/automanaged  static peers polling each other's health endpoints
 //	runtime/cluster/consul       a Consul agent's service catalog
 //	runtime/cluster/etcd         keys kept alive in etcd
-//	runtime/kubernetes           the pods of a Kubernetes namespace
+//	runtime/cluster/kubernetes   the pods of a Kubernetes namespace
 //
 // A program that imports none of these packages (only package runtime)
 // compiles no cluster code at all.

@@ -24,5 +24,5 @@ func TestRuntimeDoesNotImportKubernetes(t *testing.T) {
 		return k8s
 	}
 	require.Empty(t, deps("github.com/scribe-es/scribe/runtime"), "packages of k8s.io that package runtime depends on")
-	require.Contains(t, deps("github.com/scribe-es/scribe/runtime/kubernetes"), "k8s.io/client-go/kubernetes", "the check sees client-go where it is")
+	require.Contains(t, deps("github.com/scribe-es/scribe/runtime/cluster/kubernetes"), "k8s.io/client-go/kubernetes", "the check sees client-go where it is")
 }

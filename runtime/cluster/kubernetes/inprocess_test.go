@@ -25,7 +25,7 @@ import (
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/runtime/cluster"
-	"github.com/scribe-es/scribe/runtime/kubernetes"
+	"github.com/scribe-es/scribe/runtime/cluster/kubernetes"
 )
 
 const namespace = "ns"

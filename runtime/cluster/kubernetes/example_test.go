@@ -15,7 +15,7 @@ import (
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/runtime/cluster"
-	"github.com/scribe-es/scribe/runtime/kubernetes"
+	"github.com/scribe-es/scribe/runtime/cluster/kubernetes"
 )
 
 // PlaceOrder is a command sent across members.
