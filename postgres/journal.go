@@ -50,8 +50,9 @@ type Journal struct {
 	leaseNotifyOnce sync.Once
 	leaseNotifyCh   chan struct{}
 
-	seam  seam
-	heads heads
+	seam   seam
+	heads  heads
+	server serverWatch
 
 	stats stats
 }
@@ -204,6 +205,9 @@ func (j *Journal) sql(q string) string { return strings.ReplaceAll(q, "__S__.", 
 func (j *Journal) translate(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if unavailable(err) {
+		j.server.lost()
 	}
 	return translateErr(j.cfg.Schema, op, err)
 }
