@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -54,4 +56,21 @@ func (j *Journal) Server() string {
 		return *a
 	}
 	return ""
+}
+
+// ServerAddress returns the address (host:port, or a socket path) of the
+// server a connection of pool reaches now: with a multi-host URL, the host
+// actually chosen (for target_session_attrs=read-write, the primary). It
+// takes one connection from the pool and sends nothing.
+func ServerAddress(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return "", translateErr("", "acquiring a connection", err)
+	}
+	defer conn.Release()
+	nc := conn.Conn().PgConn().Conn()
+	if nc == nil {
+		return "", errors.New("postgres: the connection has no network connection")
+	}
+	return nc.RemoteAddr().String(), nil
 }

@@ -12,7 +12,7 @@ import (
 
 func TestIdempotencyCacheReplaysAndRejectsMismatch(t *testing.T) {
 	t.Parallel()
-	c := newIdempotencyCache(10, time.Hour, time.Now)
+	c := newIdempotencyCache(10, time.Hour, time.Now, nil)
 	var runs atomic.Int32
 	exec := func() response { runs.Add(1); return response{status: 200, body: []byte("first")} }
 
@@ -34,7 +34,7 @@ func TestIdempotencyCacheReplaysAndRejectsMismatch(t *testing.T) {
 
 func TestIdempotencyCacheDoesNotKeepServerErrors(t *testing.T) {
 	t.Parallel()
-	c := newIdempotencyCache(10, time.Hour, time.Now)
+	c := newIdempotencyCache(10, time.Hour, time.Now, nil)
 	_, out, err := c.do(context.Background(), "k", "fp", func() response { return response{status: 503} })
 	require.NoError(t, err)
 	require.Equal(t, idemExecuted, out)
@@ -49,7 +49,7 @@ func TestIdempotencyCacheDoesNotKeepServerErrors(t *testing.T) {
 
 func TestIdempotencyCacheConcurrentSameKeyRunsOnce(t *testing.T) {
 	t.Parallel()
-	c := newIdempotencyCache(10, time.Hour, time.Now)
+	c := newIdempotencyCache(10, time.Hour, time.Now, nil)
 	release := make(chan struct{})
 	var runs atomic.Int32
 	var wg sync.WaitGroup
@@ -79,7 +79,7 @@ func TestIdempotencyCacheConcurrentSameKeyRunsOnce(t *testing.T) {
 
 func TestIdempotencyCacheWaiterHonoursContext(t *testing.T) {
 	t.Parallel()
-	c := newIdempotencyCache(10, time.Hour, time.Now)
+	c := newIdempotencyCache(10, time.Hour, time.Now, nil)
 	started := make(chan struct{})
 	release := make(chan struct{})
 	go func() {
@@ -98,7 +98,7 @@ func TestIdempotencyCacheBoundAndTTL(t *testing.T) {
 	now := time.Unix(0, 0)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	c := newIdempotencyCache(3, time.Minute, clock)
+	c := newIdempotencyCache(3, time.Minute, clock, nil)
 	for _, k := range []string{"a", "b", "c", "d"} {
 		_, _, _ = c.do(context.Background(), k, "fp", func() response { return response{status: 200, body: []byte(k)} })
 	}
