@@ -24,13 +24,22 @@ type Server struct {
 	runAs  []string // runuser prefix when root
 	logf   string
 	active bool
+	extra  []string // server settings (-c name=value) given at every start
 }
 
 // Option adjusts a server before it first starts.
 type Option func(*options)
 
 type options struct {
-	epoch uint32
+	epoch    uint32
+	settings []string
+}
+
+// Setting sets a server configuration parameter at every start, as
+// -c name='value' (for example synchronous_standby_names, "*"); value must
+// not contain a single quote.
+func Setting(name, value string) Option {
+	return func(o *options) { o.settings = append(o.settings, name+"='"+value+"'") }
 }
 
 // XIDEpoch makes the server's transaction IDs start in the given epoch
@@ -50,6 +59,25 @@ func Start(t testing.TB, opts ...Option) *Server {
 		}
 		t.Skip(msg)
 	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := newServer(t, bin)
+	s.extra = o.settings
+	s.run("initdb", "-D", filepath.Join(s.dir, "data"), "-U", "postgres", "-A", "trust", "--no-sync")
+	if o.epoch > 0 {
+		s.run("pg_resetwal", "--epoch", strconv.FormatUint(uint64(o.epoch), 10), "-D", filepath.Join(s.dir, "data"))
+	}
+	s.Start()
+	s.run("createdb", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres", "test")
+	return s
+}
+
+// newServer makes the directory of a new server (owned by the user the
+// server runs as), removed at cleanup after the server stopped.
+func newServer(t testing.TB, bin string) *Server {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "scribe-throwaway-pg-")
 	if err != nil {
 		t.Fatal(err)
@@ -82,18 +110,38 @@ func Start(t testing.TB, opts ...Option) *Server {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// Standby makes a streaming-replication standby of the (running) server:
+// pg_basebackup -R of its data into a new server on a port of its own,
+// started and receiving WAL when Standby returns. It is read-only until
+// Promote. Whether commits wait for it depends on the primary's
+// synchronous_standby_names (Setting). The standby is stopped and deleted
+// at cleanup.
+func (s *Server) Standby(opts ...Option) *Server {
+	s.t.Helper()
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s.run("initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres", "-A", "trust", "--no-sync")
-	if o.epoch > 0 {
-		s.run("pg_resetwal", "--epoch", strconv.FormatUint(uint64(o.epoch), 10), "-D", filepath.Join(dir, "data"))
-	}
-	s.Start()
-	s.run("createdb", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres", "test")
-	return s
+	sb := newServer(s.t, s.bin)
+	sb.extra = o.settings
+	sb.run("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres",
+		"-D", filepath.Join(sb.dir, "data"), "-R", "-X", "stream", "--no-sync", "-c", "fast")
+	sb.Start()
+	return sb
 }
+
+// Promote makes a standby a primary (pg_ctl promote) and waits until it
+// accepts writes.
+func (s *Server) Promote() {
+	s.t.Helper()
+	s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-w", "-t", "60", "promote")
+}
+
+// Port is the server's TCP port on 127.0.0.1.
+func (s *Server) Port() int { return s.port }
 
 // URL is the connection URL of the server's database "test".
 func (s *Server) URL() string {
@@ -104,8 +152,11 @@ func (s *Server) URL() string {
 // waits until it accepts connections.
 func (s *Server) Start() {
 	s.t.Helper()
-	s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-l", s.logf, "-w", "-t", "60",
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100", s.port, s.dir), "start")
+	o := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100", s.port, s.dir)
+	for _, e := range s.extra {
+		o += " -c " + e
+	}
+	s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-l", s.logf, "-w", "-t", "60", "-o", o, "start")
 	s.active = true
 }
 
