@@ -39,19 +39,14 @@ type streamActor struct {
 	// of the activation's recovery span.
 	spawnedBy trace.SpanContext
 
-	busy    busyKind
-	ready   bool
-	lease   journal.Lease
-	leased  bool
-	state   any
-	version uint64
-	lastPos journal.Position // position of the event at version (zero if unknown)
-	head    journal.Hash     // chain hash of the event at version (zero if unknown)
-	// epoch is the host's StoreEpoch when the cache was last validated
-	// against the store (rewind.go); snapCap, when not 0, bounds the next
-	// full reload to snapshots below that version (after a rewind).
-	epoch        uint64
-	snapCap      uint64
+	busy         busyKind
+	ready        bool
+	lease        journal.Lease
+	leased       bool
+	state        any
+	version      uint64
+	lastPos      journal.Position // position of the event at version (zero if unknown)
+	head         journal.Hash     // chain hash of the event at version (zero if unknown)
 	snapVersion  uint64
 	snapInFlight bool
 	keys         *keyCache
@@ -92,6 +87,12 @@ type streamActor struct {
 	failErr       error
 	sessionFailed bool
 	stopping      bool
+
+	// epoch is the host's StoreEpoch when the cache was last validated
+	// against the store (rewind.go); snapCap, when not 0, bounds the next
+	// full reload to snapshots below that version (after a rewind).
+	epoch   uint64
+	snapCap uint64
 }
 
 type heldReservation struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -70,6 +71,7 @@ type failoverLoad struct {
 	acked     map[string]string // key -> account: answered 200
 	unsettled map[string]string // key -> account: answered 503 and never 200 yet
 	bad       []string          // answers other than 200 and 503 with Retry-After
+	codes     map[string]int    // the error codes of the 503s
 	afterAck  atomic.Int64      // unix nanos of the first 200 after mark was set
 	mark      atomic.Int64      // unix nanos; 0 while unset
 	stop      chan struct{}
@@ -123,6 +125,9 @@ func (l *failoverLoad) start(workers int) {
 					}
 				case 503:
 					l.unsettled[key] = account
+					var body struct{ Code string }
+					_ = json.Unmarshal([]byte(r.body), &body)
+					l.codes[body.Code]++
 				default:
 					l.bad = append(l.bad, fmt.Sprintf("key %s: %d %s", key, r.status, r.body))
 				}
@@ -212,10 +217,13 @@ type failoverBank struct {
 	reports          int
 }
 
-func startFailoverBank(t *testing.T, sessionTimeout time.Duration, settings ...throwawaypg.Option) *failoverBank {
+func startFailoverBank(t *testing.T, sessionTimeout time.Duration, synchronous bool) *failoverBank {
 	t.Helper()
-	primary := throwawaypg.Start(t, settings...)
+	primary := throwawaypg.Start(t)
 	standby := primary.Standby()
+	if synchronous {
+		makeSynchronous(t, primary.URL())
+	}
 	fb := &failoverBank{primary: primary, standby: standby, reported: map[string]uint64{}}
 	fb.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/test?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
 		primary.Port(), standby.Port())
@@ -227,9 +235,30 @@ func startFailoverBank(t *testing.T, sessionTimeout time.Duration, settings ...t
 		require.Equal(t, 201, r.Status, string(r.Body))
 	}
 	fb.load = &failoverLoad{url: fb.ts.url, accounts: accounts, hc: &http.Client{Timeout: 20 * time.Second},
-		acked: map[string]string{}, unsettled: map[string]string{}}
+		acked: map[string]string{}, unsettled: map[string]string{}, codes: map[string]int{}}
 	t.Cleanup(fb.load.hc.CloseIdleConnections)
 	return fb
+}
+
+// makeSynchronous makes every commit on the primary at url wait for its
+// standby (synchronous_standby_names = '*'), and waits until the standby is
+// synchronous.
+func makeSynchronous(t *testing.T, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '*'")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "SELECT pg_reload_conf()")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var n int
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'").Scan(&n)
+		return err == nil && n == 1
+	}, 20*time.Second, 20*time.Millisecond, "the standby is synchronous")
 }
 
 // promote promotes the standby and waits (bounded, loosely) until a deposit
@@ -265,7 +294,7 @@ func (fb *failoverBank) requireBalances(t *testing.T) {
 // rewind is reported, and every chain verifies.
 func TestFailoverSynchronousStandby(t *testing.T) {
 	t.Parallel()
-	fb := startFailoverBank(t, 10*time.Second, throwawaypg.Setting("synchronous_standby_names", "*"))
+	fb := startFailoverBank(t, 10*time.Second, true)
 	fb.load.start(4)
 	require.Eventually(t, func() bool { return fb.load.ackedCount() >= 100 }, 30*time.Second, 5*time.Millisecond)
 
@@ -285,8 +314,8 @@ func TestFailoverSynchronousStandby(t *testing.T) {
 	require.Zero(t, fb.reports, "a synchronous standby loses nothing: no rewind reported")
 	fb.mu.Unlock()
 	require.Equal(t, uint64(0), fb.ts.srv.svc.rt.Rewinds().LostVersions)
-	t.Logf("synchronous failover: served again %s after the promotion; %d deposits acknowledged, 0 lost, none applied twice",
-		took.Round(time.Millisecond), len(fb.load.acked))
+	t.Logf("synchronous failover: served again %s after the promotion; %d deposits acknowledged, 0 lost, none applied twice; 503s by code: %v",
+		took.Round(time.Millisecond), len(fb.load.acked), fb.load.codes)
 }
 
 // TestFailoverAsynchronousStandby runs the bank on a primary with an
@@ -313,7 +342,7 @@ func TestFailoverAsynchronousStandby(t *testing.T) {
 		{"session expired", 2 * time.Second, 4 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fb := startFailoverBank(t, tc.session)
+			fb := startFailoverBank(t, tc.session, false)
 			fb.load.start(4)
 			require.Eventually(t, func() bool { return fb.load.ackedCount() >= 60 }, 30*time.Second, 5*time.Millisecond)
 
@@ -390,8 +419,8 @@ func TestFailoverAsynchronousStandby(t *testing.T) {
 			}
 			require.Len(t, keys, len(fb.load.acked))
 			fb.requireBalances(t)
-			t.Logf("asynchronous failover (%s): served again %s after the promotion; %d deposits acknowledged, %d lost (%v), reported %d versions in %d ERROR lines; /readyz: %s",
-				tc.name, took.Round(time.Millisecond), len(fb.load.acked), len(lostKeys), lost, sum.LostVersions, fb.reports, ready.Body)
+			t.Logf("asynchronous failover (%s): served again %s after the promotion; %d deposits acknowledged, %d lost (%v), reported %d versions in %d ERROR lines; 503s by code: %v; /readyz: %s",
+				tc.name, took.Round(time.Millisecond), len(fb.load.acked), len(lostKeys), lost, sum.LostVersions, fb.reports, fb.load.codes, ready.Body)
 		})
 	}
 }

@@ -24,22 +24,13 @@ type Server struct {
 	runAs  []string // runuser prefix when root
 	logf   string
 	active bool
-	extra  []string // server settings (-c name=value) given at every start
 }
 
 // Option adjusts a server before it first starts.
 type Option func(*options)
 
 type options struct {
-	epoch    uint32
-	settings []string
-}
-
-// Setting sets a server configuration parameter at every start, as
-// -c name='value' (for example synchronous_standby_names, "*"); value must
-// not contain a single quote.
-func Setting(name, value string) Option {
-	return func(o *options) { o.settings = append(o.settings, name+"='"+value+"'") }
+	epoch uint32
 }
 
 // XIDEpoch makes the server's transaction IDs start in the given epoch
@@ -64,7 +55,6 @@ func Start(t testing.TB, opts ...Option) *Server {
 		opt(&o)
 	}
 	s := newServer(t, bin)
-	s.extra = o.settings
 	s.run("initdb", "-D", filepath.Join(s.dir, "data"), "-U", "postgres", "-A", "trust", "--no-sync")
 	if o.epoch > 0 {
 		s.run("pg_resetwal", "--epoch", strconv.FormatUint(uint64(o.epoch), 10), "-D", filepath.Join(s.dir, "data"))
@@ -116,17 +106,13 @@ func newServer(t testing.TB, bin string) *Server {
 // Standby makes a streaming-replication standby of the (running) server:
 // pg_basebackup -R of its data into a new server on a port of its own,
 // started and receiving WAL when Standby returns. It is read-only until
-// Promote. Whether commits wait for it depends on the primary's
-// synchronous_standby_names (Setting). The standby is stopped and deleted
-// at cleanup.
-func (s *Server) Standby(opts ...Option) *Server {
+// Promote. It is asynchronous unless the primary is then configured with
+// synchronous_standby_names (ALTER SYSTEM and pg_reload_conf(); not at
+// start, or creating the database would wait for a standby that does not
+// exist yet). The standby is stopped and deleted at cleanup.
+func (s *Server) Standby() *Server {
 	s.t.Helper()
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
 	sb := newServer(s.t, s.bin)
-	sb.extra = o.settings
 	sb.run("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres",
 		"-D", filepath.Join(sb.dir, "data"), "-R", "-X", "stream", "--no-sync", "-c", "fast")
 	sb.Start()
@@ -152,11 +138,8 @@ func (s *Server) URL() string {
 // waits until it accepts connections.
 func (s *Server) Start() {
 	s.t.Helper()
-	o := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100", s.port, s.dir)
-	for _, e := range s.extra {
-		o += " -c " + e
-	}
-	s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-l", s.logf, "-w", "-t", "60", "-o", o, "start")
+	s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-l", s.logf, "-w", "-t", "60",
+		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100", s.port, s.dir), "start")
 	s.active = true
 }
 
