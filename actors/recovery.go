@@ -97,9 +97,12 @@ func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
 	// (its previous actor stopped: passivated, or the node session was
 	// lost): the store went back in time. The state was just read from the
 	// store, so only the report is left to do.
-	if hw, ok := a.host.takeMark(a.stream); ok && hw.version > m.rec.version {
-		a.host.rewound(StoreRewind{Stream: a.stream, Known: hw.version, Found: m.rec.version, KnownHead: hw.head, FoundHead: m.rec.head, DetectedAt: time.Now()})
-		a.epoch = a.host.StoreEpoch()
+	if hw, ok := a.host.takeMark(a.stream); ok {
+		diverged := hw.version == m.rec.version && hw.head != (journal.Hash{}) && m.rec.head != (journal.Hash{}) && hw.head != m.rec.head
+		if hw.version > m.rec.version || diverged {
+			a.host.rewound(StoreRewind{Stream: a.stream, Known: hw.version, Found: m.rec.version, KnownHead: hw.head, FoundHead: m.rec.head, Diverged: diverged, DetectedAt: time.Now()})
+			a.epoch = a.host.StoreEpoch()
+		}
 	}
 	if m.ghost {
 		a.state, a.version, a.lastPos, a.head, a.snapVersion, a.keys = m.rec.state, 0, journal.Position{}, journal.Hash{}, 0, m.rec.keys

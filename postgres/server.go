@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -22,8 +23,8 @@ type serverWatch struct {
 }
 
 // observe notes the server conn is connected to; a new address raises the
-// epoch (the first one seen does not).
-func (w *serverWatch) observe(conn *pgxpool.Conn) {
+// epoch (the first one seen does not) and is logged.
+func (w *serverWatch) observe(conn *pgxpool.Conn, log *slog.Logger) {
 	nc := conn.Conn().PgConn().Conn()
 	if nc == nil {
 		return
@@ -35,6 +36,8 @@ func (w *serverWatch) observe(conn *pgxpool.Conn) {
 	}
 	if w.addr.CompareAndSwap(old, &addr) && old != nil {
 		w.epoch.Add(1)
+		log.Info("postgres: appends now reach another database server (a failover or a restart behind the same URL); stream actors re-read their streams before serving from their caches",
+			"previous_server", *old, "server", addr)
 	}
 }
 

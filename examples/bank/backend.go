@@ -89,7 +89,7 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 		return nil, fmt.Errorf("connect to Postgres at %s: %w", where, err)
 	}
 	log.Info("connected to postgres", "configured", where, "server", server)
-	pgCfg := postgres.Config{Schema: schema}
+	pgCfg := postgres.Config{Schema: schema, Logger: log}
 	start := time.Now()
 	if err := postgres.Migrate(cctx, pool, pgCfg); err != nil {
 		pool.Close()
