@@ -117,7 +117,7 @@ const rangeScanSQL = `SELECT set_config('enable_bitmapscan', 'off', true)`
 // trip; scan reads its rows.
 func (j *Journal) gated(ctx context.Context, op, stmt string, args []any, scan func(pgx.Rows) error) error {
 	b := &pgx.Batch{}
-	b.Queue(j.sql(gateSetSQL))
+	b.Queue(j.gateSetStatement())
 	b.Queue(rangeScanSQL)
 	b.Queue(stmt, args...)
 	br := j.pool.SendBatch(ctx, b)

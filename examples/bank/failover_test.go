@@ -220,7 +220,7 @@ type failoverBank struct {
 func startFailoverBank(t *testing.T, sessionTimeout time.Duration, synchronous bool) *failoverBank {
 	t.Helper()
 	primary := throwawaypg.Start(t)
-	standby := primary.Standby()
+	standby := primary.StartStandby(t)
 	if synchronous {
 		makeSynchronous(t, primary.URL())
 	}

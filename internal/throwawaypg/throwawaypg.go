@@ -50,11 +50,11 @@ func Start(t testing.TB, opts ...Option) *Server {
 		}
 		t.Skip(msg)
 	}
+	s := newServer(t, bin)
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := newServer(t, bin)
 	s.run("initdb", "-D", filepath.Join(s.dir, "data"), "-U", "postgres", "-A", "trust", "--no-sync")
 	if o.epoch > 0 {
 		s.run("pg_resetwal", "--epoch", strconv.FormatUint(uint64(o.epoch), 10), "-D", filepath.Join(s.dir, "data"))
@@ -64,8 +64,8 @@ func Start(t testing.TB, opts ...Option) *Server {
 	return s
 }
 
-// newServer makes the directory of a new server (owned by the user the
-// server runs as), removed at cleanup after the server stopped.
+// newServer prepares an empty directory for a server (owned by the user the
+// server runs as) and a free port; the directory is deleted at cleanup.
 func newServer(t testing.TB, bin string) *Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "scribe-throwaway-pg-")
@@ -102,32 +102,6 @@ func newServer(t testing.TB, bin string) *Server {
 	}
 	return s
 }
-
-// Standby makes a streaming-replication standby of the (running) server:
-// pg_basebackup -R of its data into a new server on a port of its own,
-// started and receiving WAL when Standby returns. It is read-only until
-// Promote. It is asynchronous unless the primary is then configured with
-// synchronous_standby_names (ALTER SYSTEM and pg_reload_conf(); not at
-// start, or creating the database would wait for a standby that does not
-// exist yet). The standby is stopped and deleted at cleanup.
-func (s *Server) Standby() *Server {
-	s.t.Helper()
-	sb := newServer(s.t, s.bin)
-	sb.run("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres",
-		"-D", filepath.Join(sb.dir, "data"), "-R", "-X", "stream", "--no-sync", "-c", "fast")
-	sb.Start()
-	return sb
-}
-
-// Promote makes a standby a primary (pg_ctl promote) and waits until it
-// accepts writes.
-func (s *Server) Promote() {
-	s.t.Helper()
-	s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-w", "-t", "60", "promote")
-}
-
-// Port is the server's TCP port on 127.0.0.1.
-func (s *Server) Port() int { return s.port }
 
 // URL is the connection URL of the server's database "test".
 func (s *Server) URL() string {
