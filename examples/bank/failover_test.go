@@ -176,7 +176,7 @@ func (l *failoverLoad) settle(t *testing.T) {
 
 // storedKeys reads every account's stream from the database at url and
 // returns its deposits' idempotency keys, counted, and each stream's version;
-// it verifies each stream's hash chain.
+// it verifies each stream's hash chain. It may run while deposits go on.
 func storedKeys(t *testing.T, url string, accounts []string) (map[string]int, map[string]uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -199,7 +199,7 @@ func storedKeys(t *testing.T, url string, accounts []string) (map[string]int, ma
 		}
 		n, err := journal.VerifyStream(ctx, j, stream)
 		require.NoError(t, err, "chain of %s verifies", id)
-		require.Equal(t, versions[id], n)
+		require.GreaterOrEqual(t, n, versions[id], "the chain covers what was read (deposits may have followed)")
 	}
 	return keys, versions
 }
