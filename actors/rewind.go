@@ -233,8 +233,8 @@ func headOf(rec *journal.Record, tag journal.Tag) (journal.StreamLink, bool) {
 // checkStore compares what the store holds of the actor's stream (version and
 // head) after a catch-up that read nothing, with what the actor knew; it
 // reports a rewind when the store is behind or holds another head.
-func (h *Host) checkStore(ctx context.Context, stream journal.StreamID, known uint64, head journal.Hash) (*StoreRewind, error) {
-	sum, err := h.cfg.Journal.TagSummary(ctx, stream)
+func (h *Host) checkStore(ctx context.Context, src journal.Journal, stream journal.StreamID, known uint64, head journal.Hash) (*StoreRewind, error) {
+	sum, err := src.TagSummary(ctx, stream)
 	if err != nil {
 		return nil, err
 	}

@@ -613,18 +613,6 @@ func (j *Journal) ReadByCorrelation(ctx context.Context, correlationID string) i
 	})
 }
 
-// ReadByTypes yields the records of the given types recorded in [from, to).
-func (j *Journal) ReadByTypes(ctx context.Context, types []string, from, to time.Time) iter.Seq2[journal.Record, error] {
-	stmt := j.sql(readByTypesSQL)
-	return j.pages(ctx, 0, func(last *journal.Record, n int) ([]journal.Record, error) {
-		var p journal.Position
-		if last != nil {
-			p = last.Position
-		}
-		return j.queryRecords(ctx, j.pool, "read by types", stmt, types, from, to, i64(p.Commit), i64(p.Seq), n)
-	})
-}
-
 // ReadTypes yields the records q selects, gated like Read (a cursor never
 // skips an event that commits later at a lower position), one page per
 // statement; see journal.Reader. The time range uses events_type_recorded.

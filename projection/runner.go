@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/scribe-es/scribe/journal"
 )
@@ -49,9 +49,12 @@ type Options struct {
 	// activates its version as soon as it has applied every matching event,
 	// and the runners of older versions stop with ErrSuperseded.
 	NoTakeOver bool
-	// Logger receives state changes and failures; default slog.Default().
+	// Logger receives state changes and failures. Default: discard, as
+	// everywhere in the library (runtime.Config.Logger too): pass the
+	// service's logger to see them.
 	Logger *slog.Logger
-	// MeterProvider records scribe.projection.* metrics; default the global one.
+	// MeterProvider records scribe.projection.* metrics. Default: no-op; the
+	// library never reads the OpenTelemetry globals.
 	MeterProvider metric.MeterProvider
 	// Committed, when set, is called after each batch committed, on the
 	// runner's goroutine (the next batch waits for it): to wake readers of
@@ -93,10 +96,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("projection: Options.Backoff %s and MaxBackoff %s: both must be positive and Backoff ≤ MaxBackoff", o.Backoff, o.MaxBackoff)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.MeterProvider == nil {
-		o.MeterProvider = otel.GetMeterProvider()
+		o.MeterProvider = metricnoop.NewMeterProvider()
 	}
 	return o, nil
 }
