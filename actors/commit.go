@@ -380,7 +380,12 @@ func (a *streamActor) settle(b *batch, res journal.AppendResult, failure error) 
 			// nothing and catch up from the journal.
 			a.stale = true
 		} else {
-			a.state, a.version, a.lastPos = b.state, last, res.Records[len(res.Records)-1].Position
+			newest := &res.Records[len(res.Records)-1]
+			a.state, a.version, a.lastPos = b.state, last, newest.Position
+			a.head = journal.Hash{}
+			if l, ok := headOf(newest, tag); ok {
+				a.head = l.Hash
+			}
 		}
 	}
 	for i := range b.entries {

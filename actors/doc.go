@@ -128,6 +128,20 @@
 // Config.ReservationTimeout; a reservation held longer than
 // Config.ReservationHold is cancelled by the actor, which re-reads its tail.
 //
+// # A store that went back in time
+//
+// A database that fails over to an asynchronous standby, or is restored from a
+// backup, may hold less than the actors acknowledged. Whenever Host.StoreEpoch
+// moves (the journal's journal.ServerWatcher epoch, or a rewind found on any
+// stream), each actor re-reads its stream before it decides, grants a
+// reservation or answers from its cache; a stream found behind its cache (or
+// with another chain head) drops its state and idempotency keys, reloads, and
+// decides its waiting commands again. A stream whose actor had stopped is
+// compared on its next activation with what that actor knew. Each loss is
+// logged once as an ERROR with the lost versions and both chain heads, counted
+// (MetricRewoundStreams, MetricLostVersions), summarised by Host.Rewinds and
+// passed to Config.OnStoreRewound (rewind.go).
+//
 // # Observability
 //
 // Spans: scribe.stream.execute (with the mailbox wait), scribe.stream.decide

@@ -84,6 +84,12 @@ type Config struct {
 	// ErrOverloaded. Default DefaultMaxPending (50000): about 4 KB each with
 	// their callers' contexts, so at most some 200 MB.
 	MaxPending int
+	// OnStoreRewound, when set, is called once for every stream found
+	// behind what this host had acknowledged (rewind.go: an asynchronous
+	// standby promoted, a backup restored), after the ERROR log and before
+	// the stream serves again. It runs on the stream actor's goroutine: it
+	// must return quickly and must not call the host. Default: nil.
+	OnStoreRewound func(StoreRewind)
 	// Logger receives operational logs. Default: discard.
 	Logger *slog.Logger
 	// TracerProvider and MeterProvider receive spans and metrics. Default: no-op.
@@ -237,6 +243,7 @@ type Host struct {
 	resSeq    atomic.Uint64
 
 	lease   leaseClock
+	rw      rewinds
 	limits  journal.Limits // the journal's, when it reports them
 	pending atomic.Int64   // requests of all actors not yet taken or abandoned
 	logs    logLimiter     // rate-limits logs of transient failures
@@ -285,6 +292,9 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	for i := range h.shards {
 		h.shards[i].entries = make(map[journal.StreamID]*entry)
+	}
+	if err := h.rw.init(cfg.Journal, tel.meter); err != nil {
+		return nil, fmt.Errorf("actors: creating instruments: %w", err)
 	}
 	if l, ok := cfg.Journal.(journal.Limited); ok {
 		h.limits = l.Limits()

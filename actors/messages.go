@@ -117,6 +117,7 @@ type activatedMsg struct {
 	rec      recovered
 	err      error
 	duration time.Duration
+	epoch    uint64 // the host's StoreEpoch before the store was read
 }
 
 // recovered is a state rebuilt from a snapshot and the journal.
@@ -124,15 +125,20 @@ type recovered struct {
 	state       any
 	version     uint64
 	lastPos     journal.Position
+	head        journal.Hash // chain hash at version (zero if unknown)
 	snapVersion uint64
 	keys        *keyCache
+	// behind is set by a catch-up that found the store behind (or apart
+	// from) the cache it started from: nothing of it was adopted.
+	behind *StoreRewind
 }
 
 // rebuiltMsg ends a catch-up (tail replay) or a full rebuild.
 type rebuiltMsg struct {
-	full bool
-	rec  recovered
-	err  error
+	full  bool
+	rec   recovered
+	err   error
+	epoch uint64 // the host's StoreEpoch before the store was read
 }
 
 type appendDoneMsg struct {

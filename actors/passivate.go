@@ -210,6 +210,10 @@ func (a *streamActor) onStopped() {
 		a.reserved = nil
 	}
 	a.host.tel.active.Add(context.Background(), -1)
+	if a.ready && !a.ghost && !a.rebuild {
+		// The next actor of the stream compares the store with this.
+		a.host.remember(a.stream, highWater{version: a.version, head: a.head})
+	}
 	if a.failErr == nil && a.ready && !a.ghost {
 		a.host.tel.passivations.Add(context.Background(), 1)
 	}

@@ -24,9 +24,10 @@ func (a *streamActor) activate(probe bool) {
 	a.busy = busyActivating
 	h, stream, model, self, parent := a.host, a.stream, a.model, a.self, a.spawnedBy
 	node := h.Node()
+	epoch := h.StoreEpoch()
 	h.goIO(func() {
 		start := time.Now()
-		m := &activatedMsg{}
+		m := &activatedMsg{epoch: epoch}
 		defer func() {
 			m.duration = time.Since(start)
 			h.send(self, m)
@@ -58,7 +59,7 @@ func (a *streamActor) activate(probe bool) {
 			return
 		}
 		defer func() { <-h.sem }()
-		m.rec, m.err = h.recoverState(parent, stream, model, nil)
+		m.rec, m.err = h.recoverState(parent, stream, model, nil, 0)
 	})
 }
 
@@ -91,14 +92,26 @@ func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
 		a.fail(err, isSessionError(m.err))
 		return
 	}
+	a.epoch = m.epoch
+	// A stream this host knew at a higher version than the store now holds
+	// (its previous actor stopped: passivated, or the node session was
+	// lost): the store went back in time. The state was just read from the
+	// store, so only the report is left to do.
+	if hw, ok := a.host.takeMark(a.stream); ok {
+		diverged := hw.version == m.rec.version && hw.head != (journal.Hash{}) && m.rec.head != (journal.Hash{}) && hw.head != m.rec.head
+		if hw.version > m.rec.version || diverged {
+			a.host.rewound(StoreRewind{Stream: a.stream, Known: hw.version, Found: m.rec.version, KnownHead: hw.head, FoundHead: m.rec.head, Diverged: diverged, DetectedAt: time.Now()})
+			a.epoch = a.host.StoreEpoch()
+		}
+	}
 	if m.ghost {
-		a.state, a.version, a.lastPos, a.snapVersion, a.keys = m.rec.state, 0, journal.Position{}, 0, m.rec.keys
+		a.state, a.version, a.lastPos, a.head, a.snapVersion, a.keys = m.rec.state, 0, journal.Position{}, journal.Hash{}, 0, m.rec.keys
 		a.ghost, a.probedAt, a.ready = true, m.probedAt, true
 		return
 	}
 	a.releaseHeld()
 	a.ghost = false
-	a.state, a.version, a.lastPos, a.snapVersion, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.snapVersion, m.rec.keys
+	a.state, a.version, a.lastPos, a.head, a.snapVersion, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.head, m.rec.snapVersion, m.rec.keys
 	a.ready = true
 	a.host.tel.activations.Add(context.Background(), 1)
 	// Idle detection with our own timer: protoactor-go's receive timeout
@@ -109,14 +122,19 @@ func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
 
 // recoverState rebuilds a stream's state: from base (a tail catch-up) or, when
 // base is nil, from the newest usable snapshot and the journal.
-func (h *Host) recoverState(parent trace.SpanContext, stream journal.StreamID, model Model, base *recovered) (recovered, error) {
+//
+// snapCap, when not 0, admits only snapshots below that version (a reload
+// after the store was found rewound). A catch-up that reads nothing after
+// base checks the stream's summary: when the store is behind base (or holds
+// another head), rec.behind reports it and nothing is adopted.
+func (h *Host) recoverState(parent trace.SpanContext, stream journal.StreamID, model Model, base *recovered, snapCap uint64) (recovered, error) {
 	ctx, span := h.tel.tracer.Start(trace.ContextWithSpanContext(h.ctx, parent), SpanRecovery,
 		trace.WithAttributes(AttrStream.String(stream.String())))
 	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.RequestTimeout)
 	defer cancel()
 	h.tel.recoveries.Add(ctx, 1)
-	rec, err := h.doRecover(ctx, h.cfg.Journal, stream, model, base)
+	rec, err := h.doRecover(ctx, h.cfg.Journal, stream, model, base, snapCap)
 	if err != nil {
 		failed(span, err)
 	}
@@ -126,13 +144,18 @@ func (h *Host) recoverState(parent trace.SpanContext, stream journal.StreamID, m
 
 // doRecover reads the stream from src: the host's journal, or a replica for
 // a lease-free read (FoldFrom).
-func (h *Host) doRecover(ctx context.Context, src journal.Journal, stream journal.StreamID, model Model, base *recovered) (recovered, error) {
+func (h *Host) doRecover(ctx context.Context, src journal.Journal, stream journal.StreamID, model Model, base *recovered, snapCap uint64) (recovered, error) {
 	if model == nil {
 		sum, err := src.TagSummary(ctx, stream)
 		if err != nil {
 			return recovered{}, fmt.Errorf("actors: reading the version of stream %s: %w", stream, err)
 		}
-		return recovered{version: sum.Version, lastPos: sum.LastPosition}, nil
+		rec := recovered{version: sum.Version, lastPos: sum.LastPosition, head: sum.HeadHash}
+		if base != nil && (sum.Version < base.version || (sum.Version == base.version && base.head != (journal.Hash{}) && sum.HeadHash != base.head)) {
+			rec.behind = &StoreRewind{Stream: stream, Known: base.version, Found: sum.Version, KnownHead: base.head, FoundHead: sum.HeadHash,
+				Diverged: sum.Version >= base.version, DetectedAt: time.Now()}
+		}
+		return rec, nil
 	}
 	var rec recovered
 	if base != nil {
@@ -142,7 +165,7 @@ func (h *Host) doRecover(ctx context.Context, src journal.Journal, stream journa
 		if err := safe(stream, "initial", func() error { rec.state = model.Initial(); return nil }); err != nil {
 			return recovered{}, err
 		}
-		if snap, ok := h.loadSnapshot(ctx, stream, model.StateSchemaVersion()); ok {
+		if snap, ok := h.loadSnapshot(ctx, stream, model.StateSchemaVersion(), snapCap); ok {
 			var st any
 			err := safe(stream, "decode state", func() (err error) { st, err = model.DecodeState(snap.State); return err })
 			if err != nil {
@@ -173,9 +196,16 @@ replay:
 			h.tel.recordRead(ctx, time.Since(start), err)
 			return rec, fmt.Errorf("actors: replaying stream %s after version %d: %w", stream, rec.version, err)
 		}
-		v := r.Version(stream.Tag)
+		link, _ := headOf(&r, stream.Tag)
+		v := link.Version
 		if v != rec.version+1 {
 			return rec, fmt.Errorf("actors: replaying stream %s: the journal returned version %d after %d", stream, v, rec.version)
+		}
+		if base != nil && v == base.version+1 && base.head != (journal.Hash{}) && link.PrevHash != base.head {
+			// The store's tail does not link to the head this actor
+			// knew: its history below the tail is not the one acknowledged.
+			sum, _ := src.TagSummary(ctx, stream)
+			return recovered{behind: &StoreRewind{Stream: stream, Known: base.version, Found: sum.Version, KnownHead: base.head, FoundHead: sum.HeadHash, Diverged: true, DetectedAt: time.Now()}}, nil
 		}
 		var ev any
 		if err := safe(stream, "decode", func() (err error) { ev, err = model.DecodeEvent(ctx, &r); return err }); err != nil {
@@ -185,21 +215,37 @@ replay:
 		if err := safe(stream, "evolve", func() error { st = model.Evolve(st, ev); return nil }); err != nil {
 			return rec, err
 		}
-		rec.state, rec.version, rec.lastPos = st, v, r.Position
+		rec.state, rec.version, rec.lastPos, rec.head = st, v, r.Position, link.Hash
 		col.add(r)
 	}
 	h.tel.recordRead(ctx, time.Since(start), nil)
 	col.flush()
+	if base != nil && rec.version == base.version && base.version > 0 {
+		// Nothing follows the cached version: make sure the store is not
+		// behind it (a failover to a standby that had not received it).
+		rw, err := h.checkStore(ctx, src, stream, base.version, base.head)
+		if err != nil {
+			return rec, fmt.Errorf("actors: reading the version of stream %s: %w", stream, err)
+		}
+		if rw != nil {
+			return recovered{behind: rw}, nil
+		}
+	}
 	return rec, nil
 }
 
 // loadSnapshot returns the newest snapshot of stream stamped with schema.
-func (h *Host) loadSnapshot(ctx context.Context, stream journal.StreamID, schema int) (snapshots.Snapshot, bool) {
+// With snapCap not 0, only snapshots below version snapCap are used.
+func (h *Host) loadSnapshot(ctx context.Context, stream journal.StreamID, schema int, snapCap uint64) (snapshots.Snapshot, bool) {
 	store := h.cfg.Snapshots
-	if store == nil {
+	if store == nil || snapCap == 1 {
 		return snapshots.Snapshot{}, false
 	}
-	s, err := store.Load(ctx, stream, math.MaxUint64)
+	limit := uint64(math.MaxUint64)
+	if snapCap > 0 {
+		limit = snapCap - 1
+	}
+	s, err := store.Load(ctx, stream, limit)
 	if err != nil {
 		if !errors.Is(err, snapshots.ErrNotFound) {
 			h.cfg.Logger.Warn("loading a snapshot failed; replaying the stream", "stream", stream.String(), "error", err)
@@ -229,10 +275,10 @@ func (h *Host) loadSnapshot(ctx context.Context, stream journal.StreamID, schema
 func (a *streamActor) startRebuild() {
 	a.busy = busyRebuild
 	h, stream, model, self := a.host, a.stream, a.model, a.self
-	full := a.rebuild
+	full, snapCap, epoch := a.rebuild, a.snapCap, h.StoreEpoch()
 	var base *recovered
 	if !full {
-		base = &recovered{state: a.state, version: a.version, lastPos: a.lastPos, snapVersion: a.snapVersion, keys: a.keys}
+		base = &recovered{state: a.state, version: a.version, lastPos: a.lastPos, head: a.head, snapVersion: a.snapVersion, keys: a.keys}
 	}
 	h.goIO(func() {
 		if full {
@@ -240,12 +286,12 @@ func (a *streamActor) startRebuild() {
 			case h.sem <- struct{}{}:
 				defer func() { <-h.sem }()
 			case <-h.ctx.Done():
-				h.send(self, &rebuiltMsg{full: full, err: h.ctx.Err()})
+				h.send(self, &rebuiltMsg{full: full, err: h.ctx.Err(), epoch: epoch})
 				return
 			}
 		}
-		rec, err := h.recoverState(trace.SpanContext{}, stream, model, base)
-		h.send(self, &rebuiltMsg{full: full, rec: rec, err: err})
+		rec, err := h.recoverState(trace.SpanContext{}, stream, model, base, snapCap)
+		h.send(self, &rebuiltMsg{full: full, rec: rec, err: err, epoch: epoch})
 	})
 }
 
@@ -263,11 +309,19 @@ func (a *streamActor) onRebuilt(m *rebuiltMsg) {
 		a.failQueue(err)
 		return
 	}
-	a.state, a.version, a.lastPos, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.keys
+	if m.rec.behind != nil {
+		// The store went back in time: report it, drop the cache and reload
+		// in full before serving again (the queued commands wait).
+		a.onRewound(*m.rec.behind)
+		return
+	}
+	a.state, a.version, a.lastPos, a.head, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.head, m.rec.keys
 	if m.full {
 		a.snapVersion = m.rec.snapVersion
+		a.snapCap = 0
 	}
 	a.stale, a.rebuild = false, false
+	a.epoch = m.epoch
 }
 
 // Fold returns a stream's state as its actor would recover it — the newest
@@ -287,7 +341,7 @@ func (h *Host) FoldFrom(ctx context.Context, src journal.Journal, stream journal
 	if model == nil {
 		return nil, 0, journal.Position{}, fmt.Errorf("actors: Fold of stream %s: no aggregate owns its tag group", stream)
 	}
-	rec, err := h.doRecover(ctx, src, stream.Normalize(), model, nil)
+	rec, err := h.doRecover(ctx, src, stream.Normalize(), model, nil, 0)
 	if err != nil {
 		return nil, 0, journal.Position{}, err
 	}

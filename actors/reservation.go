@@ -202,7 +202,10 @@ func (a *streamActor) onConfirm(m *confirmMsg) {
 			}
 			a.state = st
 		}
-		a.version, a.lastPos = v, rec.Position
+		a.version, a.lastPos, a.head = v, rec.Position, journal.Hash{}
+		if l, ok := headOf(rec, tag); ok {
+			a.head = l.Hash
+		}
 	}
 	m.reply <- nil
 	a.maybeSnapshot()

@@ -46,6 +46,7 @@ type streamActor struct {
 	state        any
 	version      uint64
 	lastPos      journal.Position // position of the event at version (zero if unknown)
+	head         journal.Hash     // chain hash of the event at version (zero if unknown)
 	snapVersion  uint64
 	snapInFlight bool
 	keys         *keyCache
@@ -86,6 +87,12 @@ type streamActor struct {
 	failErr       error
 	sessionFailed bool
 	stopping      bool
+
+	// epoch is the host's StoreEpoch when the cache was last validated
+	// against the store (rewind.go); snapCap, when not 0, bounds the next
+	// full reload to snapshots below that version (after a rewind).
+	epoch   uint64
+	snapCap uint64
 }
 
 type heldReservation struct {
@@ -201,6 +208,7 @@ func (a *streamActor) pump(c actor.Context) {
 		if a.open != nil {
 			// Commands decided while the previous append was in flight or
 			// the linger waited: append them (with any queued since) now.
+			a.revalidate()
 			if a.stale || a.rebuild {
 				a.dissolveOpen()
 				continue
@@ -232,6 +240,9 @@ func (a *streamActor) pump(c actor.Context) {
 			a.failQueue(fmt.Errorf("actors: stream %s: %w", a.stream, err))
 			return
 		}
+		// A store that may have changed (failover, restore) is re-read
+		// before anything is decided, granted or answered from the cache.
+		a.revalidate()
 		if a.stale || a.rebuild {
 			a.startRebuild()
 			return

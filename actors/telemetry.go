@@ -85,6 +85,7 @@ type telemetry struct {
 	recoveries      metric.Int64Counter
 	fenceRejections metric.Int64Counter
 	outcomeOpts     map[string]metric.AddOption
+	meter           metric.Meter
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
@@ -96,7 +97,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		mp = metricnoop.NewMeterProvider()
 	}
 	m := mp.Meter(InstrumentationName)
-	t := &telemetry{tracing: tracing, tracer: tp.Tracer(InstrumentationName), outcomeOpts: map[string]metric.AddOption{}}
+	t := &telemetry{tracing: tracing, tracer: tp.Tracer(InstrumentationName), outcomeOpts: map[string]metric.AddOption{}, meter: m}
 	var err error
 	if t.commands, err = m.Int64Counter(MetricCommands, metric.WithDescription("Commands answered by stream actors, by outcome."), metric.WithUnit("{command}")); err != nil {
 		return nil, err

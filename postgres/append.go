@@ -175,6 +175,7 @@ func (j *Journal) Append(ctx context.Context, events []journal.Event, opts journ
 // was in flight, otherwise a definite failure (nothing was written).
 func (j *Journal) fatalErr(err error, unknown bool) error {
 	if unknown {
+		j.server.lost()
 		if unavailable(err) {
 			return fmt.Errorf("%w (%w): postgres: the connection failed while the commit was in flight (%v); retry the same append (same event IDs) once the database is back to learn whether it was stored", journal.ErrOutcomeUnknown, journal.ErrUnavailable, err)
 		}

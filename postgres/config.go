@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +44,10 @@ type Config struct {
 	// saved without one. Lease expiry is always judged by the database clock.
 	// Default time.Now.
 	Clock func() time.Time
+	// Logger receives the journal's operational logs: one Info line when its
+	// appends reach another database server than before (a failover behind a
+	// multi-host URL), naming both addresses. Default: discard.
+	Logger *slog.Logger
 }
 
 // BatchingConfig controls cross-stream batching: concurrent Appends are queued
@@ -125,6 +130,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
 }

@@ -115,6 +115,14 @@
 // the scribe command line (cmd/scribe) is built on them. None is on the
 // append path.
 //
+// Failover (server.go): with a multi-host URL (target_session_attrs=read-write)
+// pgx connects to whichever host accepts writes. Journal.Server names the
+// server the appends reach (ServerAddress the one a pool reaches now), and
+// Journal.ServerEpoch (journal.ServerWatcher) rises when that address changes
+// or a connection is lost, so the stream actors re-read their streams before
+// answering from their caches: a promoted asynchronous standby may hold less
+// than was acknowledged. Config.Logger gets one line per change of server.
+//
 // # Subscriptions
 //
 // Subscribe reads page by page (gated), then waits for a wake-up. After

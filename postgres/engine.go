@@ -913,8 +913,10 @@ func (j *Journal) acquireLive(ctx context.Context) (*pgxpool.Conn, error) {
 			return nil, err
 		}
 		if i+1 >= tries || !closedByPeer(ctx, conn.Conn().PgConn()) {
+			j.server.observe(conn, j.cfg.Logger)
 			return conn, nil
 		}
+		j.server.lost()
 		if err := ctx.Err(); err != nil {
 			conn.Release()
 			return nil, err

@@ -50,8 +50,9 @@ type Journal struct {
 	leaseNotifyOnce sync.Once
 	leaseNotifyCh   chan struct{}
 
-	seam  seam
-	heads heads
+	seam   seam
+	heads  heads
+	server serverWatch
 
 	// replica is set on a journal that reads from a standby (NewReplica).
 	replica *replicaOf
@@ -212,6 +213,9 @@ func (j *Journal) sql(q string) string { return strings.ReplaceAll(q, "__S__.", 
 func (j *Journal) translate(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if unavailable(err) {
+		j.server.lost()
 	}
 	return translateErr(j.cfg.Schema, op, err)
 }

@@ -58,6 +58,13 @@ type Config struct {
 	NodeID string
 	// Logger receives operational logs. Default: discard.
 	Logger *slog.Logger
+	// OnStoreRewound, when set, is called once for every stream the runtime
+	// finds behind what it had acknowledged (an asynchronous standby
+	// promoted, a backup restored; see StoreRewind), after the ERROR log and
+	// before the stream serves again. It runs on the stream's actor: it must
+	// return quickly and must not call the runtime. Default: nil (the loss
+	// is still logged, counted and summarised by Rewinds).
+	OnStoreRewound func(StoreRewind)
 	// TracerProvider receives spans (scribe.stream.execute,
 	// scribe.stream.decide, scribe.stream.append, scribe.stream.recover,
 	// scribe.stream.reserve, scribe.dcb.*). Default: no-op. The runtime
@@ -224,6 +231,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		MaxQueue:            cfg.MaxQueue,
 		MaxPending:          cfg.MaxPending,
 		Logger:              cfg.Logger,
+		OnStoreRewound:      cfg.OnStoreRewound,
 		TracerProvider:      cfg.TracerProvider,
 		MeterProvider:       cfg.MeterProvider,
 	}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -68,7 +72,7 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 		poolCfg.MaxConns = 16
 	}
 	poolCfg.ConnConfig.Tracer = postgres.NewTracer(tp)
-	where := fmt.Sprintf("%s:%d/%s", poolCfg.ConnConfig.Host, poolCfg.ConnConfig.Port, poolCfg.ConnConfig.Database)
+	where := configuredHosts(poolCfg) + "/" + poolCfg.ConnConfig.Database
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(cctx, poolCfg)
@@ -79,13 +83,19 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 		pool.Close()
 		return nil, fmt.Errorf("connect to Postgres at %s: %w; check that the server runs and the URL is right", where, err)
 	}
-	pgCfg := postgres.Config{Schema: schema}
+	server, err := postgres.ServerAddress(cctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to Postgres at %s: %w", where, err)
+	}
+	log.Info("connected to postgres", "configured", where, "server", server)
+	pgCfg := postgres.Config{Schema: schema, Logger: log}
 	start := time.Now()
 	if err := postgres.Migrate(cctx, pool, pgCfg); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrate schema %q at %s: %w", schema, where, err)
 	}
-	log.Info("postgres schema migrated", "database", where, "schema", schema, "version", postgres.LatestVersion(), "took_ms", time.Since(start).Milliseconds())
+	log.Info("postgres schema migrated", "database", where, "server", server, "schema", schema, "version", postgres.LatestVersion(), "took_ms", time.Since(start).Milliseconds())
 	j, err := postgres.NewJournal(pool, pgCfg)
 	if err != nil {
 		pool.Close()
@@ -122,4 +132,17 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 			pool.Close()
 		},
 	}, nil
+}
+
+// configuredHosts renders the hosts of a (possibly multi-host) database URL:
+// "h1:p1,h2:p2". The host actually connected is logged beside it.
+func configuredHosts(c *pgxpool.Config) string {
+	hosts := []string{net.JoinHostPort(c.ConnConfig.Host, strconv.Itoa(int(c.ConnConfig.Port)))}
+	for _, f := range c.ConnConfig.Fallbacks {
+		h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port)))
+		if !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return strings.Join(hosts, ",")
 }

@@ -88,12 +88,38 @@ func (s *bankService) Ready(ctx context.Context) error {
 	return s.db.check(ctx)
 }
 
-// dbProbeEvery bounds how often /readyz touches the database: probes are
-// cached this long, so a flood of readiness checks costs one query per period.
-const dbProbeEvery = time.Second
+// rewindNoteFor is how long /readyz reports a store rewind (status
+// "degraded") after the runtime last detected one.
+const rewindNoteFor = 15 * time.Minute
+
+// Degraded returns /readyz's note while the runtime found, less than
+// rewindNoteFor ago, streams behind what it had acknowledged; "" otherwise.
+func (s *bankService) Degraded() string {
+	sum := s.rt.Rewinds()
+	if sum.Streams == 0 || time.Since(sum.Last.DetectedAt) > rewindNoteFor {
+		return ""
+	}
+	last := sum.Last
+	return fmt.Sprintf("the database lost acknowledged events (an asynchronous standby was promoted or a backup restored): %d stream(s), %d version(s) since start; latest %s at %s, versions %d..%d lost; the streams were reloaded and serve the database's state; see the ERROR logs",
+		sum.Streams, sum.LostVersions, last.Stream, last.DetectedAt.UTC().Format(time.RFC3339), last.Found+1, last.Known)
+}
+
+// dbProbeEvery bounds how often /readyz touches the database while it
+// answers: a successful probe is reused for this long, so a flood of
+// readiness checks costs one query per period. A failed probe is reused for
+// dbProbeRetry only, so /readyz turns 200 within that of the database
+// answering again (a restart, a failover) instead of lagging a full period.
+const (
+	dbProbeEvery = time.Second
+	dbProbeRetry = 100 * time.Millisecond
+)
+
+// dbProbeTimeout bounds one probe.
+const dbProbeTimeout = time.Second
 
 // dbProbe checks that the database answers (journal Head, one index lookup),
-// at most once per dbProbeEvery.
+// at most once per dbProbeEvery while it does, once per dbProbeRetry while it
+// does not.
 type dbProbe struct {
 	journal journal.Journal
 	mu      sync.Mutex
@@ -104,10 +130,14 @@ type dbProbe struct {
 func (p *dbProbe) check(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.at.IsZero() && time.Since(p.at) < dbProbeEvery {
+	reuse := dbProbeEvery
+	if p.err != nil {
+		reuse = dbProbeRetry
+	}
+	if !p.at.IsZero() && time.Since(p.at) < reuse {
 		return p.err
 	}
-	ctx, cancel := context.WithTimeout(ctx, dbProbeEvery)
+	ctx, cancel := context.WithTimeout(ctx, dbProbeTimeout)
 	defer cancel()
 	if _, err := p.journal.Head(ctx); err != nil {
 		p.err = fmt.Errorf("the database does not answer: %w", err)

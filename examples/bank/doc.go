@@ -29,7 +29,11 @@
 //	GET  /healthz                  200 while the process serves HTTP (liveness)
 //	GET  /readyz                   200 while this node can serve: database reachable, node
 //	                               session confirmed, node ID not taken (readiness);
-//	                               otherwise 503 not_ready with the reason
+//	                               otherwise 503 not_ready with the reason. The
+//	                               database probe is reused 1 s while it answers,
+//	                               0.1 s while it does not. For 15 min after the
+//	                               database was found to have lost acknowledged
+//	                               events: 200 {"status":"degraded","degraded":note}
 //
 // GET /accounts/{id}/events is paginated: while more events follow the page,
 // the response has an RFC 8288 Link header naming the next page,

@@ -107,6 +107,14 @@ type apiConfig struct {
 	// lease lapsed, twin node ID, fenced), nil when it can: /readyz. Default:
 	// ready whenever Ready is set.
 	Readiness func(context.Context) error
+	// Degraded returns a note for /readyz while the node serves but an
+	// operator must look at something (the store lost acknowledged events),
+	// "" otherwise. Default: never degraded.
+	Degraded func() string
+	// StoreEpoch is the runtime's store epoch (runtime.StoreEpoch): the
+	// replay cache replays a 2xx response only under the epoch it was
+	// executed in. Default: a constant.
+	StoreEpoch func() uint64
 	// MaxInFlight bounds the requests served at once (health checks aside);
 	// past it requests answer 503 overloaded at once. Default
 	// defaultMaxInFlight.
@@ -132,6 +140,7 @@ type api struct {
 	log       *slog.Logger
 	ready     *atomic.Bool
 	readiness func(context.Context) error
+	degraded  func() string
 	inflight  chan struct{}
 	shed      *rateLimitedLog
 	timeout   time.Duration
@@ -172,7 +181,8 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 		inflight:  make(chan struct{}, cfg.MaxInFlight),
 		shed:      newRateLimitedLog(cfg.Logger, retryableLogInterval, time.Now),
 		timeout:   cfg.RequestTimeout,
-		idem:      newIdempotencyCache(cfg.IdempotencyEntries, cfg.IdempotencyTTL, time.Now),
+		idem:      newIdempotencyCache(cfg.IdempotencyEntries, cfg.IdempotencyTTL, time.Now, cfg.StoreEpoch),
+		degraded:  cfg.Degraded,
 		read:      cfg.Read,
 		streams:   make(chan struct{}, maxEventStreams),
 		closing:   cfg.Closing,
@@ -655,7 +665,11 @@ func (a *api) healthz(_ http.ResponseWriter, _ *http.Request) response {
 // readyz is the readiness check: 200 only while this node can serve
 // requests: started, the database reachable, its node session confirmed and
 // its node ID not taken by another process. Otherwise 503 not_ready with the
-// reason, so a load balancer sends traffic elsewhere.
+// reason, so a load balancer sends traffic elsewhere. A node that serves but
+// found the store behind what it had acknowledged (an asynchronous failover,
+// a restored backup) answers 200 with status "degraded" and the note: the
+// node serves correctly from the store as it now is, so taking it out of the
+// load balancer would not help, but an operator must look at the loss.
 func (a *api) readyz(_ http.ResponseWriter, r *http.Request) response {
 	if a.ready == nil || !a.ready.Load() {
 		return errorResponse(codeNotReady, "the service is starting or shutting down; retry shortly")
@@ -665,6 +679,11 @@ func (a *api) readyz(_ http.ResponseWriter, r *http.Request) response {
 			resp := errorResponse(codeNotReady, "not ready: "+err.Error())
 			resp.retryAfter = 1
 			return resp
+		}
+	}
+	if a.degraded != nil {
+		if note := a.degraded(); note != "" {
+			return jsonResponse(http.StatusOK, map[string]string{"status": "degraded", "degraded": note})
 		}
 	}
 	return jsonResponse(http.StatusOK, map[string]string{"status": "ready"})

@@ -39,10 +39,20 @@ type response struct {
 // The cache is the fast path only: the key also travels to the runtime as the
 // command's idempotency key, so a retry after a restart or an eviction appends
 // nothing either (see Service).
+//
+// A store that went back in time (an asynchronous standby promoted, a backup
+// restored) may no longer hold what a kept 2xx response acknowledged. So each
+// entry remembers the store epoch (runtime.StoreEpoch) it was executed under,
+// and a 2xx response is replayed only while that epoch is current; otherwise
+// the request is executed again, and the runtime answers it from the store:
+// a stored command as a duplicate (the same outcome), a lost one decided
+// again. Kept 4xx responses (nothing was written) are replayed as before.
 type idempotencyCache struct {
 	max int
 	ttl time.Duration
 	now func() time.Time
+	// epoch returns the store epoch (nil: always 0).
+	epoch func() uint64
 
 	mu      sync.Mutex
 	entries map[string]*idemEntry
@@ -56,10 +66,25 @@ type idemEntry struct {
 	resp        response
 	expires     time.Time
 	elem        *list.Element
+	epoch       uint64 // the store epoch when the first execution started
 }
 
-func newIdempotencyCache(max int, ttl time.Duration, now func() time.Time) *idempotencyCache {
-	return &idempotencyCache{max: max, ttl: ttl, now: now, entries: map[string]*idemEntry{}, order: list.New()}
+func newIdempotencyCache(max int, ttl time.Duration, now func() time.Time, epoch func() uint64) *idempotencyCache {
+	return &idempotencyCache{max: max, ttl: ttl, now: now, epoch: epoch, entries: map[string]*idemEntry{}, order: list.New()}
+}
+
+// storeEpoch returns the current store epoch.
+func (c *idempotencyCache) storeEpoch() uint64 {
+	if c.epoch == nil {
+		return 0
+	}
+	return c.epoch()
+}
+
+// outdated reports whether a completed entry acknowledged a write under a
+// store epoch that is no longer current: the store may have lost it.
+func (c *idempotencyCache) outdated(e *idemEntry) bool {
+	return e.resp.status < 300 && e.epoch != c.storeEpoch()
 }
 
 // idemOutcome says how do answered.
@@ -79,12 +104,12 @@ func (c *idempotencyCache) do(ctx context.Context, key, fingerprint string, exec
 	for {
 		c.mu.Lock()
 		e := c.entries[key]
-		if e != nil && e.completed && !c.now().Before(e.expires) {
+		if e != nil && e.completed && (!c.now().Before(e.expires) || (e.fingerprint == fingerprint && c.outdated(e))) {
 			c.removeLocked(key, e)
 			e = nil
 		}
 		if e == nil {
-			e = &idemEntry{fingerprint: fingerprint, done: make(chan struct{})}
+			e = &idemEntry{fingerprint: fingerprint, done: make(chan struct{}), epoch: c.storeEpoch()}
 			c.entries[key] = e
 			c.mu.Unlock()
 			return c.run(key, e, exec), idemExecuted, nil

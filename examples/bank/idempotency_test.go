@@ -12,7 +12,7 @@ import (
 
 func TestIdempotencyCacheReplaysAndRejectsMismatch(t *testing.T) {
 	t.Parallel()
-	c := newIdempotencyCache(10, time.Hour, time.Now)
+	c := newIdempotencyCache(10, time.Hour, time.Now, nil)
 	var runs atomic.Int32
 	exec := func() response { runs.Add(1); return response{status: 200, body: []byte("first")} }
 
@@ -34,7 +34,7 @@ func TestIdempotencyCacheReplaysAndRejectsMismatch(t *testing.T) {
 
 func TestIdempotencyCacheDoesNotKeepServerErrors(t *testing.T) {
 	t.Parallel()
-	c := newIdempotencyCache(10, time.Hour, time.Now)
+	c := newIdempotencyCache(10, time.Hour, time.Now, nil)
 	_, out, err := c.do(context.Background(), "k", "fp", func() response { return response{status: 503} })
 	require.NoError(t, err)
 	require.Equal(t, idemExecuted, out)
@@ -49,7 +49,7 @@ func TestIdempotencyCacheDoesNotKeepServerErrors(t *testing.T) {
 
 func TestIdempotencyCacheConcurrentSameKeyRunsOnce(t *testing.T) {
 	t.Parallel()
-	c := newIdempotencyCache(10, time.Hour, time.Now)
+	c := newIdempotencyCache(10, time.Hour, time.Now, nil)
 	release := make(chan struct{})
 	var runs atomic.Int32
 	var wg sync.WaitGroup
@@ -79,7 +79,7 @@ func TestIdempotencyCacheConcurrentSameKeyRunsOnce(t *testing.T) {
 
 func TestIdempotencyCacheWaiterHonoursContext(t *testing.T) {
 	t.Parallel()
-	c := newIdempotencyCache(10, time.Hour, time.Now)
+	c := newIdempotencyCache(10, time.Hour, time.Now, nil)
 	started := make(chan struct{})
 	release := make(chan struct{})
 	go func() {
@@ -98,7 +98,7 @@ func TestIdempotencyCacheBoundAndTTL(t *testing.T) {
 	now := time.Unix(0, 0)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	c := newIdempotencyCache(3, time.Minute, clock)
+	c := newIdempotencyCache(3, time.Minute, clock, nil)
 	for _, k := range []string{"a", "b", "c", "d"} {
 		_, _, _ = c.do(context.Background(), k, "fp", func() response { return response{status: 200, body: []byte(k)} })
 	}
@@ -113,4 +113,39 @@ func TestIdempotencyCacheBoundAndTTL(t *testing.T) {
 	mu.Unlock()
 	_, out, _ = c.do(context.Background(), "d", "other", func() response { return response{status: 200} })
 	require.Equal(t, idemExecuted, out, "an expired entry is forgotten")
+}
+
+// TestIdempotencyCacheRevalidatesAfterStoreEpoch: once the store epoch moved
+// (the database may have gone back in time), a kept 2xx is not replayed but
+// executed again (the runtime then answers from the store), while a kept 4xx
+// (nothing was written) is still replayed.
+func TestIdempotencyCacheRevalidatesAfterStoreEpoch(t *testing.T) {
+	t.Parallel()
+	var epoch atomic.Uint64
+	c := newIdempotencyCache(10, time.Hour, time.Now, epoch.Load)
+	ok := func(body string) func() response {
+		return func() response { return response{status: 200, body: []byte(body)} }
+	}
+	_, out, err := c.do(context.Background(), "paid", "fp", ok("first"))
+	require.NoError(t, err)
+	require.Equal(t, idemExecuted, out)
+	_, out, _ = c.do(context.Background(), "refused", "fp", func() response { return response{status: 409, body: []byte("no money")} })
+	require.Equal(t, idemExecuted, out)
+
+	resp, out, _ := c.do(context.Background(), "paid", "fp", ok("second"))
+	require.Equal(t, idemReplayed, out, "same epoch: replayed")
+	require.Equal(t, "first", string(resp.body))
+
+	epoch.Add(1)
+	resp, out, _ = c.do(context.Background(), "paid", "fp", ok("again"))
+	require.Equal(t, idemExecuted, out, "a 2xx taken under an older epoch is executed again")
+	require.Equal(t, "again", string(resp.body))
+	resp, out, _ = c.do(context.Background(), "paid", "fp", ok("third"))
+	require.Equal(t, idemReplayed, out, "and kept under the new epoch")
+	require.Equal(t, "again", string(resp.body))
+	resp, out, _ = c.do(context.Background(), "refused", "fp", ok("would pay"))
+	require.Equal(t, idemReplayed, out, "a 4xx wrote nothing: still replayed")
+	require.Equal(t, 409, resp.status)
+	_, out, _ = c.do(context.Background(), "paid", "other", ok("x"))
+	require.Equal(t, idemMismatch, out, "a different request with the key is still refused")
 }

@@ -108,6 +108,8 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 		Logger:         log,
 		Ready:          &s.ready,
 		Readiness:      s.svc.Ready,
+		Degraded:       s.svc.Degraded,
+		StoreEpoch:     s.svc.rt.StoreEpoch,
 		MaxInFlight:    cfg.MaxInFlight,
 		TracerProvider: s.tel.Tracer,
 		MeterProvider:  s.tel.Meter,

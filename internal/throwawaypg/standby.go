@@ -27,3 +27,7 @@ func (s *Server) Promote() {
 	s.t.Helper()
 	s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-w", "-t", "60", "promote")
 }
+
+// Port is the server's TCP port on 127.0.0.1 (for a multi-host URL naming a
+// primary and its standby).
+func (s *Server) Port() int { return s.port }
