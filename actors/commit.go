@@ -33,6 +33,7 @@ func (a *streamActor) newBatch() *batch {
 
 // sendBatch appends b, or settles it at once when it decided no events.
 func (a *streamActor) sendBatch(b *batch) {
+	a.observeQueueDelay(b)
 	if len(b.events) == 0 {
 		a.settle(b, journal.AppendResult{}, nil)
 		return

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"time"
@@ -25,6 +26,52 @@ import (
 // after it is answered ErrOverloaded at once, without being decided (see
 // nextBatch). Without a history (a fresh actor) nothing is shed.
 //
+// Queue-delay shedding, for callers without a deadline (an HTTP client that
+// gives up after 50 ms sends none): CoDel (RFC 8289) adapted to group commit.
+// CoDel watches the sojourn time of what leaves a queue and, when even the
+// smallest sojourn over an interval stayed above a target, the queue is a
+// standing one: it drops until a sojourn falls below the target again.
+//
+//   - What is measured (at dequeue): when a batch is sent to the journal, the
+//     sojourn of its oldest command, from the moment Execute handed the
+//     command to the actor until its append starts (commands decided ahead
+//     into the open batch still wait for this moment). Group commit empties
+//     the queue at every send, so the youngest command of a batch has always
+//     waited about nothing; what says whether the stream keeps up is how long
+//     the oldest waited. In a healthy stream that is about the append in
+//     flight when it arrived, below the target; when batches grow until their
+//     appends outlast the callers' patience, it is above the target at every
+//     send.
+//   - When: the stream enters the shedding state when the oldest command of
+//     every batch sent during Config.QueueDelayInterval waited longer than
+//     Config.QueueDelayTarget (the minimum over the interval exceeds the
+//     target), as CoDel does. The target is never below the stream's own
+//     time to append one command (appendCost): a command that arrives during
+//     an append must wait for it, so a journal slower than the target would
+//     otherwise shed a healthy stream.
+//   - What is refused (at enqueue): while shedding, a new command is refused
+//     at once with ErrOverloaded, before it is queued or decided, when the
+//     stream already holds as many waiting commands as it appends within the
+//     target (the largest batch whose estimated append fits the target, at
+//     most MaxBatch, at least 1). CoDel drops one packet per interval/√count
+//     because one drop makes a TCP sender halve its rate; a caller refused
+//     here retries instead, so dropping some arrivals would not shorten the
+//     queue. Refusing every arrival would not do either: the stream would
+//     empty within two appends, stop shedding, and admit the whole crowd
+//     again at once. Capping the queue at what the stream appends within the
+//     target keeps its batches that size, so every command it decides is
+//     answered within about two targets, at about the best rate such batches
+//     allow. Commands admitted before the stream started shedding are served
+//     as usual; those whose caller has gone are dropped undecided.
+//   - Until when: the stream stops shedding when a batch's oldest command
+//     waited less than the target and no command was refused since the batch
+//     before (the crowd has gone: under a persisting storm every batch sees
+//     refusals, so the stream keeps its cap rather than re-admitting everyone
+//     and waiting a whole interval to notice again).
+//
+// Config.DisableQueueDelayShedding turns it off. Reservations (DCB) are never
+// refused by it: they already wait at most Config.ReservationTimeout.
+//
 // Failure isolation: every command's events are validated against the
 // journal's limits before they join a batch (decide), so an invalid command
 // fails alone. If an append still fails for a reason one command can cause
@@ -36,6 +83,85 @@ import (
 // shedFactor widens the append-time estimate: a command is admitted to a batch
 // only if its deadline leaves shedFactor times the expected append time.
 const shedFactor = 1.25
+
+// queueDelay is the stream actor's queue-delay shedding state (CoDel).
+// Actor-owned; the stream's entry publishes the admission cap to deliver.
+type queueDelay struct {
+	// firstAbove is when the oldest command of the batches sent since has
+	// waited longer than the target for a whole interval (zero: the last
+	// batch's did not).
+	firstAbove time.Time
+	shedding   bool
+}
+
+// observeQueueDelay measures the sojourn of b's oldest command as b is sent,
+// and enters, updates or leaves the shedding state.
+func (a *streamActor) observeQueueDelay(b *batch) {
+	cfg := &a.host.cfg
+	if cfg.DisableQueueDelayShedding || len(b.entries) == 0 {
+		return
+	}
+	now := a.host.now()
+	oldest := b.entries[0].req.enqueued
+	for _, e := range b.entries[1:] {
+		if e.req.enqueued.Before(oldest) {
+			oldest = e.req.enqueued
+		}
+	}
+	sojourn := now.Sub(oldest)
+	refused := a.entry.refused.Swap(0)
+	target := cfg.QueueDelayTarget
+	if one, ok := a.cost.estimate(1); ok {
+		target = max(target, one)
+	}
+	q := &a.qdelay
+	if sojourn < target {
+		q.firstAbove = time.Time{}
+		if !q.shedding || refused > 0 {
+			if q.shedding {
+				a.entry.shedAt.Store(int64(a.inTimeBatch(target)))
+			}
+			return
+		}
+		q.shedding = false
+		a.entry.shedAt.Store(0)
+		a.host.cfg.Logger.Info("a stream stopped shedding by queueing delay", "stream", a.stream.String(), "sojourn", sojourn)
+		return
+	}
+	if !q.shedding {
+		if q.firstAbove.IsZero() {
+			q.firstAbove = now.Add(cfg.QueueDelayInterval)
+			return
+		}
+		if now.Before(q.firstAbove) {
+			return
+		}
+		q.shedding = true
+		a.host.logs.log(a.host.cfg.Logger, slog.LevelWarn, "a stream sheds commands by queueing delay: its batches' oldest commands waited longer than the target for a whole interval",
+			"stream", a.stream.String(), "sojourn", sojourn, "target", target, "interval", cfg.QueueDelayInterval)
+	}
+	a.entry.shedAt.Store(int64(a.inTimeBatch(target)))
+}
+
+// inTimeBatch is the most commands the stream appends within target: the
+// largest n ≤ MaxBatch whose estimated append fits, at least 1 (MaxBatch
+// before any append was measured).
+func (a *streamActor) inTimeBatch(target time.Duration) int {
+	limit := a.host.cfg.MaxBatch
+	if _, ok := a.cost.estimate(1); !ok {
+		return limit
+	}
+	lo, hi := 1, limit // estimate grows with n: binary search
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if d, _ := a.cost.estimate(mid); d <= target {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
 
 // maxDecideRetries bounds how often one command is decided again after an
 // append that wrote nothing because the stream had moved (a version
