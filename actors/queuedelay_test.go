@@ -59,7 +59,7 @@ func standingQueue(t *testing.T, h *actors.Host, g *gated, s journal.StreamID, s
 	skew(time.Hour) // b1 and b2 have now waited an hour
 	g.release <- struct{}{}
 	require.Eventually(t, appendsStarted(g, 2), 5*time.Second, time.Millisecond) // b1 sent: above the target
-	skew(2 * time.Hour)                                                           // a whole interval later
+	skew(2 * time.Hour)                                                          // a whole interval later
 	g.release <- struct{}{}
 	require.Eventually(t, appendsStarted(g, 3), 5*time.Second, time.Millisecond) // b2 sent: still above
 	return []<-chan execOutcome{a, b1, b2}
