@@ -31,7 +31,7 @@ const (
 	DefaultMaxBatch            = 1000
 	DefaultMaxQueue            = 5000
 	DefaultMaxPending          = 50000
-	DefaultQueueDelayTarget    = 5 * time.Millisecond
+	DefaultQueueDelayTarget    = 10 * time.Millisecond
 	DefaultQueueDelayInterval  = 100 * time.Millisecond
 )
 
@@ -91,13 +91,14 @@ type Config struct {
 	// overload.go): when every batch the stream sent for a whole
 	// QueueDelayInterval had a command that waited longer than
 	// QueueDelayTarget before its append started, the stream refuses new
-	// commands at once with ErrOverloaded, undecided, whenever as many
-	// commands already wait as it appends within the target; it accepts
-	// every command again once a batch's oldest command waited less than
-	// the target and nothing was refused since the batch before. The
-	// target never falls below the stream's own time to append one command.
-	// Defaults DefaultQueueDelayTarget (5 ms) and DefaultQueueDelayInterval
-	// (100 ms); the target must be shorter than the interval.
+	// commands at once with ErrOverloaded, undecided, whenever it already
+	// holds a cap of waiting commands, steered so its batches' oldest
+	// commands wait about the target; it accepts every command again once a
+	// batch's oldest command waited less than the target and nothing was
+	// refused for an interval. The target must exceed the journal's time to
+	// commit a small batch. Defaults DefaultQueueDelayTarget (10 ms) and
+	// DefaultQueueDelayInterval (100 ms); the target must be shorter than
+	// the interval.
 	QueueDelayTarget   time.Duration
 	QueueDelayInterval time.Duration
 	// DisableQueueDelayShedding turns queue-delay shedding off: commands are

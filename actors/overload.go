@@ -39,35 +39,43 @@ import (
 //     the queue at every send, so the youngest command of a batch has always
 //     waited about nothing; what says whether the stream keeps up is how long
 //     the oldest waited. In a healthy stream that is about the append in
-//     flight when it arrived, below the target; when batches grow until their
-//     appends outlast the callers' patience, it is above the target at every
-//     send.
-//   - When: the stream enters the shedding state when the oldest command of
-//     every batch sent during Config.QueueDelayInterval waited longer than
+//     flight when it arrived; when batches grow until their appends outlast
+//     the callers' patience, it is above the target at every send.
+//   - When: the stream starts shedding when the oldest command of every batch
+//     sent during Config.QueueDelayInterval waited longer than
 //     Config.QueueDelayTarget (the minimum over the interval exceeds the
-//     target), as CoDel does. The target is never below the stream's own
-//     time to append one command (appendCost): a command that arrives during
-//     an append must wait for it, so a journal slower than the target would
-//     otherwise shed a healthy stream.
+//     target), as CoDel does. The target must exceed the journal's time to
+//     commit a small batch (a command arriving during an append waits for
+//     it). The default, 10 ms, is about three commits of a loaded
+//     Postgres on the same machine or network; a distant database needs
+//     more. Measured with 2,000 impatient clients on one stream
+//     (benchmarks/RESULTS.md), 5 ms held batches so small that the stream
+//     served a third of its unloaded rate; 10 ms served most of it with
+//     answers well within 50 ms.
 //   - What is refused (at enqueue): while shedding, a new command is refused
 //     at once with ErrOverloaded, before it is queued or decided, when the
-//     stream already holds as many waiting commands as it appends within the
-//     target (the largest batch whose estimated append fits the target, at
-//     most MaxBatch, at least 1). CoDel drops one packet per interval/√count
-//     because one drop makes a TCP sender halve its rate; a caller refused
-//     here retries instead, so dropping some arrivals would not shorten the
-//     queue. Refusing every arrival would not do either: the stream would
-//     empty within two appends, stop shedding, and admit the whole crowd
-//     again at once. Capping the queue at what the stream appends within the
-//     target keeps its batches that size, so every command it decides is
-//     answered within about two targets, at about the best rate such batches
+//     stream already holds cap waiting commands. CoDel drops one packet per
+//     interval/√count because one drop makes a TCP sender halve its rate; a
+//     caller refused here retries instead, so dropping some arrivals would
+//     not shorten the queue. Refusing every arrival would not do either: the
+//     stream would empty within two appends, stop shedding, and admit the
+//     whole crowd again at once. The cap is steered by the sojourns it
+//     causes: halved when a batch's oldest command waited longer than the
+//     target (at most once per round: only for a command admitted after the
+//     previous cut, as TCP cuts its window once per round trip), raised by
+//     an eighth when it waited less, between 1 and MaxBatch. It starts at
+//     half the batch that started the shedding. So batches settle at the size
+//     whose appends take about the target, every command decided is
+//     answered within a few targets, at about the best rate such batches
 //     allow. Commands admitted before the stream started shedding are served
 //     as usual; those whose caller has gone are dropped undecided.
 //   - Until when: the stream stops shedding when a batch's oldest command
-//     waited less than the target and no command was refused since the batch
-//     before (the crowd has gone: under a persisting storm every batch sees
-//     refusals, so the stream keeps its cap rather than re-admitting everyone
-//     and waiting a whole interval to notice again).
+//     waited less than the target and no command was refused for a whole
+//     interval: the crowd has gone. While it stays, the stream keeps its cap
+//     (its batches' oldest commands then wait less than the target: that is
+//     the cap's purpose), rather than stop at the first short wait, re-admit
+//     everyone, and need a whole interval of late answers to notice again;
+//     measured, that cycle wasted most appends on callers who had left.
 //
 // Config.DisableQueueDelayShedding turns it off. Reservations (DCB) are never
 // refused by it: they already wait at most Config.ReservationTimeout.
@@ -85,17 +93,20 @@ import (
 const shedFactor = 1.25
 
 // queueDelay is the stream actor's queue-delay shedding state (CoDel).
-// Actor-owned; the stream's entry publishes the admission cap to deliver.
+// Actor-owned; the stream's entry publishes the cap to deliver (shedAt).
 type queueDelay struct {
 	// firstAbove is when the oldest command of the batches sent since has
 	// waited longer than the target for a whole interval (zero: the last
 	// batch's did not).
 	firstAbove time.Time
 	shedding   bool
+	cap        int       // while shedding: waiting commands admitted
+	cutAt      time.Time // when cap was last halved
+	refusedAt  time.Time // when the actor last saw commands refused by cap
 }
 
 // observeQueueDelay measures the sojourn of b's oldest command as b is sent,
-// and enters, updates or leaves the shedding state.
+// and starts, steers or stops the shedding.
 func (a *streamActor) observeQueueDelay(b *batch) {
 	cfg := &a.host.cfg
 	if cfg.DisableQueueDelayShedding || len(b.entries) == 0 {
@@ -109,58 +120,37 @@ func (a *streamActor) observeQueueDelay(b *batch) {
 		}
 	}
 	sojourn := now.Sub(oldest)
-	refused := a.entry.refused.Swap(0)
-	target := cfg.QueueDelayTarget
-	if one, ok := a.cost.estimate(1); ok {
-		target = max(target, one)
-	}
 	q := &a.qdelay
-	if sojourn < target {
+	if a.entry.refused.Swap(0) > 0 {
+		q.refusedAt = now
+	}
+	above := sojourn >= cfg.QueueDelayTarget
+	switch {
+	case !q.shedding && !above:
 		q.firstAbove = time.Time{}
-		if !q.shedding || refused > 0 {
-			if q.shedding {
-				a.entry.shedAt.Store(int64(a.inTimeBatch(target)))
-			}
-			return
-		}
-		q.shedding = false
-		a.entry.shedAt.Store(0)
-		a.host.cfg.Logger.Info("a stream stopped shedding by queueing delay", "stream", a.stream.String(), "sojourn", sojourn)
 		return
-	}
-	if !q.shedding {
-		if q.firstAbove.IsZero() {
-			q.firstAbove = now.Add(cfg.QueueDelayInterval)
-			return
+	case !q.shedding && q.firstAbove.IsZero():
+		q.firstAbove = now.Add(cfg.QueueDelayInterval)
+		return
+	case !q.shedding && now.Before(q.firstAbove):
+		return
+	case !q.shedding:
+		q.shedding, q.cap, q.cutAt = true, max(1, len(b.entries)/2), now
+		a.host.logs.log(cfg.Logger, slog.LevelWarn, "a stream sheds commands by queueing delay: its batches' oldest commands waited longer than the target for a whole interval",
+			"stream", a.stream.String(), "sojourn", sojourn, "target", cfg.QueueDelayTarget, "interval", cfg.QueueDelayInterval)
+	case !above && now.Sub(q.refusedAt) >= cfg.QueueDelayInterval:
+		*q = queueDelay{}
+		a.entry.shedAt.Store(0)
+		a.host.logs.log(cfg.Logger, slog.LevelInfo, "a stream stopped shedding commands by queueing delay", "stream", a.stream.String())
+		return
+	case above:
+		if oldest.After(q.cutAt) {
+			q.cap, q.cutAt = max(1, q.cap/2), now
 		}
-		if now.Before(q.firstAbove) {
-			return
-		}
-		q.shedding = true
-		a.host.logs.log(a.host.cfg.Logger, slog.LevelWarn, "a stream sheds commands by queueing delay: its batches' oldest commands waited longer than the target for a whole interval",
-			"stream", a.stream.String(), "sojourn", sojourn, "target", target, "interval", cfg.QueueDelayInterval)
+	default:
+		q.cap = min(cfg.MaxBatch, q.cap+max(1, q.cap/8))
 	}
-	a.entry.shedAt.Store(int64(a.inTimeBatch(target)))
-}
-
-// inTimeBatch is the most commands the stream appends within target: the
-// largest n ≤ MaxBatch whose estimated append fits, at least 1 (MaxBatch
-// before any append was measured).
-func (a *streamActor) inTimeBatch(target time.Duration) int {
-	limit := a.host.cfg.MaxBatch
-	if _, ok := a.cost.estimate(1); !ok {
-		return limit
-	}
-	lo, hi := 1, limit // estimate grows with n: binary search
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if d, _ := a.cost.estimate(mid); d <= target {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo
+	a.entry.shedAt.Store(int64(q.cap))
 }
 
 // maxDecideRetries bounds how often one command is decided again after an

@@ -32,7 +32,7 @@ const (
 	DefaultMaxBatch            = actors.DefaultMaxBatch            // 1000
 	DefaultMaxQueue            = actors.DefaultMaxQueue            // 5000
 	DefaultMaxPending          = actors.DefaultMaxPending          // 50000
-	DefaultQueueDelayTarget    = actors.DefaultQueueDelayTarget    // 5 ms
+	DefaultQueueDelayTarget    = actors.DefaultQueueDelayTarget    // 10 ms
 	DefaultQueueDelayInterval  = actors.DefaultQueueDelayInterval  // 100 ms
 )
 
@@ -107,10 +107,11 @@ type Config struct {
 	// group commit the stream sent during a whole QueueDelayInterval had a
 	// command that had waited longer than QueueDelayTarget, Execute fails at
 	// once with ErrOverloaded (undecided) whenever the stream already holds
-	// as many waiting commands as it appends within the target; the stream
-	// accepts every command again once its queue drains below the target.
-	// The target never falls below the stream's own time to append one
-	// command. Defaults DefaultQueueDelayTarget (5 ms) and
+	// as many waiting commands as keep its waits about the target; the
+	// stream accepts every command again once its waits are below the target
+	// and nothing was refused for an interval. The target must exceed the
+	// journal's time to commit a small batch (raise it for a distant
+	// database). Defaults DefaultQueueDelayTarget (10 ms) and
 	// DefaultQueueDelayInterval (100 ms); the target must be shorter than
 	// the interval.
 	QueueDelayTarget   time.Duration
