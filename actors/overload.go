@@ -44,14 +44,17 @@ import (
 //   - When: the stream starts shedding when the oldest command of every batch
 //     sent during Config.QueueDelayInterval waited longer than
 //     Config.QueueDelayTarget (the minimum over the interval exceeds the
-//     target), as CoDel does. The target must exceed the journal's time to
-//     commit a small batch (a command arriving during an append waits for
-//     it). The default, 10 ms, is about three commits of a loaded
-//     Postgres on the same machine or network; a distant database needs
-//     more. Measured with 2,000 impatient clients on one stream
-//     (benchmarks/RESULTS.md), 5 ms held batches so small that the stream
-//     served a third of its unloaded rate; 10 ms served most of it with
-//     answers well within 50 ms.
+//     target), as CoDel does. A command arriving during an append waits for
+//     it, so the target must exceed the journal's time to commit a small
+//     batch: the stream uses 1.5 times its fastest append of the last one to
+//     two seconds when that is longer (a distant or busy database), so a slow
+//     commit neither sheds a healthy stream nor pins the cap at one command.
+//     (The fastest, not the mean or the one-command appends: under a storm
+//     every append is large, and a slow first append of a cold stream must
+//     not stay the measure.) Measured with 2,000 impatient clients on one
+//     stream (benchmarks/RESULTS.md), 5 ms held batches so small that the
+//     stream served a third of its unloaded rate; 10 ms, the default, served
+//     most of it with answers well within 50 ms.
 //   - What is refused (at enqueue): while shedding, a new command is refused
 //     at once with ErrOverloaded, before it is queued or decided, when the
 //     stream already holds cap waiting commands. CoDel drops one packet per
@@ -60,10 +63,13 @@ import (
 //     not shorten the queue. Refusing every arrival would not do either: the
 //     stream would empty within two appends, stop shedding, and admit the
 //     whole crowd again at once. The cap is steered by the sojourns it
-//     causes: halved when a batch's oldest command waited longer than the
-//     target (at most once per round: only for a command admitted after the
-//     previous cut, as TCP cuts its window once per round trip), raised by
-//     an eighth when it waited less, between 1 and MaxBatch. It starts at
+//     causes: halved when the oldest commands of all batches sent since the
+//     previous cut waited longer than the target, once a command admitted
+//     after that cut was among them (at most once per round, as TCP cuts its
+//     window once per round trip; and by the minimum, as CoDel detects, so
+//     one slow append or scheduling hiccup does not halve it), raised by an
+//     eighth whenever a batch's oldest command waited less, between 1 and
+//     MaxBatch. It starts at
 //     half the batch that started the shedding. So batches settle at the size
 //     whose appends take about the target, every command decided is
 //     answered within a few targets, at about the best rate such batches
@@ -102,7 +108,42 @@ type queueDelay struct {
 	shedding   bool
 	cap        int       // while shedding: waiting commands admitted
 	cutAt      time.Time // when cap was last halved
-	refusedAt  time.Time // when the actor last saw commands refused by cap
+	// belowSinceCut: a batch sent since the last cut waited less than the
+	// target (then the next cut waits for a whole round above it).
+	belowSinceCut bool
+	refusedAt     time.Time // when the actor last saw commands refused by cap
+	// fastest holds the shortest append of the current window (since
+	// windowAt) and of the one before: the journal's time to commit a
+	// small batch, at most a window or two old.
+	fastest  [2]time.Duration
+	windowAt time.Time
+}
+
+// appendWindow is how long an append's duration counts toward the fastest.
+const appendWindow = time.Second
+
+// observeAppend records the duration of an append that ended at now.
+func (q *queueDelay) observeAppend(now time.Time, took time.Duration) {
+	if took <= 0 {
+		return
+	}
+	if now.Sub(q.windowAt) >= appendWindow {
+		q.fastest = [2]time.Duration{0, q.fastest[0]}
+		q.windowAt = now
+	}
+	if q.fastest[0] == 0 || took < q.fastest[0] {
+		q.fastest[0] = took
+	}
+}
+
+// target is the queueing delay tolerated: Config.QueueDelayTarget, or 1.5
+// times the fastest recent append when that is longer.
+func (q *queueDelay) target(configured time.Duration) time.Duration {
+	fastest := q.fastest[0]
+	if f := q.fastest[1]; f > 0 && (fastest == 0 || f < fastest) {
+		fastest = f
+	}
+	return max(configured, fastest*3/2)
 }
 
 // observeQueueDelay measures the sojourn of b's oldest command as b is sent,
@@ -124,7 +165,8 @@ func (a *streamActor) observeQueueDelay(b *batch) {
 	if a.entry.refused.Swap(0) > 0 {
 		q.refusedAt = now
 	}
-	above := sojourn >= cfg.QueueDelayTarget
+	target := q.target(cfg.QueueDelayTarget)
+	above := sojourn >= target
 	switch {
 	case !q.shedding && !above:
 		q.firstAbove = time.Time{}
@@ -137,18 +179,22 @@ func (a *streamActor) observeQueueDelay(b *batch) {
 	case !q.shedding:
 		q.shedding, q.cap, q.cutAt = true, max(1, len(b.entries)/2), now
 		a.host.logs.log(cfg.Logger, slog.LevelWarn, "a stream sheds commands by queueing delay: its batches' oldest commands waited longer than the target for a whole interval",
-			"stream", a.stream.String(), "sojourn", sojourn, "target", cfg.QueueDelayTarget, "interval", cfg.QueueDelayInterval)
+			"stream", a.stream.String(), "sojourn", sojourn, "target", target, "interval", cfg.QueueDelayInterval)
 	case !above && now.Sub(q.refusedAt) >= cfg.QueueDelayInterval:
-		*q = queueDelay{}
+		*q = queueDelay{fastest: q.fastest, windowAt: q.windowAt}
 		a.entry.shedAt.Store(0)
 		a.host.logs.log(cfg.Logger, slog.LevelInfo, "a stream stopped shedding commands by queueing delay", "stream", a.stream.String())
 		return
 	case above:
 		if oldest.After(q.cutAt) {
-			q.cap, q.cutAt = max(1, q.cap/2), now
+			if !q.belowSinceCut {
+				q.cap = max(1, q.cap/2)
+			}
+			q.cutAt, q.belowSinceCut = now, false
 		}
 	default:
 		q.cap = min(cfg.MaxBatch, q.cap+max(1, q.cap/8))
+		q.belowSinceCut = true
 	}
 	a.entry.shedAt.Store(int64(q.cap))
 }
