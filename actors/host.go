@@ -95,8 +95,9 @@ type Config struct {
 	// holds a cap of waiting commands, steered so its batches' oldest
 	// commands wait about the target; it accepts every command again once a
 	// batch's oldest command waited less than the target and nothing was
-	// refused for an interval. The target must exceed the journal's time to
-	// commit a small batch. Defaults DefaultQueueDelayTarget (10 ms) and
+	// refused for an interval. The stream raises the target to 1.5 times its
+	// fastest recent append when that is longer (a distant or busy
+	// database). Defaults DefaultQueueDelayTarget (10 ms) and
 	// DefaultQueueDelayInterval (100 ms); the target must be shorter than
 	// the interval.
 	QueueDelayTarget   time.Duration

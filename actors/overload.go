@@ -69,11 +69,10 @@ import (
 //     window once per round trip; and by the minimum, as CoDel detects, so
 //     one slow append or scheduling hiccup does not halve it), raised by an
 //     eighth whenever a batch's oldest command waited less, between 1 and
-//     MaxBatch. It starts at
-//     half the batch that started the shedding. So batches settle at the size
-//     whose appends take about the target, every command decided is
-//     answered within a few targets, at about the best rate such batches
-//     allow. Commands admitted before the stream started shedding are served
+//     MaxBatch. It starts at half the batch that started the shedding. So
+//     batches settle at the size whose appends take about the target, every
+//     command decided is answered within a few targets, at about the best
+//     rate such batches allow. Commands admitted before the stream started shedding are served
 //     as usual; those whose caller has gone are dropped undecided.
 //   - Until when: the stream stops shedding when a batch's oldest command
 //     waited less than the target and no command was refused for a whole

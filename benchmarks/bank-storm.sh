@@ -40,7 +40,7 @@ for run in $(seq 1 "${RUNS:-3}"); do
 		done
 		# shellcheck disable=SC2086
 		summary=$("$loadgen" loadgen -storm -url "http://127.0.0.1:$port" -workers "${WORKERS:-2000}" -timeout "${TIMEOUT:-50ms}" \
-			-backoff "${BACKOFF:-50ms}" -duration "${SECONDS_TO_RUN:-15}s" ${EXTRA:-} 2>/dev/null | tr '\n' ' ')
+			-backoff "${BACKOFF:-50ms}" -duration "${SECONDS_TO_RUN:-15}s" ${EXTRA:-} 2>&1 | tr '\n' ' ') || true
 		echo "run $run  $bin  $summary"
 		rm -f "$log"
 		cleanup

@@ -109,9 +109,9 @@ type Config struct {
 	// once with ErrOverloaded (undecided) whenever the stream already holds
 	// as many waiting commands as keep its waits about the target; the
 	// stream accepts every command again once its waits are below the target
-	// and nothing was refused for an interval. The target must exceed the
-	// journal's time to commit a small batch (raise it for a distant
-	// database). Defaults DefaultQueueDelayTarget (10 ms) and
+	// and nothing was refused for an interval. A stream raises the target to
+	// 1.5 times its fastest recent append when that is longer (a distant or
+	// busy database). Defaults DefaultQueueDelayTarget (10 ms) and
 	// DefaultQueueDelayInterval (100 ms); the target must be shorter than
 	// the interval.
 	QueueDelayTarget   time.Duration
