@@ -46,18 +46,28 @@ var (
 	ErrForeignTags = errors.New("actors: an aggregate's event carries tags of other streams")
 )
 
-// PanicError reports that user code (Decide, Evolve or a codec) panicked. Only
-// the command that triggered it fails; the actor rebuilds its state from the
-// journal before it serves again.
+// PanicError reports that user code panicked: an aggregate's Decide, Evolve
+// or codec, or a DCB command's Initial, FromStates, Evolve or Decide. Only the
+// command that triggered it fails and nothing of it was written; an
+// aggregate's actor rebuilds its state from the journal before it serves
+// again, a DCB command's reservations are cancelled. It is the one panic
+// error of the engine (package tagconsistency returns it too).
 type PanicError struct {
+	// Stream is the aggregate's stream; zero for a DCB command.
 	Stream journal.StreamID
-	// Phase names the user function: "decide", "evolve", "encode", "decode".
+	// Command is the DCB command's name; empty for an aggregate command.
+	Command string
+	// Phase names the user function: "decide", "evolve", "encode",
+	// "decode", and for DCB commands also "initial" and "fromstates".
 	Phase string
 	Value any
 	Stack []byte
 }
 
 func (e *PanicError) Error() string {
+	if e.Command != "" {
+		return fmt.Sprintf("user code panicked in %s of DCB command %q: %v (fix the command's %s function; nothing was written)", e.Phase, e.Command, e.Value, e.Phase)
+	}
 	return fmt.Sprintf("actors: user code panicked in %s on stream %s: %v (fix the aggregate's %s function; the command was not applied)", e.Phase, e.Stream, e.Value, e.Phase)
 }
 

@@ -116,7 +116,7 @@ func (h *Host) recoverState(parent trace.SpanContext, stream journal.StreamID, m
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.RequestTimeout)
 	defer cancel()
 	h.tel.recoveries.Add(ctx, 1)
-	rec, err := h.doRecover(ctx, stream, model, base)
+	rec, err := h.doRecover(ctx, h.cfg.Journal, stream, model, base)
 	if err != nil {
 		failed(span, err)
 	}
@@ -124,9 +124,11 @@ func (h *Host) recoverState(parent trace.SpanContext, stream journal.StreamID, m
 	return rec, err
 }
 
-func (h *Host) doRecover(ctx context.Context, stream journal.StreamID, model Model, base *recovered) (recovered, error) {
+// doRecover reads the stream from src: the host's journal, or a replica for
+// a lease-free read (FoldFrom).
+func (h *Host) doRecover(ctx context.Context, src journal.Journal, stream journal.StreamID, model Model, base *recovered) (recovered, error) {
 	if model == nil {
-		sum, err := h.cfg.Journal.TagSummary(ctx, stream)
+		sum, err := src.TagSummary(ctx, stream)
 		if err != nil {
 			return recovered{}, fmt.Errorf("actors: reading the version of stream %s: %w", stream, err)
 		}
@@ -156,14 +158,14 @@ func (h *Host) doRecover(ctx context.Context, stream journal.StreamID, model Mod
 	}
 	col := keyCollector{h: h, stream: stream, k: rec.keys}
 	start := time.Now()
-	read, viaArchive := h.cfg.Journal.ReadStream, false
+	read, viaArchive := src.ReadStream, false
 replay:
 	for r, err := range read(ctx, stream, rec.version+1, 0) {
 		if err != nil {
 			// No usable snapshot reaches the stream's cut (the one that did
 			// was sealed for a data subject erased since: package erasure):
 			// replay through the archive, where the journal has one.
-			if ar, ok := h.cfg.Journal.(journal.ArchiveReader); ok && !viaArchive && errors.Is(err, journal.ErrArchived) && !errors.Is(err, journal.ErrStreamRetired) {
+			if ar, ok := src.(journal.ArchiveReader); ok && !viaArchive && errors.Is(err, journal.ErrArchived) && !errors.Is(err, journal.ErrStreamRetired) {
 				h.cfg.Logger.Info("replaying a stream through the archive: no usable snapshot at or after its cut", "stream", stream.String(), "from_version", rec.version+1)
 				read, viaArchive = ar.ReadStreamWithArchive, true
 				goto replay
@@ -275,10 +277,17 @@ func (a *streamActor) onRebuilt(m *rebuiltMsg) {
 // Initial) for a stream without events; last is the position of the newest
 // event folded (zero when none was read after the snapshot).
 func (h *Host) Fold(ctx context.Context, stream journal.StreamID, model Model) (state any, version uint64, last journal.Position, err error) {
+	return h.FoldFrom(ctx, h.cfg.Journal, stream, model)
+}
+
+// FoldFrom is Fold reading the stream's events from src instead of the
+// host's journal (a read replica: its events, the host's snapshots). The
+// state is as current as src.
+func (h *Host) FoldFrom(ctx context.Context, src journal.Journal, stream journal.StreamID, model Model) (state any, version uint64, last journal.Position, err error) {
 	if model == nil {
 		return nil, 0, journal.Position{}, fmt.Errorf("actors: Fold of stream %s: no aggregate owns its tag group", stream)
 	}
-	rec, err := h.doRecover(ctx, stream.Normalize(), model, nil)
+	rec, err := h.doRecover(ctx, src, stream.Normalize(), model, nil)
 	if err != nil {
 		return nil, 0, journal.Position{}, err
 	}

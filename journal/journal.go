@@ -97,9 +97,6 @@ type Reader interface {
 	Head(ctx context.Context) (Position, error)
 	// ReadByCorrelation yields the records whose Metadata.CorrelationID equals id.
 	ReadByCorrelation(ctx context.Context, correlationID string) iter.Seq2[Record, error]
-	// ReadByTypes yields the records of the given types (in any partition) whose
-	// RecordedAt is in [from, to).
-	ReadByTypes(ctx context.Context, types []string, from, to time.Time) iter.Seq2[Record, error]
 	// ReadTypes yields the records q selects (see TypeQuery) in position
 	// order, ascending or descending, at most q.Limit of them. To resume,
 	// pass the last record's Position as q.Cursor.

@@ -767,28 +767,6 @@ func (m *Memory) ReadByCorrelation(ctx context.Context, correlationID string) it
 	}, nil, 0)
 }
 
-// ReadByTypes implements Reader. An empty type list, or an empty type in it,
-// yields ErrInvalidQuery.
-func (m *Memory) ReadByTypes(ctx context.Context, types []string, from, to time.Time) iter.Seq2[Record, error] {
-	if len(types) == 0 {
-		return yieldErr(fmt.Errorf("%w: ReadByTypes: no types given; name at least one event type", ErrInvalidQuery))
-	}
-	if slices.Contains(types, "") {
-		return yieldErr(fmt.Errorf("%w: ReadByTypes: an event type is empty", ErrInvalidQuery))
-	}
-	types = slices.Clone(types)
-	return m.read(ctx, func() (memCursor, error) {
-		lists := make([][]int, 0, len(types))
-		for _, ty := range types {
-			lists = append(lists, m.byType[ty])
-		}
-		l := unionSorted(lists)
-		return memCursor{list: l, hi: len(l)}, nil
-	}, func(r *Record) bool {
-		return !r.RecordedAt.Before(from) && r.RecordedAt.Before(to)
-	}, 0)
-}
-
 // ReadTypes implements Reader.
 func (m *Memory) ReadTypes(ctx context.Context, q TypeQuery) iter.Seq2[Record, error] {
 	if err := q.Validate(); err != nil {

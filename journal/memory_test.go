@@ -338,11 +338,11 @@ func TestMemoryLookupsAndSummaries(t *testing.T) {
 	require.Equal(t, []uuid.UUID{r1.Records[0].ID, r2.Records[0].ID}, ids(got))
 	require.Empty(t, drain(t, s.mem.ReadByCorrelation(s.ctx, "nope")))
 
-	got = drain(t, s.mem.ReadByTypes(s.ctx, []string{"Deposited", "Opened", "Closed"}, t0, t0.Add(2*time.Minute)))
+	got = drain(t, s.mem.ReadTypes(s.ctx, journal.TypeQuery{Types: []string{"Deposited", "Opened", "Closed"}, From: t0, To: t0.Add(2 * time.Minute)}))
 	require.Equal(t, []string{"Opened", "Opened", "Deposited"}, types(got))
-	got = drain(t, s.mem.ReadByTypes(s.ctx, []string{"Opened", "Deposited"}, t0.Add(time.Second), t0.Add(time.Hour)))
+	got = drain(t, s.mem.ReadTypes(s.ctx, journal.TypeQuery{Types: []string{"Opened", "Deposited"}, From: t0.Add(time.Second), To: t0.Add(time.Hour)}))
 	require.Equal(t, []string{"Deposited"}, types(got))
-	_, err = drainErr(s.mem.ReadByTypes(s.ctx, nil, t0, t0.Add(time.Hour)))
+	_, err = drainErr(s.mem.ReadTypes(s.ctx, journal.TypeQuery{From: t0, To: t0.Add(time.Hour)}))
 	require.ErrorIs(t, err, journal.ErrInvalidQuery)
 
 	_, err = s.mem.ReadEvent(s.ctx, uuid.New())
@@ -629,7 +629,7 @@ func TestMemoryClose(t *testing.T) {
 		"Read":              s.mem.Read(ctx, journal.AllEvents(), journal.ReadOptions{}),
 		"ReadAll":           s.mem.ReadAll(ctx, journal.Position{}, 0),
 		"ReadByCorrelation": s.mem.ReadByCorrelation(ctx, "c"),
-		"ReadByTypes":       s.mem.ReadByTypes(ctx, []string{"A"}, time.Time{}, time.Now()),
+		"ReadTypes":         s.mem.ReadTypes(ctx, journal.TypeQuery{Types: []string{"A"}}),
 		"Subscribe":         s.mem.Subscribe(ctx, journal.AllEvents(), journal.Position{}),
 	} {
 		recs, err := drainErr(seq)

@@ -22,6 +22,11 @@ type MigrationInfo struct {
 	Name    string
 	// AppliedAt is when Migrate applied it; zero while pending.
 	AppliedAt time.Time
+	// CompatibleFrom is the oldest schema version whose code keeps running
+	// correctly once the migration is applied (README "Upgrading": apply it
+	// while processes of that version or later run); 0 when an applied
+	// migration was recorded by a build from before the floor was kept.
+	CompatibleFrom int
 }
 
 // MigrationReport is the migration state of a schema.
@@ -67,13 +72,25 @@ func MigrationStatus(ctx context.Context, pool *pgxpool.Pool, cfg Config) (Migra
 		return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
 	}
 	if exists {
-		rows, err := pool.Query(ctx, "SELECT version, name, applied_at FROM "+cfg.quotedSchema()+".schema_migrations ORDER BY version")
+		// compatible_from is absent from schemas no build with the floor has
+		// migrated yet: read it only when it is there.
+		floor := "NULL::integer"
+		var hasFloor bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+			WHERE attrelid = to_regclass($1) AND attname = 'compatible_from' AND NOT attisdropped)`,
+			cfg.quotedSchema()+".schema_migrations").Scan(&hasFloor); err != nil {
+			return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
+		}
+		if hasFloor {
+			floor = "compatible_from"
+		}
+		rows, err := pool.Query(ctx, "SELECT version, name, applied_at, coalesce("+floor+", 0) FROM "+cfg.quotedSchema()+".schema_migrations ORDER BY version")
 		if err != nil {
 			return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
 		}
 		for rows.Next() {
 			var m MigrationInfo
-			if err := rows.Scan(&m.Version, &m.Name, &m.AppliedAt); err != nil {
+			if err := rows.Scan(&m.Version, &m.Name, &m.AppliedAt, &m.CompatibleFrom); err != nil {
 				rows.Close()
 				return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
 			}
@@ -87,7 +104,7 @@ func MigrationStatus(ctx context.Context, pool *pgxpool.Pool, cfg Config) (Migra
 	}
 	for _, m := range ms {
 		if m.version > rep.Current {
-			rep.Pending = append(rep.Pending, MigrationInfo{Version: m.version, Name: m.name})
+			rep.Pending = append(rep.Pending, MigrationInfo{Version: m.version, Name: m.name, CompatibleFrom: m.compatibleFrom})
 		}
 	}
 	return rep, nil

@@ -147,6 +147,9 @@ func (j *Journal) Append(ctx context.Context, events []journal.Event, opts journ
 	if err := j.checkOpen(); err != nil {
 		return journal.AppendResult{}, err
 	}
+	if err := j.writable("append"); err != nil {
+		return journal.AppendResult{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return journal.AppendResult{}, fmt.Errorf("postgres: append: %w", err)
 	}

@@ -123,6 +123,9 @@ func (j *Journal) ArchivePlanned(ctx context.Context, plan ArchivePlan, opts Arc
 	if err := j.checkOpen(); err != nil {
 		return ArchiveProgress{}, err
 	}
+	if err := j.writable("archive"); err != nil {
+		return ArchiveProgress{}, err
+	}
 	size := opts.BatchSize
 	if size <= 0 {
 		size = 1000
@@ -383,6 +386,9 @@ func (j *Journal) StorageSizes(ctx context.Context) (StorageSizes, error) {
 // append and read of the journal waits: run it in a maintenance window.
 func (j *Journal) Compact(ctx context.Context, full bool) error {
 	if err := j.checkOpen(); err != nil {
+		return err
+	}
+	if err := j.writable("Compact"); err != nil {
 		return err
 	}
 	stmt := "VACUUM (ANALYZE) "

@@ -34,6 +34,11 @@ type Config struct {
 	// PageSize is how many records a read fetches per round trip (reads stream
 	// page by page and hold no connection between pages). Default 512.
 	PageSize int
+	// ReplicaWait is how long a replica journal (NewReplica) waits for its
+	// standby to replay a position a read must include (ReaderAt) before the
+	// read goes to the primary instead. Default 2s; it matters only on a
+	// replica.
+	ReplicaWait time.Duration
 	// Clock stamps RecordedAt on appended events and CreatedAt on snapshots
 	// saved without one. Lease expiry is always judged by the database clock.
 	// Default time.Now.
@@ -62,6 +67,7 @@ const (
 	defaultPoll         = 500 * time.Millisecond
 	defaultAcquirePoll  = time.Second
 	defaultPageSize     = 512
+	defaultReplicaWait  = 2 * time.Second
 	defaultMaxBatch     = 32
 	maxMaxBatch         = 1024
 	defaultBatchWorkers = 2
@@ -95,6 +101,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.AcquirePollInterval == 0 {
 		c.AcquirePollInterval = defaultAcquirePoll
+	}
+	if c.ReplicaWait < 0 {
+		return c, fmt.Errorf("postgres: Config.ReplicaWait is negative (%s); use a positive duration or 0 for the default %s", c.ReplicaWait, defaultReplicaWait)
+	}
+	if c.ReplicaWait == 0 {
+		c.ReplicaWait = defaultReplicaWait
 	}
 	if c.PageSize == 0 {
 		c.PageSize = defaultPageSize

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -158,3 +159,14 @@ func (j *Journal) ExplainAppend(ctx context.Context, events []journal.Event, opt
 
 // PeerClosed exposes peerClosed to the fault tests.
 var PeerClosed = peerClosed
+
+// LoadMigrationsForTest loads the migrations in dir of fsys and returns each
+// one's version and compatibility floor.
+func LoadMigrationsForTest(fsys fs.FS, dir string) ([][2]int, error) {
+	ms, err := loadMigrations(fsys, dir)
+	out := make([][2]int, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, [2]int{m.version, m.compatibleFrom})
+	}
+	return out, err
+}

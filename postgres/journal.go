@@ -53,6 +53,9 @@ type Journal struct {
 	seam  seam
 	heads heads
 
+	// replica is set on a journal that reads from a standby (NewReplica).
+	replica *replicaOf
+
 	stats stats
 }
 
@@ -91,6 +94,7 @@ type stats struct {
 	batches, appends, events, direct, read, fenced atomic.Int64
 	discarded, implied                             atomic.Int64
 	acquireWaits                                   atomic.Int64
+	replicaFallbacks                               atomic.Int64
 	writeNanos, batchNanos                         atomic.Int64
 }
 
@@ -120,6 +124,10 @@ type Stats struct {
 	// another live session and waited (for a lease change or the holder's
 	// expiry) before trying again.
 	AcquireWaits int64
+	// ReplicaFallbacks counts the reads of a replica journal (ReaderAt) that
+	// went to the primary because the replica had not replayed the position
+	// they needed within Config.ReplicaWait.
+	ReplicaFallbacks int64
 	// WriteTime is the total time of the write round trips (for a direct
 	// transaction: BEGIN, the locks, the write and COMMIT; otherwise the write
 	// and COMMIT); BatchTime the total time from taking a connection to the
@@ -133,8 +141,8 @@ func (j *Journal) Stats() Stats {
 		Batches: j.stats.batches.Load(), Appends: j.stats.appends.Load(), Events: j.stats.events.Load(),
 		Direct: j.stats.direct.Load(), Read: j.stats.read.Load(), Fenced: j.stats.fenced.Load(),
 		Discarded: j.stats.discarded.Load(), ImpliedConditions: j.stats.implied.Load(),
-		AcquireWaits: j.stats.acquireWaits.Load(),
-		WriteTime:    time.Duration(j.stats.writeNanos.Load()), BatchTime: time.Duration(j.stats.batchNanos.Load()),
+		AcquireWaits: j.stats.acquireWaits.Load(), ReplicaFallbacks: j.stats.replicaFallbacks.Load(),
+		WriteTime: time.Duration(j.stats.writeNanos.Load()), BatchTime: time.Duration(j.stats.batchNanos.Load()),
 	}
 }
 

@@ -26,7 +26,18 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// compatibleFrom is the oldest schema version whose code still runs
+	// correctly with this migration applied: its header line
+	// "-- scribe:compatible-from N" (an additive migration: new tables,
+	// nullable or defaulted columns, new indexes) or, without one, the
+	// migration's own version (no older build may run against it).
+	compatibleFrom int
 }
+
+// compatibleFromMarker starts a migration file's header line that declares
+// the oldest schema version whose code may keep running once the migration is
+// applied (the rolling-upgrade policy: README "Upgrading").
+const compatibleFromMarker = "-- scribe:compatible-from "
 
 // migrations returns the journal's embedded migrations in ascending version
 // order. A file is named NNNN_description.sql; NNNN is its version.
@@ -34,7 +45,7 @@ func migrations() ([]migration, error) { return loadMigrations(migrationFiles, "
 
 // loadMigrations returns the migrations in dir of fsys in ascending version
 // order.
-func loadMigrations(fsys embed.FS, dir string) ([]migration, error) {
+func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, err
@@ -46,11 +57,23 @@ func loadMigrations(fsys embed.FS, dir string) ([]migration, error) {
 		if !ok || err != nil || v <= 0 {
 			return nil, fmt.Errorf("postgres: migration file %q is not named NNNN_description.sql", e.Name())
 		}
-		b, err := fsys.ReadFile(dir + "/" + e.Name())
+		b, err := fs.ReadFile(fsys, dir+"/"+e.Name())
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
+		m := migration{version: v, name: e.Name(), sql: string(b), compatibleFrom: v}
+		for _, line := range strings.Split(m.sql, "\n") {
+			rest, ok := strings.CutPrefix(strings.TrimSpace(line), compatibleFromMarker)
+			if !ok {
+				continue
+			}
+			from, err := strconv.Atoi(strings.TrimSpace(rest))
+			if err != nil || from <= 0 || from > v {
+				return nil, fmt.Errorf("postgres: migration file %q: %q must name a schema version from 1 to %d", e.Name(), strings.TrimSpace(line), v)
+			}
+			m.compatibleFrom = from
+		}
+		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
 	for i := 1; i < len(out); i++ {
@@ -75,7 +98,11 @@ func LatestVersion() int {
 // applied version in schema_migrations. It is idempotent, and safe when several
 // processes migrate the same schema at once: a transaction-scoped advisory lock
 // keyed by the schema name serializes them, and the later ones find nothing to
-// do. Constructors never migrate; call Migrate (or run `scribe migrate up`,
+// do. A schema already migrated past this build (a newer release migrated it
+// during a rolling upgrade) is left alone and accepted when every newer
+// migration declared itself compatible with this build's version, and refused
+// with an error naming the migration otherwise (README "Upgrading").
+// Constructors never migrate; call Migrate (or run `scribe migrate up`,
 // the command line in cmd/scribe) once at deployment or startup.
 // MigrationStatus reports what is applied and pending without changing
 // anything.
@@ -121,8 +148,23 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, ms 
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+s+".schema_migrations").Scan(&current); err != nil {
 			return fmt.Errorf("postgres: migrate schema %s: read version: %w", cfg.Schema, err)
 		}
+		// The column that records each applied migration's compatibility
+		// floor was added after version 5 without a migration of its own, so
+		// builds from before it (which only insert version and name) can
+		// still run against a schema that has it.
+		var hasFloor bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+			WHERE attrelid = to_regclass($1) AND attname = 'compatible_from' AND NOT attisdropped)`,
+			s+".schema_migrations").Scan(&hasFloor); err != nil {
+			return fmt.Errorf("postgres: migrate schema %s: %w", cfg.Schema, err)
+		}
+		if !hasFloor {
+			if _, err := tx.Exec(ctx, "ALTER TABLE "+s+".schema_migrations ADD COLUMN compatible_from integer"); err != nil {
+				return fmt.Errorf("postgres: migrate schema %s: %w", cfg.Schema, err)
+			}
+		}
 		if len(ms) > 0 && current > ms[len(ms)-1].version {
-			return fmt.Errorf("postgres: schema %s is at version %d, newer than this build's %d; upgrade the program", cfg.Schema, current, ms[len(ms)-1].version)
+			return checkNewerSchema(ctx, tx, cfg.Schema, current, ms[len(ms)-1].version)
 		}
 		for _, m := range ms {
 			if m.version <= current {
@@ -131,12 +173,47 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, ms 
 			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", s)); err != nil {
 				return fmt.Errorf("postgres: migrate schema %s: apply %s: %w", cfg.Schema, m.name, err)
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO "+s+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+			if _, err := tx.Exec(ctx, "INSERT INTO "+s+".schema_migrations (version, name, compatible_from) VALUES ($1, $2, $3)", m.version, m.name, m.compatibleFrom); err != nil {
 				return fmt.Errorf("postgres: migrate schema %s: record %s: %w", cfg.Schema, m.name, err)
 			}
 		}
 		return nil
 	})
+}
+
+// checkNewerSchema decides whether a build whose newest migration is latest
+// may run against a schema already migrated to current > latest (a rolling
+// upgrade: the new release migrated first, this process is of the release
+// before). It may when every migration above latest declared itself
+// compatible with code of version latest; otherwise it fails naming the first
+// migration that is not, and what to do.
+func checkNewerSchema(ctx context.Context, tx pgx.Tx, schema string, current, latest int) error {
+	s := Config{Schema: schema}.quotedSchema()
+	rows, err := tx.Query(ctx, "SELECT version, name, compatible_from FROM "+s+".schema_migrations WHERE version > $1 ORDER BY version", latest)
+	if err != nil {
+		return fmt.Errorf("postgres: migrate schema %s: read newer migrations: %w", schema, err)
+	}
+	type applied struct {
+		version int
+		name    string
+		from    *int
+	}
+	newer, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (applied, error) {
+		var a applied
+		return a, r.Scan(&a.version, &a.name, &a.from)
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: migrate schema %s: read newer migrations: %w", schema, err)
+	}
+	for _, a := range newer {
+		switch {
+		case a.from == nil:
+			return fmt.Errorf("postgres: schema %s is at version %d, newer than this build's %d, and migration %s was applied by a build that did not record which older builds may run against it; upgrade the program", schema, current, latest, a.name)
+		case *a.from > latest:
+			return fmt.Errorf("postgres: schema %s is at version %d, newer than this build's %d, and migration %s needs code of schema version %d or later (it is not backward compatible); upgrade the program", schema, current, latest, a.name, *a.from)
+		}
+	}
+	return nil
 }
 
 // SchemaVersion returns the migration version recorded in cfg.Schema, 0 when

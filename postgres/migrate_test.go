@@ -2,9 +2,11 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
 
@@ -86,4 +88,63 @@ func TestConfigValidation(t *testing.T) {
 	require.Error(t, err)
 	_, err = postgres.NewJournal(nil, postgres.Config{})
 	require.ErrorContains(t, err, "pool is nil")
+}
+
+// TestMigrateNewerSchema: a build older than the schema (a rolling upgrade:
+// the new release migrated first) runs against it when every newer migration
+// declared itself compatible with the build, and is refused, with the
+// migration named, otherwise.
+func TestMigrateNewerSchema(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Pool(t)
+	ctx := t.Context()
+	cfg := postgres.Config{Schema: schema}
+	require.NoError(t, postgres.Migrate(ctx, pool, cfg))
+	latest := postgres.LatestVersion()
+
+	var floors int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+quote(schema)+`.schema_migrations WHERE compatible_from BETWEEN 1 AND version`).Scan(&floors))
+	files, err := filepath.Glob("migrations/*.sql")
+	require.NoError(t, err)
+	require.Equal(t, len(files), floors, "every applied migration records its compatibility floor")
+	var floor5 int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT compatible_from FROM `+quote(schema)+`.schema_migrations WHERE version = 5`).Scan(&floor5))
+	require.Equal(t, 4, floor5, "0005_retention.sql declares builds of version 4 compatible")
+
+	insert := func(version int, from any) {
+		_, err := pool.Exec(ctx, `INSERT INTO `+quote(schema)+`.schema_migrations (version, name, compatible_from) VALUES ($1, $2, $3)`,
+			version, fmt.Sprintf("%04d_future.sql", version), from)
+		require.NoError(t, err)
+	}
+	insert(latest+1, latest)
+	require.NoError(t, postgres.Migrate(ctx, pool, cfg), "a newer additive migration leaves this build running")
+	v, err := postgres.SchemaVersion(ctx, pool, cfg)
+	require.NoError(t, err)
+	require.Equal(t, latest+1, v, "the newer schema is left as it is")
+
+	insert(latest+2, latest+1)
+	err = postgres.Migrate(ctx, pool, cfg)
+	require.ErrorContains(t, err, fmt.Sprintf("migration %04d_future.sql needs code of schema version %d or later (it is not backward compatible); upgrade the program", latest+2, latest+1))
+
+	_, err = pool.Exec(ctx, `DELETE FROM `+quote(schema)+`.schema_migrations WHERE version = $1`, latest+2)
+	require.NoError(t, err)
+	insert(latest+2, nil)
+	err = postgres.Migrate(ctx, pool, cfg)
+	require.ErrorContains(t, err, "did not record which older builds may run against it")
+}
+
+// TestMigrationCompatibilityMarker: the header line is parsed, and a floor
+// outside 1..version is refused when the migrations load.
+func TestMigrationCompatibilityMarker(t *testing.T) {
+	good := fstest.MapFS{
+		"m/0001_a.sql": {Data: []byte("CREATE TABLE a ();")},
+		"m/0002_b.sql": {Data: []byte("-- scribe:compatible-from 1\nALTER TABLE a ADD COLUMN b int;")},
+	}
+	ms, err := postgres.LoadMigrationsForTest(good, "m")
+	require.NoError(t, err)
+	require.Equal(t, [][2]int{{1, 1}, {2, 1}}, ms)
+
+	bad := fstest.MapFS{"m/0002_b.sql": {Data: []byte("-- scribe:compatible-from 3\n")}}
+	_, err = postgres.LoadMigrationsForTest(bad, "m")
+	require.ErrorContains(t, err, `"-- scribe:compatible-from 3" must name a schema version from 1 to 2`)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/internal/pgtest"
@@ -26,37 +27,43 @@ func TestProjectionConformance(t *testing.T) {
 		table := pgx.Identifier{f.cfg.Schema, "rm_applied"}.Sanitize()
 		_, err = f.pool.Exec(context.Background(), `CREATE TABLE `+table+` (model text, id uuid, n int NOT NULL, PRIMARY KEY (model, id))`)
 		require.NoError(t, err)
-		return projectiontest.Harness[pgx.Tx]{
-			Journal: f.journal,
-			Store:   store,
-			Apply: func(ctx context.Context, tx pgx.Tx, model string, recs []journal.Record) error {
-				ids := make([]uuid.UUID, len(recs))
-				for i, r := range recs {
-					ids[i] = r.ID
-				}
-				_, err := tx.Exec(ctx, `INSERT INTO `+table+` (model, id, n) SELECT $1, id, 1 FROM unnest($2::uuid[]) AS id
-					ON CONFLICT (model, id) DO UPDATE SET n = `+table+`.n + 1`, model, ids)
-				return err
-			},
-			Applied: func(t *testing.T, model string) map[uuid.UUID]int {
-				rows, err := f.pool.Query(context.Background(), `SELECT id, n FROM `+table+` WHERE model = $1`, model)
-				require.NoError(t, err)
-				out := map[uuid.UUID]int{}
-				for rows.Next() {
-					var id uuid.UUID
-					var n int
-					require.NoError(t, rows.Scan(&id, &n))
-					out[id] = n
-				}
-				require.NoError(t, rows.Err())
-				return out
-			},
-			Clear: func(ctx context.Context, tx pgx.Tx, model string) error {
-				_, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE model = $1`, model)
-				return err
-			},
-		}
+		h := readModelHarness(f.pool, table)
+		h.Journal, h.Store = f.journal, store
+		return h
 	})
+}
+
+// readModelHarness is the projection suite's read model in table (model, id,
+// n) of pool: what Apply, Applied and Clear do, for any journal and store.
+func readModelHarness(pool *pgxpool.Pool, table string) projectiontest.Harness[pgx.Tx] {
+	return projectiontest.Harness[pgx.Tx]{
+		Apply: func(ctx context.Context, tx pgx.Tx, model string, recs []journal.Record) error {
+			ids := make([]uuid.UUID, len(recs))
+			for i, r := range recs {
+				ids[i] = r.ID
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+table+` (model, id, n) SELECT $1, id, 1 FROM unnest($2::uuid[]) AS id
+				ON CONFLICT (model, id) DO UPDATE SET n = `+table+`.n + 1`, model, ids)
+			return err
+		},
+		Applied: func(t *testing.T, model string) map[uuid.UUID]int {
+			rows, err := pool.Query(context.Background(), `SELECT id, n FROM `+table+` WHERE model = $1`, model)
+			require.NoError(t, err)
+			out := map[uuid.UUID]int{}
+			for rows.Next() {
+				var id uuid.UUID
+				var n int
+				require.NoError(t, rows.Scan(&id, &n))
+				out[id] = n
+			}
+			require.NoError(t, rows.Err())
+			return out
+		},
+		Clear: func(ctx context.Context, tx pgx.Tx, model string) error {
+			_, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE model = $1`, model)
+			return err
+		},
+	}
 }
 
 // TestProjectionStoreNeedsMigrate: an unmigrated schema is reported as such.

@@ -117,7 +117,7 @@ const rangeScanSQL = `SELECT set_config('enable_bitmapscan', 'off', true)`
 // trip; scan reads its rows.
 func (j *Journal) gated(ctx context.Context, op, stmt string, args []any, scan func(pgx.Rows) error) error {
 	b := &pgx.Batch{}
-	b.Queue(j.sql(gateSetSQL))
+	b.Queue(j.gateSetStatement())
 	b.Queue(rangeScanSQL)
 	b.Queue(stmt, args...)
 	br := j.pool.SendBatch(ctx, b)
@@ -610,18 +610,6 @@ func (j *Journal) ReadByCorrelation(ctx context.Context, correlationID string) i
 			p = last.Position
 		}
 		return j.queryRecords(ctx, j.pool, "read by correlation", stmt, correlationID, i64(p.Commit), i64(p.Seq), n)
-	})
-}
-
-// ReadByTypes yields the records of the given types recorded in [from, to).
-func (j *Journal) ReadByTypes(ctx context.Context, types []string, from, to time.Time) iter.Seq2[journal.Record, error] {
-	stmt := j.sql(readByTypesSQL)
-	return j.pages(ctx, 0, func(last *journal.Record, n int) ([]journal.Record, error) {
-		var p journal.Position
-		if last != nil {
-			p = last.Position
-		}
-		return j.queryRecords(ctx, j.pool, "read by types", stmt, types, from, to, i64(p.Commit), i64(p.Seq), n)
 	})
 }
 

@@ -17,6 +17,9 @@ func (j *Journal) OpenNode(ctx context.Context, nodeID string, timeout time.Dura
 	if err := j.checkOpen(); err != nil {
 		return journal.NodeSession{}, err
 	}
+	if err := j.writable("OpenNode"); err != nil {
+		return journal.NodeSession{}, err
+	}
 	if err := journal.ValidateNodeSession(nodeID, timeout); err != nil {
 		return journal.NodeSession{}, fmt.Errorf("postgres: OpenNode: %w", err)
 	}
@@ -40,6 +43,9 @@ func (j *Journal) OpenNode(ctx context.Context, nodeID string, timeout time.Dura
 // RenewNode extends the node session by its timeout from now (database clock).
 func (j *Journal) RenewNode(ctx context.Context, node journal.NodeSession) (journal.NodeSession, error) {
 	if err := j.checkOpen(); err != nil {
+		return journal.NodeSession{}, err
+	}
+	if err := j.writable("RenewNode"); err != nil {
 		return journal.NodeSession{}, err
 	}
 	var exp time.Time
@@ -83,6 +89,9 @@ func (j *Journal) CloseNode(ctx context.Context, node journal.NodeSession) error
 	if err := j.checkOpen(); err != nil {
 		return err
 	}
+	if err := j.writable("CloseNode"); err != nil {
+		return err
+	}
 	ct, err := j.pool.Exec(ctx, j.sql(`UPDATE __S__.nodes SET closed = true WHERE node_id = $1 AND incarnation = $2`),
 		node.NodeID, int64(node.Incarnation))
 	if err != nil {
@@ -122,6 +131,9 @@ RETURNING epoch`
 // fails with ErrOpenTimeout naming the holder.
 func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream journal.StreamID, wait time.Duration) (journal.Lease, error) {
 	if err := j.checkOpen(); err != nil {
+		return journal.Lease{}, err
+	}
+	if err := j.writable("Acquire"); err != nil {
 		return journal.Lease{}, err
 	}
 	stream = stream.Normalize()
@@ -213,6 +225,9 @@ func (j *Journal) openTimeout(ctx context.Context, stream journal.StreamID, wait
 // Release gives the lease up; a lease that is no longer current is ignored.
 func (j *Journal) Release(ctx context.Context, lease journal.Lease) error {
 	if err := j.checkOpen(); err != nil {
+		return err
+	}
+	if err := j.writable("Release"); err != nil {
 		return err
 	}
 	lease.Stream = lease.Stream.Normalize()

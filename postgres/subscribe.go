@@ -190,11 +190,17 @@ func (j *Journal) Subscribe(ctx context.Context, q journal.Query, after journal.
 			yield(journal.Record{}, err)
 			return
 		}
-		j.startListener()
+		// Notifications come from the primary: a standby delivers none. A
+		// replica may not have replayed what a notification announces, so
+		// after one it reads again soon, backing off (1 ms, doubling, up to
+		// PollInterval) while it finds nothing new.
+		src := j.Primary()
+		src.startListener()
 		timer := time.NewTimer(j.cfg.PollInterval)
 		defer timer.Stop()
+		var retry time.Duration // a replica's next quick re-read; 0: none
 		for {
-			wake := j.wake.wait()
+			wake := src.wake.wait()
 			page, err := j.readPage(ctx, "subscribe", q, bound{op: ">", pos: after}, false, j.cfg.PageSize)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -212,13 +218,23 @@ func (j *Journal) Subscribe(ctx context.Context, q journal.Query, after journal.
 			if len(page) == j.cfg.PageSize {
 				continue
 			}
+			wait := j.cfg.PollInterval
+			if retry > 0 {
+				if len(page) > 0 {
+					retry = time.Millisecond
+				}
+				wait, retry = retry, 2*retry
+				if retry >= j.cfg.PollInterval {
+					retry = 0
+				}
+			}
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
 				default:
 				}
 			}
-			timer.Reset(j.cfg.PollInterval)
+			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
 				yield(journal.Record{}, ctx.Err())
@@ -227,6 +243,9 @@ func (j *Journal) Subscribe(ctx context.Context, q journal.Query, after journal.
 				yield(journal.Record{}, fmt.Errorf("%w: the journal was closed while subscribed", journal.ErrStoreNotOpen))
 				return
 			case <-wake:
+				if j.replica != nil {
+					retry = time.Millisecond
+				}
 			case <-timer.C:
 			}
 		}

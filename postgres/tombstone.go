@@ -22,6 +22,9 @@ func (j *Journal) RetireStream(ctx context.Context, stream journal.StreamID) (jo
 	if err := j.checkOpen(); err != nil {
 		return journal.TagSummary{}, err
 	}
+	if err := j.writable("RetireStream"); err != nil {
+		return journal.TagSummary{}, err
+	}
 	stream = stream.Normalize()
 	if stream.Tag == "" {
 		return journal.TagSummary{}, fmt.Errorf("%w: RetireStream: the stream's tag is empty; name the stream to retire", journal.ErrInvalidQuery)

@@ -147,7 +147,7 @@ type decodeFailure struct{ err error }
 //   - a *ConflictError (ErrConflict) when events bypassed the tags' actors;
 //   - a *ReservationTimeoutError (ErrReservationTimeout) naming a busy tag;
 //   - ErrInvalidCommand or ErrUnknownEvent for a faulty definition, ErrPanic
-//     (wrapping a *tagconsistency.PanicError with the value) when its
+//     (a *PanicError naming the command, with the value) when its
 //     Evolve, FromStates or Decide panicked (nothing was written), ErrShutdown
 //     after Shutdown;
 //   - ctx's error when ctx ended before the append (nothing was written).
@@ -209,12 +209,12 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 	}
 	res, err := tagconsistency.Execute(ctx, d.x, cmd, tagconsistency.Options{IdempotencyKey: md.IdempotencyKey, Metadata: md})
 	if err != nil {
-		var pe *tagconsistency.PanicError
+		var pe *PanicError
 		if errors.As(err, &pe) {
 			if df, ok := pe.Value.(decodeFailure); ok {
 				return DCBResult{}, fmt.Errorf("runtime: DCB command %q: %w", def.Name, df.err)
 			}
-			return DCBResult{}, fmt.Errorf("%w: %w", ErrPanic, err)
+			return DCBResult{}, err // matches ErrPanic
 		}
 		if encodeErr != nil && errors.Is(err, encodeErr) {
 			return DCBResult{}, fmt.Errorf("runtime: DCB command %q: %w", def.Name, encodeErr)

@@ -843,6 +843,11 @@ func TestDCBFaultyDefinitions(t *testing.T) {
 	_, err = cmd.Execute(ctx, Transfer{From: "0", To: "1", Amount: 1})
 	require.ErrorIs(t, err, runtime.ErrPanic)
 	require.ErrorContains(t, err, "boom")
+	var pe *runtime.PanicError
+	require.ErrorAs(t, err, &pe, "the one panic error type, for aggregates and DCB commands alike")
+	require.Equal(t, "Panicky", pe.Command)
+	require.Equal(t, "decide", pe.Phase)
+	require.NotEmpty(t, pe.Stack)
 
 	unregistered := transferFoldDCB
 	unregistered.Name = "Unregistered"

@@ -9,7 +9,7 @@ import (
 )
 
 // Typed reads: records from any journal read (ReadStream, Read, ReadAll,
-// Subscribe, ReadByTypes, …) decoded into the Go values registered with
+// Subscribe, ReadTypes, …) decoded into the Go values registered with
 // RegisterEvent, upcast by RegisterUpcaster to the registered schema version,
 // exactly as the actors decode them. No caller parses event JSON by hand.
 

@@ -17,8 +17,8 @@ var (
 	ErrUnknownEvent = errors.New("runtime: unknown event type")
 	// ErrRegistration matches every error of the Register functions.
 	ErrRegistration = errors.New("runtime: invalid registration")
-	// ErrPanic matches the error of a command whose aggregate code panicked
-	// (an *actors.PanicError carrying the panic value).
+	// ErrPanic matches the error of a command whose user code panicked (a
+	// *PanicError carrying the panic value), aggregate or DCB command.
 	ErrPanic = actors.ErrPanic
 	// ErrLeaseLost is returned when this runtime cannot prove it still holds
 	// its node session (paused past the session timeout, the database
@@ -39,7 +39,9 @@ var (
 	ErrForeignTags = actors.ErrForeignTags
 )
 
-// PanicError is the error of a command whose aggregate code panicked: it
-// carries the panic value and stack. Only that command failed; the stream's
-// actor rebuilt its state from the journal before serving the others.
+// PanicError is the error of a command whose user code panicked (an
+// aggregate's, with Stream set, or a DCB command's, with Command set): it
+// carries the panic value, the phase and the stack. Only that command failed
+// and nothing of it was written; an aggregate's actor rebuilt its state from
+// the journal before serving the others.
 type PanicError = actors.PanicError

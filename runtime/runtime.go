@@ -141,6 +141,16 @@ type Config struct {
 	// erasure record reaches the runtime through the journal. Default
 	// DefaultKeyCacheSize (10000).
 	KeyCacheSize int
+	// Replica serves State's reads instead of Journal: a read replica of the
+	// journal's database (postgres.NewReplica). Commands, their actors and
+	// every append still use Journal. A State read from the replica is as
+	// current as its replay; with AtLeastVersion it waits for the replica up
+	// to ReplicaWait, then reads Journal. Default nil: State reads Journal.
+	Replica journal.Journal
+	// ReplicaWait bounds how long State with AtLeastVersion waits for Replica
+	// to reach the version before it reads Journal instead. Default
+	// DefaultReplicaWait (2 s).
+	ReplicaWait time.Duration
 	// Cluster makes the runtime a member of a cluster: a *cluster.Config
 	// from package runtime/cluster. Default nil: a single node, no cluster
 	// code on any path.
@@ -190,6 +200,12 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReplicaWait < 0 {
+		return nil, fmt.Errorf("runtime: Config.ReplicaWait is %s; use 0 for the default (%s) or a positive duration", cfg.ReplicaWait, DefaultReplicaWait)
+	}
+	if cfg.ReplicaWait == 0 {
+		cfg.ReplicaWait = DefaultReplicaWait
 	}
 	if cfg.ErasurePollInterval < 0 {
 		return nil, fmt.Errorf("runtime: Config.ErasurePollInterval is %s; use 0 for the default (%s) or a positive interval", cfg.ErasurePollInterval, DefaultErasurePollInterval)

@@ -25,11 +25,16 @@ type stateOptions struct {
 	poll       time.Duration
 }
 
+// DefaultReplicaWait is Config.ReplicaWait's default.
+const DefaultReplicaWait = 2 * time.Second
+
 // AtLeastVersion makes State wait until the stream has reached version v
 // before it folds (read your own writes: pass the Version an Execute
 // returned). It polls the stream's version, every millisecond at first and at
 // most every 50 ms, until the version is reached or ctx ends; then State
 // fails with an error wrapping ctx's error that names the version reached.
+// With Config.Replica, it polls the replica for up to Config.ReplicaWait and
+// then the primary (Journal), and folds from the one that reached v.
 func AtLeastVersion(v uint64) StateOption {
 	return func(o *stateOptions) { o.minVersion = v }
 }
@@ -40,7 +45,9 @@ func AtLeastVersion(v uint64) StateOption {
 // (a stream without events stays without a row) and runs on any node, also
 // while another node owns the stream. The state is as current as the journal
 // when the read ran; an append acknowledged before State was called is
-// included. S must be the aggregate's state type.
+// included, except with Config.Replica, whose reads are as current as the
+// replica's replay (pass AtLeastVersion to read your own writes there). S
+// must be the aggregate's state type.
 func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...StateOption) (StateResult[S], error) {
 	if err := rt.checkTarget(target); err != nil {
 		return StateResult[S]{}, err
@@ -54,10 +61,20 @@ func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...State
 	for _, opt := range opts {
 		opt(&o)
 	}
+	src := rt.cfg.Journal
+	var fallback <-chan time.Time // the replica's wait for minVersion ran out
+	if rt.cfg.Replica != nil {
+		src = rt.cfg.Replica
+		if o.minVersion > 0 {
+			t := time.NewTimer(rt.cfg.ReplicaWait)
+			defer t.Stop()
+			fallback = t.C
+		}
+	}
 	if o.minVersion > 0 {
 		var seen uint64 // the version the last poll read
 		for polls := 0; ; polls++ {
-			sum, err := rt.cfg.Journal.TagSummary(ctx, stream)
+			sum, err := src.TagSummary(ctx, stream)
 			if err != nil {
 				if polls > 0 && ctx.Err() != nil {
 					// ctx ended during a poll, not between two: it is the
@@ -75,12 +92,16 @@ func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...State
 			case <-ctx.Done():
 				t.Stop()
 				return StateResult[S]{}, fmt.Errorf("runtime: State of %s: the stream is at version %d, waited for %d: %w", stream, sum.Version, o.minVersion, ctx.Err())
+			case <-fallback:
+				t.Stop()
+				src, fallback, o.poll = rt.cfg.Journal, nil, time.Millisecond
+				continue
 			case <-t.C:
 			}
 			o.poll = min(2*o.poll, 50*time.Millisecond)
 		}
 	}
-	st, v, _, err := rt.host.Fold(ctx, stream, m)
+	st, v, _, err := rt.host.FoldFrom(ctx, src, stream, m)
 	if err != nil {
 		return StateResult[S]{}, fmt.Errorf("runtime: State of %s: %w", stream, err)
 	}

@@ -66,15 +66,3 @@ func (e *ReservationTimeoutError) Error() string {
 
 // Is matches ErrReservationTimeout.
 func (e *ReservationTimeoutError) Is(target error) bool { return target == ErrReservationTimeout }
-
-// PanicError reports a panic in a command's Evolve or Decide: the command
-// failed, nothing was written, and the reservations were cancelled.
-type PanicError struct {
-	Command string
-	Func    string // "Evolve" or "Decide"
-	Value   any
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("tagconsistency: %s of command %q panicked: %v; nothing was written", e.Func, e.Command, e.Value)
-}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -418,7 +420,7 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reserv
 			}
 		}
 		var ok bool
-		if err := guard(cmd.Name, "FromStates", func() { state, ok = cmd.FromStates(states) }); err != nil {
+		if err := guard(cmd.Name, "fromstates", func() { state, ok = cmd.FromStates(states) }); err != nil {
 			return fail(err)
 		}
 		if ok {
@@ -437,14 +439,14 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reserv
 	}
 	if from == nil {
 		if cmd.Initial != nil {
-			if err := guard(cmd.Name, "Initial", func() { state = cmd.Initial() }); err != nil {
+			if err := guard(cmd.Name, "initial", func() { state = cmd.Initial() }); err != nil {
 				return fail(err)
 			}
 		}
 		if cached, ok := fromCache(cmd.Query, held); ok {
 			span.SetAttributes(attribute.String("scribe.dcb.source", "owners"), attribute.Int("scribe.dcb.events", len(cached)))
 			for _, r := range cached {
-				if err := guard(cmd.Name, "Evolve", func() { state = cmd.Evolve(state, r) }); err != nil {
+				if err := guard(cmd.Name, "evolve", func() { state = cmd.Evolve(state, r) }); err != nil {
 					return fail(err)
 				}
 				after = r.Position
@@ -494,7 +496,7 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reserv
 	span.SetAttributes(attribute.Int("scribe.dcb.tail_hits", tailHits))
 	slices.SortFunc(fresh, func(a, b journal.Record) int { return a.Position.Compare(b.Position) })
 	for _, rec := range fresh {
-		if err := guard(cmd.Name, "Evolve", func() { state = cmd.Evolve(state, rec) }); err != nil {
+		if err := guard(cmd.Name, "evolve", func() { state = cmd.Evolve(state, rec) }); err != nil {
 			return fail(err)
 		}
 		after = rec.Position
@@ -552,7 +554,7 @@ func advance[S any](c *foldCache, cmd Command[S], key string, state S, after jou
 		if !cmd.Query.Matches(&r) {
 			continue
 		}
-		if guard(cmd.Name, "Evolve", func() { state = cmd.Evolve(state, r) }) != nil {
+		if guard(cmd.Name, "evolve", func() { state = cmd.Evolve(state, r) }) != nil {
 			return
 		}
 		after = r.Position
@@ -603,7 +605,7 @@ func decide[S any](ctx context.Context, x *Executor, cmd Command[S], state S) (e
 	_, span := x.tel.tracer.Start(ctx, SpanDecide)
 	defer span.End()
 	var derr error
-	if err := guard(cmd.Name, "Decide", func() { events, derr = cmd.Decide(state) }); err != nil {
+	if err := guard(cmd.Name, "decide", func() { events, derr = cmd.Decide(state) }); err != nil {
 		markFailed(span, err)
 		return nil, false, err
 	}
@@ -615,11 +617,12 @@ func decide[S any](ctx context.Context, x *Executor, cmd Command[S], state S) (e
 	return events, false, nil
 }
 
-// guard runs f, turning a panic into a PanicError.
-func guard(command, fn string, f func()) (err error) {
+// guard runs f, turning a panic into an *actors.PanicError naming the
+// command and the phase.
+func guard(command, phase string, f func()) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Command: command, Func: fn, Value: v}
+			err = &actors.PanicError{Command: command, Phase: phase, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	f()

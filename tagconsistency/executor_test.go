@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/tagconsistency"
 )
@@ -167,16 +168,18 @@ func TestPanicsInUserCodeFailOnlyThatCommand(t *testing.T) {
 	cmd := enrol("s", "c")
 	cmd.Decide = func(enrolState) ([]journal.Event, error) { panic("boom") }
 	_, err := tagconsistency.Execute(ctx, e.x, cmd, tagconsistency.Options{})
-	var pe *tagconsistency.PanicError
+	var pe *actors.PanicError
 	require.ErrorAs(t, err, &pe)
-	require.Equal(t, "Decide", pe.Func)
+	require.Equal(t, "decide", pe.Phase)
+	require.Equal(t, cmd.Name, pe.Command)
+	require.ErrorIs(t, err, actors.ErrPanic)
 
 	cmd = enrol("s", "other")
 	cmd.Evolve = func(enrolState, journal.Record) enrolState { panic("evolve boom") }
 	defineCourse(t, e, "other", 3)
 	_, err = tagconsistency.Execute(ctx, e.x, cmd, tagconsistency.Options{})
 	require.ErrorAs(t, err, &pe)
-	require.Equal(t, "Evolve", pe.Func)
+	require.Equal(t, "evolve", pe.Phase)
 
 	_, err = tagconsistency.Execute(ctx, e.x, enrol("s", "c"), tagconsistency.Options{})
 	require.NoError(t, err)

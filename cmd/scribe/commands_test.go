@@ -112,7 +112,12 @@ func TestMigrate(t *testing.T) {
 	for _, row := range jsonLines(t, res.stdout) {
 		require.Equal(t, "applied", row["state"])
 		require.NotNil(t, row["appliedAt"])
+		if row["version"] == float64(5) {
+			require.Equal(t, float64(4), row["compatibleFrom"], "0005 lets processes of version 4 keep running")
+		}
 	}
+	res = f.scribe(t, "migrate", "status")
+	require.Regexp(t, `(?m)^5\s+0005_retention.sql\s+applied\s+\S+\s+v4$`, res.stdout)
 
 	// A schema migrated by a newer Scribe is refused, by status and up alike.
 	f.exec(t, `INSERT INTO __S__.schema_migrations (version, name) VALUES (9999, '9999_future.sql')`)

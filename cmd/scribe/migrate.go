@@ -66,22 +66,22 @@ func migrateStatusCommand() *command {
 			}
 			if e.opts.json {
 				for _, m := range rep.Applied {
-					if err := emitJSON(e.stdout, map[string]any{"version": m.Version, "name": m.Name, "state": "applied", "appliedAt": jsonTime(m.AppliedAt)}); err != nil {
+					if err := emitJSON(e.stdout, map[string]any{"version": m.Version, "name": m.Name, "state": "applied", "appliedAt": jsonTime(m.AppliedAt), "compatibleFrom": m.CompatibleFrom}); err != nil {
 						return err
 					}
 				}
 				for _, m := range rep.Pending {
-					if err := emitJSON(e.stdout, map[string]any{"version": m.Version, "name": m.Name, "state": "pending"}); err != nil {
+					if err := emitJSON(e.stdout, map[string]any{"version": m.Version, "name": m.Name, "state": "pending", "compatibleFrom": m.CompatibleFrom}); err != nil {
 						return err
 					}
 				}
 			} else {
-				t := newTable(e.stdout, "VERSION", "NAME", "STATE", "APPLIED AT")
+				t := newTable(e.stdout, "VERSION", "NAME", "STATE", "APPLIED AT", "OLD CODE RUNS FROM")
 				for _, m := range rep.Applied {
-					t.row(m.Version, m.Name, "applied", fmtTime(m.AppliedAt))
+					t.row(m.Version, m.Name, "applied", fmtTime(m.AppliedAt), fmtFloor(m.CompatibleFrom))
 				}
 				for _, m := range rep.Pending {
-					t.row(m.Version, m.Name, "pending", "-")
+					t.row(m.Version, m.Name, "pending", "-", fmtFloor(m.CompatibleFrom))
 				}
 				if err := t.flush(); err != nil {
 					return err
@@ -103,4 +103,13 @@ func migrateStatusCommand() *command {
 			return nil
 		},
 	}
+}
+
+// fmtFloor shows a migration's compatibility floor: the oldest schema version
+// whose processes may keep running once it is applied ("-" when not recorded).
+func fmtFloor(v int) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("v%d", v)
 }

@@ -50,6 +50,24 @@ func Start(t testing.TB, opts ...Option) *Server {
 		}
 		t.Skip(msg)
 	}
+	s := newServer(t, bin)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s.run("initdb", "-D", filepath.Join(s.dir, "data"), "-U", "postgres", "-A", "trust", "--no-sync")
+	if o.epoch > 0 {
+		s.run("pg_resetwal", "--epoch", strconv.FormatUint(uint64(o.epoch), 10), "-D", filepath.Join(s.dir, "data"))
+	}
+	s.Start()
+	s.run("createdb", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres", "test")
+	return s
+}
+
+// newServer prepares an empty directory for a server (owned by the user the
+// server runs as) and a free port; the directory is deleted at cleanup.
+func newServer(t testing.TB, bin string) *Server {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "scribe-throwaway-pg-")
 	if err != nil {
 		t.Fatal(err)
@@ -82,16 +100,6 @@ func Start(t testing.TB, opts ...Option) *Server {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	s.run("initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres", "-A", "trust", "--no-sync")
-	if o.epoch > 0 {
-		s.run("pg_resetwal", "--epoch", strconv.FormatUint(uint64(o.epoch), 10), "-D", filepath.Join(dir, "data"))
-	}
-	s.Start()
-	s.run("createdb", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres", "test")
 	return s
 }
 

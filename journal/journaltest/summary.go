@@ -20,7 +20,7 @@ func summaryCases() []testCase {
 		{"ReadEvent", testReadEvent},
 		{"Head", testHead},
 		{"ReadByCorrelation", testReadByCorrelation},
-		{"ReadByTypesInTimeRange", testReadByTypesInTimeRange},
+		{"ReadTypesInTimeRange", testReadTypesInTimeRange},
 		{"ReadTypes", testReadTypes},
 	}
 }
@@ -236,7 +236,9 @@ func testReadByCorrelation(t *testing.T, h Harness) {
 	require.Empty(t, collect(t, j.ReadByCorrelation(ctx, "C1")), "correlation IDs are case-sensitive")
 }
 
-func testReadByTypesInTimeRange(t *testing.T, h Harness) {
+// testReadTypesInTimeRange: ReadTypes with From and To reads the types in
+// [From, To), across partitions, in position order.
+func testReadTypesInTimeRange(t *testing.T, h Harness) {
 	ctx := testContext(t)
 	j := h.Journal
 	first := mustAppend(t, ctx, j, journal.AppendOptions{}, newEvent("Deposited", "a:1"), newEvent("Withdrawn", "a:1")).Records
@@ -253,7 +255,7 @@ func testReadByTypesInTimeRange(t *testing.T, h Harness) {
 
 	types := []string{"Deposited", "Withdrawn"}
 	read := func(types []string, from, to time.Time) []uuid.UUID {
-		recs := collect(t, j.ReadByTypes(ctx, types, from, to))
+		recs := collect(t, j.ReadTypes(ctx, journal.TypeQuery{Types: types, From: from, To: to}))
 		requireAscending(t, recs)
 		for _, r := range recs {
 			require.False(t, r.RecordedAt.Before(from), "RecordedAt ≥ from")

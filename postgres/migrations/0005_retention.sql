@@ -1,3 +1,7 @@
+-- scribe:compatible-from 4
+-- (Additive: builds of schema version 4 keep running against it during a
+-- rolling upgrade, TestRollingUpgradeFromPreviousRelease in examples/bank;
+-- use retention only once every process runs a build that knows it.)
 -- Retention and archiving. Retired events move from the hot tables (events,
 -- event_tags) to archive tables with the same columns; each stream records
 -- its cut (checkpoint) and, when closed for good, a tombstone.

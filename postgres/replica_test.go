@@ -1,0 +1,381 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/internal/throwawaypg"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/journaltest"
+	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/projection/projectiontest"
+)
+
+// replicaFixture is a primary and a streaming standby of it (both throwaway
+// servers), a migrated schema, and journals on both.
+type replicaFixture struct {
+	primary, standby *throwawaypg.Server
+	pool, rpool      *pgxpool.Pool
+	schema           string
+	journal, replica *postgres.Journal
+}
+
+// replicaServers is a primary and its streaming standby, shared by the
+// subtests of TestReplica (each has a schema of its own).
+type replicaServers struct{ primary, standby *throwawaypg.Server }
+
+func setupReplica(t *testing.T, srv replicaServers, cfg postgres.Config) *replicaFixture {
+	t.Helper()
+	f := &replicaFixture{primary: srv.primary, standby: srv.standby}
+	f.pool, f.schema = pgtest.PoolAt(t, f.primary.URL(), nil)
+	ctx := t.Context()
+	cfg.Schema = f.schema
+	require.NoError(t, postgres.Migrate(ctx, f.pool, cfg))
+	var err error
+	f.rpool, err = pgxpool.New(ctx, f.standby.URL())
+	require.NoError(t, err)
+	t.Cleanup(f.rpool.Close)
+	f.journal, err = postgres.NewJournal(f.pool, cfg)
+	require.NoError(t, err)
+	f.replica, err = postgres.NewReplica(f.rpool, f.journal)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = f.replica.Close()
+		_ = f.journal.Close()
+	})
+	f.waitReplayed(t)
+	return f
+}
+
+// waitReplayed waits until the standby has replayed everything the primary
+// has written so far.
+func (f *replicaFixture) waitReplayed(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, standbyCaughtUp(ctx, f.pool, f.rpool), "the standby replays the primary's WAL")
+}
+
+// standbyCaughtUp waits until the standby has replayed the primary's WAL up
+// to where it was when called (by WAL position, not by what the catch-up
+// gate shows).
+func standbyCaughtUp(ctx context.Context, primary, standby *pgxpool.Pool) error {
+	var lsn string
+	if err := primary.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		return err
+	}
+	for {
+		var done bool
+		if err := standby.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&done); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the standby has not replayed the primary's WAL up to %s: %w", lsn, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func replicaEvent(tag string, n int) journal.Event {
+	return journal.Event{ID: journal.NewEventID(), Type: "Noted", SchemaVersion: 1, Tags: []journal.Tag{journal.Tag(tag)}, Data: []byte(fmt.Sprintf(`{"n":%d}`, n))}
+}
+
+// TestReplica runs the replica cases on one primary and one streaming standby
+// of it, started by the test.
+func TestReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two PostgreSQL servers")
+	}
+	t.Parallel()
+	primary := throwawaypg.Start(t)
+	srv := replicaServers{primary: primary, standby: primary.StartStandby(t)}
+	t.Run("RefusesWrites", func(t *testing.T) { t.Parallel(); replicaRefusesWrites(t, srv) })
+	t.Run("CatchUpIsGapFree", func(t *testing.T) { t.Parallel(); replicaCatchUpIsGapFree(t, srv) })
+	t.Run("ReaderAtFallsBack", func(t *testing.T) { replicaReaderAtFallsBack(t, srv) })
+}
+
+// replicaRefusesWrites: a replica journal never writes; the error says where
+// writes go.
+func replicaRefusesWrites(t *testing.T, srv replicaServers) {
+	f := setupReplica(t, srv, postgres.Config{})
+	ctx := t.Context()
+	_, err := f.replica.Append(ctx, []journal.Event{replicaEvent("note:a", 1)}, journal.AppendOptions{})
+	require.ErrorIs(t, err, postgres.ErrReplicaReadOnly)
+	require.ErrorContains(t, err, "through the primary journal")
+	_, err = f.replica.OpenNode(ctx, "n1", 10*time.Second)
+	require.ErrorIs(t, err, postgres.ErrReplicaReadOnly)
+	_, err = f.replica.RetireStream(ctx, journal.Stream("note:a"))
+	require.ErrorIs(t, err, postgres.ErrReplicaReadOnly)
+	require.Same(t, f.journal, f.replica.Primary())
+
+	_, err = postgres.NewReplica(f.pool, f.journal)
+	require.ErrorContains(t, err, "the pool is the primary's own")
+	_, err = postgres.NewReplica(f.rpool, f.replica)
+	require.ErrorContains(t, err, "is itself a replica")
+}
+
+// replicaCatchUpIsGapFree: on a standby, a catch-up reader is never shown
+// a position that a later commit undercuts. An append is held uncommitted
+// (its position assigned, its rows written and streamed to the standby),
+// later appends commit and are replayed; the replica shows none of them until
+// the held one commits, and then shows all of them, in order. A subscriber on
+// the replica sees every event of concurrent appenders exactly once, in
+// position order.
+func replicaCatchUpIsGapFree(t *testing.T, srv replicaServers) {
+	f := setupReplica(t, srv, postgres.Config{})
+	ctx := t.Context()
+
+	first, err := f.journal.Append(ctx, []journal.Event{replicaEvent("note:first", 0)}, journal.AppendOptions{})
+	require.NoError(t, err)
+	hold, err := f.journal.HoldAppend(ctx, []journal.Event{replicaEvent("note:held", 1)}, journal.AppendOptions{})
+	require.NoError(t, err)
+	var once sync.Once
+	release := func() (res journal.AppendResult, err error) {
+		once.Do(func() { res, err = hold() })
+		return res, err
+	}
+	t.Cleanup(func() { _, _ = release() }) // a failed check must not leave the transaction open
+	var later []journal.AppendResult
+	for i := range 3 {
+		res, err := f.journal.Append(ctx, []journal.Event{replicaEvent(fmt.Sprintf("note:later-%d", i), i)}, journal.AppendOptions{})
+		require.NoError(t, err)
+		later = append(later, res)
+	}
+	f.waitReplayed(t)
+	sum, err := f.replica.TagSummary(ctx, journal.Stream("note:later-2"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), sum.Version, "the later appends are on the standby")
+
+	var seen []journal.Position
+	for r, err := range f.replica.ReadAll(ctx, journal.Position{}, 0) {
+		require.NoError(t, err)
+		seen = append(seen, r.Position)
+	}
+	require.Equal(t, []journal.Position{first.Last()}, seen, "while the held append is open, the replica shows nothing after the position it will commit at")
+	ok, err := f.replica.Replayed(ctx, later[0].Last())
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	held, err := release()
+	require.NoError(t, err)
+	require.True(t, held.Last().Before(later[0].Last()), "the held append's position is below the later ones'")
+	f.waitReplayed(t)
+	seen = seen[:0]
+	for r, err := range f.replica.ReadAll(ctx, journal.Position{}, 0) {
+		require.NoError(t, err)
+		seen = append(seen, r.Position)
+	}
+	require.Equal(t, []journal.Position{first.Last(), held.Last(), later[0].Last(), later[1].Last(), later[2].Last()}, seen)
+
+	// Concurrent appenders on the primary, one subscriber on the replica.
+	const writers, each = 4, 50
+	sub, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan journal.Record, writers*each+8)
+	subErr := make(chan error, 1)
+	go func() {
+		for r, err := range f.replica.Subscribe(sub, journal.Query{Items: []journal.QueryItem{{Types: []string{"Noted"}}}}, seen[len(seen)-1]) {
+			if err != nil {
+				subErr <- err
+				return
+			}
+			got <- r
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				_, err := f.journal.Append(ctx, []journal.Event{replicaEvent(fmt.Sprintf("note:w%d", w), i)}, journal.AppendOptions{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var prev journal.Position
+	ids := map[string]bool{}
+	timeout := time.After(60 * time.Second)
+	for len(ids) < writers*each {
+		select {
+		case r := <-got:
+			require.True(t, prev.Before(r.Position), "position %s after %s: the replica's subscription went back", r.Position, prev)
+			prev = r.Position
+			require.False(t, ids[r.ID.String()], "event %s delivered twice", r.ID)
+			ids[r.ID.String()] = true
+		case err := <-subErr:
+			t.Fatalf("the replica's subscription failed: %v", err)
+		case <-timeout:
+			t.Fatalf("the replica's subscription delivered %d of %d events in 60 s", len(ids), writers*each)
+		}
+	}
+}
+
+// replicaReaderAtFallsBack: a read that must include a position reads the
+// replica once it has replayed it, and the primary when it has not within
+// Config.ReplicaWait (here the standby's replay is paused: it is not
+// parallel, so it ends, replay resumed, before the parallel cases start).
+func replicaReaderAtFallsBack(t *testing.T, srv replicaServers) {
+	f := setupReplica(t, srv, postgres.Config{ReplicaWait: 300 * time.Millisecond})
+	ctx := t.Context()
+	res, err := f.journal.Append(ctx, []journal.Event{replicaEvent("note:a", 1)}, journal.AppendOptions{})
+	require.NoError(t, err)
+	rd, err := f.replica.ReaderAt(ctx, res.Last())
+	require.NoError(t, err)
+	require.Same(t, f.replica, rd, "the standby replays an append within the wait")
+	require.Zero(t, f.replica.Stats().ReplicaFallbacks)
+
+	_, err = f.rpool.Exec(ctx, "SELECT pg_wal_replay_pause()")
+	require.NoError(t, err)
+	res, err = f.journal.Append(ctx, []journal.Event{replicaEvent("note:a", 2)}, journal.AppendOptions{})
+	require.NoError(t, err)
+	rd, err = f.replica.ReaderAt(ctx, res.Last())
+	require.NoError(t, err)
+	require.Same(t, f.journal, rd, "a paused standby: the read goes to the primary")
+	require.Equal(t, int64(1), f.replica.Stats().ReplicaFallbacks)
+	sum, err := rd.TagSummary(ctx, journal.Stream("note:a"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), sum.Version)
+	sum, err = f.replica.TagSummary(ctx, journal.Stream("note:a"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), sum.Version, "the paused standby is behind")
+
+	_, err = f.rpool.Exec(ctx, "SELECT pg_wal_replay_resume()")
+	require.NoError(t, err)
+	rd, err = f.replica.ReaderAt(ctx, res.Last())
+	require.NoError(t, err)
+	require.Same(t, f.replica, rd, "replay resumed: the replica serves the read again")
+}
+
+// replicaSuiteJournal is the journal the conformance suite sees in
+// TestJournalConformanceOnReplica: appends go to a primary journal and
+// return once the replica shows them (its gap-free head is at or past their
+// position); every read, subscription and summary goes to the replica.
+type replicaSuiteJournal struct {
+	*postgres.Journal // the replica
+	primary           *postgres.Journal
+}
+
+func (r replicaSuiteJournal) Append(ctx context.Context, events []journal.Event, opts journal.AppendOptions) (journal.AppendResult, error) {
+	res, err := r.primary.Append(ctx, events, opts)
+	if err != nil {
+		return res, err
+	}
+	for poll := time.Millisecond; ; poll = min(2*poll, 20*time.Millisecond) {
+		ok, err := r.Replayed(ctx, res.Last())
+		if err != nil {
+			return res, fmt.Errorf("waiting for the replica to show the append: %w", err)
+		}
+		if ok {
+			return res, nil
+		}
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("waiting for the replica to show the append at %s: %w", res.Last(), ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}
+
+// TestJournalConformanceOnReplica runs the conformance suite with every read
+// served by a streaming standby (started by the test) while appends, sessions
+// and fences go to the primary: reads, DCB conditions' reads, catch-up and
+// live subscriptions, summaries and chain checks must behave on a replica
+// exactly as on the primary once the replica shows an append. HoldCommit is
+// not given (a held transaction would keep every parallel case's appends from
+// showing on the standby, whose gate is cluster-wide): TestReplica holds one
+// on its own.
+func TestJournalConformanceOnReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two PostgreSQL servers")
+	}
+	t.Parallel()
+	primary := throwawaypg.Start(t)
+	standby := primary.StartStandby(t)
+	rpool, err := pgxpool.New(t.Context(), standby.URL())
+	require.NoError(t, err)
+	t.Cleanup(rpool.Close)
+	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
+		f := setupAt(t, primary.URL(), 0)
+		replayed := func(ctx context.Context) error { return standbyCaughtUp(ctx, f.pool, rpool) }
+		require.NoError(t, replayed(t.Context()), "the standby has the migrated schema")
+		replica := func(primary *postgres.Journal) replicaSuiteJournal {
+			r, err := postgres.NewReplica(rpool, primary)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = r.Close() })
+			return replicaSuiteJournal{Journal: r, primary: primary}
+		}
+		peer, err := postgres.NewJournal(f.pool, f.cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = peer.Close() })
+		thenReplay := func(err error, ctx context.Context) error {
+			if err != nil {
+				return err
+			}
+			return replayed(ctx)
+		}
+		return journaltest.Harness{
+			Journal:     replica(f.journal),
+			Peer:        replica(peer),
+			Sessions:    f.journal,
+			MaxDataSize: f.cfg.MaxDataSize,
+			Alter: func(ctx context.Context, id uuid.UUID, what journaltest.Alteration) error {
+				return thenReplay(f.alter(ctx, id, what), ctx)
+			},
+			Remove: func(ctx context.Context, id uuid.UUID) error { return thenReplay(f.remove(ctx, id), ctx) },
+			Swap: func(ctx context.Context, stream journal.StreamID, v, w uint64) error {
+				return thenReplay(f.swap(ctx, stream, v, w), ctx)
+			},
+		}
+	})
+}
+
+// TestProjectionConformanceOnReplica runs the projection suite with the
+// runners reading the feed from a streaming standby (started by the test)
+// while the projection store, its checkpoints, fences and the read model are
+// on the primary: catch-up then live, exactly once into the read model,
+// restarts, stand-bys, blue-green rebuilds and dead letters hold when the
+// events come from a replica.
+func TestProjectionConformanceOnReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two PostgreSQL servers")
+	}
+	t.Parallel()
+	primary := throwawaypg.Start(t)
+	standby := primary.StartStandby(t)
+	rpool, err := pgxpool.New(t.Context(), standby.URL())
+	require.NoError(t, err)
+	t.Cleanup(rpool.Close)
+	projectiontest.Run(t, func(t *testing.T) projectiontest.Harness[pgx.Tx] {
+		f := setupAt(t, primary.URL(), 0, func(c *postgres.Config) { c.PollInterval = 50 * time.Millisecond })
+		store, err := postgres.NewProjectionStore(f.pool, f.cfg)
+		require.NoError(t, err)
+		table := pgx.Identifier{f.cfg.Schema, "rm_applied"}.Sanitize()
+		_, err = f.pool.Exec(t.Context(), `CREATE TABLE `+table+` (model text, id uuid, n int NOT NULL, PRIMARY KEY (model, id))`)
+		require.NoError(t, err)
+		require.NoError(t, standbyCaughtUp(t.Context(), f.pool, rpool), "the standby has the migrated schema")
+		r, err := postgres.NewReplica(rpool, f.journal)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		h := readModelHarness(f.pool, table)
+		h.Journal, h.Store = replicaSuiteJournal{Journal: r, primary: f.journal}, store
+		return h
+	})
+}
