@@ -90,7 +90,8 @@ type Config struct {
 	// queueing delay, whatever their callers' deadlines (CoDel, see
 	// overload.go): when every batch the stream sent for a whole
 	// QueueDelayInterval had a command that waited longer than
-	// QueueDelayTarget before its append started, the stream refuses new
+	// QueueDelayTarget before its append started, and callers gave up
+	// waiting during that interval, the stream refuses new
 	// commands at once with ErrOverloaded, undecided, whenever it already
 	// holds a cap of waiting commands, steered so its batches' oldest
 	// commands wait about the target; it accepts every command again once a
@@ -229,9 +230,11 @@ type entry struct {
 	// commands are refused: the stream is shedding by queueing delay
 	// (overload.go). Written by the actor, read by deliver.
 	shedAt atomic.Int64
-	// refused counts the commands refused by shedAt since the actor last
-	// looked (it swaps it to zero at each batch).
+	// refused counts the commands refused by shedAt, and gaveUp the callers
+	// whose context ended before their answer, since the actor last looked
+	// (it swaps both to zero at each batch).
 	refused atomic.Int64
+	gaveUp  atomic.Int64
 }
 
 // Host runs the stream actors of one node: it owns the protoactor-go actor
@@ -429,7 +432,7 @@ func (h *Host) admit(stream journal.StreamID, e *entry, command bool) error {
 	}
 	if at := e.shedAt.Load(); command && at > 0 && n >= at {
 		e.refused.Add(1)
-		return fmt.Errorf("%w: stream %s is shedding: its commands have waited longer than %s (Config.QueueDelayTarget) before being appended for over %s (Config.QueueDelayInterval), and %d commands already wait, as many as it appends within the target; the command was not queued or decided: retry after a back-off",
+		return fmt.Errorf("%w: stream %s is shedding: its commands have waited longer than its target (Config.QueueDelayTarget, %s) before being appended for over %s (Config.QueueDelayInterval) while callers gave up, and %d commands already wait, as many as it answers within the target; the command was not queued or decided: retry after a back-off",
 			ErrOverloaded, stream, h.cfg.QueueDelayTarget, h.cfg.QueueDelayInterval, n)
 	}
 	if n := h.pending.Add(1); n > int64(h.cfg.MaxPending) {

@@ -44,7 +44,10 @@ import (
 //   - When: the stream starts shedding when the oldest command of every batch
 //     sent during Config.QueueDelayInterval waited longer than
 //     Config.QueueDelayTarget (the minimum over the interval exceeds the
-//     target), as CoDel does. A command arriving during an append waits for
+//     target), as CoDel does, and a caller gave up waiting (its context
+//     ended before its answer) during the last interval: long waits that
+//     every caller is willing to sit out (patient writers on a slow machine)
+//     are throughput, not waste, and are never refused. A command arriving during an append waits for
 //     it, so the target must exceed the journal's time to commit a small
 //     batch: the stream uses 1.5 times its fastest append of the last one to
 //     two seconds when that is longer (a distant or busy database), so a slow
@@ -111,6 +114,7 @@ type queueDelay struct {
 	// target (then the next cut waits for a whole round above it).
 	belowSinceCut bool
 	refusedAt     time.Time // when the actor last saw commands refused by cap
+	gaveUpAt      time.Time // when the actor last saw callers give up
 	// fastest holds the shortest append of the current window (since
 	// windowAt) and of the one before: the journal's time to commit a
 	// small batch, at most a window or two old.
@@ -164,6 +168,9 @@ func (a *streamActor) observeQueueDelay(b *batch) {
 	if a.entry.refused.Swap(0) > 0 {
 		q.refusedAt = now
 	}
+	if a.entry.gaveUp.Swap(0) > 0 {
+		q.gaveUpAt = now
+	}
 	target := q.target(cfg.QueueDelayTarget)
 	above := sojourn >= target
 	switch {
@@ -173,14 +180,14 @@ func (a *streamActor) observeQueueDelay(b *batch) {
 	case !q.shedding && q.firstAbove.IsZero():
 		q.firstAbove = now.Add(cfg.QueueDelayInterval)
 		return
-	case !q.shedding && now.Before(q.firstAbove):
+	case !q.shedding && (now.Before(q.firstAbove) || q.gaveUpAt.IsZero() || now.Sub(q.gaveUpAt) >= cfg.QueueDelayInterval):
 		return
 	case !q.shedding:
 		q.shedding, q.cap, q.cutAt = true, max(1, len(b.entries)/2), now
 		a.host.logs.log(cfg.Logger, slog.LevelWarn, "a stream sheds commands by queueing delay: its batches' oldest commands waited longer than the target for a whole interval",
 			"stream", a.stream.String(), "sojourn", sojourn, "target", target, "interval", cfg.QueueDelayInterval)
 	case !above && now.Sub(q.refusedAt) >= cfg.QueueDelayInterval:
-		*q = queueDelay{fastest: q.fastest, windowAt: q.windowAt}
+		*q = queueDelay{fastest: q.fastest, windowAt: q.windowAt, gaveUpAt: q.gaveUpAt}
 		a.entry.shedAt.Store(0)
 		a.host.logs.log(cfg.Logger, slog.LevelInfo, "a stream stopped shedding commands by queueing delay", "stream", a.stream.String())
 		return

@@ -46,8 +46,9 @@ func queueDelayFixture(t *testing.T, name string, mutate func(*actors.Config)) (
 // for longer than the interval had a command that waited far beyond the
 // target (the clock is skewed hours ahead while they wait). It returns with
 // the append of the last of those batches held at the gate and nothing
-// queued, and the outcomes of the three commands it executed.
-func standingQueue(t *testing.T, h *actors.Host, g *gated, s journal.StreamID, skew func(time.Duration)) []<-chan execOutcome {
+// queued, and the outcomes of the three commands it executed. With giveUp,
+// a fourth caller gives up waiting meanwhile.
+func standingQueue(t *testing.T, h *actors.Host, g *gated, s journal.StreamID, skew func(time.Duration), giveUp bool) []<-chan execOutcome {
 	t.Helper()
 	a := executeAsync(h, s, actors.Command{Payload: add{1}})
 	require.Eventually(t, appendsStarted(g, 1), 5*time.Second, time.Millisecond)
@@ -55,25 +56,35 @@ func standingQueue(t *testing.T, h *actors.Host, g *gated, s journal.StreamID, s
 	require.Eventually(t, func() bool { return h.Pending(s) == 1 }, 5*time.Second, time.Millisecond)
 	b2 := executeAsync(h, s, actors.Command{Payload: add{1}})
 	require.Eventually(t, func() bool { return h.Pending(s) == 2 }, 5*time.Second, time.Millisecond)
-
 	skew(time.Hour) // b1 and b2 have now waited an hour
 	g.release <- struct{}{}
 	require.Eventually(t, appendsStarted(g, 2), 5*time.Second, time.Millisecond) // b1 sent: above the target
-	skew(2 * time.Hour)                                                          // a whole interval later
+	if giveUp {
+		// A caller gives up waiting: the evidence that the waits are too
+		// long for the callers, without which nothing is shed.
+		ctx, cancel := context.WithCancel(context.Background())
+		gone := make(chan error, 1)
+		go func() { _, err := h.Execute(ctx, s, actors.Command{Payload: add{100}}); gone <- err }()
+		require.Eventually(t, func() bool { return h.Pending(s) == 2 }, 5*time.Second, time.Millisecond)
+		cancel()
+		require.ErrorIs(t, recv(t, gone, "the abandoned command's answer"), context.Canceled)
+		require.Eventually(t, func() bool { return h.Pending(s) == 1 }, 5*time.Second, time.Millisecond)
+	}
+	skew(2 * time.Hour) // a whole interval later
 	g.release <- struct{}{}
 	require.Eventually(t, appendsStarted(g, 3), 5*time.Second, time.Millisecond) // b2 sent: still above
 	return []<-chan execOutcome{a, b1, b2}
 }
 
 // After the oldest command of every batch waited longer than the target for
-// a whole interval, the stream refuses new commands at once with
+// a whole interval while a caller gave up waiting, the stream refuses new commands at once with
 // ErrOverloaded, without deciding them, beyond those it appends within the
 // target; once a batch's oldest command waited less than the target with
 // nothing refused for an interval, it accepts every command again.
 func TestQueueDelayShedsNewCommandsUntilTheQueueDrains(t *testing.T) {
 	t.Parallel()
 	h, g, s, skew := queueDelayFixture(t, "codel", nil)
-	done := standingQueue(t, h, g, s, skew)
+	done := standingQueue(t, h, g, s, skew, true)
 	shedding, at := h.Shedding(s)
 	require.True(t, shedding, "a standing queue for a whole interval makes the stream shed")
 	require.Equal(t, 1, at, "it admits as many waiting commands as it appends within the target (MaxBatch 1)")
@@ -128,7 +139,8 @@ func TestQueueDelayShedsNewCommandsUntilTheQueueDrains(t *testing.T) {
 }
 
 // A queue that stands above the target for less than the interval (a burst)
-// sheds nothing, and neither does any queue when the shedding is disabled.
+// sheds nothing, nor does one that no caller gave up waiting on, nor any
+// queue when the shedding is disabled.
 func TestQueueDelayShedsOnlyAfterAWholeIntervalAndNotWhenDisabled(t *testing.T) {
 	t.Parallel()
 	t.Run("burst", func(t *testing.T) {
@@ -157,10 +169,25 @@ func TestQueueDelayShedsOnlyAfterAWholeIntervalAndNotWhenDisabled(t *testing.T) 
 			require.NoError(t, recv(t, ch, "an answer").err)
 		}
 	})
+	t.Run("patient", func(t *testing.T) {
+		t.Parallel()
+		h, g, s, skew := queueDelayFixture(t, "patient", nil)
+		done := standingQueue(t, h, g, s, skew, false)
+		shedding, _ := h.Shedding(s)
+		require.False(t, shedding, "long waits that no caller gave up on are not shed")
+		for range 3 {
+			done = append(done, executeAsync(h, s, actors.Command{Payload: add{1}}))
+		}
+		require.Eventually(t, func() bool { return h.Pending(s) == 3 }, 5*time.Second, time.Millisecond)
+		g.openGate()
+		for _, ch := range done {
+			require.NoError(t, recv(t, ch, "an answer").err)
+		}
+	})
 	t.Run("disabled", func(t *testing.T) {
 		t.Parallel()
 		h, g, s, skew := queueDelayFixture(t, "disabled", func(c *actors.Config) { c.DisableQueueDelayShedding = true })
-		done := standingQueue(t, h, g, s, skew)
+		done := standingQueue(t, h, g, s, skew, true)
 		shedding, _ := h.Shedding(s)
 		require.False(t, shedding)
 		for range 3 {

@@ -105,7 +105,8 @@ type Config struct {
 	// QueueDelayTarget and QueueDelayInterval make a stream shed commands by
 	// queueing delay when its callers send no deadline (CoDel): when every
 	// group commit the stream sent during a whole QueueDelayInterval had a
-	// command that had waited longer than QueueDelayTarget, Execute fails at
+	// command that had waited longer than QueueDelayTarget, and callers gave
+	// up waiting (their contexts ended) during that interval, Execute fails at
 	// once with ErrOverloaded (undecided) whenever the stream already holds
 	// as many waiting commands as keep its waits about the target; the
 	// stream accepts every command again once its waits are below the target
