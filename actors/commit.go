@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"github.com/scribe-es/scribe/journal"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -207,7 +208,7 @@ func (a *streamActor) stamp(je *journal.Event, r *commandReq, key string, index 
 		md.CreatedAt = now.UTC()
 	}
 	if sc.IsValid() && md.TraceParent == "" {
-		md.TraceParent = "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+		md.TraceParent = otelx.TraceParent(sc)
 		md.TraceState = sc.TraceState().String()
 	}
 	je.Metadata = md

@@ -5,13 +5,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/scribe-es/scribe/journal"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 )
 
 // InstrumentationName is the OpenTelemetry scope of Scribe's spans and metrics.
@@ -38,23 +37,23 @@ const (
 	// AttrRejected is true on the spans of a command its aggregate's Decide
 	// rejected (a domain error): such a span keeps status Unset and carries
 	// a EventRejection event, because the system worked as intended.
-	AttrRejected = attribute.Key("scribe.rejected")
+	AttrRejected = otelx.AttrRejected
 	// AttrErrorType is OpenTelemetry's error.type: the class of an
 	// infrastructure failure (spans with status Error, failed appends).
-	AttrErrorType = attribute.Key("error.type")
+	AttrErrorType = otelx.AttrErrorType
 )
 
 // EventRejection is the span event recording a domain rejection, with the
 // error's message as its exception.message attribute.
-const EventRejection = "scribe.rejection"
+const EventRejection = otelx.EventRejection
 
 // Metric names recorded by the actors.
 const (
 	MetricCommands        = "scribe.commands"
 	MetricBatchSize       = "scribe.batch.size"
-	MetricAppendLatency   = "scribe.journal.append.duration"
-	MetricAppendedEvents  = "scribe.journal.append.events"
-	MetricReadLatency     = "scribe.journal.read.duration"
+	MetricAppendLatency   = otelx.MetricAppendLatency
+	MetricAppendedEvents  = otelx.MetricAppendedEvents
+	MetricReadLatency     = otelx.MetricReadLatency
 	MetricActiveActors    = "scribe.actors.active"
 	MetricActivations     = "scribe.actors.activations"
 	MetricPassivations    = "scribe.actors.passivations"
@@ -79,9 +78,7 @@ type telemetry struct {
 	tracer          trace.Tracer
 	commands        metric.Int64Counter
 	batchSize       metric.Int64Histogram
-	appendLatency   metric.Float64Histogram
-	appendedEvents  metric.Int64Counter
-	readLatency     metric.Float64Histogram
+	journal         otelx.JournalCalls
 	active          metric.Int64UpDownCounter
 	activations     metric.Int64Counter
 	passivations    metric.Int64Counter
@@ -108,13 +105,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)); err != nil {
 		return nil, err
 	}
-	if t.appendLatency, err = m.Float64Histogram(MetricAppendLatency, metric.WithDescription("Latency of the journal appends made by stream actors; a failed append carries error.type."), metric.WithUnit("s")); err != nil {
-		return nil, err
-	}
-	if t.appendedEvents, err = m.Int64Counter(MetricAppendedEvents, metric.WithDescription("Events the stream actors' journal appends stored (write throughput)."), metric.WithUnit("{event}")); err != nil {
-		return nil, err
-	}
-	if t.readLatency, err = m.Float64Histogram(MetricReadLatency, metric.WithDescription("Latency of the journal reads of stream recoveries (replaying a stream's tail); a failed read carries error.type."), metric.WithUnit("s")); err != nil {
+	if t.journal, err = otelx.NewJournalCalls(m, "stream actors", "stream recoveries (replaying a stream's tail)"); err != nil {
 		return nil, err
 	}
 	if t.active, err = m.Int64UpDownCounter(MetricActiveActors, metric.WithDescription("Stream actors alive."), metric.WithUnit("{actor}")); err != nil {
@@ -138,42 +129,18 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	return t, nil
 }
 
-// recordAppend records one journal append of a stream actor: its latency
-// (with error.type when it failed) and the events it stored.
+// recordAppend records one journal append of a stream actor.
 func (t *telemetry) recordAppend(ctx context.Context, took time.Duration, events int, err error) {
-	if err != nil {
-		t.appendLatency.Record(ctx, took.Seconds(), metric.WithAttributes(AttrErrorType.String(journal.ErrorType(err))))
-		return
-	}
-	t.appendLatency.Record(ctx, took.Seconds())
-	t.appendedEvents.Add(ctx, int64(events))
+	t.journal.Append(ctx, took, events, err)
 }
 
-// recordRead records the latency of one journal read (with error.type when
-// it failed).
+// recordRead records one journal read of a stream recovery.
 func (t *telemetry) recordRead(ctx context.Context, took time.Duration, err error) {
-	if err != nil {
-		t.readLatency.Record(ctx, took.Seconds(), metric.WithAttributes(AttrErrorType.String(journal.ErrorType(err))))
-		return
-	}
-	t.readLatency.Record(ctx, took.Seconds())
+	t.journal.Read(ctx, took, err)
 }
 
-// failed marks span as an infrastructure failure: status Error, the error
-// recorded, and its error.type.
-func failed(span trace.Span, err error) {
-	span.RecordError(err)
-	span.SetAttributes(AttrErrorType.String(journal.ErrorType(err)))
-	span.SetStatus(codes.Error, err.Error())
-}
-
-// rejected marks span as carrying a domain rejection: the status stays
-// Unset (the system worked as intended), AttrRejected is set and an
-// EventRejection event carries the message.
-func rejected(span trace.Span, err error) {
-	span.SetAttributes(AttrRejected.Bool(true))
-	span.AddEvent(EventRejection, trace.WithAttributes(attribute.String("exception.message", err.Error())))
-}
+// failed and rejected mark spans (see package internal/telemetry).
+var failed, rejected = otelx.Failed, otelx.Rejected
 
 // noSpan is the span used when tracing is off.
 func noSpan() trace.Span { return trace.SpanFromContext(context.Background()) }

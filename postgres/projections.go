@@ -35,7 +35,10 @@ type ProjectionStore struct {
 	s    string
 }
 
-var _ projection.Store[pgx.Tx] = (*ProjectionStore)(nil)
+var (
+	_ projection.Store[pgx.Tx]              = (*ProjectionStore)(nil)
+	_ projection.DeadLetterReplayer[pgx.Tx] = (*ProjectionStore)(nil)
+)
 
 // NewProjectionStore returns a ProjectionStore on pool and cfg.Schema. It
 // does no I/O: run Migrate first, or calls fail with journal.ErrStoreNotOpen.
@@ -229,26 +232,44 @@ func (st *ProjectionStore) DeadLetter(ctx context.Context, tx pgx.Tx, d projecti
 }
 
 // DeadLetters implements projection.Store. The records are read back from
-// the events table (a dead letter refers to its event).
+// the events table, or its archive (a dead letter refers to its event).
 func (st *ProjectionStore) DeadLetters(ctx context.Context, k projection.Key) ([]projection.DeadLetter, error) {
-	rows, err := st.pool.Query(ctx, `SELECT event_id, commit_xid, seq, error, attempts, at FROM `+st.s+`.projection_dead_letters
-		WHERE name = $1 AND version = $2 ORDER BY commit_xid, seq`, k.Name, k.Version)
+	return st.queryDeadLetters(ctx, st.pool, "dead letters", k, "", 0, false)
+}
+
+// queryDeadLetters returns k's dead letters matching the SQL condition and
+// (with lock) locks them, in position order, at most limit (0: all), with
+// their records. db is the pool or a transaction.
+func (st *ProjectionStore) queryDeadLetters(ctx context.Context, db querier, op string, k projection.Key, cond string, limit int, lock bool, args ...any) ([]projection.DeadLetter, error) {
+	q := `SELECT event_id, commit_xid, seq, error, attempts, at, replay_requested_at FROM ` + st.s + `.projection_dead_letters
+		WHERE name = $1 AND version = $2` + cond + ` ORDER BY commit_xid, seq`
+	if limit > 0 {
+		q += ` LIMIT ` + strconv.Itoa(limit)
+	}
+	if lock {
+		q += ` FOR UPDATE`
+	}
+	rows, err := db.Query(ctx, q, append([]any{k.Name, k.Version}, args...)...)
 	if err != nil {
-		return nil, st.translate("dead letters", err)
+		return nil, st.translate(op, err)
 	}
 	var out []projection.DeadLetter
 	for rows.Next() {
 		var d projection.DeadLetter
 		var commit, seq int64
-		if err := rows.Scan(&d.Record.ID, &commit, &seq, &d.Error, &d.Attempts, &d.At); err != nil {
+		var requested *time.Time
+		if err := rows.Scan(&d.Record.ID, &commit, &seq, &d.Error, &d.Attempts, &d.At, &requested); err != nil {
 			rows.Close()
-			return nil, st.translate("dead letters", err)
+			return nil, st.translate(op, err)
 		}
 		d.Key, d.Record.Position = k, journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
+		if requested != nil {
+			d.ReplayRequestedAt = requested.UTC()
+		}
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, st.translate("dead letters", err)
+		return nil, st.translate(op, err)
 	}
 	if len(out) == 0 {
 		return nil, nil
@@ -257,7 +278,8 @@ func (st *ProjectionStore) DeadLetters(ctx context.Context, k projection.Key) ([
 	for i := range out {
 		ids[i] = out[i].Record.ID
 	}
-	recs, err := queryRecords(ctx, st.pool, st.cfg.Schema, "projections: dead letters", st.sql(`SELECT `+recordCols+` FROM __S__.events e WHERE e.id = ANY($1::uuid[])`), ids)
+	recs, err := queryRecords(ctx, db, st.cfg.Schema, "projections: "+op, st.sql(`SELECT `+recordCols+` FROM __S__.events e WHERE e.id = ANY($1::uuid[])
+		UNION ALL SELECT `+recordCols+` FROM __S__.events_archive e WHERE e.id = ANY($1::uuid[])`), ids)
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +293,88 @@ func (st *ProjectionStore) DeadLetters(ctx context.Context, k projection.Key) ([
 		}
 	}
 	return out, nil
+}
+
+// ReplayDeadLetter implements projection.DeadLetterReplayer: one
+// transaction locks the letter's row (FOR UPDATE), runs apply in a
+// savepoint and deletes the row; when apply fails, the savepoint is rolled
+// back (apply's writes are undone) and the row keeps the new error.
+func (st *ProjectionStore) ReplayDeadLetter(ctx context.Context, k projection.Key, pos journal.Position, apply func(ctx context.Context, tx pgx.Tx, d projection.DeadLetter) error) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	tx, err := st.pool.Begin(ctx)
+	if err != nil {
+		return st.translate("replay dead letter: begin", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit this is a no-op
+	letters, err := st.queryDeadLetters(ctx, tx, "replay dead letter", k, ` AND commit_xid = $3 AND seq = $4`, 0, true, int64(pos.Commit), int64(pos.Seq))
+	if err != nil {
+		return err
+	}
+	if len(letters) == 0 {
+		return fmt.Errorf("%w: %s at %s", projection.ErrNoDeadLetter, k, pos)
+	}
+	d := letters[0]
+	var herr error
+	if d.Record.Type == "" {
+		// Nothing to replay: a failed replay (kept, request cleared), so
+		// that a runner does not retry it at every interval.
+		herr = fmt.Errorf("the event %s is in neither the events table nor its archive: nothing to replay", d.Record.ID)
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return st.translate("replay dead letter: savepoint", err)
+	}
+	if herr == nil {
+		herr = apply(ctx, sp, d)
+	}
+	if herr == nil {
+		if err := sp.Commit(ctx); err != nil {
+			return st.translate("replay dead letter: release savepoint", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_dead_letters WHERE name = $1 AND version = $2 AND commit_xid = $3 AND seq = $4`,
+			k.Name, k.Version, int64(pos.Commit), int64(pos.Seq)); err != nil {
+			return st.translate("replay dead letter: delete", err)
+		}
+	} else {
+		if err := sp.Rollback(ctx); err != nil {
+			return st.translate("replay dead letter: roll back the replay", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+st.s+`.projection_dead_letters SET error = $5, attempts = attempts + 1, replay_requested_at = NULL
+			WHERE name = $1 AND version = $2 AND commit_xid = $3 AND seq = $4`,
+			k.Name, k.Version, int64(pos.Commit), int64(pos.Seq), herr.Error()); err != nil {
+			return st.translate("replay dead letter: keep", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return st.translate("replay dead letter: commit", err)
+	}
+	if herr != nil {
+		return &projection.HandlerError{At: pos, Err: herr}
+	}
+	return nil
+}
+
+// RequestReplay implements projection.DeadLetterReplayer.
+func (st *ProjectionStore) RequestReplay(ctx context.Context, k projection.Key) (int, error) {
+	if err := k.Validate(); err != nil {
+		return 0, err
+	}
+	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projection_dead_letters SET replay_requested_at = clock_timestamp()
+		WHERE name = $1 AND version = $2`, k.Name, k.Version)
+	if err != nil {
+		return 0, st.translate("request replay", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ReplayRequests implements projection.DeadLetterReplayer.
+func (st *ProjectionStore) ReplayRequests(ctx context.Context, k projection.Key, limit int) ([]projection.DeadLetter, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	return st.queryDeadLetters(ctx, st.pool, "replay requests", k, ` AND replay_requested_at IS NOT NULL`, limit, false)
 }
 
 // Activate implements projection.Store.

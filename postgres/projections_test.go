@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -74,4 +75,56 @@ func TestProjectionStoreNeedsMigrate(t *testing.T) {
 	_, err = store.Claim(context.Background(), projection.Key{Name: "p", Version: 1}, "a", 1e9)
 	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
 	require.ErrorContains(t, err, "run postgres.Migrate")
+}
+
+// TestDeadLetterReplayRollsBack: a replay whose handler wrote to the read
+// model and then failed leaves nothing in the read model and keeps the
+// letter with the new error; the replay that succeeds writes once and
+// removes the letter in the same transaction.
+func TestDeadLetterReplayRollsBack(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	store, err := postgres.NewProjectionStore(f.pool, f.cfg)
+	require.NoError(t, err)
+	table := pgx.Identifier{f.cfg.Schema, "rm"}.Sanitize()
+	_, err = f.pool.Exec(ctx, `CREATE TABLE `+table+` (id uuid PRIMARY KEY)`)
+	require.NoError(t, err)
+	res, err := f.journal.Append(ctx, []journal.Event{{ID: journal.NewEventID(), Type: "E", SchemaVersion: 1, Data: []byte(`{}`)}}, journal.AppendOptions{})
+	require.NoError(t, err)
+	rec := res.Records[0]
+	k := projection.Key{Name: "rb", Version: 1}
+	l, err := store.Claim(ctx, k, "a", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, store.Commit(ctx, l, journal.Position{}, res.Records, func(ctx context.Context, tx pgx.Tx) error {
+		return store.DeadLetter(ctx, tx, projection.DeadLetter{Key: k, Record: rec, Error: "boom", Attempts: 1})
+	}))
+	write := func(ctx context.Context, tx pgx.Tx, d projection.DeadLetter) error {
+		_, err := tx.Exec(ctx, `INSERT INTO `+table+` (id) VALUES ($1)`, d.Record.ID)
+		return err
+	}
+	err = store.ReplayDeadLetter(ctx, k, rec.Position, func(ctx context.Context, tx pgx.Tx, d projection.DeadLetter) error {
+		if err := write(ctx, tx, d); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT 1/0`) // fails after the write, leaving tx aborted
+		return err
+	})
+	var herr *projection.HandlerError
+	require.ErrorAs(t, err, &herr)
+	var n int
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n))
+	require.Zero(t, n, "the failed replay's write is rolled back")
+	dl, err := store.DeadLetters(ctx, k)
+	require.NoError(t, err)
+	require.Len(t, dl, 1)
+	require.Contains(t, dl[0].Error, "division by zero")
+	require.Equal(t, 2, dl[0].Attempts)
+
+	require.NoError(t, store.ReplayDeadLetter(ctx, k, rec.Position, write))
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n))
+	require.Equal(t, 1, n)
+	dl, err = store.DeadLetters(ctx, k)
+	require.NoError(t, err)
+	require.Empty(t, dl)
 }

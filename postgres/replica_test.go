@@ -20,30 +20,29 @@ import (
 	"github.com/scribe-es/scribe/projection/projectiontest"
 )
 
-// replicaFixture is a primary and a streaming standby of it (both throwaway
-// servers), a migrated schema, and journals on both.
+// replicaFixture is a migrated schema on a primary, pools on the primary and
+// its streaming standby, and journals on both.
 type replicaFixture struct {
-	primary, standby *throwawaypg.Server
 	pool, rpool      *pgxpool.Pool
 	schema           string
 	journal, replica *postgres.Journal
 }
 
-// replicaServers is a primary and its streaming standby, shared by the
-// subtests of TestReplica (each has a schema of its own).
-type replicaServers struct{ primary, standby *throwawaypg.Server }
+// replicaServers is a primary and a pool on its streaming standby, shared by
+// the subtests of TestReplica (each has a schema of its own).
+type replicaServers struct {
+	primary *throwawaypg.Server
+	rpool   *pgxpool.Pool
+}
 
 func setupReplica(t *testing.T, srv replicaServers, cfg postgres.Config) *replicaFixture {
 	t.Helper()
-	f := &replicaFixture{primary: srv.primary, standby: srv.standby}
-	f.pool, f.schema = pgtest.PoolAt(t, f.primary.URL(), nil)
+	f := &replicaFixture{rpool: srv.rpool}
+	f.pool, f.schema = pgtest.PoolAt(t, srv.primary.URL(), nil)
 	ctx := t.Context()
 	cfg.Schema = f.schema
 	require.NoError(t, postgres.Migrate(ctx, f.pool, cfg))
 	var err error
-	f.rpool, err = pgxpool.New(ctx, f.standby.URL())
-	require.NoError(t, err)
-	t.Cleanup(f.rpool.Close)
 	f.journal, err = postgres.NewJournal(f.pool, cfg)
 	require.NoError(t, err)
 	f.replica, err = postgres.NewReplica(f.rpool, f.journal)
@@ -96,12 +95,8 @@ func replicaEvent(tag string, n int) journal.Event {
 // TestReplica runs the replica cases on one primary and one streaming standby
 // of it, started by the test.
 func TestReplica(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two PostgreSQL servers")
-	}
-	t.Parallel()
-	primary := throwawaypg.Start(t)
-	srv := replicaServers{primary: primary, standby: primary.StartStandby(t)}
+	primary, rpool := startPrimaryAndStandby(t)
+	srv := replicaServers{primary: primary, rpool: rpool}
 	t.Run("RefusesWrites", func(t *testing.T) { t.Parallel(); replicaRefusesWrites(t, srv) })
 	t.Run("CatchUpIsGapFree", func(t *testing.T) { t.Parallel(); replicaCatchUpIsGapFree(t, srv) })
 	t.Run("ReaderAtFallsBack", func(t *testing.T) { replicaReaderAtFallsBack(t, srv) })
@@ -294,15 +289,11 @@ func (r replicaSuiteJournal) Append(ctx context.Context, events []journal.Event,
 	}
 }
 
-// TestJournalConformanceOnReplica runs the conformance suite with every read
-// served by a streaming standby (started by the test) while appends, sessions
-// and fences go to the primary: reads, DCB conditions' reads, catch-up and
-// live subscriptions, summaries and chain checks must behave on a replica
-// exactly as on the primary once the replica shows an append. HoldCommit is
-// not given (a held transaction would keep every parallel case's appends from
-// showing on the standby, whose gate is cluster-wide): TestReplica holds one
-// on its own.
-func TestJournalConformanceOnReplica(t *testing.T) {
+// startPrimaryAndStandby starts a primary and a streaming standby of it (a
+// parallel test; skipped with -short) and returns the primary and a pool on
+// the standby.
+func startPrimaryAndStandby(t *testing.T) (*throwawaypg.Server, *pgxpool.Pool) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts two PostgreSQL servers")
 	}
@@ -312,6 +303,19 @@ func TestJournalConformanceOnReplica(t *testing.T) {
 	rpool, err := pgxpool.New(t.Context(), standby.URL())
 	require.NoError(t, err)
 	t.Cleanup(rpool.Close)
+	return primary, rpool
+}
+
+// TestJournalConformanceOnReplica runs the conformance suite with every read
+// served by a streaming standby (started by the test) while appends, sessions
+// and fences go to the primary: reads, DCB conditions' reads, catch-up and
+// live subscriptions, summaries and chain checks must behave on a replica
+// exactly as on the primary once the replica shows an append. HoldCommit is
+// not given (a held transaction would keep every parallel case's appends from
+// showing on the standby, whose gate is cluster-wide): TestReplica holds one
+// on its own.
+func TestJournalConformanceOnReplica(t *testing.T) {
+	primary, rpool := startPrimaryAndStandby(t)
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
 		f := setupAt(t, primary.URL(), 0)
 		replayed := func(ctx context.Context) error { return standbyCaughtUp(ctx, f.pool, rpool) }
@@ -354,15 +358,7 @@ func TestJournalConformanceOnReplica(t *testing.T) {
 // restarts, stand-bys, blue-green rebuilds and dead letters hold when the
 // events come from a replica.
 func TestProjectionConformanceOnReplica(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two PostgreSQL servers")
-	}
-	t.Parallel()
-	primary := throwawaypg.Start(t)
-	standby := primary.StartStandby(t)
-	rpool, err := pgxpool.New(t.Context(), standby.URL())
-	require.NoError(t, err)
-	t.Cleanup(rpool.Close)
+	primary, rpool := startPrimaryAndStandby(t)
 	projectiontest.Run(t, func(t *testing.T) projectiontest.Harness[pgx.Tx] {
 		f := setupAt(t, primary.URL(), 0, func(c *postgres.Config) { c.PollInterval = 50 * time.Millisecond })
 		store, err := postgres.NewProjectionStore(f.pool, f.cfg)

@@ -45,7 +45,18 @@
 //
 // # Publishing
 //
-// Publisher delivers each event to a Sink after it is persisted (an outbox
-// without an outbox table: the journal is the outbox), in order, at least
-// once, with retries and dead letters.
+// NewPublisher delivers each event to a Sink after it is persisted (an
+// outbox without an outbox table: the journal is the outbox), in order, at
+// least once, with retries and dead letters. WebhookSink and ChannelSink are
+// here; the NATS JetStream sink is package projection/natssink.
+//
+// # Dead letters
+//
+// A dead letter is an event a publisher gave up on (or a handler set aside
+// with Store.DeadLetter). ReplayDeadLetters re-applies them, each in a
+// transaction that removes it when the replay succeeds and keeps it with
+// the new error when it fails. A process that cannot run the projection's
+// code (the scribe command) asks for a replay instead
+// (DeadLetterReplayer.RequestReplay), and the runner holding the lease
+// replays with Projection.Replay (a publisher: its sink).
 package projection

@@ -22,6 +22,10 @@ type MemoryStore struct {
 	// Now is the store's clock; default time.Now.
 	Now func() time.Time
 
+	// replayMu serializes dead-letter replays (held while apply runs), so
+	// that concurrent replays of one letter apply it once.
+	replayMu sync.Mutex
+
 	mu     sync.Mutex
 	rows   map[Key]*memRow
 	active map[string]int
@@ -39,7 +43,10 @@ func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{rows: map[Key]*memRow{}, active: map[string]int{}, dead: map[Key][]DeadLetter{}}
 }
 
-var _ Store[NoTx] = (*MemoryStore)(nil)
+var (
+	_ Store[NoTx]              = (*MemoryStore)(nil)
+	_ DeadLetterReplayer[NoTx] = (*MemoryStore)(nil)
+)
 
 func (s *MemoryStore) now() time.Time {
 	if s.Now != nil {
@@ -180,15 +187,82 @@ func (s *MemoryStore) Fail(ctx context.Context, l Lease, pos journal.Position, m
 }
 
 // DeadLetter implements Store; the letter is kept even when the batch's
-// handler then fails (the memory store has no transactions).
+// handler then fails (the memory store has no transactions). A second
+// letter for the same position is ignored.
 func (s *MemoryStore) DeadLetter(ctx context.Context, _ NoTx, d DeadLetter) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.deadAt(d.Key, d.Record.Position) >= 0 {
+		return nil
+	}
 	if d.At.IsZero() {
 		d.At = s.now()
 	}
 	s.dead[d.Key] = append(s.dead[d.Key], d)
 	return nil
+}
+
+// deadAt returns the index of k's dead letter at pos, or -1. s.mu is held.
+func (s *MemoryStore) deadAt(k Key, pos journal.Position) int {
+	return slices.IndexFunc(s.dead[k], func(d DeadLetter) bool { return d.Record.Position == pos })
+}
+
+// ReplayDeadLetter implements DeadLetterReplayer. Replays are serialized;
+// apply runs without the store's lock, and its effects are not undone when
+// it fails (the memory store has no transactions).
+func (s *MemoryStore) ReplayDeadLetter(ctx context.Context, k Key, pos journal.Position, apply func(ctx context.Context, tx NoTx, d DeadLetter) error) error {
+	s.replayMu.Lock()
+	defer s.replayMu.Unlock()
+	s.mu.Lock()
+	i := s.deadAt(k, pos)
+	var d DeadLetter
+	if i >= 0 {
+		d = s.dead[k][i]
+	}
+	s.mu.Unlock()
+	if i < 0 {
+		return fmt.Errorf("%w: %s at %s", ErrNoDeadLetter, k, pos)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := apply(ctx, NoTx{}, d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i = s.deadAt(k, pos); i < 0 { // reset meanwhile
+		return nil
+	}
+	if err != nil {
+		l := &s.dead[k][i]
+		l.Error, l.Attempts, l.ReplayRequestedAt = err.Error(), l.Attempts+1, time.Time{}
+		return &HandlerError{At: pos, Err: err}
+	}
+	s.dead[k] = slices.Delete(s.dead[k], i, i+1)
+	return nil
+}
+
+// RequestReplay implements DeadLetterReplayer.
+func (s *MemoryStore) RequestReplay(ctx context.Context, k Key) (int, error) {
+	if err := k.Validate(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for i := range s.dead[k] {
+		s.dead[k][i].ReplayRequestedAt = now
+	}
+	return len(s.dead[k]), nil
+}
+
+// ReplayRequests implements DeadLetterReplayer.
+func (s *MemoryStore) ReplayRequests(ctx context.Context, k Key, limit int) ([]DeadLetter, error) {
+	all, err := s.DeadLetters(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	all = slices.DeleteFunc(all, func(d DeadLetter) bool { return d.ReplayRequestedAt.IsZero() })
+	return all[:min(len(all), limit)], nil
 }
 
 // DeadLetters implements Store.

@@ -35,6 +35,16 @@ type Projection[Tx any] struct {
 	// error. It runs again when the batch is retried, so its effects are
 	// at-least-once.
 	Prepare func(ctx context.Context, batch *Batch) error
+	// Replay, when set and the store is a DeadLetterReplayer, re-applies a
+	// dead letter whose replay was requested (RequestReplay, or `scribe
+	// projections dead-letters replay`): the runner holding the lease looks
+	// for requests every Options.ReplayInterval, between batches, and
+	// replays them in position order, each in its own transaction that
+	// removes the letter when Replay returns nil; a letter whose Replay
+	// fails is kept with the new error and its request cleared. Replay sees
+	// an old event after newer ones were applied. Publishers set it to
+	// their sink.
+	Replay func(ctx context.Context, tx Tx, d DeadLetter) error
 }
 
 // Batch is what a handler receives.
@@ -128,13 +138,19 @@ type Status struct {
 	UpdatedAt time.Time
 }
 
-// DeadLetter is a record a publisher gave up on.
+// DeadLetter is a record a publisher (or a handler, through
+// Store.DeadLetter) gave up on. Dead letters can be replayed: see
+// ReplayDeadLetters and DeadLetterReplayer.
 type DeadLetter struct {
 	Key      Key
 	Record   journal.Record
 	Error    string
 	Attempts int
 	At       time.Time
+	// ReplayRequestedAt is when a replay by the projection's runner was
+	// requested (DeadLetterReplayer.RequestReplay); zero when none is
+	// pending.
+	ReplayRequestedAt time.Time
 }
 
 // Store keeps projections' checkpoints and leases. Implementations are safe

@@ -58,7 +58,11 @@ type PublisherOptions struct {
 // published again (receivers deduplicate by event ID). An event the sink
 // refuses Attempts times, or permanently, is stored as a dead letter (in
 // the transaction that moves the checkpoint past it) and the publisher goes
-// on with the next event. Deliveries happen outside the store's
+// on with the next event. A dead letter whose replay is requested
+// (DeadLetterReplayer.RequestReplay, `scribe projections dead-letters
+// replay`) is offered to the sink once more by the publisher holding the
+// lease, within Options.ReplayInterval, after the events that followed it;
+// it is removed when the sink accepts it. Deliveries happen outside the store's
 // transaction (Projection.Prepare), so a slow sink never holds a database
 // transaction open. The runner's Options.BatchSize defaults to 64 here.
 func NewPublisher[Tx any](src Source, store Store[Tx], name string, q journal.Query, sink Sink, po PublisherOptions, o Options) (*Runner[Tx], error) {
@@ -81,7 +85,7 @@ func NewPublisher[Tx any](src Source, store Store[Tx], name string, q journal.Qu
 		o.BatchSize = 64
 	}
 	p := &publisher[Tx]{store: store, key: Key{Name: name, Version: 1}, sink: sink, o: po}
-	r, err := NewRunner(src, store, Projection[Tx]{Name: name, Version: 1, Query: q, Prepare: p.deliver, Handle: p.record}, o)
+	r, err := NewRunner(src, store, Projection[Tx]{Name: name, Version: 1, Query: q, Prepare: p.deliver, Handle: p.record, Replay: p.replay}, o)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +140,16 @@ func (p *publisher[Tx]) deliver(ctx context.Context, b *Batch) error {
 		letters = append(letters, DeadLetter{Key: p.key, Record: rec, Error: err.Error(), Attempts: attempts, At: time.Now().UTC()})
 	}
 	b.Prepared = letters
+	return nil
+}
+
+// replay offers a dead letter to the sink once more (one attempt: a
+// failure keeps the letter with the new error).
+func (p *publisher[Tx]) replay(ctx context.Context, _ Tx, d DeadLetter) error {
+	if err := p.sink.Publish(ctx, d.Record); err != nil {
+		return err
+	}
+	p.published.Add(context.WithoutCancel(ctx), 1, p.attrs)
 	return nil
 }
 

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/scribe-es/scribe/journal"
 )
@@ -49,10 +49,17 @@ type Options struct {
 	// activates its version as soon as it has applied every matching event,
 	// and the runners of older versions stop with ErrSuperseded.
 	NoTakeOver bool
-	// Logger receives state changes and failures; default slog.Default().
+	// Logger receives state changes and failures. Default: discard, as
+	// everywhere in the library (runtime.Config.Logger too): pass the
+	// service's logger to see them.
 	Logger *slog.Logger
-	// MeterProvider records scribe.projection.* metrics; default the global one.
+	// MeterProvider records scribe.projection.* metrics. Default: no-op; the
+	// library never reads the OpenTelemetry globals.
 	MeterProvider metric.MeterProvider
+	// ReplayInterval is how often a runner holding the lease looks for dead
+	// letters whose replay was requested, when its projection has Replay
+	// and its store is a DeadLetterReplayer. Default 5s.
+	ReplayInterval time.Duration
 	// Committed, when set, is called after each batch committed, on the
 	// runner's goroutine (the next batch waits for it): to wake readers of
 	// the read model, or to measure its lag. The runner's Progress and
@@ -82,6 +89,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxBackoff == 0 {
 		o.MaxBackoff = 10 * time.Second
 	}
+	if o.ReplayInterval == 0 {
+		o.ReplayInterval = 5 * time.Second
+	}
 	switch {
 	case o.BatchSize < 0:
 		return o, fmt.Errorf("projection: Options.BatchSize is %d; use a positive number or 0 for the default 512", o.BatchSize)
@@ -91,12 +101,14 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("projection: Options.MaxAttempts is %d; use a positive number or 0 for the default 5", o.MaxAttempts)
 	case o.Backoff < 0 || o.MaxBackoff < o.Backoff:
 		return o, fmt.Errorf("projection: Options.Backoff %s and MaxBackoff %s: both must be positive and Backoff ≤ MaxBackoff", o.Backoff, o.MaxBackoff)
+	case o.ReplayInterval < 0:
+		return o, fmt.Errorf("projection: Options.ReplayInterval is %s; use a positive duration or 0 for the default 5s", o.ReplayInterval)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.MeterProvider == nil {
-		o.MeterProvider = otel.GetMeterProvider()
+		o.MeterProvider = metricnoop.NewMeterProvider()
 	}
 	return o, nil
 }
@@ -129,9 +141,12 @@ type Runner[Tx any] struct {
 	store Store[Tx]
 	p     Projection[Tx]
 	key   Key
-	q     journal.Query
-	o     Options
-	attrs metric.MeasurementOption
+	// replayer is the store's DeadLetterReplayer when the projection has
+	// Replay, else nil.
+	replayer DeadLetterReplayer[Tx]
+	q        journal.Query
+	o        Options
+	attrs    metric.MeasurementOption
 
 	applied  metric.Int64Counter
 	failures metric.Int64Counter
@@ -170,6 +185,9 @@ func NewRunner[Tx any](src Source, store Store[Tx], p Projection[Tx], o Options)
 	r := &Runner[Tx]{src: src, store: store, p: p, key: key, q: q, o: o, changed: make(chan struct{}),
 		attrs: metric.WithAttributes(attribute.String("scribe.projection.name", key.Name), attribute.Int("scribe.projection.version", key.Version))}
 	r.progress.State = StateIdle
+	if rp, ok := store.(DeadLetterReplayer[Tx]); ok && p.Replay != nil {
+		r.replayer = rp
+	}
 	if r.applied, err = m.Int64Counter("scribe.projection.events", metric.WithUnit("{event}"),
 		metric.WithDescription("Events applied by the projection's handler and committed with its checkpoint.")); err != nil {
 		return nil, err
@@ -370,9 +388,15 @@ func (r *Runner[Tx]) active(ctx context.Context, lease Lease) (err error) {
 
 	checkpoint := lease.Checkpoint
 	activated := r.o.NoTakeOver
-	var lastCheck time.Time
+	var lastCheck, lastReplay time.Time
 	var pending []journal.Record
 	for {
+		if r.replayer != nil && time.Since(lastReplay) >= r.o.ReplayInterval {
+			if err := r.replayRequested(actx); err != nil {
+				return r.cause(actx, err)
+			}
+			lastReplay = time.Now()
+		}
 		if len(pending) == 0 {
 			r.mu.Lock()
 			r.oldest = time.Time{}
@@ -391,14 +415,19 @@ func (r *Runner[Tx]) active(ctx context.Context, lease Lease) (err error) {
 					r.o.Logger.Info("projection caught up and active", "projection", r.key.String(), "checkpoint", checkpoint.String())
 				}
 			}
-			var wait <-chan time.Time
+			var wait, replay <-chan time.Time
 			if !activated {
 				wait = time.After(250 * time.Millisecond)
+			}
+			if r.replayer != nil {
+				replay = time.After(r.o.ReplayInterval - time.Since(lastReplay))
 			}
 			select {
 			case <-actx.Done():
 				return context.Cause(actx)
 			case <-wait:
+				continue
+			case <-replay:
 				continue
 			case it := <-feed:
 				if it.err != nil {
@@ -426,6 +455,32 @@ func (r *Runner[Tx]) active(ctx context.Context, lease Lease) (err error) {
 			return r.cause(actx, err)
 		}
 		pending = pending[:0]
+	}
+}
+
+// replayRequested replays the dead letters whose replay was requested, in
+// position order. A letter whose replay fails is kept by the store (with
+// its request cleared) and logged; only a store error is returned.
+func (r *Runner[Tx]) replayRequested(ctx context.Context) error {
+	for {
+		letters, err := r.replayer.ReplayRequests(ctx, r.key, 64)
+		if err != nil || len(letters) == 0 {
+			return err
+		}
+		for _, d := range letters {
+			err := r.replayer.ReplayDeadLetter(ctx, r.key, d.Record.Position, r.p.Replay)
+			var herr *HandlerError
+			switch {
+			case err == nil:
+				r.o.Logger.Info("dead letter replayed", "projection", r.key.String(), "at", d.Record.Position.String(), "event", d.Record.ID.String())
+			case errors.Is(err, ErrNoDeadLetter):
+			case errors.As(err, &herr):
+				r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
+				r.o.Logger.Warn("dead letter replay failed; the letter is kept", "projection", r.key.String(), "at", d.Record.Position.String(), "event", d.Record.ID.String(), "error", herr.Err)
+			default:
+				return err
+			}
+		}
 	}
 }
 

@@ -15,6 +15,9 @@ type StateResult[S any] struct {
 	// Version is the stream's version the state includes; 0 when the stream
 	// has no events.
 	Version uint64
+	// Exists reports whether the stream has events (Version > 0): false for
+	// an ID that was never used, whose State is the aggregate's Initial.
+	Exists bool
 }
 
 // StateOption configures State.
@@ -106,5 +109,5 @@ func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...State
 		return StateResult[S]{}, fmt.Errorf("runtime: State of %s: %w", stream, err)
 	}
 	s, _ := st.(S)
-	return StateResult[S]{State: s, Version: v}, nil
+	return StateResult[S]{State: s, Version: v, Exists: v > 0}, nil
 }

@@ -28,6 +28,7 @@ func testLeaseFreeState(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.Equal(t, last.State.Count, got.State.Count)
 	require.Equal(t, last.Version, got.Version)
+	require.True(t, got.Exists)
 
 	// The owner keeps its lease: its next command needs no takeover.
 	next := mustExec(t, owner, target, Increment{By: 1})
@@ -57,6 +58,7 @@ func testLeaseFreeState(t *testing.T, e *env) {
 	ghost, err := runtime.State[CounterState](ctx, reader, counter("ghost"))
 	require.NoError(t, err)
 	require.Zero(t, ghost.Version)
+	require.False(t, ghost.Exists, "a stream without events does not exist")
 	require.Zero(t, ghost.State.Count)
 	sum, err := e.j.TagSummary(ctx, counter("ghost").Stream())
 	require.NoError(t, err)

@@ -12,6 +12,12 @@
 # used, then stopped and deleted on every exit: success, failure, Ctrl-C or
 # kill (not kill -9). A signal to this script is passed on to the running
 # tests, so no test outlives the cluster.
+#
+# NATS (projection/natssink): a server answering on 127.0.0.1:4222 is used
+# (with JetStream enabled). Otherwise nats-server (on PATH or /usr/sbin) is
+# started with JetStream on 127.0.0.1:4222, its store in a temporary
+# directory, and stopped (by its PID) and deleted on exit. Without one the
+# NATS tests skip loudly, or fail when SCRIBE_REQUIRE_POSTGRES=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -81,6 +87,30 @@ start_throwaway_postgres() {
 	export SCRIBE_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/test?sslmode=disable"
 }
 
+# start_nats starts a throwaway nats-server with JetStream on 127.0.0.1:4222.
+start_nats() {
+	local bin
+	bin=$(PATH="$PATH:/usr/sbin:/usr/local/sbin" command -v nats-server) || {
+		log "no nats-server found (install it: apt-get install nats-server); the NATS tests will skip"
+		return 1
+	}
+	local dir
+	dir=$(mktemp -d /tmp/scribe-nats.XXXXXX) || return 1
+	"$bin" -js -a 127.0.0.1 -p 4222 -sd "$dir" >"$dir/server.log" 2>&1 &
+	local pid=$!
+	cleanup_cmds+=("kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf '$dir'")
+	log "starting a throwaway nats-server -js ($bin, pid $pid) on 127.0.0.1:4222, store in $dir"
+	local i
+	for i in $(seq 1 50); do
+		if port_answers 4222; then return 0; fi
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	log "nats-server did not start:"
+	cat "$dir/server.log" >&2
+	return 1
+}
+
 # run_tests runs "$@" in its own process group and waits for it. Ctrl-C,
 # SIGTERM or SIGHUP to this script is passed on to that whole group (go test
 # and the test binaries it started), and the script exits only after they
@@ -120,6 +150,15 @@ if [ -z "${SCRIBE_TEST_DATABASE_URL:-}" ]; then
 		fi
 		log "WARNING: no PostgreSQL: Postgres tests will be skipped"
 	fi
+fi
+
+if [ -z "${SCRIBE_TEST_NATS_URL:-}" ] && ! port_answers 4222; then
+	if ! start_nats && [ "${SCRIBE_REQUIRE_POSTGRES:-}" = 1 ]; then
+		log "no NATS server could be found or started (SCRIBE_REQUIRE_POSTGRES is 1)"
+		exit 1
+	fi
+elif [ -z "${SCRIBE_TEST_NATS_URL:-}" ]; then
+	log "using the NATS server on 127.0.0.1:4222"
 fi
 
 log "go vet"

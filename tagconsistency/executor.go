@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/actors"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -672,7 +673,7 @@ func (x *Executor) prepare(ctx context.Context, command, partition string, strea
 		if m.TraceParent == "" {
 			m.TraceParent, m.TraceState = d.TraceParent, d.TraceState
 			if m.TraceParent == "" && sc.IsValid() {
-				m.TraceParent = "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+				m.TraceParent = otelx.TraceParent(sc)
 				m.TraceState = sc.TraceState().String()
 			}
 		}

@@ -6,14 +6,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/scribe-es/scribe/actors"
-	"github.com/scribe-es/scribe/journal"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 )
 
 // instrumentationName names the tracer and meter of this package.
@@ -40,9 +38,7 @@ type telemetry struct {
 	commands        metric.Int64Counter
 	reservationWait metric.Float64Histogram
 	conflicts       metric.Int64Counter
-	appendLatency   metric.Float64Histogram
-	appendedEvents  metric.Int64Counter
-	readLatency     metric.Float64Histogram
+	journal         otelx.JournalCalls
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, error) {
@@ -71,60 +67,24 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, 
 		metric.WithUnit("{conflict}")); err != nil {
 		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
 	}
-	if t.appendLatency, err = m.Float64Histogram(actors.MetricAppendLatency,
-		metric.WithDescription("Latency of the journal appends of DCB commands; a failed append carries error.type."),
-		metric.WithUnit("s")); err != nil {
-		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
-	}
-	if t.appendedEvents, err = m.Int64Counter(actors.MetricAppendedEvents,
-		metric.WithDescription("Events the DCB commands' journal appends stored (write throughput)."),
-		metric.WithUnit("{event}")); err != nil {
-		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
-	}
-	if t.readLatency, err = m.Float64Histogram(actors.MetricReadLatency,
-		metric.WithDescription("Latency of the journal reads of DCB folds (one stream's tail each); a failed read carries error.type."),
-		metric.WithUnit("s")); err != nil {
+	if t.journal, err = otelx.NewJournalCalls(m, "DCB commands", "DCB folds (one stream's tail each)"); err != nil {
 		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
 	}
 	return t, nil
 }
 
-// recordAppend records one journal append of a DCB command: its latency
-// (with error.type when it failed) and the events it stored.
+// recordAppend records one journal append of a DCB command.
 func (t telemetry) recordAppend(ctx context.Context, took time.Duration, events int, err error) {
-	if err != nil {
-		t.appendLatency.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("error.type", journal.ErrorType(err))))
-		return
-	}
-	t.appendLatency.Record(ctx, took.Seconds())
-	t.appendedEvents.Add(ctx, int64(events))
+	t.journal.Append(ctx, took, events, err)
 }
 
-// recordRead records the latency of one journal read of a fold (with
-// error.type when it failed).
+// recordRead records one journal read of a DCB fold.
 func (t telemetry) recordRead(ctx context.Context, took time.Duration, err error) {
-	if err != nil {
-		t.readLatency.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("error.type", journal.ErrorType(err))))
-		return
-	}
-	t.readLatency.Record(ctx, took.Seconds())
+	t.journal.Read(ctx, took, err)
 }
 
-// markFailed marks span as an infrastructure failure: status Error, the error
-// recorded, and its error.type.
-func markFailed(span trace.Span, err error) {
-	span.RecordError(err)
-	span.SetAttributes(attribute.String("error.type", journal.ErrorType(err)))
-	span.SetStatus(codes.Error, err.Error())
-}
-
-// markRejected marks span as carrying a domain rejection (Decide's error): the
-// status stays Unset, scribe.rejected is set and a scribe.rejection event
-// carries the message.
-func markRejected(span trace.Span, err error) {
-	span.SetAttributes(actors.AttrRejected.Bool(true))
-	span.AddEvent(actors.EventRejection, trace.WithAttributes(attribute.String("exception.message", err.Error())))
-}
+// markFailed and markRejected mark spans (see package internal/telemetry).
+var markFailed, markRejected = otelx.Failed, otelx.Rejected
 
 // Outcomes of a command, as the scribe.outcome attribute.
 const (

@@ -1,7 +1,8 @@
 // Command scribe is the operator's command line for a Scribe journal in
 // Postgres: it migrates a schema, lists streams, tags, leases and snapshots,
 // shows a stream's events, follows the global feed, reads events by type
-// and time, prunes snapshots, reports and rebuilds projections, verifies
+// and time, prunes snapshots, reports and rebuilds projections, lists dead letters
+// and asks running publishers to replay them, verifies
 // every hash chain, retires old events into the archive by retention
 // policy (or a closed stream whole, behind a tombstone), and erases data
 // subjects (crypto-shredding: it destroys the subject's key in the erasure
@@ -32,6 +33,8 @@
 //	scribe tags account
 //	scribe projections status
 //	scribe projections rebuild -version 2 -confirm accounts
+//	scribe projections dead-letters list -name events-to-nats
+//	scribe projections dead-letters replay -name events-to-nats -confirm
 //	scribe migrate keys -keys scribe_keys
 //	scribe subjects -keys scribe_keys
 //	scribe erase c-42 -confirm -by dpo-ticket-17

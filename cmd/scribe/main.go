@@ -104,6 +104,8 @@ func commands() []*command {
 		tagsCommand(),
 		projectionsStatusCommand(),
 		projectionsRebuildCommand(),
+		deadLettersListCommand(),
+		deadLettersReplayCommand(),
 		eraseCommand(),
 		subjectsCommand(),
 	}
@@ -192,7 +194,7 @@ func find(cmds []*command, args []string) (*command, int) {
 func topUsage(w io.Writer, top *flag.FlagSet, cmds []*command) {
 	fmt.Fprintf(w, "usage: scribe [flags] <command> [command flags] [arguments]\n\ncommands:\n")
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-18s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-31s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nflags (also accepted after the command):\n")
 	top.PrintDefaults()

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/projection"
 )
@@ -54,3 +57,91 @@ func TestProjections(t *testing.T) {
 	// The runner that held the lease is fenced.
 	require.ErrorIs(t, st.Commit(ctx, lease, recs[4].Position, recs[5:6], func(context.Context, pgx.Tx) error { return nil }), projection.ErrFenced)
 }
+
+// TestDeadLetters: list shows a publisher's dead letters (without event
+// data); replay needs -confirm, marks them for replay and says whether a
+// runner will pick them up; a running publisher whose sink now accepts the
+// event replays it and the letter is gone.
+func TestDeadLetters(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	recs := f.fillBank(t)
+	ctx := t.Context()
+	st, err := postgres.NewProjectionStore(f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	refuse := map[string]bool{recs[2].ID.String(): true, recs[5].ID.String(): true}
+	got := map[string]int{}
+	sink := sinkFunc(func(ctx context.Context, rec journal.Record) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse[rec.ID.String()] {
+			return projection.Permanent(errors.New("HTTP 410 from the receiver"))
+		}
+		got[rec.ID.String()]++
+		return nil
+	})
+	pub, err := projection.NewPublisher(f.journal, st, "hook", journal.Query{}, sink, projection.PublisherOptions{},
+		projection.Options{Owner: "pub-1", LeaseTTL: 2 * time.Second, ReplayInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- pub.Run(rctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	require.NoError(t, pub.WaitFor(ctx, recs[len(recs)-1].Position))
+
+	res := f.scribe(t, "projections", "dead-letters", "list")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Regexp(t, `(?m)^hook\s+1\s+`+recs[2].Position.String()+`\s+`+recs[2].ID.String()+`\s+`+recs[2].Type+`\s+1\s+\S+Z\s+-\s+HTTP 410 from the receiver$`, res.stdout)
+	require.Contains(t, res.stdout, "2 dead letters")
+	require.NotContains(t, res.stdout, string(recs[2].Data[:10]), "event data is not printed")
+	res = f.scribe(t, "-json", "projections", "dead-letters", "list", "-name", "hook", "-version", "1")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	rows := jsonLines(t, res.stdout)
+	require.Len(t, rows, 2)
+	require.Equal(t, recs[5].ID.String(), rows[1]["eventId"])
+	res = f.scribe(t, "projections", "dead-letters", "list", "-name", "other")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "0 dead letters")
+	res = f.scribe(t, "projections", "dead-letters", "list", "-version", "1")
+	require.Equal(t, exitUsage, res.code)
+
+	res = f.scribe(t, "projections", "dead-letters", "replay")
+	require.Equal(t, exitUsage, res.code)
+	require.Contains(t, res.stderr, "pass -confirm")
+
+	// The receiver now accepts one of the two.
+	mu.Lock()
+	delete(refuse, recs[2].ID.String())
+	mu.Unlock()
+	res = f.scribe(t, "projections", "dead-letters", "replay", "-confirm")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "hook@1: replay of 2 dead letters requested; its runner pub-1 replays them")
+	require.Eventually(t, func() bool {
+		dl, err := st.DeadLetters(ctx, pub.Key())
+		require.NoError(t, err)
+		return len(dl) == 1 && dl[0].ReplayRequestedAt.IsZero()
+	}, 10*time.Second, 10*time.Millisecond, "the publisher did not replay")
+	res = f.scribe(t, "projections", "dead-letters", "list")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Regexp(t, `(?m)^hook\s+1\s+`+recs[5].Position.String()+`\s+\S+\s+\S+\s+2\s+\S+Z\s+-\s+HTTP 410 from the receiver$`, res.stdout, "the letter that failed again is kept, one attempt more")
+	require.Contains(t, res.stdout, "1 dead letters")
+	mu.Lock()
+	require.Equal(t, 1, got[recs[2].ID.String()], "replayed once")
+	mu.Unlock()
+
+	// Without a running publisher the request waits.
+	cancel()
+	require.NoError(t, <-done)
+	done <- nil
+	res = f.scribe(t, "projections", "dead-letters", "replay", "-confirm", "-name", "hook")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "no runner holds its lease now")
+}
+
+type sinkFunc func(ctx context.Context, rec journal.Record) error
+
+func (f sinkFunc) Publish(ctx context.Context, rec journal.Record) error { return f(ctx, rec) }

@@ -54,6 +54,9 @@ func Run[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) {
 		{"DeadLettersCommitWithTheBatch", testDeadLetters[Tx]},
 		{"PublisherDeliversInOrder", testPublisher[Tx]},
 		{"PublisherDeadLetters", testPublisherDeadLetters[Tx]},
+		{"DeadLetterReplay", testDeadLetterReplay[Tx]},
+		{"DeadLetterReplayOnce", testDeadLetterReplayOnce[Tx]},
+		{"PublisherReplaysOnRequest", testPublisherReplaysOnRequest[Tx]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newHarness(t)) })
@@ -570,4 +573,200 @@ func testPublisherDeadLetters[Tx any](t *testing.T, h Harness[Tx]) {
 	require.Equal(t, recs[3].ID, dl[1].Record.ID)
 	require.Equal(t, 4, dl[1].Attempts)
 	require.Contains(t, dl[1].Error, "HTTP 503")
+}
+
+// replayer returns h's store as a DeadLetterReplayer, or skips.
+func replayer[Tx any](t *testing.T, h Harness[Tx]) projection.DeadLetterReplayer[Tx] {
+	rp, ok := h.Store.(projection.DeadLetterReplayer[Tx])
+	if !ok {
+		t.Skipf("the store %T does not implement projection.DeadLetterReplayer", h.Store)
+	}
+	return rp
+}
+
+// poisonDeadLettered runs a projection whose handler dead-letters the record
+// poison (in its transaction) and applies the others to model; it returns
+// once every record of recs was handled.
+func poisonDeadLettered[Tx any](t *testing.T, ctx context.Context, h Harness[Tx], k projection.Key, model string, recs []journal.Record, poison journal.Record) {
+	t.Helper()
+	p := projection.Projection[Tx]{Name: k.Name, Version: k.Version, Handle: func(ctx context.Context, tx Tx, b projection.Batch) error {
+		var ok []journal.Record
+		for _, r := range b.Records {
+			if r.ID == poison.ID {
+				if err := h.Store.DeadLetter(ctx, tx, projection.DeadLetter{Key: k, Record: r, Error: "cannot apply this event", Attempts: 1}); err != nil {
+					return err
+				}
+				continue
+			}
+			ok = append(ok, r)
+		}
+		return h.Apply(ctx, tx, model, ok)
+	}}
+	r, err := projection.NewRunner(h.Journal, h.Store, p, opts("a"))
+	require.NoError(t, err)
+	stop, _ := running(t, r)
+	require.NoError(t, r.WaitFor(ctx, recs[len(recs)-1].Position))
+	require.NoError(t, stop())
+}
+
+// testDeadLetterReplay: a poison record goes to the dead letters; a replay
+// with the handler still broken keeps it (new error, one more attempt);
+// with the handler fixed the replay applies it once and removes it.
+func testDeadLetterReplay[Tx any](t *testing.T, h Harness[Tx]) {
+	replayer(t, h)
+	ctx := ctxT(t)
+	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 8)
+	k := projection.Key{Name: "replay", Version: 1}
+	poisonDeadLettered(t, ctx, h, k, "replay", recs, recs[3])
+	dl, err := h.Store.DeadLetters(ctx, k)
+	require.NoError(t, err)
+	require.Len(t, dl, 1)
+	require.Equal(t, recs[3].ID, dl[0].Record.ID)
+
+	rep, err := projection.ReplayDeadLetters(ctx, h.Store, k, func(ctx context.Context, tx Tx, d projection.DeadLetter) error {
+		return errors.New("still broken")
+	})
+	require.NoError(t, err)
+	require.Zero(t, rep.Replayed)
+	require.Len(t, rep.Failed, 1)
+	require.Equal(t, "still broken", rep.Failed[0].Error)
+	require.Equal(t, 2, rep.Failed[0].Attempts)
+	dl, err = h.Store.DeadLetters(ctx, k)
+	require.NoError(t, err)
+	require.Len(t, dl, 1, "a replay that fails keeps the letter")
+	require.Equal(t, "still broken", dl[0].Error)
+	require.Equal(t, 2, dl[0].Attempts)
+	require.Equal(t, recs[3].Type, dl[0].Record.Type)
+
+	var seen []uuid.UUID
+	rep, err = projection.ReplayDeadLetters(ctx, h.Store, k, func(ctx context.Context, tx Tx, d projection.DeadLetter) error {
+		seen = append(seen, d.Record.ID)
+		require.Equal(t, recs[3].Data, d.Record.Data, "the letter carries its event")
+		return h.Apply(ctx, tx, "replay", []journal.Record{d.Record})
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Replayed)
+	require.Empty(t, rep.Failed)
+	require.Equal(t, []uuid.UUID{recs[3].ID}, seen)
+	dl, err = h.Store.DeadLetters(ctx, k)
+	require.NoError(t, err)
+	require.Empty(t, dl, "a replayed letter is removed")
+	exactlyOnce(t, h, "replay", recs)
+
+	rep, err = projection.ReplayDeadLetters(ctx, h.Store, k, func(context.Context, Tx, projection.DeadLetter) error {
+		t.Error("nothing is left to replay")
+		return nil
+	})
+	require.NoError(t, err)
+	require.Zero(t, rep.Replayed)
+	err = replayer(t, h).ReplayDeadLetter(ctx, k, recs[3].Position, func(context.Context, Tx, projection.DeadLetter) error { return nil })
+	require.ErrorIs(t, err, projection.ErrNoDeadLetter)
+}
+
+// testDeadLetterReplayOnce: replays of the same letters racing from several
+// goroutines apply each letter once.
+func testDeadLetterReplayOnce[Tx any](t *testing.T, h Harness[Tx]) {
+	replayer(t, h)
+	ctx := ctxT(t)
+	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 6)
+	k := projection.Key{Name: "replay-race", Version: 1}
+	a, err := h.Store.Claim(ctx, k, "a", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, h.Store.Commit(ctx, a, journal.Position{}, recs, func(ctx context.Context, tx Tx) error {
+		for _, r := range recs {
+			if err := h.Store.DeadLetter(ctx, tx, projection.DeadLetter{Key: k, Record: r, Error: "HTTP 503", Attempts: 5}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	var wg sync.WaitGroup
+	var replayed atomic.Int32
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, err := projection.ReplayDeadLetters(ctx, h.Store, k, func(ctx context.Context, tx Tx, d projection.DeadLetter) error {
+				return h.Apply(ctx, tx, "replay-race", []journal.Record{d.Record})
+			})
+			assert(t, err == nil, "replay: %v", err)
+			replayed.Add(int32(rep.Replayed))
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, len(recs), replayed.Load())
+	exactlyOnce(t, h, "replay-race", recs)
+	dl, err := h.Store.DeadLetters(ctx, k)
+	require.NoError(t, err)
+	require.Empty(t, dl)
+}
+
+func assert(t *testing.T, ok bool, format string, args ...any) {
+	if !ok {
+		t.Errorf(format, args...)
+	}
+}
+
+// sinkFunc adapts a function to projection.Sink.
+type sinkFunc func(ctx context.Context, rec journal.Record) error
+
+func (f sinkFunc) Publish(ctx context.Context, rec journal.Record) error { return f(ctx, rec) }
+
+// testPublisherReplaysOnRequest: the sink refuses one event permanently; it
+// becomes a dead letter. A replay requested while the sink still refuses it
+// keeps the letter (new error, request cleared); once the sink is fixed, a
+// request makes the running publisher deliver it and remove the letter.
+func testPublisherReplaysOnRequest[Tx any](t *testing.T, h Harness[Tx]) {
+	rp := replayer(t, h)
+	ctx := ctxT(t)
+	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 5)
+	var mu sync.Mutex
+	broken := true
+	got := map[uuid.UUID]int{}
+	sink := sinkFunc(func(ctx context.Context, rec journal.Record) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if rec.ID == recs[2].ID && broken {
+			return projection.Permanent(errors.New("HTTP 410"))
+		}
+		got[rec.ID]++
+		return nil
+	})
+	o := opts("a")
+	o.ReplayInterval = 20 * time.Millisecond
+	pub, err := projection.NewPublisher(h.Journal, h.Store, "replaying", journal.Query{}, sink, projection.PublisherOptions{}, o)
+	require.NoError(t, err)
+	running(t, pub)
+	require.NoError(t, pub.WaitFor(ctx, recs[len(recs)-1].Position))
+	dl, err := h.Store.DeadLetters(ctx, pub.Key())
+	require.NoError(t, err)
+	require.Len(t, dl, 1)
+	require.True(t, dl[0].ReplayRequestedAt.IsZero())
+
+	n, err := rp.RequestReplay(ctx, pub.Key())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Eventually(t, func() bool {
+		dl, err := h.Store.DeadLetters(ctx, pub.Key())
+		require.NoError(t, err)
+		require.Len(t, dl, 1, "a replay that fails keeps the letter")
+		return dl[0].ReplayRequestedAt.IsZero() && dl[0].Attempts == 2
+	}, 10*time.Second, 5*time.Millisecond, "the publisher did not try the requested replay")
+
+	mu.Lock()
+	broken = false
+	mu.Unlock()
+	n, err = rp.RequestReplay(ctx, pub.Key())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Eventually(t, func() bool {
+		dl, err := h.Store.DeadLetters(ctx, pub.Key())
+		require.NoError(t, err)
+		return len(dl) == 0
+	}, 10*time.Second, 5*time.Millisecond, "the publisher did not replay the letter")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range recs {
+		require.Equal(t, 1, got[r.ID], "event %s", r.ID)
+	}
 }

@@ -1,0 +1,96 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// DeadLetterReplayer is the optional capability of a Store to replay dead
+// letters; the memory and Postgres stores have it. Find it with a type
+// assertion (ReplayDeadLetters does). Its methods are safe for concurrent
+// use, also by several processes sharing a database.
+type DeadLetterReplayer[Tx any] interface {
+	// ReplayDeadLetter runs apply for k's dead letter at pos in a
+	// transaction that also deletes the letter when apply returns nil: the
+	// letter's effects and its removal commit together, so a read model
+	// written in tx gets the event exactly once. The letter is locked while
+	// apply runs: a concurrent replay of the same letter waits, then finds
+	// it gone (ErrNoDeadLetter, apply not called) or, if the first replay
+	// failed, replays it itself. When apply fails its writes are rolled
+	// back and the letter is kept with apply's error, Attempts one higher
+	// and its replay request cleared; the call returns a *HandlerError.
+	// The letter's Record is read back from the journal (as DeadLetters
+	// does); a letter whose event is gone is kept and reported.
+	ReplayDeadLetter(ctx context.Context, k Key, pos journal.Position, apply func(ctx context.Context, tx Tx, d DeadLetter) error) error
+	// RequestReplay marks every dead letter of k for replay by a runner of
+	// k (see Projection.Replay) and returns how many it marked. It runs no
+	// handler: a process that cannot run the projection's code (the scribe
+	// command) asks the running runner to replay.
+	RequestReplay(ctx context.Context, k Key) (int, error)
+	// ReplayRequests returns up to limit of k's dead letters marked for
+	// replay, in position order.
+	ReplayRequests(ctx context.Context, k Key, limit int) ([]DeadLetter, error)
+}
+
+// ErrNoDeadLetter: the dead letter to replay does not exist (another
+// replay removed it, or the projection was reset). Nothing was applied.
+var ErrNoDeadLetter = errors.New("projection: no such dead letter (replayed or removed meanwhile); nothing was applied")
+
+// ReplayReport says what ReplayDeadLetters did.
+type ReplayReport struct {
+	// Replayed counts the letters applied and removed.
+	Replayed int
+	// Failed are the letters whose replay failed again, as now stored: kept,
+	// with the new error and Attempts one higher, in position order.
+	Failed []DeadLetter
+}
+
+// ReplayDeadLetters re-runs apply for each of k's dead letters, in position
+// order, each in its own transaction of store (see
+// DeadLetterReplayer.ReplayDeadLetter): a letter whose apply returns nil is
+// removed in the transaction that holds apply's writes (exactly once into a
+// read model written in tx); one that fails again is kept with the new
+// error and listed in the report. Replays run beside the projection's
+// runner and apply old events after newer ones the runner already applied:
+// apply must accept an event out of position order. For a publisher, apply
+// is typically the sink: func(ctx, _ Tx, d DeadLetter) error { return
+// sink.Publish(ctx, d.Record) }. It stops at the first store error (not an
+// apply error) and returns the report so far with it. A store that is not
+// a DeadLetterReplayer is an error.
+func ReplayDeadLetters[Tx any](ctx context.Context, store Store[Tx], k Key, apply func(ctx context.Context, tx Tx, d DeadLetter) error) (ReplayReport, error) {
+	var rep ReplayReport
+	if err := k.Validate(); err != nil {
+		return rep, err
+	}
+	if apply == nil {
+		return rep, fmt.Errorf("projection %s: ReplayDeadLetters: apply is nil; give the function that re-applies a dead letter", k)
+	}
+	rp, ok := store.(DeadLetterReplayer[Tx])
+	if !ok {
+		return rep, fmt.Errorf("projection %s: the store %T cannot replay dead letters (it does not implement projection.DeadLetterReplayer)", k, store)
+	}
+	letters, err := store.DeadLetters(ctx, k)
+	if err != nil {
+		return rep, err
+	}
+	for _, d := range letters {
+		err := rp.ReplayDeadLetter(ctx, k, d.Record.Position, apply)
+		var herr *HandlerError
+		switch {
+		case err == nil:
+			rep.Replayed++
+		case errors.Is(err, ErrNoDeadLetter):
+		case errors.As(err, &herr):
+			d.Error, d.Attempts = herr.Err.Error(), d.Attempts+1
+			d.ReplayRequestedAt = time.Time{}
+			rep.Failed = append(rep.Failed, d)
+		default:
+			return rep, err
+		}
+	}
+	return rep, nil
+}
