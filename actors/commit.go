@@ -34,6 +34,7 @@ func (a *streamActor) newBatch() *batch {
 
 // sendBatch appends b, or settles it at once when it decided no events.
 func (a *streamActor) sendBatch(b *batch) {
+	a.observeQueueDelay(b)
 	if len(b.events) == 0 {
 		a.settle(b, journal.AppendResult{}, nil)
 		return
@@ -356,6 +357,7 @@ func (a *streamActor) onAppendDone(m *appendDoneMsg) {
 		return
 	}
 	a.cost.observe(m.took, len(b.events))
+	a.qdelay.observeAppend(a.host.now(), m.took)
 	if len(m.res.Records) != len(b.events) || m.res.Duplicate {
 		a.stale = true
 	}

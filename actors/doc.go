@@ -92,7 +92,12 @@
 // base + per-event cost, times 1.25) is answered ErrOverloaded without being
 // decided, and a batch stops growing before it would outlast the tightest
 // deadline among its commands: under overload the actor spends its appends on
-// callers who will still be there to hear the answer.
+// callers who will still be there to hear the answer. Callers who send no
+// deadline are protected by queue-delay shedding (CoDel): when a stream's
+// batches kept commands waiting longer than Config.QueueDelayTarget for a
+// whole Config.QueueDelayInterval, new commands beyond a cap of waiting ones
+// are refused at once with ErrOverloaded, undecided, until the waits are
+// short and nothing was refused for an interval.
 //
 // Context: a command whose context ends before it is decided is never executed
 // (Execute returns ctx.Err()). If the context ends after the command was

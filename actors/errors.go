@@ -32,8 +32,9 @@ var (
 	ErrLeaseLost = errors.New("actors: the node's lease could not be confirmed valid")
 	// ErrOverloaded is returned at once, before anything is queued, when a
 	// stream's queue (Config.MaxQueue) or the host's pending requests
-	// (Config.MaxPending) are full, or when a command's deadline leaves less
-	// time than the stream's recent appends take. Nothing was decided or
+	// (Config.MaxPending) are full, when a command's deadline leaves less
+	// time than the stream's recent appends take, or when the stream sheds
+	// by queueing delay (Config.QueueDelayTarget). Nothing was decided or
 	// written. Retryable after a back-off.
 	ErrOverloaded = errors.New("actors: overloaded")
 	// ErrForeignTags is returned for an aggregate command whose decided

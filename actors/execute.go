@@ -53,13 +53,15 @@ func (h *Host) Execute(ctx context.Context, stream journal.StreamID, cmd Command
 // it never reached the actor's decision).
 func (h *Host) execute(ctx context.Context, stream journal.StreamID, cmd Command) (Result, time.Duration, string, error) {
 	req := &commandReq{ctx: ctx, cmd: cmd, enqueued: time.Now(), reply: make(chan commandReply, 1)}
-	if _, err := h.deliver(ctx, stream, req); err != nil {
+	e, err := h.deliver(ctx, stream, req)
+	if err != nil {
 		return Result{}, 0, "", err
 	}
 	select {
 	case r := <-req.reply:
 		return r.res, req.mailboxWait, r.outcome, r.err
 	case <-ctx.Done():
+		e.gaveUp.Add(1) // queue-delay shedding's evidence that waits are too long (overload.go)
 		if req.abandon() || req.abandoned() {
 			return Result{}, 0, "", ctx.Err()
 		}

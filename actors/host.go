@@ -31,6 +31,8 @@ const (
 	DefaultMaxBatch            = 1000
 	DefaultMaxQueue            = 5000
 	DefaultMaxPending          = 50000
+	DefaultQueueDelayTarget    = 10 * time.Millisecond
+	DefaultQueueDelayInterval  = 100 * time.Millisecond
 )
 
 // Config configures a Host. Zero durations and counts take the documented
@@ -90,6 +92,27 @@ type Config struct {
 	// the stream serves again. It runs on the stream actor's goroutine: it
 	// must return quickly and must not call the host. Default: nil.
 	OnStoreRewound func(StoreRewind)
+	// QueueDelayTarget and QueueDelayInterval shed a stream's commands by
+	// queueing delay, whatever their callers' deadlines (CoDel, see
+	// overload.go): when every batch the stream sent for a whole
+	// QueueDelayInterval had a command that waited longer than
+	// QueueDelayTarget before its append started, and callers gave up
+	// waiting during that interval, the stream refuses new
+	// commands at once with ErrOverloaded, undecided, whenever it already
+	// holds a cap of waiting commands, steered so its batches' oldest
+	// commands wait about the target; it accepts every command again once a
+	// batch's oldest command waited less than the target and nothing was
+	// refused for an interval. The stream raises the target to 1.5 times its
+	// fastest recent append when that is longer (a distant or busy
+	// database). Defaults DefaultQueueDelayTarget (10 ms) and
+	// DefaultQueueDelayInterval (100 ms); the target must be shorter than
+	// the interval.
+	QueueDelayTarget   time.Duration
+	QueueDelayInterval time.Duration
+	// DisableQueueDelayShedding turns queue-delay shedding off: commands are
+	// then refused only past MaxQueue or MaxPending, or by their deadline.
+	// Default false.
+	DisableQueueDelayShedding bool
 	// Logger receives operational logs. Default: discard.
 	Logger *slog.Logger
 	// TracerProvider and MeterProvider receive spans and metrics. Default: no-op.
@@ -119,6 +142,8 @@ func (c *Config) setDefaults() error {
 		{"RequestTimeout", &c.RequestTimeout, DefaultRequestTimeout},
 		{"ReservationTimeout", &c.ReservationTimeout, DefaultReservationTimeout},
 		{"ReservationHold", &c.ReservationHold, DefaultReservationHold},
+		{"QueueDelayTarget", &c.QueueDelayTarget, DefaultQueueDelayTarget},
+		{"QueueDelayInterval", &c.QueueDelayInterval, DefaultQueueDelayInterval},
 	}
 	for _, d := range durations {
 		if *d.d < 0 {
@@ -127,6 +152,10 @@ func (c *Config) setDefaults() error {
 		if *d.d == 0 {
 			*d.d = d.def
 		}
+	}
+	if c.QueueDelayTarget >= c.QueueDelayInterval {
+		return fmt.Errorf("actors: Config.QueueDelayTarget (%s) is not shorter than Config.QueueDelayInterval (%s); the target is a queueing delay tolerated, the interval how long it must persist before shedding: give a target well below the interval (defaults %s and %s)",
+			c.QueueDelayTarget, c.QueueDelayInterval, DefaultQueueDelayTarget, DefaultQueueDelayInterval)
 	}
 	if c.RecoveryConcurrency < 0 {
 		return fmt.Errorf("actors: Config.RecoveryConcurrency is negative (%d); use 0 for the default (%d)", c.RecoveryConcurrency, DefaultRecoveryConcurrency)
@@ -203,6 +232,15 @@ type entry struct {
 	draining bool
 	done     chan struct{}
 	queued   atomic.Int64 // requests not yet taken or abandoned
+	// shedAt, when positive, is the queue length (queued) at which new
+	// commands are refused: the stream is shedding by queueing delay
+	// (overload.go). Written by the actor, read by deliver.
+	shedAt atomic.Int64
+	// refused counts the commands refused by shedAt, and gaveUp the callers
+	// whose context ended before their answer, since the actor last looked
+	// (it swaps both to zero at each batch).
+	refused atomic.Int64
+	gaveUp  atomic.Int64
 }
 
 // Host runs the stream actors of one node: it owns the protoactor-go actor
@@ -215,6 +253,9 @@ type Host struct {
 	// lingerFor, when set (tests only, export_test.go), replaces every
 	// completion linger's bound (linger.go).
 	lingerFor time.Duration
+	// now reads the clock that queue delays are measured with at the actor
+	// (time.Now; tests skew it, export_test.go).
+	now func() time.Time
 	// inlineAppend: the journal is exactly *journal.Memory, whose Append is
 	// in-process work under its mutex (no I/O, network or timer), so the
 	// actors call it on their own goroutine instead of handing it to ioPool
@@ -289,6 +330,7 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 		renewDone: make(chan struct{}),
 		ioPool:    newWorkerPool(),
 		mbPool:    newWorkerPool(),
+		now:       time.Now,
 	}
 	for i := range h.shards {
 		h.shards[i].entries = make(map[journal.StreamID]*entry)
@@ -375,7 +417,8 @@ func (h *Host) deliver(ctx context.Context, stream journal.StreamID, msg any) (*
 			st = &r.reqStatus
 		}
 		if st != nil {
-			if err := h.admit(stream, e); err != nil {
+			_, command := msg.(*commandReq)
+			if err := h.admit(stream, e, command); err != nil {
 				s.mu.Unlock()
 				return nil, err
 			}
@@ -388,11 +431,19 @@ func (h *Host) deliver(ctx context.Context, stream journal.StreamID, msg any) (*
 }
 
 // admit counts a request in the stream's and the host's queues, or fails with
-// ErrOverloaded when either is full. Called with the shard lock held, so the
-// stream's bound is exact; the host's may be exceeded by one per shard.
-func (h *Host) admit(stream journal.StreamID, e *entry) error {
-	if n := e.queued.Load(); n >= int64(h.cfg.MaxQueue) {
+// ErrOverloaded when either is full or, for a command, when the stream sheds
+// by queueing delay and already holds as many commands as it appends within
+// the target. Called with the shard lock held, so the stream's bounds are
+// exact; the host's may be exceeded by one per shard.
+func (h *Host) admit(stream journal.StreamID, e *entry, command bool) error {
+	n := e.queued.Load()
+	if n >= int64(h.cfg.MaxQueue) {
 		return fmt.Errorf("%w: stream %s has %d requests waiting (Config.MaxQueue = %d); nothing was queued: retry after a back-off, or spread the load over more streams", ErrOverloaded, stream, n, h.cfg.MaxQueue)
+	}
+	if at := e.shedAt.Load(); command && at > 0 && n >= at {
+		e.refused.Add(1)
+		return fmt.Errorf("%w: stream %s is shedding: its commands have waited longer than its target (Config.QueueDelayTarget, %s) before being appended for over %s (Config.QueueDelayInterval) while callers gave up, and %d commands already wait, as many as it answers within the target; the command was not queued or decided: retry after a back-off",
+			ErrOverloaded, stream, h.cfg.QueueDelayTarget, h.cfg.QueueDelayInterval, n)
 	}
 	if n := h.pending.Add(1); n > int64(h.cfg.MaxPending) {
 		h.pending.Add(-1)

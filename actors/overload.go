@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"time"
@@ -25,6 +26,68 @@ import (
 // after it is answered ErrOverloaded at once, without being decided (see
 // nextBatch). Without a history (a fresh actor) nothing is shed.
 //
+// Queue-delay shedding, for callers without a deadline (an HTTP client that
+// gives up after 50 ms sends none): CoDel (RFC 8289) adapted to group commit.
+// CoDel watches the sojourn time of what leaves a queue and, when even the
+// smallest sojourn over an interval stayed above a target, the queue is a
+// standing one: it drops until a sojourn falls below the target again.
+//
+//   - What is measured (at dequeue): when a batch is sent to the journal, the
+//     sojourn of its oldest command, from the moment Execute handed the
+//     command to the actor until its append starts (commands decided ahead
+//     into the open batch still wait for this moment). Group commit empties
+//     the queue at every send, so the youngest command of a batch has always
+//     waited about nothing; what says whether the stream keeps up is how long
+//     the oldest waited. In a healthy stream that is about the append in
+//     flight when it arrived; when batches grow until their appends outlast
+//     the callers' patience, it is above the target at every send.
+//   - When: the stream starts shedding when the oldest command of every batch
+//     sent during Config.QueueDelayInterval waited longer than
+//     Config.QueueDelayTarget (the minimum over the interval exceeds the
+//     target), as CoDel does, and a caller gave up waiting (its context
+//     ended before its answer) during the last interval: long waits that
+//     every caller is willing to sit out (patient writers on a slow machine)
+//     are throughput, not waste, and are never refused. A command arriving during an append waits for
+//     it, so the target must exceed the journal's time to commit a small
+//     batch: the stream uses 1.5 times its fastest append of the last one to
+//     two seconds when that is longer (a distant or busy database), so a slow
+//     commit neither sheds a healthy stream nor pins the cap at one command.
+//     (The fastest, not the mean or the one-command appends: under a storm
+//     every append is large, and a slow first append of a cold stream must
+//     not stay the measure.) Measured with 2,000 impatient clients on one
+//     stream (benchmarks/RESULTS.md), 5 ms held batches so small that the
+//     stream served a third of its unloaded rate; 10 ms, the default, served
+//     most of it with answers well within 50 ms.
+//   - What is refused (at enqueue): while shedding, a new command is refused
+//     at once with ErrOverloaded, before it is queued or decided, when the
+//     stream already holds cap waiting commands. CoDel drops one packet per
+//     interval/√count because one drop makes a TCP sender halve its rate; a
+//     caller refused here retries instead, so dropping some arrivals would
+//     not shorten the queue. Refusing every arrival would not do either: the
+//     stream would empty within two appends, stop shedding, and admit the
+//     whole crowd again at once. The cap is steered by the sojourns it
+//     causes: halved when the oldest commands of all batches sent since the
+//     previous cut waited longer than the target, once a command admitted
+//     after that cut was among them (at most once per round, as TCP cuts its
+//     window once per round trip; and by the minimum, as CoDel detects, so
+//     one slow append or scheduling hiccup does not halve it), raised by an
+//     eighth whenever a batch's oldest command waited less, between 1 and
+//     MaxBatch. It starts at half the batch that started the shedding. So
+//     batches settle at the size whose appends take about the target, every
+//     command decided is answered within a few targets, at about the best
+//     rate such batches allow. Commands admitted before the stream started shedding are served
+//     as usual; those whose caller has gone are dropped undecided.
+//   - Until when: the stream stops shedding when a batch's oldest command
+//     waited less than the target and no command was refused for a whole
+//     interval: the crowd has gone. While it stays, the stream keeps its cap
+//     (its batches' oldest commands then wait less than the target: that is
+//     the cap's purpose), rather than stop at the first short wait, re-admit
+//     everyone, and need a whole interval of late answers to notice again;
+//     measured, that cycle wasted most appends on callers who had left.
+//
+// Config.DisableQueueDelayShedding turns it off. Reservations (DCB) are never
+// refused by it: they already wait at most Config.ReservationTimeout.
+//
 // Failure isolation: every command's events are validated against the
 // journal's limits before they join a batch (decide), so an invalid command
 // fails alone. If an append still fails for a reason one command can cause
@@ -36,6 +99,111 @@ import (
 // shedFactor widens the append-time estimate: a command is admitted to a batch
 // only if its deadline leaves shedFactor times the expected append time.
 const shedFactor = 1.25
+
+// queueDelay is the stream actor's queue-delay shedding state (CoDel).
+// Actor-owned; the stream's entry publishes the cap to deliver (shedAt).
+type queueDelay struct {
+	// firstAbove is when the oldest command of the batches sent since has
+	// waited longer than the target for a whole interval (zero: the last
+	// batch's did not).
+	firstAbove time.Time
+	shedding   bool
+	cap        int       // while shedding: waiting commands admitted
+	cutAt      time.Time // when cap was last halved
+	// belowSinceCut: a batch sent since the last cut waited less than the
+	// target (then the next cut waits for a whole round above it).
+	belowSinceCut bool
+	refusedAt     time.Time // when the actor last saw commands refused by cap
+	gaveUpAt      time.Time // when the actor last saw callers give up
+	// fastest holds the shortest append of the current window (since
+	// windowAt) and of the one before: the journal's time to commit a
+	// small batch, at most a window or two old.
+	fastest  [2]time.Duration
+	windowAt time.Time
+}
+
+// appendWindow is how long an append's duration counts toward the fastest.
+const appendWindow = time.Second
+
+// observeAppend records the duration of an append that ended at now.
+func (q *queueDelay) observeAppend(now time.Time, took time.Duration) {
+	if took <= 0 {
+		return
+	}
+	if now.Sub(q.windowAt) >= appendWindow {
+		q.fastest = [2]time.Duration{0, q.fastest[0]}
+		q.windowAt = now
+	}
+	if q.fastest[0] == 0 || took < q.fastest[0] {
+		q.fastest[0] = took
+	}
+}
+
+// target is the queueing delay tolerated: Config.QueueDelayTarget, or 1.5
+// times the fastest recent append when that is longer.
+func (q *queueDelay) target(configured time.Duration) time.Duration {
+	fastest := q.fastest[0]
+	if f := q.fastest[1]; f > 0 && (fastest == 0 || f < fastest) {
+		fastest = f
+	}
+	return max(configured, fastest*3/2)
+}
+
+// observeQueueDelay measures the sojourn of b's oldest command as b is sent,
+// and starts, steers or stops the shedding.
+func (a *streamActor) observeQueueDelay(b *batch) {
+	cfg := &a.host.cfg
+	if cfg.DisableQueueDelayShedding || len(b.entries) == 0 {
+		return
+	}
+	now := a.host.now()
+	oldest := b.entries[0].req.enqueued
+	for _, e := range b.entries[1:] {
+		if e.req.enqueued.Before(oldest) {
+			oldest = e.req.enqueued
+		}
+	}
+	sojourn := now.Sub(oldest)
+	q := &a.qdelay
+	if a.entry.refused.Swap(0) > 0 {
+		q.refusedAt = now
+	}
+	if a.entry.gaveUp.Swap(0) > 0 {
+		q.gaveUpAt = now
+	}
+	target := q.target(cfg.QueueDelayTarget)
+	above := sojourn >= target
+	switch {
+	case !q.shedding && !above:
+		q.firstAbove = time.Time{}
+		return
+	case !q.shedding && q.firstAbove.IsZero():
+		q.firstAbove = now.Add(cfg.QueueDelayInterval)
+		return
+	case !q.shedding && (now.Before(q.firstAbove) || q.gaveUpAt.IsZero() || now.Sub(q.gaveUpAt) >= cfg.QueueDelayInterval):
+		return
+	case !q.shedding:
+		q.shedding, q.cap, q.cutAt = true, max(1, len(b.entries)/2), now
+		a.host.logs.log(cfg.Logger, slog.LevelWarn, "a stream sheds commands by queueing delay: its batches' oldest commands waited longer than the target for a whole interval",
+			"stream", a.stream.String(), "sojourn", sojourn, "target", target, "interval", cfg.QueueDelayInterval)
+	case !above && now.Sub(q.refusedAt) >= cfg.QueueDelayInterval:
+		*q = queueDelay{fastest: q.fastest, windowAt: q.windowAt, gaveUpAt: q.gaveUpAt}
+		a.entry.shedAt.Store(0)
+		a.host.logs.log(cfg.Logger, slog.LevelInfo, "a stream stopped shedding commands by queueing delay", "stream", a.stream.String())
+		return
+	case above:
+		if oldest.After(q.cutAt) {
+			if !q.belowSinceCut {
+				q.cap = max(1, q.cap/2)
+			}
+			q.cutAt, q.belowSinceCut = now, false
+		}
+	default:
+		q.cap = min(cfg.MaxBatch, q.cap+max(1, q.cap/8))
+		q.belowSinceCut = true
+	}
+	a.entry.shedAt.Store(int64(q.cap))
+}
 
 // maxDecideRetries bounds how often one command is decided again after an
 // append that wrote nothing because the stream had moved (a version

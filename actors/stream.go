@@ -77,6 +77,7 @@ type streamActor struct {
 	lastActive time.Time
 
 	cost   appendCost  // recent append durations, for deadline shedding
+	qdelay queueDelay  // queue-delay shedding state (overload.go)
 	split  splitState  // narrowed batches after a failure one command can cause
 	linger lingerState // after a batch: wait for its callers' next commands (linger.go)
 

@@ -27,8 +27,10 @@ var (
 	ErrLeaseLost = actors.ErrLeaseLost
 	// ErrOverloaded is returned at once when a stream's queue or the
 	// runtime's pending commands are full (Config.MaxQueue,
-	// Config.MaxPending), or when the command's deadline is too near to be
-	// met: nothing was decided. Retryable after a back-off.
+	// Config.MaxPending), when the command's deadline is too near to be
+	// met, or when the stream sheds by queueing delay
+	// (Config.QueueDelayTarget): nothing was decided. Retryable after a
+	// back-off.
 	ErrOverloaded = actors.ErrOverloaded
 	// ErrForeignTags is returned for an aggregate command whose events carry
 	// tags besides the stream's own (a Tagged event type): those tags' owners

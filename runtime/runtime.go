@@ -32,6 +32,8 @@ const (
 	DefaultMaxBatch            = actors.DefaultMaxBatch            // 1000
 	DefaultMaxQueue            = actors.DefaultMaxQueue            // 5000
 	DefaultMaxPending          = actors.DefaultMaxPending          // 50000
+	DefaultQueueDelayTarget    = actors.DefaultQueueDelayTarget    // 10 ms
+	DefaultQueueDelayInterval  = actors.DefaultQueueDelayInterval  // 100 ms
 )
 
 // Config configures a Runtime. Only Journal is required; every other zero
@@ -107,6 +109,25 @@ type Config struct {
 	// streams of this runtime; past it Execute fails at once with
 	// ErrOverloaded. Default DefaultMaxPending (50000).
 	MaxPending int
+	// QueueDelayTarget and QueueDelayInterval make a stream shed commands by
+	// queueing delay when its callers send no deadline (CoDel): when every
+	// group commit the stream sent during a whole QueueDelayInterval had a
+	// command that had waited longer than QueueDelayTarget, and callers gave
+	// up waiting (their contexts ended) during that interval, Execute fails at
+	// once with ErrOverloaded (undecided) whenever the stream already holds
+	// as many waiting commands as keep its waits about the target; the
+	// stream accepts every command again once its waits are below the target
+	// and nothing was refused for an interval. A stream raises the target to
+	// 1.5 times its fastest recent append when that is longer (a distant or
+	// busy database). Defaults DefaultQueueDelayTarget (10 ms) and
+	// DefaultQueueDelayInterval (100 ms); the target must be shorter than
+	// the interval.
+	QueueDelayTarget   time.Duration
+	QueueDelayInterval time.Duration
+	// DisableQueueDelayShedding turns queue-delay shedding off: Execute is
+	// then refused only past MaxQueue or MaxPending, or when its deadline is
+	// too near. Default false.
+	DisableQueueDelayShedding bool
 	// Codec encodes event payloads (to JSON objects) and snapshot states.
 	// Default JSONCodec.
 	Codec Codec
@@ -214,26 +235,29 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		snaps = sealedSnapshots{Store: snaps, keys: keys, journal: cfg.Journal}
 	}
 	hostCfg := actors.Config{
-		Journal:             cfg.Journal,
-		Sessions:            cfg.Sessions,
-		Snapshots:           snaps,
-		SnapshotPolicy:      *cfg.SnapshotPolicy,
-		Resolve:             rt.reg.model,
-		NodeID:              cfg.NodeID,
-		SessionTimeout:      cfg.SessionTimeout,
-		OpenTimeout:         cfg.OpenTimeout,
-		IdleTimeout:         cfg.IdleTimeout,
-		RequestTimeout:      cfg.RequestTimeout,
-		ReservationTimeout:  cfg.ReservationTimeout,
-		ReservationHold:     cfg.ReservationHold,
-		RecoveryConcurrency: cfg.RecoveryConcurrency,
-		MaxBatch:            cfg.MaxBatch,
-		MaxQueue:            cfg.MaxQueue,
-		MaxPending:          cfg.MaxPending,
-		Logger:              cfg.Logger,
-		OnStoreRewound:      cfg.OnStoreRewound,
-		TracerProvider:      cfg.TracerProvider,
-		MeterProvider:       cfg.MeterProvider,
+		Journal:                   cfg.Journal,
+		Sessions:                  cfg.Sessions,
+		Snapshots:                 snaps,
+		SnapshotPolicy:            *cfg.SnapshotPolicy,
+		Resolve:                   rt.reg.model,
+		NodeID:                    cfg.NodeID,
+		SessionTimeout:            cfg.SessionTimeout,
+		OpenTimeout:               cfg.OpenTimeout,
+		IdleTimeout:               cfg.IdleTimeout,
+		RequestTimeout:            cfg.RequestTimeout,
+		ReservationTimeout:        cfg.ReservationTimeout,
+		ReservationHold:           cfg.ReservationHold,
+		RecoveryConcurrency:       cfg.RecoveryConcurrency,
+		MaxBatch:                  cfg.MaxBatch,
+		MaxQueue:                  cfg.MaxQueue,
+		MaxPending:                cfg.MaxPending,
+		QueueDelayTarget:          cfg.QueueDelayTarget,
+		QueueDelayInterval:        cfg.QueueDelayInterval,
+		DisableQueueDelayShedding: cfg.DisableQueueDelayShedding,
+		Logger:                    cfg.Logger,
+		OnStoreRewound:            cfg.OnStoreRewound,
+		TracerProvider:            cfg.TracerProvider,
+		MeterProvider:             cfg.MeterProvider,
 	}
 	host, err := actors.NewHost(ctx, hostCfg)
 	if err != nil {
@@ -244,6 +268,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	cfg.SessionTimeout, cfg.OpenTimeout, cfg.IdleTimeout, cfg.RequestTimeout = hc.SessionTimeout, hc.OpenTimeout, hc.IdleTimeout, hc.RequestTimeout
 	cfg.ReservationTimeout, cfg.ReservationHold, cfg.RecoveryConcurrency, cfg.MaxBatch = hc.ReservationTimeout, hc.ReservationHold, hc.RecoveryConcurrency, hc.MaxBatch
 	cfg.MaxQueue, cfg.MaxPending = hc.MaxQueue, hc.MaxPending
+	cfg.QueueDelayTarget, cfg.QueueDelayInterval = hc.QueueDelayTarget, hc.QueueDelayInterval
 	rt.cfg = cfg
 	if err := rt.watchErasures(ctx); err != nil {
 		return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))

@@ -38,7 +38,12 @@ func TestNewValidatesConfig(t *testing.T) {
 	require.Equal(t, runtime.DefaultIdleTimeout, cfg.IdleTimeout)
 	require.Equal(t, runtime.DefaultRequestTimeout, cfg.RequestTimeout)
 	require.Equal(t, runtime.DefaultRecoveryConcurrency, cfg.RecoveryConcurrency)
+	require.Equal(t, runtime.DefaultQueueDelayTarget, cfg.QueueDelayTarget)
+	require.Equal(t, runtime.DefaultQueueDelayInterval, cfg.QueueDelayInterval)
 	require.Equal(t, uint64(100), cfg.SnapshotPolicy.Every)
+
+	_, err = runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), QueueDelayTarget: time.Second})
+	require.ErrorContains(t, err, "QueueDelayTarget (1s) is not shorter than Config.QueueDelayInterval (100ms)", "passed to the stream actors and validated")
 }
 
 func TestRegistrationErrors(t *testing.T) {

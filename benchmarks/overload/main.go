@@ -1,7 +1,13 @@
 // Command overload measures what impatient clients get from one hot stream:
 // N clients (default 2,000) each execute a command with a short timeout
 // (default 50 ms), retrying at once after a timeout, against ONE stream of a
-// Scribe runtime, on the memory journal and on Postgres (-db). Beside it, an
+// Scribe runtime, on the memory journal and on Postgres (-db). With
+// -deadline=false the timeout is not the command's deadline: the client
+// cancels its context when it gives up, as an HTTP client that sends no
+// deadline does (the server sees its connection close), so the runtime knows
+// only its own 30 s default deadline. -variants measures several
+// configurations side by side, alternating within each run: "off" disables
+// queue-delay shedding, a duration (such as 5ms) sets its target. Beside it, an
 // unloaded cell (16 patient clients) gives the rate to compare with, and a
 // pending-queue cell parks 100,000 callers on one stream whose append is held
 // and measures the memory they cost.
@@ -48,6 +54,33 @@ type options struct {
 	backoff   time.Duration
 	backends  string
 	skipQueue bool
+	deadline  bool
+	variants  []variant
+}
+
+// variant is one runtime configuration measured side by side with others.
+type variant struct {
+	name   string
+	mutate func(*runtime.Config)
+}
+
+func parseVariants(list string) ([]variant, error) {
+	var vs []variant
+	for _, v := range strings.Split(list, ",") {
+		switch v = strings.TrimSpace(v); v {
+		case "off":
+			vs = append(vs, variant{name: "queue-delay shedding off", mutate: func(c *runtime.Config) { c.DisableQueueDelayShedding = true }})
+		case "default":
+			vs = append(vs, variant{name: "queue-delay shedding (defaults)", mutate: func(*runtime.Config) {}})
+		default:
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("-variants: %q is neither \"off\", \"default\" nor a positive target such as 5ms", v)
+			}
+			vs = append(vs, variant{name: "queue-delay target " + v, mutate: func(c *runtime.Config) { c.QueueDelayTarget = d }})
+		}
+	}
+	return vs, nil
 }
 
 func main() {
@@ -62,7 +95,14 @@ func main() {
 	fs.IntVar(&o.pending, "pending", 100_000, "callers parked on a held stream in the pending-queue cell (0 skips it)")
 	fs.DurationVar(&o.backoff, "backoff", 50*time.Millisecond, "pause after an error that came back before the timeout (an immediate overloaded): a client that honours a short Retry-After instead of spinning")
 	fs.StringVar(&o.backends, "backends", "memory,postgres", "backends to measure (postgres needs -db)")
+	fs.BoolVar(&o.deadline, "deadline", true, "give each attempt its timeout as the command's deadline; false: cancel it when the client gives up (a client that sends no deadline)")
+	variants := fs.String("variants", "default", "configurations measured side by side: off (no queue-delay shedding), default, or a queue-delay target such as 10ms")
 	_ = fs.Parse(os.Args[1:])
+	var err error
+	if o.variants, err = parseVariants(*variants); err != nil {
+		fmt.Fprintln(os.Stderr, "overload:", err)
+		os.Exit(2)
+	}
 	if err := run(context.Background(), o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "overload:", err)
 		os.Exit(1)
@@ -93,8 +133,10 @@ type deposited struct {
 }
 
 // newRuntime starts a runtime with the counter aggregate on j.
-func newRuntime(ctx context.Context, j journal.Journal, node string) (*runtime.Runtime, error) {
-	rt, err := runtime.New(ctx, runtime.Config{Journal: j, NodeID: node})
+func newRuntime(ctx context.Context, j journal.Journal, node string, mutate func(*runtime.Config)) (*runtime.Runtime, error) {
+	cfg := runtime.Config{Journal: j, NodeID: node}
+	mutate(&cfg)
+	rt, err := runtime.New(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -150,28 +192,33 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "| %d callers on one held stream (memory) | %d | %d | %.0f MB |\n\n", o.pending, acc, rej, rss)
 	}
-	fmt.Fprintf(stdout, "| backend | unloaded acked/s | overload acked/s | goodput vs unloaded | applied | applied for callers who left | p50 / p99 acked | RSS growth |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(stdout, "| backend | configuration | unloaded acked/s | overload acked/s | goodput vs unloaded | applied | applied for callers who left | refused at once | p50 / p99 acked | RSS growth |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, b := range backends {
-		var unloaded, loaded []cell
+		unloaded := make([][]cell, len(o.variants))
+		loaded := make([][]cell, len(o.variants))
 		for r := range o.runs {
-			fmt.Fprintf(stderr, "%s run %d/%d: unloaded %s, then %d clients with %s timeouts for %s\n", b.name, r+1, o.runs, o.unloaded, o.clients, o.timeout, o.duration)
-			u, err := measure(ctx, b, 16, 0, o.unloaded, 0)
-			if err != nil {
-				return err
+			for i, v := range o.variants {
+				fmt.Fprintf(stderr, "%s, %s, run %d/%d: unloaded %s, then %d clients with %s timeouts (deadline %t) for %s\n", b.name, v.name, r+1, o.runs, o.unloaded, o.clients, o.timeout, o.deadline, o.duration)
+				u, err := measure(ctx, b, v, 16, 0, o.unloaded, 0, true)
+				if err != nil {
+					return err
+				}
+				l, err := measure(ctx, b, v, o.clients, o.timeout, o.duration, o.backoff, o.deadline)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stderr, "  unloaded %.0f/s; overload %.0f/s acked, %d applied (%.0f%% for callers who left), %d timed out, %d refused, p99 %s, RSS +%.0f MB\n",
+					u.goodput(), l.goodput(), l.applied, l.gonePct(), l.timedOut, l.rejected, l.p99, l.rssMB)
+				unloaded[i], loaded[i] = append(unloaded[i], u), append(loaded[i], l)
 			}
-			l, err := measure(ctx, b, o.clients, o.timeout, o.duration, o.backoff)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stderr, "  unloaded %.0f/s; overload %.0f/s acked, %d applied (%.0f%% for callers who left), %d timed out, %d rejected, p99 %s, RSS +%.0f MB\n",
-				u.goodput(), l.goodput(), l.applied, l.gonePct(), l.timedOut, l.rejected, l.p99, l.rssMB)
-			unloaded, loaded = append(unloaded, u), append(loaded, l)
 		}
-		u := median(unloaded, func(c cell) float64 { return c.goodput() })
-		m := func(f func(c cell) float64) float64 { return median(loaded, f) }
-		fmt.Fprintf(stdout, "| %s | %.0f | %.0f | %.0f%% | %.0f | %.0f%% | %.1f / %.1f ms | %.0f MB |\n", b.name, u, m(cell.goodput),
-			100*m(cell.goodput)/u, m(func(c cell) float64 { return float64(c.applied) }), m(cell.gonePct),
-			m(func(c cell) float64 { return ms(c.p50) }), m(func(c cell) float64 { return ms(c.p99) }), m(func(c cell) float64 { return c.rssMB }))
+		for i, v := range o.variants {
+			u := median(unloaded[i], func(c cell) float64 { return c.goodput() })
+			m := func(f func(c cell) float64) float64 { return median(loaded[i], f) }
+			fmt.Fprintf(stdout, "| %s | %s | %.0f | %.0f | %.0f%% | %.0f | %.0f%% | %.0f | %.1f / %.1f ms | %.0f MB |\n", b.name, v.name, u, m(cell.goodput),
+				100*m(cell.goodput)/u, m(func(c cell) float64 { return float64(c.applied) }), m(cell.gonePct), m(func(c cell) float64 { return float64(c.rejected) }),
+				m(func(c cell) float64 { return ms(c.p50) }), m(func(c cell) float64 { return ms(c.p99) }), m(func(c cell) float64 { return c.rssMB }))
+		}
 	}
 	return nil
 }
@@ -188,13 +235,15 @@ func median(cs []cell, f func(cell) float64) float64 {
 }
 
 // measure runs clients on one fresh stream for d; timeout 0 means patient.
-func measure(ctx context.Context, b backend, clients int, timeout, d, backoff time.Duration) (cell, error) {
+// With deadline false a client cancels its attempt at the timeout instead of
+// giving it as the attempt's deadline.
+func measure(ctx context.Context, b backend, v variant, clients int, timeout, d, backoff time.Duration, deadline bool) (cell, error) {
 	j, closeJ, err := b.open(ctx)
 	if err != nil {
 		return cell{}, err
 	}
 	defer closeJ()
-	rt, err := newRuntime(ctx, j, "overload")
+	rt, err := newRuntime(ctx, j, "overload", v.mutate)
 	if err != nil {
 		return cell{}, err
 	}
@@ -235,8 +284,14 @@ func measure(ctx context.Context, b backend, clients int, timeout, d, backoff ti
 			var acked, timedOut, rejected int64
 			for time.Now().Before(end) {
 				actx, cancel := ctx, context.CancelFunc(func() {})
-				if timeout > 0 {
+				switch {
+				case timeout > 0 && deadline:
 					actx, cancel = context.WithTimeout(ctx, timeout)
+				case timeout > 0:
+					var stop context.CancelFunc
+					actx, stop = context.WithCancel(ctx)
+					t := time.AfterFunc(timeout, stop)
+					cancel = func() { t.Stop(); stop() }
 				}
 				t0 := time.Now()
 				_, err := rt.Execute(actx, target, deposit{Amount: 1})
@@ -245,7 +300,7 @@ func measure(ctx context.Context, b backend, clients int, timeout, d, backoff ti
 				case err == nil:
 					acked++
 					mine = append(mine, time.Since(t0))
-				case errors.Is(err, context.DeadlineExceeded):
+				case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 					timedOut++
 				default:
 					rejected++

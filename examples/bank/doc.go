@@ -51,13 +51,16 @@
 // balance_limit; 422 idempotency_key_reused; 431 for headers over 16 KiB;
 // 503 with a Retry-After header for every transient failure: unavailable
 // (starting, shutting down, timed out), overloaded (-max-inflight requests in
-// flight, or the account's queue full), database_unavailable, lease_lost
+// flight, the account's queue full or kept requests waiting too long, or the
+// Request-Timeout too near to be met), database_unavailable, lease_lost
 // (this node cannot confirm it owns the account: paused, cut off, or its node
 // ID taken by another process), outcome_unknown (the commit was not
 // confirmed: retry with the same Idempotency-Key); 500 internal (the body
 // never carries internals). Transient failures are logged as one summary line
 // per 5 s, not one line per request. X-Correlation-Id is at most 256 bytes of
-// printable ASCII (400 otherwise).
+// printable ASCII (400 otherwise). Request-Timeout, in milliseconds, is how
+// long the client waits: the request's deadline (at most the server's 10 s),
+// so a command that cannot be answered in time is refused at once.
 //
 // Every POST accepts an Idempotency-Key header (1–255 printable ASCII
 // characters), scoped per account for account operations and across all

@@ -44,7 +44,9 @@ const (
 	// the request may be retried (with the same Idempotency-Key). HTTP 503.
 	codeUnavailable bank.Code = "unavailable"
 	// codeOverloaded: too many requests are in flight or queued at the
-	// account; nothing was done. HTTP 503 with Retry-After.
+	// account, the account sheds requests it cannot answer in time, or the
+	// request's Request-Timeout is too near; nothing was done. HTTP 503
+	// with Retry-After.
 	codeOverloaded bank.Code = "overloaded"
 	// codeDatabaseUnavailable: the database cannot be reached; nothing was
 	// done. HTTP 503 with Retry-After.
@@ -66,6 +68,35 @@ const (
 // errUnavailable marks a service error as transient (HTTP 503): the request
 // may be retried.
 var errUnavailable = errors.New("service unavailable")
+
+// requestTimeoutHeader names the header in which a client says how long it
+// waits for the answer, in milliseconds: the request's work gets that
+// deadline (at most apiConfig.RequestTimeout), and the stream actors refuse
+// at once, 503 overloaded, a command they could not answer before it.
+const requestTimeoutHeader = "Request-Timeout"
+
+// requestTimeout returns the time r's work may take: the Request-Timeout
+// header's, at most limit; limit without the header. A malformed header is
+// an error that names it and says what to send.
+func requestTimeout(r *http.Request, limit time.Duration) (time.Duration, error) {
+	values := r.Header.Values(requestTimeoutHeader)
+	switch len(values) {
+	case 0:
+		return limit, nil
+	case 1:
+	default:
+		return 0, invalidRequest(fmt.Sprintf("the %s header is given %d times; give it once: how long you wait for the answer, in milliseconds", requestTimeoutHeader, len(values)))
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(values[0]), 10, 64)
+	if err != nil || ms < 1 {
+		return 0, invalidRequest(fmt.Sprintf("the %s header is %s; give how long you wait for the answer as a positive whole number of milliseconds, such as 50",
+			requestTimeoutHeader, strconv.Quote(truncate(values[0], 64))))
+	}
+	if ms >= limit.Milliseconds() {
+		return limit, nil
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
 
 // maxIdempotencyKeyLength bounds the Idempotency-Key header.
 const maxIdempotencyKeyLength = 255
@@ -266,11 +297,18 @@ func (a *api) instrument(h func(http.ResponseWriter, *http.Request) response) ht
 		} else if route != "" {
 			span.SetAttributes(attribute.String("http.route", route))
 		}
-		ctx, cancel := context.WithTimeout(ctx, a.timeout)
+		timeout, badTimeout := requestTimeout(r, a.timeout)
+		if badTimeout != nil {
+			timeout = a.timeout
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		r = r.WithContext(ctx)
 
 		resp := func() (resp response) {
+			if badTimeout != nil {
+				return a.clientError(badTimeout)
+			}
 			defer func() {
 				if v := recover(); v != nil {
 					if v == http.ErrAbortHandler {
@@ -372,7 +410,7 @@ func retryableResponse(err error) response {
 	case errors.Is(err, journal.ErrOutcomeUnknown):
 		code, msg = codeOutcomeUnknown, "the request reached the database but its commit was not confirmed, so it may or may not have taken effect; retry it with the same Idempotency-Key to learn which (it is never applied twice)"
 	case errors.Is(err, runtime.ErrOverloaded):
-		code, msg = codeOverloaded, "the account has too many requests waiting, or the request's deadline was too near to be met; nothing was done: retry after the Retry-After delay"
+		code, msg = codeOverloaded, "the account has more requests waiting than it can answer in time (its queue is full or kept requests waiting too long), or the request's deadline (Request-Timeout) was too near to be met; nothing was done: retry after the Retry-After delay"
 	case errors.Is(err, journal.ErrUnavailable):
 		code, after, msg = codeDatabaseUnavailable, 2, "the database cannot be reached; nothing was done: retry after the Retry-After delay with the same Idempotency-Key"
 	case errors.Is(err, journal.ErrNodeSuperseded):

@@ -86,6 +86,10 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.Int64Var(&cfg.Initial, "initial", 1_000_000, "opening deposit of each account, in cents")
 	fs.Int64Var(&cfg.MaxAmount, "max-amount", 10_000, "largest transfer, in cents")
 	fs.StringVar(&cfg.Prefix, "prefix", "", "account ID prefix (default: random, so runs do not collide)")
+	storm := fs.Bool("storm", false, "instead of transfers, a retry storm: -workers clients deposit on ONE new account, each attempt abandoned after -timeout and retried at once")
+	stormTimeout := fs.Duration("timeout", 50*time.Millisecond, "with -storm: how long a client waits for each attempt")
+	stormBackoff := fs.Duration("backoff", 50*time.Millisecond, "with -storm: how long a client waits after a 503 before retrying")
+	stormDeadline := fs.Bool("send-deadline", false, "with -storm: send each attempt's -timeout as its Request-Timeout header")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bank loadgen [flags]\n\nCreates accounts, drives random transfers against a running bank service,\nthen prints throughput, latency percentiles and an invariant check.\n\nflags:")
 		fs.PrintDefaults()
@@ -99,6 +103,16 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "loadgen: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *storm {
+		sc := stormConfig{URL: cfg.URL, Workers: cfg.Workers, Duration: cfg.Duration, Timeout: *stormTimeout, Backoff: *stormBackoff, SendDeadline: *stormDeadline}
+		rep, err := runStorm(ctx, sc)
+		if err != nil {
+			fmt.Fprintf(stderr, "loadgen: %v\n", err)
+			return 1
+		}
+		printStorm(stdout, sc, rep)
+		return 0
 	}
 	rep, err := runLoad(ctx, cfg)
 	if err != nil {
