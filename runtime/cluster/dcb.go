@@ -43,7 +43,7 @@ func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (ta
 		switch owner {
 		case "":
 			return tagconsistency.Reservation{}, fmt.Errorf("%w: no member of cluster %q hosts streams right now (stream %s); retry when members have joined", runtime.ErrNodeUnavailable, c.cfg.Name, stream)
-		case c.self:
+		case c.self():
 			return c.localOwners().Reserve(ctx, stream)
 		}
 		r, retry, err := o.remoteReserve(ctx, stream)
@@ -238,7 +238,7 @@ func (c *clusterNode) serveEndReservation(m *clusterpb.EndReservationRequest) *c
 	delete(c.held, m.ReservationId)
 	c.mu.Unlock()
 	if !ok {
-		reply.Error = c.encodeError(fmt.Errorf("%w: member %s holds no reservation %d of stream %s", actors.ErrReservationLost, c.self, m.ReservationId, streamFromPB(m.Stream)))
+		reply.Error = c.encodeError(fmt.Errorf("%w: member %s holds no reservation %d of stream %s", actors.ErrReservationLost, c.self(), m.ReservationId, streamFromPB(m.Stream)))
 		return reply
 	}
 	ctx, cancel := c.serveContext(m.TimeoutNanos, "", "")

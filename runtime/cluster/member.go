@@ -53,8 +53,10 @@ type clusterNode struct {
 	log    *slog.Logger
 	system *actor.ActorSystem
 	cl     *cluster.Cluster
-	self   string
-	prop   propagation.TraceContext
+	// addr is this member's address (host:port), set once remoting runs;
+	// grains may already serve requests then, so it is read atomically.
+	addr atomic.Pointer[string]
+	prop propagation.TraceContext
 
 	commandsByName map[string]reflect.Type
 	commandsByType map[reflect.Type]string
@@ -165,7 +167,7 @@ func startCluster(ctx context.Context, node membership.Node, cfg Config) (c *clu
 		c.leave()
 		return nil, err
 	}
-	c.self = c.system.Address()
+	c.setSelf(c.system.Address())
 	c.watching = true
 	go c.watchFence()
 	// Spawned once remoting runs, so its PID carries the member's address.
@@ -180,14 +182,25 @@ func startCluster(ctx context.Context, node membership.Node, cfg Config) (c *clu
 	case <-c.joined:
 	case <-timer.C:
 		c.shutdown(runtime.ErrShutdown)
-		return nil, fmt.Errorf("runtime: member %s did not see itself in cluster %q's topology within %s; check Config.Provider (automanaged.Provider.Peers must list this member's health endpoint) and the ports", c.self, cfg.Name, cfg.JoinTimeout)
+		return nil, fmt.Errorf("runtime: member %s did not see itself in cluster %q's topology within %s; check Config.Provider (automanaged.Provider.Peers must list this member's health endpoint) and the ports", c.self(), cfg.Name, cfg.JoinTimeout)
 	case <-ctx.Done():
 		c.shutdown(runtime.ErrShutdown)
 		return nil, fmt.Errorf("runtime: joining cluster %q: %w", cfg.Name, ctx.Err())
 	}
-	c.log.Info("joined the cluster", "cluster", cfg.Name, "address", c.self, "node", node.NodeID)
+	c.log.Info("joined the cluster", "cluster", cfg.Name, "address", c.self(), "node", node.NodeID)
 	return c, nil
 }
+
+// self is this member's address ("" before remoting runs).
+func (c *clusterNode) self() string {
+	if a := c.addr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// setSelf records this member's address once remoting runs.
+func (c *clusterNode) setSelf(addr string) { c.addr.Store(&addr) }
 
 // startMember starts remoting, the identity lookup and the provider; they
 // report some failures (a port in use) by panicking.
@@ -312,7 +325,7 @@ func (c *clusterNode) onEvent(ev any) {
 func (c *clusterNode) handOver() {
 	moved := 0
 	for _, stream := range c.node.Host.Streams() {
-		if c.owner(stream.String()) != c.self && c.node.Host.Passivate(stream) {
+		if c.owner(stream.String()) != c.self() && c.node.Host.Passivate(stream) {
 			moved++
 		}
 	}
@@ -417,7 +430,7 @@ func (c *clusterNode) execute(ctx context.Context, stream journal.StreamID, cmd 
 		if owner == "" {
 			return actors.Result{}, fmt.Errorf("%w: no member of cluster %q hosts streams right now (stream %s); retry when members have joined", runtime.ErrNodeUnavailable, c.cfg.Name, stream)
 		}
-		if owner == c.self {
+		if owner == c.self() {
 			return c.node.Host.Execute(ctx, stream, cmd)
 		}
 		res, retry, err := c.remoteExecute(ctx, owner, stream, cmd)
@@ -692,8 +705,8 @@ func (c *clusterNode) hostedHere(stream journal.StreamID) *clusterpb.Error {
 	if err := c.check(); err != nil {
 		return c.encodeError(err)
 	}
-	if c.owner(stream.String()) != c.self {
-		return &clusterpb.Error{Codes: []string{codeNotOwner}, Message: fmt.Sprintf("runtime: member %s does not host stream %s", c.self, stream)}
+	if c.owner(stream.String()) != c.self() {
+		return &clusterpb.Error{Codes: []string{codeNotOwner}, Message: fmt.Sprintf("runtime: member %s does not host stream %s", c.self(), stream)}
 	}
 	return nil
 }
@@ -740,7 +753,7 @@ func (c *clusterNode) serveExecute(ctx context.Context, m *clusterpb.ExecuteRequ
 	if c.node.Model(stream.Tag.Group()) == nil {
 		// Not registered yet (the member is starting): the command is not
 		// executed, and the caller may retry.
-		reply.Error = c.encodeError(fmt.Errorf("%w: member %s has not registered aggregate %q yet; the command was not executed: retry", runtime.ErrNodeUnavailable, c.self, stream.Tag.Group()))
+		reply.Error = c.encodeError(fmt.Errorf("%w: member %s has not registered aggregate %q yet; the command was not executed: retry", runtime.ErrNodeUnavailable, c.self(), stream.Tag.Group()))
 		return reply
 	}
 	cmd, err := c.decodeCommand(m.Command)

@@ -111,9 +111,9 @@ func (m *member) supervise() {
 			return
 		}
 		left := time.Now()
-		out := fmt.Errorf("%w: cluster member %s (node %q) is rejoining cluster %q: %w", runtime.ErrLeaseLost, c.self, m.node.NodeID, m.cfg.Name, reason)
+		out := fmt.Errorf("%w: cluster member %s (node %q) is rejoining cluster %q: %w", runtime.ErrLeaseLost, c.self(), m.node.NodeID, m.cfg.Name, reason)
 		m.out.Store(&out)
-		m.log.Warn("member left the cluster; rejoining", "cluster", m.cfg.Name, "address", c.self, "node", m.node.NodeID,
+		m.log.Warn("member left the cluster; rejoining", "cluster", m.cfg.Name, "address", c.self(), "node", m.node.NodeID,
 			"incarnation", c.generation, "reason", reason)
 		c.shutdown(fmt.Errorf("%w: this member left cluster %q while the request it had sent to another member was in flight; whether it took effect is unknown (execute it again with the same idempotency key to find out): %w",
 			runtime.ErrLeaseLost, m.cfg.Name, journal.ErrOutcomeUnknown))
@@ -124,7 +124,7 @@ func (m *member) supervise() {
 		m.cur.Store(next)
 		m.out.Store(nil)
 		m.rejoins.Add(context.Background(), 1)
-		m.log.Info("member rejoined the cluster", "cluster", m.cfg.Name, "address", next.self, "node", m.node.NodeID,
+		m.log.Info("member rejoined the cluster", "cluster", m.cfg.Name, "address", next.self(), "node", m.node.NodeID,
 			"incarnation", next.generation, "previous_incarnation", c.generation, "out_for", time.Since(left).Round(time.Millisecond))
 	}
 }
@@ -135,7 +135,7 @@ func (m *member) fenceForGood(c *clusterNode, reason error) {
 	err := fmt.Errorf("%w; this member left cluster %q for good and will not rejoin: give every process its own node ID, then restart this one", reason, m.cfg.Name)
 	m.out.Store(&err)
 	close(m.fenced)
-	m.log.Error("member fenced for good: another live process runs with its node ID", "cluster", m.cfg.Name, "address", c.self, "node", m.node.NodeID, "reason", reason)
+	m.log.Error("member fenced for good: another live process runs with its node ID", "cluster", m.cfg.Name, "address", c.self(), "node", m.node.NodeID, "reason", reason)
 	c.shutdown(err)
 }
 
@@ -242,7 +242,7 @@ func (m *member) FenceError() error {
 func (m *member) Fenced() <-chan struct{} { return m.fenced }
 
 // Address implements membership.Member.
-func (m *member) Address() string { return m.cur.Load().self }
+func (m *member) Address() string { return m.cur.Load().self() }
 
 // Members implements membership.Member.
 func (m *member) Members() []string { return m.cur.Load().memberAddrs() }
