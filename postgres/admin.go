@@ -75,10 +75,8 @@ func MigrationStatus(ctx context.Context, pool *pgxpool.Pool, cfg Config) (Migra
 		// compatible_from is absent from schemas no build with the floor has
 		// migrated yet: read it only when it is there.
 		floor := "NULL::integer"
-		var hasFloor bool
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-			WHERE attrelid = to_regclass($1) AND attname = 'compatible_from' AND NOT attisdropped)`,
-			cfg.quotedSchema()+".schema_migrations").Scan(&hasFloor); err != nil {
+		hasFloor, err := hasCompatibleFrom(ctx, pool, cfg.quotedSchema())
+		if err != nil {
 			return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
 		}
 		if hasFloor {

@@ -152,10 +152,8 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, ms 
 		// floor was added after version 5 without a migration of its own, so
 		// builds from before it (which only insert version and name) can
 		// still run against a schema that has it.
-		var hasFloor bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-			WHERE attrelid = to_regclass($1) AND attname = 'compatible_from' AND NOT attisdropped)`,
-			s+".schema_migrations").Scan(&hasFloor); err != nil {
+		hasFloor, err := hasCompatibleFrom(ctx, tx, s)
+		if err != nil {
 			return fmt.Errorf("postgres: migrate schema %s: %w", cfg.Schema, err)
 		}
 		if !hasFloor {
@@ -179,6 +177,19 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, ms 
 		}
 		return nil
 	})
+}
+
+// hasCompatibleFrom reports whether the schema_migrations table of the
+// quoted schema s has the compatible_from column (absent from schemas no
+// build with the compatibility floor has migrated yet).
+func hasCompatibleFrom(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, s string) (bool, error) {
+	var ok bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname = 'compatible_from' AND NOT attisdropped)`,
+		s+".schema_migrations").Scan(&ok)
+	return ok, err
 }
 
 // checkNewerSchema decides whether a build whose newest migration is latest
