@@ -210,7 +210,7 @@ func TestIdempotencyKeyTwiceInOneBatch(t *testing.T) {
 		}()
 	}
 	require.Eventually(t, func() bool { return queued(h, s) }, 5*time.Second, time.Millisecond)
-	require.NoError(t, r.Cancel(context.Background(), nil))
+	require.NoError(t, r.Grantor.Cancel(context.Background(), nil))
 	a, b := <-results, <-results
 	require.Equal(t, a.Records[0].ID, b.Records[0].ID)
 	require.NotEqual(t, a.Duplicate, b.Duplicate)
@@ -261,7 +261,7 @@ func TestPanicInBatchKeepsOtherCommands(t *testing.T) {
 		require.Eventually(t, func() bool { return h.Pending(s) >= 1 }, 5*time.Second, time.Millisecond)
 	}
 	require.Eventually(t, func() bool { return h.Pending(s) == 3 }, 5*time.Second, time.Millisecond)
-	require.NoError(t, r.Cancel(context.Background(), nil))
+	require.NoError(t, r.Grantor.Cancel(context.Background(), nil))
 	var panics, oks int
 	for range 3 {
 		if err := <-errs; err == nil {
@@ -292,7 +292,7 @@ func TestContextEndedBeforeDecisionIsNotExecuted(t *testing.T) {
 	require.Eventually(t, func() bool { return h.Pending(s) == 1 }, 5*time.Second, time.Millisecond)
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	require.NoError(t, r.Cancel(context.Background(), nil))
+	require.NoError(t, r.Grantor.Cancel(context.Background(), nil))
 	res := exec(t, h, s, noop{})
 	require.Equal(t, 0, res.State)
 	require.Equal(t, uint64(0), res.Version)
@@ -334,8 +334,8 @@ func TestReservationQueuesCommandsAndAdoptsConfirmedEvents(t *testing.T) {
 		Data: []byte(`{"n":10}`),
 	}}, journal.AppendOptions{Expect: map[journal.Tag]uint64{s.Tag: r.Version}, Leases: []journal.Lease{r.Lease}})
 	require.NoError(t, err)
-	require.NoError(t, r.Confirm(context.Background(), res.Records))
-	require.Error(t, r.Cancel(context.Background(), nil), "a reservation ends once")
+	require.NoError(t, r.Grantor.Confirm(context.Background(), res.Records))
+	require.Error(t, r.Grantor.Cancel(context.Background(), nil), "a reservation ends once")
 
 	got := <-cmdDone
 	require.Equal(t, 111, got.State)
@@ -344,7 +344,7 @@ func TestReservationQueuesCommandsAndAdoptsConfirmedEvents(t *testing.T) {
 	r2 := <-second
 	require.Equal(t, uint64(3), r2.Version)
 	require.Equal(t, 111, r2.State)
-	require.NoError(t, r2.Cancel(context.Background(), nil))
+	require.NoError(t, r2.Grantor.Cancel(context.Background(), nil))
 }
 
 func TestReservationWaitTimesOutNamingTheTag(t *testing.T) {
@@ -367,7 +367,7 @@ func TestReservationWaitTimesOutNamingTheTag(t *testing.T) {
 		_, err := h.Execute(context.Background(), s, actors.Command{Payload: noop{}})
 		return err == nil
 	}, 5*time.Second, 10*time.Millisecond)
-	require.ErrorIs(t, r.Confirm(context.Background(), nil), actors.ErrReservationLost)
+	require.ErrorIs(t, r.Grantor.Confirm(context.Background(), nil), actors.ErrReservationLost)
 }
 
 func TestAppendBehindTheActorsBackIsCaughtUp(t *testing.T) {
@@ -383,7 +383,7 @@ func TestAppendBehindTheActorsBackIsCaughtUp(t *testing.T) {
 		ID: journal.NewEventID(), Type: "Added", SchemaVersion: 1, Tags: []journal.Tag{s.Tag}, Data: []byte(`{"n":5}`),
 	}}, journal.AppendOptions{Leases: []journal.Lease{r.Lease}})
 	require.NoError(t, err)
-	require.NoError(t, r.Cancel(context.Background(), journal.ErrOutcomeUnknown))
+	require.NoError(t, r.Grantor.Cancel(context.Background(), journal.ErrOutcomeUnknown))
 	res := exec(t, h, s, add{1})
 	require.Equal(t, 7, res.State)
 	require.Equal(t, uint64(3), res.Version)
@@ -403,11 +403,11 @@ func TestPlainTagStreamServesReservationsOnly(t *testing.T) {
 		ID: journal.NewEventID(), Type: "Enrolled", SchemaVersion: 1, Tags: []journal.Tag{s.Tag}, Data: []byte(`{}`),
 	}}, journal.AppendOptions{Expect: map[journal.Tag]uint64{s.Tag: 0}, Leases: []journal.Lease{r.Lease}})
 	require.NoError(t, err)
-	require.NoError(t, r.Confirm(context.Background(), res.Records))
+	require.NoError(t, r.Grantor.Confirm(context.Background(), res.Records))
 	r, err = h.Reserve(context.Background(), s)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), r.Version)
-	require.NoError(t, r.Cancel(context.Background(), nil))
+	require.NoError(t, r.Grantor.Cancel(context.Background(), nil))
 }
 
 func TestPassivationSnapshotsAndReleases(t *testing.T) {
@@ -507,7 +507,7 @@ func TestLostNodeSessionStopsActorsAndReopens(t *testing.T) {
 
 	clock.Add(int64(time.Hour)) // the next renewal finds the node session expired
 	require.ErrorIs(t, <-pending, journal.ErrSessionExpired)
-	require.ErrorIs(t, r.Confirm(context.Background(), nil), actors.ErrReservationLost)
+	require.ErrorIs(t, r.Grantor.Confirm(context.Background(), nil), actors.ErrReservationLost)
 
 	// The host opened a new incarnation and serves again, from the journal.
 	require.Eventually(t, func() bool { return h.Node().Incarnation > first }, 5*time.Second, time.Millisecond)

@@ -207,6 +207,6 @@ func TestReserveOnEmptyStreamTakesTheLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(0), res.Version)
 	require.Equal(t, s, res.Lease.Stream)
-	require.NoError(t, res.Cancel(context.Background(), nil))
+	require.NoError(t, res.Grantor.Cancel(context.Background(), nil))
 	require.Equal(t, int32(1), sess.acquires.Load())
 }

@@ -13,16 +13,21 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// Reservation is a DCB hold on one stream, granted by the stream's actor.
+// Reservation is a DCB hold on one stream, granted by the stream's single
+// writer: this host's stream actor (Host.Reserve), or the actor on the
+// cluster member hosting the stream (whose runtime/cluster side sets
+// Grantor). It is the one reservation type every layer passes along: the
+// actor grants it, tagconsistency's executor appends with it, and a cluster
+// member carries it over the wire (converted in runtime/cluster only).
+//
 // While it is held the actor decides none of its own commands and grants no
 // other reservation: they queue in arrival order. The holder appends with
-// Lease and Expect{Stream.Tag: Version}, then calls Confirm with the stored
-// records or Cancel. A reservation held longer than Config.ReservationHold
-// is cancelled by the actor, which then re-reads the stream's tail from the
-// journal before serving again.
+// Lease and Expect{Stream.Tag: Version}, then calls Grantor.Confirm with the
+// stored records or Grantor.Cancel. A reservation held longer than
+// Config.ReservationHold is cancelled by the actor, which then re-reads the
+// stream's tail from the journal before serving again.
 //
-// The exported fields are read-only. Confirm and Cancel may be called once,
-// from any goroutine.
+// The data fields are read-only once granted.
 type Reservation struct {
 	// Stream is the reserved stream.
 	Stream journal.StreamID
@@ -31,12 +36,41 @@ type Reservation struct {
 	// Version is the stream's version the actor holds (its confirmed state).
 	Version uint64
 	// LastPosition is the position of the event at Version; zero when the
-	// stream is empty.
+	// stream is empty or the grantor does not know it.
 	LastPosition journal.Position
 	// State is the aggregate's confirmed state at Version, nil when no
 	// aggregate owns the stream's tag group. Treat it as immutable.
 	State any
+	// Records, when Complete is true, are every record of the stream
+	// (versions 1..Version) in ascending version order, owned by the grantor
+	// (holders only read them). Stream actors do not set them.
+	Records  []journal.Record
+	Complete bool
+	// Grantor ends the reservation at the owner that granted it.
+	Grantor Grantor
+}
 
+// Grantor is the granting owner's end of one Reservation. Exactly one of
+// Confirm or Cancel is called, once, from any goroutine; a second call fails.
+type Grantor interface {
+	// Confirm tells the owner that the holder appended records (as returned
+	// by the journal): the owner adopts those carrying its tag, evolving its
+	// state and version, and serves its queue again. Records must continue
+	// the reserved version; otherwise the owner re-reads its tail from the
+	// journal. It fails with ErrReservationLost when the reservation was no
+	// longer held; the records are durable regardless.
+	Confirm(ctx context.Context, records []journal.Record) error
+	// Cancel ends the reservation without an append. cause is nil when
+	// nothing was appended; otherwise (an append failed or its outcome is
+	// unknown, a condition failed) the owner re-reads its tail from the
+	// journal before serving again.
+	Cancel(ctx context.Context, cause error) error
+}
+
+// actorGrant is the Grantor of a reservation granted by one of this host's
+// stream actors.
+type actorGrant struct {
+	stream   journal.StreamID
 	host     *Host
 	pid      *actor.PID
 	done     chan struct{}
@@ -90,44 +124,35 @@ func (h *Host) reserve(ctx context.Context, stream journal.StreamID) (*Reservati
 	return r.res, r.err
 }
 
-// Confirm tells the actor that the holder appended records (as returned by
-// the journal): the actor adopts those carrying its tag, evolving its state
-// and version, and serves its queue again. Records must continue the
-// reserved version; otherwise the actor re-reads its tail from the journal.
-// It fails with ErrReservationLost when the reservation was no longer held.
-func (r *Reservation) Confirm(ctx context.Context, records []journal.Record) error {
+func (g *actorGrant) Confirm(ctx context.Context, records []journal.Record) error {
 	reply := make(chan error, 1)
-	return r.finish(ctx, &confirmMsg{id: r.id, records: records, reply: reply}, reply)
+	return g.finish(ctx, &confirmMsg{id: g.id, records: records, reply: reply}, reply)
 }
 
-// Cancel ends the reservation without an append. cause is nil when nothing
-// was appended; otherwise (an append failed or its outcome is unknown, a
-// condition failed) the actor re-reads its tail from the journal before
-// serving again.
-func (r *Reservation) Cancel(ctx context.Context, cause error) error {
+func (g *actorGrant) Cancel(ctx context.Context, cause error) error {
 	reply := make(chan error, 1)
-	return r.finish(ctx, &cancelMsg{id: r.id, cause: cause, reply: reply}, reply)
+	return g.finish(ctx, &cancelMsg{id: g.id, cause: cause, reply: reply}, reply)
 }
 
-func (r *Reservation) finish(ctx context.Context, msg any, reply chan error) error {
-	if !r.finished.CompareAndSwap(false, true) {
-		return fmt.Errorf("actors: the reservation of stream %s was already confirmed or cancelled", r.Stream)
+func (g *actorGrant) finish(ctx context.Context, msg any, reply chan error) error {
+	if !g.finished.CompareAndSwap(false, true) {
+		return fmt.Errorf("actors: the reservation of stream %s was already confirmed or cancelled", g.stream)
 	}
 	select {
-	case <-r.done:
-		return fmt.Errorf("%w: the actor of stream %s stopped", ErrReservationLost, r.Stream)
+	case <-g.done:
+		return fmt.Errorf("%w: the actor of stream %s stopped", ErrReservationLost, g.stream)
 	default:
 	}
-	r.host.send(r.pid, msg)
+	g.host.send(g.pid, msg)
 	select {
 	case err := <-reply:
 		return err
-	case <-r.done:
+	case <-g.done:
 		select {
 		case err := <-reply:
 			return err
 		default:
-			return fmt.Errorf("%w: the actor of stream %s stopped", ErrReservationLost, r.Stream)
+			return fmt.Errorf("%w: the actor of stream %s stopped", ErrReservationLost, g.stream)
 		}
 	case <-ctx.Done():
 		return ctx.Err()
@@ -151,7 +176,7 @@ func (a *streamActor) grant(r *reserveReq) {
 	})}
 	r.reply <- reserveReply{res: &Reservation{
 		Stream: a.stream, Lease: a.lease, Version: a.version, LastPosition: a.lastPos, State: a.state,
-		host: h, pid: self, done: a.entry.done, id: id,
+		Grantor: &actorGrant{stream: a.stream, host: h, pid: self, done: a.entry.done, id: id},
 	}}
 }
 

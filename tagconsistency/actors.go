@@ -18,30 +18,11 @@ func ActorOwners(host *actors.Host) TagOwners { return actorOwners{host} }
 
 type actorOwners struct{ host *actors.Host }
 
-func (o actorOwners) Reserve(ctx context.Context, stream journal.StreamID) (Reservation, error) {
+func (o actorOwners) Reserve(ctx context.Context, stream journal.StreamID) (*actors.Reservation, error) {
 	r, err := o.host.Reserve(ctx, stream)
-	if err != nil {
-		if errors.Is(err, actors.ErrReservationTimeout) {
-			// The actor's own reservation timeout: report it as ours.
-			return Reservation{}, fmt.Errorf("%w: %w", ErrReservationTimeout, err)
-		}
-		return Reservation{}, err
+	if err != nil && errors.Is(err, actors.ErrReservationTimeout) {
+		// The actor's own reservation timeout: report it as ours.
+		return nil, fmt.Errorf("%w: %w", ErrReservationTimeout, err)
 	}
-	return Reservation{Stream: r.Stream, Lease: r.Lease, Version: r.Version, LastPosition: r.LastPosition, State: r.State, Token: r}, nil
-}
-
-func (o actorOwners) Confirm(ctx context.Context, r Reservation, records []journal.Record) error {
-	res, ok := r.Token.(*actors.Reservation)
-	if !ok {
-		return fmt.Errorf("tagconsistency: reservation of %s was not granted by these owners", r.Stream)
-	}
-	return res.Confirm(ctx, records)
-}
-
-func (o actorOwners) Cancel(ctx context.Context, r Reservation, cause error) error {
-	res, ok := r.Token.(*actors.Reservation)
-	if !ok {
-		return fmt.Errorf("tagconsistency: reservation of %s was not granted by these owners", r.Stream)
-	}
-	return res.Cancel(ctx, cause)
+	return r, err
 }

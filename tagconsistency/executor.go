@@ -201,7 +201,7 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		x.tel.finishExecute(ctx, span, cmd.Name, outcome, err)
 	}()
 
-	held := make([]Reservation, 0, len(streams))
+	held := make([]*actors.Reservation, 0, len(streams))
 	for _, s := range streams {
 		r, err := x.reserve(ctx, cmd.Name, s)
 		if err != nil {
@@ -327,7 +327,7 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 	return Result{Records: appended.Records}, nil
 }
 
-func (x *Executor) reserve(ctx context.Context, command string, s journal.StreamID) (Reservation, error) {
+func (x *Executor) reserve(ctx context.Context, command string, s journal.StreamID) (*actors.Reservation, error) {
 	ctx, span := x.tel.tracer.Start(ctx, SpanReserve, trace.WithAttributes(
 		attribute.String("scribe.stream", s.String()),
 	))
@@ -349,15 +349,20 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 			err = fmt.Errorf("tagconsistency: command %q: reserving tag %s: %w", command, s, err)
 		}
 		markFailed(span, err)
-		return Reservation{}, err
+		return nil, err
+	}
+	if r.Grantor == nil {
+		err := fmt.Errorf("tagconsistency: owner granted stream %s without a Grantor to end the reservation", s)
+		markFailed(span, err)
+		return nil, err
 	}
 	if r.Stream.Normalize() != s {
 		// An owner that grants another stream than asked is a bug in the
 		// owner; release what it granted and refuse to write.
-		_ = x.owners.Cancel(context.WithoutCancel(ctx), r, nil)
+		_ = r.Grantor.Cancel(context.WithoutCancel(ctx), nil)
 		err := fmt.Errorf("tagconsistency: owner granted stream %s for a reservation of %s", r.Stream, s)
 		markFailed(span, err)
-		return Reservation{}, err
+		return nil, err
 	}
 	span.SetAttributes(attribute.Int64("scribe.stream.version", int64(r.Version)))
 	return r, nil
@@ -404,7 +409,7 @@ func (x *Executor) stored(ctx context.Context, partition, command, key string) (
 // of the cache) and then reads only the streams that moved since, from the
 // first version it has not seen; otherwise from the owners' complete record
 // caches when they cover the query; otherwise from version 1.
-func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reservation, key string) (state S, after journal.Position, err error) {
+func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []*actors.Reservation, key string) (state S, after journal.Position, err error) {
 	ctx, span := x.tel.tracer.Start(ctx, SpanRead)
 	defer span.End()
 	fail := func(err error) (S, journal.Position, error) {
@@ -508,14 +513,14 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []Reserv
 
 // streamsToRead picks one reserved stream per query item, the shortest of the
 // item's tags, without repeats.
-func streamsToRead(q journal.Query, held []Reservation) []*Reservation {
-	byTag := make(map[journal.Tag]*Reservation, len(held))
-	for i := range held {
-		byTag[held[i].Stream.Tag] = &held[i]
+func streamsToRead(q journal.Query, held []*actors.Reservation) []*actors.Reservation {
+	byTag := make(map[journal.Tag]*actors.Reservation, len(held))
+	for _, r := range held {
+		byTag[r.Stream.Tag] = r
 	}
-	var out []*Reservation
+	var out []*actors.Reservation
 	for _, it := range q.Items {
-		var best *Reservation
+		var best *actors.Reservation
 		for _, t := range it.Tags {
 			if r := byTag[t]; best == nil || r.Version < best.Version {
 				best = r
@@ -529,7 +534,7 @@ func streamsToRead(q journal.Query, held []Reservation) []*Reservation {
 }
 
 // versionsOf returns the reserved streams' versions.
-func versionsOf(held []Reservation) map[journal.Tag]uint64 {
+func versionsOf(held []*actors.Reservation) map[journal.Tag]uint64 {
 	v := make(map[journal.Tag]uint64, len(held))
 	for _, r := range held {
 		v[r.Stream.Tag] = r.Version
@@ -541,7 +546,7 @@ func versionsOf(held []Reservation) map[journal.Tag]uint64 {
 // and caches the result at the streams' new versions. The append condition
 // guaranteed that no other matching event lies between after and these
 // records.
-func advance[S any](c *foldCache, cmd Command[S], key string, state S, after journal.Position, held []Reservation, records []journal.Record) {
+func advance[S any](c *foldCache, cmd Command[S], key string, state S, after journal.Position, held []*actors.Reservation, records []journal.Record) {
 	if c == nil || cmd.FromStates != nil {
 		return
 	}
@@ -566,11 +571,11 @@ func advance[S any](c *foldCache, cmd Command[S], key string, state S, after jou
 // fromCache collects the records matching q from the owners' complete record
 // caches, in ascending position order. It reports false when some query item
 // has no reserved tag with a complete cache (then the journal is read).
-func fromCache(q journal.Query, held []Reservation) ([]journal.Record, bool) {
-	byTag := make(map[journal.Tag]*Reservation, len(held))
-	for i := range held {
-		if held[i].Complete {
-			byTag[held[i].Stream.Tag] = &held[i]
+func fromCache(q journal.Query, held []*actors.Reservation) ([]journal.Record, bool) {
+	byTag := make(map[journal.Tag]*actors.Reservation, len(held))
+	for _, r := range held {
+		if r.Complete {
+			byTag[r.Stream.Tag] = r
 		}
 	}
 	if len(byTag) == 0 {
@@ -579,7 +584,7 @@ func fromCache(q journal.Query, held []Reservation) ([]journal.Record, bool) {
 	var out []journal.Record
 	seen := make(map[uuid.UUID]bool)
 	for _, it := range q.Items {
-		var src *Reservation
+		var src *actors.Reservation
 		for _, t := range it.Tags {
 			if r, ok := byTag[t]; ok {
 				src = r
@@ -683,7 +688,7 @@ func (x *Executor) prepare(ctx context.Context, command, partition string, strea
 
 // append writes the events once, fenced by the owners' leases and versions,
 // with the DCB condition as a backstop.
-func (x *Executor) append(ctx context.Context, command string, q journal.Query, held []Reservation, events []journal.Event, after journal.Position) (journal.AppendResult, error) {
+func (x *Executor) append(ctx context.Context, command string, q journal.Query, held []*actors.Reservation, events []journal.Event, after journal.Position) (journal.AppendResult, error) {
 	ctx, span := x.tel.tracer.Start(ctx, SpanAppend, trace.WithAttributes(
 		attribute.Int("scribe.dcb.events", len(events)),
 	))
@@ -722,23 +727,23 @@ func (x *Executor) append(ctx context.Context, command string, q journal.Query, 
 // records are durable whatever Confirm returns: a failed confirm is recorded
 // on the span (the owner reloads before writing again, and the journal fences
 // it meanwhile), not returned to the caller.
-func (x *Executor) confirmAll(ctx context.Context, held []Reservation, records []journal.Record) {
+func (x *Executor) confirmAll(ctx context.Context, held []*actors.Reservation, records []journal.Record) {
 	ctx, span := x.tel.tracer.Start(ctx, SpanConfirm, trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
 	defer span.End()
-	x.release(ctx, span, held, "confirming", func(ctx context.Context, r Reservation) error {
+	x.release(ctx, span, held, "confirming", func(ctx context.Context, r *actors.Reservation) error {
 		var mine []journal.Record
 		for _, rec := range records {
 			if rec.HasTag(r.Stream.Tag) {
 				mine = append(mine, rec)
 			}
 		}
-		return x.owners.Confirm(ctx, r, mine)
+		return r.Grantor.Confirm(ctx, mine)
 	})
 }
 
 // cancelAll releases every reservation. cause is passed to the owners (nil:
 // nothing was written and their view is exact).
-func (x *Executor) cancelAll(ctx context.Context, held []Reservation, cause error) {
+func (x *Executor) cancelAll(ctx context.Context, held []*actors.Reservation, cause error) {
 	if len(held) == 0 {
 		return
 	}
@@ -747,8 +752,8 @@ func (x *Executor) cancelAll(ctx context.Context, held []Reservation, cause erro
 		attribute.Bool("scribe.dcb.reload", cause != nil),
 	))
 	defer span.End()
-	x.release(ctx, span, held, "cancelling", func(ctx context.Context, r Reservation) error {
-		return x.owners.Cancel(ctx, r, cause)
+	x.release(ctx, span, held, "cancelling", func(ctx context.Context, r *actors.Reservation) error {
+		return r.Grantor.Cancel(ctx, cause)
 	})
 }
 
@@ -756,7 +761,7 @@ func (x *Executor) cancelAll(ctx context.Context, held []Reservation, cause erro
 // that every tag is freed one owner round trip after the command finished,
 // each with its own ReleaseTimeout and regardless of the caller's context.
 // Failures are recorded on span.
-func (x *Executor) release(ctx context.Context, span trace.Span, held []Reservation, verb string, end func(context.Context, Reservation) error) {
+func (x *Executor) release(ctx context.Context, span trace.Span, held []*actors.Reservation, verb string, end func(context.Context, *actors.Reservation) error) {
 	ctx = context.WithoutCancel(ctx)
 	errs := make([]error, len(held))
 	one := func(i int) {

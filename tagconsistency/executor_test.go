@@ -78,28 +78,38 @@ type recordingOwners struct {
 	released []journal.Tag
 }
 
-func (o *recordingOwners) Reserve(ctx context.Context, id journal.StreamID) (tagconsistency.Reservation, error) {
+func (o *recordingOwners) Reserve(ctx context.Context, id journal.StreamID) (*actors.Reservation, error) {
 	r, err := o.lockOwners.Reserve(ctx, id)
 	if err == nil {
 		o.mu.Lock()
 		o.reserved = append(o.reserved, id.Tag)
 		o.mu.Unlock()
+		r.Grantor = recordingGrant{o: o, tag: id.Tag, Grantor: r.Grantor}
 	}
 	return r, err
 }
 
-func (o *recordingOwners) Cancel(ctx context.Context, r tagconsistency.Reservation, cause error) error {
-	o.mu.Lock()
-	o.released = append(o.released, r.Stream.Tag)
-	o.mu.Unlock()
-	return o.lockOwners.Cancel(ctx, r, cause)
+// recordingGrant records the release of a reservation, then ends it.
+type recordingGrant struct {
+	actors.Grantor
+	o   *recordingOwners
+	tag journal.Tag
 }
 
-func (o *recordingOwners) Confirm(ctx context.Context, r tagconsistency.Reservation, recs []journal.Record) error {
-	o.mu.Lock()
-	o.released = append(o.released, r.Stream.Tag)
-	o.mu.Unlock()
-	return o.lockOwners.Confirm(ctx, r, recs)
+func (g recordingGrant) released() {
+	g.o.mu.Lock()
+	g.o.released = append(g.o.released, g.tag)
+	g.o.mu.Unlock()
+}
+
+func (g recordingGrant) Cancel(ctx context.Context, cause error) error {
+	g.released()
+	return g.Grantor.Cancel(ctx, cause)
+}
+
+func (g recordingGrant) Confirm(ctx context.Context, recs []journal.Record) error {
+	g.released()
+	return g.Grantor.Confirm(ctx, recs)
 }
 
 func TestReservesEveryTagInSortedOrder(t *testing.T) {
@@ -295,9 +305,9 @@ func TestReservationTimeoutNamesTheTagAndReleasesTheOthers(t *testing.T) {
 	defer cancel()
 	r, err := e.owners.Reserve(short, journal.Stream(a))
 	require.NoError(t, err)
-	require.NoError(t, e.owners.Cancel(ctx, r, nil))
+	require.NoError(t, r.Grantor.Cancel(ctx, nil))
 
-	require.NoError(t, e.owners.Cancel(ctx, held, nil))
+	require.NoError(t, held.Grantor.Cancel(ctx, nil))
 	_, err = tagconsistency.Execute(ctx, e.x, transfer(a, b, 1), tagconsistency.Options{})
 	require.NoError(t, err)
 }
@@ -323,7 +333,7 @@ func TestBusyTagQueuesTheCommand(t *testing.T) {
 		t.Fatalf("the command did not queue behind the reservation: %v", err)
 	default:
 	}
-	require.NoError(t, e.owners.Cancel(ctx, held, nil))
+	require.NoError(t, held.Grantor.Cancel(ctx, nil))
 	require.NoError(t, <-done)
 }
 

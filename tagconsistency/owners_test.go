@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/tagconsistency"
 )
@@ -125,12 +126,12 @@ func (s *lockStream) adopt(tag journal.Tag, recs []journal.Record) error {
 	return nil
 }
 
-func (o *lockOwners) Reserve(ctx context.Context, id journal.StreamID) (tagconsistency.Reservation, error) {
+func (o *lockOwners) Reserve(ctx context.Context, id journal.StreamID) (*actors.Reservation, error) {
 	s, err := o.hold(ctx, id)
 	if err != nil {
-		return tagconsistency.Reservation{}, err
+		return nil, err
 	}
-	r := tagconsistency.Reservation{Stream: id.Normalize(), Lease: s.lease, Version: uint64(len(s.records)), Token: s}
+	r := &actors.Reservation{Stream: id.Normalize(), Lease: s.lease, Version: uint64(len(s.records)), Grantor: &lockGrant{s: s, tag: id.Tag}}
 	if n := len(s.records); n > 0 {
 		r.LastPosition = s.records[n-1].Position
 	}
@@ -145,18 +146,22 @@ func (o *lockOwners) Reserve(ctx context.Context, id journal.StreamID) (tagconsi
 	return r, nil
 }
 
-func (o *lockOwners) Confirm(_ context.Context, r tagconsistency.Reservation, recs []journal.Record) error {
-	s := r.Token.(*lockStream)
-	defer func() { <-s.slot }()
-	return s.adopt(r.Stream.Tag, recs)
+// lockGrant ends a reservation of lockOwners: it frees the stream's slot.
+type lockGrant struct {
+	s   *lockStream
+	tag journal.Tag
 }
 
-func (o *lockOwners) Cancel(_ context.Context, r tagconsistency.Reservation, cause error) error {
-	s := r.Token.(*lockStream)
+func (g *lockGrant) Confirm(_ context.Context, recs []journal.Record) error {
+	defer func() { <-g.s.slot }()
+	return g.s.adopt(g.tag, recs)
+}
+
+func (g *lockGrant) Cancel(_ context.Context, cause error) error {
 	if cause != nil {
-		s.loaded = false
+		g.s.loaded = false
 	}
-	<-s.slot
+	<-g.s.slot
 	return nil
 }
 

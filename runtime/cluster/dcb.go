@@ -24,25 +24,27 @@ import (
 // leaves the cluster.
 type clusterOwners struct{ c *clusterNode }
 
-// remoteReservation is the Token of a reservation held on another member.
-type remoteReservation struct {
-	node *clusterNode // the membership that made it, which ends it
-	pid  *actor.PID
-	id   uint64 // the reservation's ID on the hosting member
+// remoteGrant is the Grantor of a reservation granted by the stream actor on
+// another member; the membership that reserved it ends it.
+type remoteGrant struct {
+	node   *clusterNode
+	pid    *actor.PID
+	stream journal.StreamID
+	id     uint64 // the reservation's ID on the hosting member
 }
 
-func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (tagconsistency.Reservation, error) {
+func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (*actors.Reservation, error) {
 	c := o.c
 	stream = stream.Normalize()
 	identity := stream.String()
 	for attempt := 1; ; attempt++ {
 		if err := c.check(); err != nil {
-			return tagconsistency.Reservation{}, err
+			return nil, err
 		}
 		owner := c.owner(identity)
 		switch owner {
 		case "":
-			return tagconsistency.Reservation{}, fmt.Errorf("%w: no member of cluster %q hosts streams right now (stream %s); retry when members have joined", runtime.ErrNodeUnavailable, c.cfg.Name, stream)
+			return nil, fmt.Errorf("%w: no member of cluster %q hosts streams right now (stream %s); retry when members have joined", runtime.ErrNodeUnavailable, c.cfg.Name, stream)
 		case c.self():
 			return c.localOwners().Reserve(ctx, stream)
 		}
@@ -53,12 +55,12 @@ func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (ta
 	}
 }
 
-func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamID) (tagconsistency.Reservation, bool, error) {
+func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamID) (*actors.Reservation, bool, error) {
 	c := o.c
 	identity := stream.String()
 	pid := c.pid(identity)
 	if pid == nil {
-		return tagconsistency.Reservation{}, false, fmt.Errorf("%w: the member hosting stream %s did not activate it; nothing was reserved: retry", runtime.ErrNodeUnavailable, stream)
+		return nil, false, fmt.Errorf("%w: the member hosting stream %s did not activate it; nothing was reserved: retry", runtime.ErrNodeUnavailable, stream)
 	}
 	id := c.seq.Add(1)
 	req := &clusterpb.ReserveRequest{
@@ -75,103 +77,124 @@ func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamI
 			c.abandoned[id] = abandonedReserve{pid: pid, stream: req.Stream}
 		}
 		c.mu.Unlock()
-		return tagconsistency.Reservation{}, false, err
+		return nil, false, err
 	}
 	switch r := r.(type) {
 	case *clusterpb.ReserveReply:
 		if r.Error != nil {
 			if hasCode(r.Error, codeNotOwner) {
 				c.cl.PidCache.Remove(identity, streamKind)
-				return tagconsistency.Reservation{}, true, fmt.Errorf("%w: member %s no longer hosts stream %s; nothing was reserved: retry", runtime.ErrNodeUnavailable, pid.Address, stream)
+				return nil, true, fmt.Errorf("%w: member %s no longer hosts stream %s; nothing was reserved: retry", runtime.ErrNodeUnavailable, pid.Address, stream)
 			}
 			err := c.decodeError(r.Error, pid.Address)
 			if errors.Is(err, actors.ErrReservationTimeout) {
 				err = fmt.Errorf("%w: %w", tagconsistency.ErrReservationTimeout, err)
 			}
-			return tagconsistency.Reservation{}, false, err
+			return nil, false, err
 		}
-		res := tagconsistency.Reservation{
-			Stream:  stream,
-			Version: r.Version,
-			Token:   &remoteReservation{node: c, pid: pid, id: r.ReservationId},
-		}
-		if r.Lease != nil {
-			res.Lease = journal.Lease{Stream: stream, NodeID: r.Lease.NodeId, Incarnation: r.Lease.Incarnation, Epoch: r.Lease.Epoch}
-		}
-		if r.LastPosition != nil {
-			res.LastPosition = journal.Position{Commit: r.LastPosition.Commit, Seq: r.LastPosition.Seq}
-		}
-		if r.State != nil {
-			if m := c.node.Model(stream.Tag.Group()); m != nil {
-				st, err := m.DecodeState(r.State.Data)
-				if err != nil {
-					_ = o.Cancel(context.WithoutCancel(ctx), res, nil)
-					return tagconsistency.Reservation{}, false, fmt.Errorf("runtime: decoding the state of stream %s sent by member %s: %w", stream, pid.Address, err)
-				}
-				res.State = st
-			}
+		res, err := c.reservationFromPB(ctx, stream, pid, r)
+		if err != nil {
+			return nil, false, err
 		}
 		return res, false, nil
 	case error:
 		switch {
 		case errors.Is(r, errUndelivered):
 			c.cl.PidCache.Remove(identity, streamKind)
-			return tagconsistency.Reservation{}, true, fmt.Errorf("%w: the reservation of stream %s could not be delivered to member %s: retry", runtime.ErrNodeUnavailable, stream, pid.Address)
+			return nil, true, fmt.Errorf("%w: the reservation of stream %s could not be delivered to member %s: retry", runtime.ErrNodeUnavailable, stream, pid.Address)
 		case errors.Is(r, errMemberLeft):
 			c.cl.PidCache.Remove(identity, streamKind)
-			return tagconsistency.Reservation{}, false, fmt.Errorf("%w: member %s left the cluster while reserving stream %s: retry", runtime.ErrNodeUnavailable, pid.Address, stream)
+			return nil, false, fmt.Errorf("%w: member %s left the cluster while reserving stream %s: retry", runtime.ErrNodeUnavailable, pid.Address, stream)
 		}
-		return tagconsistency.Reservation{}, false, r
+		return nil, false, r
 	}
-	return tagconsistency.Reservation{}, false, fmt.Errorf("runtime: unexpected reply %T from member %s", r, pid.Address)
+	return nil, false, fmt.Errorf("runtime: unexpected reply %T from member %s", r, pid.Address)
 }
 
-func (o clusterOwners) Confirm(ctx context.Context, r tagconsistency.Reservation, records []journal.Record) error {
-	rr, ok := r.Token.(*remoteReservation)
-	if !ok {
-		return o.c.localOwners().Confirm(ctx, r, records)
+// reservationFromPB is the reservation r granted by the member at pid; its
+// state is decoded with the aggregate's state codec. With reservationToPB it
+// is the only conversion between a reservation and its wire form.
+func (c *clusterNode) reservationFromPB(ctx context.Context, stream journal.StreamID, pid *actor.PID, r *clusterpb.ReserveReply) (*actors.Reservation, error) {
+	res := &actors.Reservation{
+		Stream:  stream,
+		Version: r.Version,
+		Grantor: &remoteGrant{node: c, pid: pid, stream: stream, id: r.ReservationId},
 	}
-	return o.end(ctx, r.Stream, rr, &clusterpb.EndReservationRequest{Confirm: true, Records: recordsToPB(records)})
+	if r.Lease != nil {
+		res.Lease = journal.Lease{Stream: stream, NodeID: r.Lease.NodeId, Incarnation: r.Lease.Incarnation, Epoch: r.Lease.Epoch}
+	}
+	if r.LastPosition != nil {
+		res.LastPosition = journal.Position{Commit: r.LastPosition.Commit, Seq: r.LastPosition.Seq}
+	}
+	if r.State != nil {
+		if m := c.node.Model(stream.Tag.Group()); m != nil {
+			st, err := m.DecodeState(r.State.Data)
+			if err != nil {
+				_ = res.Grantor.Cancel(context.WithoutCancel(ctx), nil)
+				return nil, fmt.Errorf("runtime: decoding the state of stream %s sent by member %s: %w", stream, pid.Address, err)
+			}
+			res.State = st
+		}
+	}
+	return res, nil
 }
 
-func (o clusterOwners) Cancel(ctx context.Context, r tagconsistency.Reservation, cause error) error {
-	rr, ok := r.Token.(*remoteReservation)
-	if !ok {
-		return o.c.localOwners().Cancel(ctx, r, cause)
+// reservationToPB fills reply with the reservation r granted here, its state
+// encoded with the aggregate's state codec.
+func (c *clusterNode) reservationToPB(r *actors.Reservation, reply *clusterpb.ReserveReply) error {
+	if r.State != nil {
+		if mod := c.node.Model(r.Stream.Tag.Group()); mod != nil {
+			data, err := mod.EncodeState(r.State)
+			if err != nil {
+				return fmt.Errorf("runtime: encoding the state of stream %s for the reserving member: %w", r.Stream, err)
+			}
+			reply.State = &clusterpb.Payload{Type: mod.Name(), Data: data}
+		}
 	}
+	reply.Lease = &clusterpb.Lease{NodeId: r.Lease.NodeID, Incarnation: r.Lease.Incarnation, Epoch: r.Lease.Epoch}
+	reply.Version = r.Version
+	reply.LastPosition = &clusterpb.Position{Commit: r.LastPosition.Commit, Seq: r.LastPosition.Seq}
+	return nil
+}
+
+func (g *remoteGrant) Confirm(ctx context.Context, records []journal.Record) error {
+	return g.end(ctx, &clusterpb.EndReservationRequest{Confirm: true, Records: recordsToPB(records)})
+}
+
+func (g *remoteGrant) Cancel(ctx context.Context, cause error) error {
 	req := &clusterpb.EndReservationRequest{}
 	if cause != nil {
-		req.CancelCause = o.c.encodeError(cause)
+		req.CancelCause = g.node.encodeError(cause)
 	}
-	return o.end(ctx, r.Stream, rr, req)
+	return g.end(ctx, req)
 }
 
-func (o clusterOwners) end(ctx context.Context, stream journal.StreamID, rr *remoteReservation, req *clusterpb.EndReservationRequest) error {
-	c := o.c
+func (g *remoteGrant) end(ctx context.Context, req *clusterpb.EndReservationRequest) error {
+	c, stream, pid := g.node, g.stream, g.pid
 	id := c.seq.Add(1)
 	req.RequestId = id
 	req.Stream = &clusterpb.Stream{Partition: stream.Partition, Tag: string(stream.Tag)}
-	req.ReservationId = rr.id
+	req.ReservationId = g.id
 	req.TimeoutNanos = int64(remoteTimeout(ctx, c.node.RequestTimeout))
-	r, err := c.send(ctx, rr.pid, id, req)
+	r, err := c.send(ctx, pid, id, req)
 	if err != nil {
-		return fmt.Errorf("runtime: ending the reservation of stream %s on member %s: %w", stream, rr.pid.Address, err)
+		return fmt.Errorf("runtime: ending the reservation of stream %s on member %s: %w", stream, pid.Address, err)
 	}
 	switch r := r.(type) {
 	case *clusterpb.EndReservationReply:
 		if r.Error != nil {
-			return c.decodeError(r.Error, rr.pid.Address)
+			return c.decodeError(r.Error, pid.Address)
 		}
 		return nil
 	case error:
-		return fmt.Errorf("%w: ending the reservation of stream %s on member %s: %w (%w)", runtime.ErrNodeUnavailable, stream, rr.pid.Address, r, actors.ErrReservationLost)
+		return fmt.Errorf("%w: ending the reservation of stream %s on member %s: %w (%w)", runtime.ErrNodeUnavailable, stream, pid.Address, r, actors.ErrReservationLost)
 	}
-	return fmt.Errorf("runtime: unexpected reply %T from member %s", r, rr.pid.Address)
+	return fmt.Errorf("runtime: unexpected reply %T from member %s", r, pid.Address)
 }
 
 // heldReservation is a reservation this member granted to another member.
 type heldReservation struct {
-	r      tagconsistency.Reservation
+	r      *actors.Reservation
 	holder string // the address of the member holding it
 }
 
@@ -197,22 +220,16 @@ func (c *clusterNode) serveReserve(ctx context.Context, sender *actor.PID, m *cl
 		reply.Error = c.encodeError(err)
 		return reply
 	}
-	if r.State != nil {
-		if mod := c.node.Model(stream.Tag.Group()); mod != nil {
-			data, err := mod.EncodeState(r.State)
-			if err != nil {
-				_ = c.localOwners().Cancel(context.Background(), r, nil)
-				reply.Error = c.encodeError(fmt.Errorf("runtime: encoding the state of stream %s for the reserving member: %w", stream, err))
-				return reply
-			}
-			reply.State = &clusterpb.Payload{Type: mod.Name(), Data: data}
-		}
+	if err := c.reservationToPB(r, reply); err != nil {
+		_ = r.Grantor.Cancel(context.Background(), nil)
+		reply.Error = c.encodeError(err)
+		return reply
 	}
 	id := c.seq.Add(1)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		_ = c.localOwners().Cancel(context.Background(), r, nil)
+		_ = r.Grantor.Cancel(context.Background(), nil)
 		reply.Error = c.encodeError(runtime.ErrShutdown)
 		return reply
 	}
@@ -225,9 +242,6 @@ func (c *clusterNode) serveReserve(ctx context.Context, sender *actor.PID, m *cl
 		return reply
 	}
 	reply.ReservationId = id
-	reply.Lease = &clusterpb.Lease{NodeId: r.Lease.NodeID, Incarnation: r.Lease.Incarnation, Epoch: r.Lease.Epoch}
-	reply.Version = r.Version
-	reply.LastPosition = &clusterpb.Position{Commit: r.LastPosition.Commit, Seq: r.LastPosition.Seq}
 	return reply
 }
 
@@ -245,13 +259,13 @@ func (c *clusterNode) serveEndReservation(m *clusterpb.EndReservationRequest) *c
 	defer cancel()
 	var err error
 	if m.Confirm {
-		err = c.localOwners().Confirm(ctx, h.r, recordsFromPB(m.Records))
+		err = h.r.Grantor.Confirm(ctx, recordsFromPB(m.Records))
 	} else {
 		var cause error
 		if m.CancelCause != nil {
 			cause = c.decodeError(m.CancelCause, "")
 		}
-		err = c.localOwners().Cancel(ctx, h.r, cause)
+		err = h.r.Grantor.Cancel(ctx, cause)
 	}
 	if err != nil {
 		reply.Error = c.encodeError(err)
@@ -261,7 +275,7 @@ func (c *clusterNode) serveEndReservation(m *clusterpb.EndReservationRequest) *c
 
 // releaseHeldBy cancels the reservations granted to a member that left.
 func (c *clusterNode) releaseHeldBy(addr string) {
-	var rs []tagconsistency.Reservation
+	var rs []*actors.Reservation
 	c.mu.Lock()
 	for id, h := range c.held {
 		if h.holder == addr {
@@ -272,7 +286,7 @@ func (c *clusterNode) releaseHeldBy(addr string) {
 	c.mu.Unlock()
 	for _, r := range rs {
 		ctx, cancel := context.WithTimeout(context.Background(), c.node.RequestTimeout)
-		_ = c.localOwners().Cancel(ctx, r, errMemberLeft)
+		_ = r.Grantor.Cancel(ctx, errMemberLeft)
 		cancel()
 	}
 }
@@ -285,7 +299,7 @@ func (c *clusterNode) releaseAllHeld() {
 	c.mu.Unlock()
 	for _, h := range held {
 		ctx, cancel := context.WithTimeout(context.Background(), c.node.RequestTimeout)
-		_ = c.localOwners().Cancel(ctx, h.r, nil)
+		_ = h.r.Grantor.Cancel(ctx, nil)
 		cancel()
 	}
 }

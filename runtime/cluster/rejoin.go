@@ -261,28 +261,13 @@ func (m *member) Shutdown() {
 }
 
 // memberOwners reserves DCB tags through the membership serving now; a
-// reservation is ended through the membership that made it.
+// reservation's Grantor ends it through the membership that made it.
 type memberOwners struct{ m *member }
 
-func (o memberOwners) Reserve(ctx context.Context, stream journal.StreamID) (tagconsistency.Reservation, error) {
+func (o memberOwners) Reserve(ctx context.Context, stream journal.StreamID) (*actors.Reservation, error) {
 	c, err := o.m.serving()
 	if err != nil {
-		return tagconsistency.Reservation{}, err
+		return nil, err
 	}
 	return clusterOwners{c: c}.Reserve(ctx, stream)
-}
-
-func (o memberOwners) Confirm(ctx context.Context, r tagconsistency.Reservation, records []journal.Record) error {
-	return o.owners(r).Confirm(ctx, r, records)
-}
-
-func (o memberOwners) Cancel(ctx context.Context, r tagconsistency.Reservation, cause error) error {
-	return o.owners(r).Cancel(ctx, r, cause)
-}
-
-func (o memberOwners) owners(r tagconsistency.Reservation) clusterOwners {
-	if rr, ok := r.Token.(*remoteReservation); ok {
-		return clusterOwners{c: rr.node}
-	}
-	return clusterOwners{c: o.m.cur.Load()}
 }
