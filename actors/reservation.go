@@ -13,21 +13,14 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// Reservation is a DCB hold on one stream, granted by the stream's single
-// writer: this host's stream actor (Host.Reserve), or the actor on the
-// cluster member hosting the stream (whose runtime/cluster side sets
-// Grantor). It is the one reservation type every layer passes along: the
-// actor grants it, tagconsistency's executor appends with it, and a cluster
-// member carries it over the wire (converted in runtime/cluster only).
-//
-// While it is held the actor decides none of its own commands and grants no
-// other reservation: they queue in arrival order. The holder appends with
-// Lease and Expect{Stream.Tag: Version}, then calls Grantor.Confirm with the
-// stored records or Grantor.Cancel. A reservation held longer than
-// Config.ReservationHold is cancelled by the actor, which then re-reads the
-// stream's tail from the journal before serving again.
-//
-// The data fields are read-only once granted.
+// Reservation is a DCB hold on one stream, granted by the stream's actor
+// (Host.Reserve, or the hosting member's actor through runtime/cluster, which
+// sets its own Grantor). While it is held the actor decides none of its own
+// commands and grants no other reservation: they queue. The holder appends
+// with Lease and Expect{Stream.Tag: Version}, then ends it through Grantor.
+// A reservation held longer than Config.ReservationHold is cancelled by the
+// actor, which re-reads the stream's tail before serving again. The data
+// fields are read-only once granted.
 type Reservation struct {
 	// Stream is the reserved stream.
 	Stream journal.StreamID
@@ -50,20 +43,16 @@ type Reservation struct {
 	Grantor Grantor
 }
 
-// Grantor is the granting owner's end of one Reservation. Exactly one of
-// Confirm or Cancel is called, once, from any goroutine; a second call fails.
+// Grantor is the granting owner's end of one Reservation: exactly one of
+// Confirm or Cancel is called, once, from any goroutine.
 type Grantor interface {
-	// Confirm tells the owner that the holder appended records (as returned
-	// by the journal): the owner adopts those carrying its tag, evolving its
-	// state and version, and serves its queue again. Records must continue
-	// the reserved version; otherwise the owner re-reads its tail from the
-	// journal. It fails with ErrReservationLost when the reservation was no
-	// longer held; the records are durable regardless.
+	// Confirm hands the owner the appended records: it adopts those carrying
+	// its tag (re-reading its tail if they do not continue Version) and
+	// serves its queue again. ErrReservationLost: it was no longer held.
 	Confirm(ctx context.Context, records []journal.Record) error
-	// Cancel ends the reservation without an append. cause is nil when
-	// nothing was appended; otherwise (an append failed or its outcome is
-	// unknown, a condition failed) the owner re-reads its tail from the
-	// journal before serving again.
+	// Cancel ends the reservation without an append; a non-nil cause (the
+	// append failed or its outcome is unknown) makes the owner re-read its
+	// tail before serving again.
 	Cancel(ctx context.Context, cause error) error
 }
 
