@@ -114,6 +114,7 @@ func commands() []*command {
 		deadLettersReplayCommand(),
 		eraseCommand(),
 		subjectsCommand(),
+		consoleCommand(),
 	}
 }
 
