@@ -114,6 +114,8 @@ func TestBrowserLiveAndVerify(t *testing.T) {
 	pos, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS("#head")))
 	require.NoError(t, err)
 	require.Equal(t, res.Records[0].Position.String(), pos)
+	// The projection applied 2 of the events: its lag is charted live.
+	require.NoError(t, chromedp.Do(tctx, chromedp.WaitVisible(`//p[@id="lag-legend"]/span[starts-with(text(), "accounts@1: ")]`)))
 
 	f.exec(`UPDATE __S__.events SET data = '{"amount":999}' WHERE id = $1`, f.recs[1].ID)
 	require.NoError(t, chromedp.Do(tctx,

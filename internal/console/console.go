@@ -120,7 +120,27 @@ func sameOrigin(r *http.Request) bool {
 // head and fans each new event out to the open live views, and emits a
 // per-second tick with the event rate. It returns when ctx ends.
 func (s *Server) Follow(ctx context.Context) error {
-	return s.hub.follow(ctx, s.cfg.Journal, s.log)
+	return s.hub.follow(ctx, s.cfg.Journal, s.lags, s.log)
+}
+
+// lags reads each projection's lag in seconds for the live chart: the
+// projections table and one index probe of the feed per projection.
+func (s *Server) lags(ctx context.Context) []projectionLag {
+	statuses, err := s.cfg.Projections.Statuses(ctx)
+	if err != nil {
+		return nil
+	}
+	out := make([]projectionLag, 0, len(statuses))
+	for _, st := range statuses {
+		l := projectionLag{Name: st.Key.String()}
+		for rec, err := range s.cfg.Journal.ReadAll(ctx, st.Checkpoint, 1) {
+			if err == nil {
+				l.Seconds = max(0, time.Since(rec.RecordedAt).Seconds())
+			}
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // page renders the named template inside the layout.

@@ -30,6 +30,14 @@ type tick struct {
 	Events int       `json:"events"` // events seen in the last second
 	Seen   uint64    `json:"seen"`   // events seen since the console started
 	Head   string    `json:"head"`   // the newest position seen
+	// Lags are the projections' lags in seconds: the age of the oldest event
+	// each has not applied (0 when caught up).
+	Lags []projectionLag `json:"lags,omitempty"`
+}
+
+type projectionLag struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
 }
 
 // message is one server-sent event.
@@ -91,7 +99,7 @@ func (h *hub) broadcast(kind string, v any) {
 // follow subscribes to every event after the journal's head and broadcasts
 // each, with a tick every second. A failed subscription is retried after a
 // second (the database may be restarting); it returns when ctx ends.
-func (h *hub) follow(ctx context.Context, j *postgres.Journal, log *slog.Logger) error {
+func (h *hub) follow(ctx context.Context, j *postgres.Journal, lags func(context.Context) []projectionLag, log *slog.Logger) error {
 	head, err := j.Head(ctx)
 	if err != nil {
 		return fmt.Errorf("console: reading the feed's head: %w", err)
@@ -114,6 +122,7 @@ func (h *hub) follow(ctx context.Context, j *postgres.Journal, log *slog.Logger)
 				tk := tick{At: now.UTC(), Events: second, Seen: seen, Head: last.String()}
 				second = 0
 				mu.Unlock()
+				tk.Lags = lags(ctx)
 				h.mu.Lock()
 				h.last = tk
 				h.mu.Unlock()

@@ -23,6 +23,13 @@ const pageSize = 100
 // streamPage is how many of a stream's events one page shows.
 const streamPage = 50
 
+// newestShown is how many of the newest events the overview lists.
+const newestShown = 20
+
+// lagCountLimit bounds the count of a projection's lag in events: beyond it
+// the console shows "at least" (the count reads the index up to it).
+const lagCountLimit = 100_000
+
 // recordView is a record as a page shows it: data and metadata as indented
 // JSON (escaped by the template), per-tag versions in chain order.
 type recordView struct {
@@ -54,16 +61,12 @@ func indent(data []byte) string {
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	types, err := s.cfg.Journal.TypeSummaries(ctx)
+	o, err := s.cfg.Journal.Overview(ctx)
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	var events uint64
-	for _, t := range types {
-		events += t.Count
-	}
-	head, err := s.cfg.Journal.Head(ctx)
+	newest, err := s.cfg.Journal.Newest(ctx, newestShown)
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
@@ -73,7 +76,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	s.page(w, "overview", "Overview", map[string]any{"Events": events, "Types": len(types), "Head": head, "Projections": projs})
+	s.page(w, "overview", "Overview", map[string]any{"Overview": o, "Newest": newest, "Projections": projs})
 }
 
 func (s *Server) streams(w http.ResponseWriter, r *http.Request) {
@@ -200,6 +203,7 @@ func (s *Server) leases(w http.ResponseWriter, r *http.Request) {
 type projectionRow struct {
 	projection.Status
 	Lag         uint64
+	LagAtLeast  bool // Lag reached lagCountLimit: there are at least that many
 	LagTime     time.Duration
 	DeadLetters int
 }
@@ -213,9 +217,10 @@ func (s *Server) projectionRows(r *http.Request) ([]projectionRow, error) {
 	rows := make([]projectionRow, len(statuses))
 	for i, st := range statuses {
 		rows[i].Status = st
-		if rows[i].Lag, err = s.cfg.Journal.CountAfter(ctx, st.Checkpoint); err != nil {
+		if rows[i].Lag, err = s.cfg.Journal.CountAfterAtMost(ctx, st.Checkpoint, lagCountLimit); err != nil {
 			return nil, err
 		}
+		rows[i].LagAtLeast = rows[i].Lag == lagCountLimit
 		if rows[i].Lag > 0 {
 			for rec, err := range s.cfg.Journal.ReadAll(ctx, st.Checkpoint, 1) {
 				if err != nil {

@@ -49,7 +49,43 @@ function overview() {
       return x.toFixed(1) + "," + y.toFixed(1);
     }).join(" "));
     document.getElementById("rate").setAttribute("aria-label", "events per second, now " + t.events + ", peak " + top);
+    drawLags(t);
   });
+}
+
+const lagSeries = new Map();
+const palette = ["#2a62c9", "#b3261e", "#1f7a3d", "#a05a00", "#6a3fb5", "#00838f"];
+
+// drawLags adds a tick's projection lags to their series and redraws one
+// line per projection, scaled to the largest lag shown.
+function drawLags(t) {
+  const svg = document.getElementById("lag");
+  const legend = document.getElementById("lag-legend");
+  if (!svg) return;
+  for (const l of t.lags || []) {
+    if (!lagSeries.has(l.name)) lagSeries.set(l.name, []);
+    const s = lagSeries.get(l.name);
+    s.push(l.seconds);
+    while (s.length > 120) s.shift();
+  }
+  let top = 1;
+  for (const s of lagSeries.values()) top = Math.max(top, ...s);
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  legend.textContent = "";
+  let i = 0;
+  for (const [name, s] of lagSeries) {
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    line.setAttribute("stroke", palette[i % palette.length]);
+    line.setAttribute("points", s.map((v, k) => ((600 * k) / 119).toFixed(1) + "," + (115 - (110 * v) / top).toFixed(1)).join(" "));
+    svg.appendChild(line);
+    const key = document.createElement("span");
+    key.className = "key";
+    key.dataset.color = String(i % palette.length);
+    key.textContent = name + ": " + s[s.length - 1].toFixed(1) + " s  ";
+    legend.appendChild(key);
+    i++;
+  }
+  if (lagSeries.size === 0) legend.textContent = "no projection";
 }
 
 function streamPage() {
