@@ -9,6 +9,7 @@ func (j *Journal) InspectStatements(after journal.Position) []Statement {
 		{Name: "inspect: overview counts", SQL: j.sql(overviewCountsSQL)},
 		{Name: "inspect: partitions", SQL: j.sql(partitionsSQL)},
 		{Name: "inspect: type count", SQL: j.sql(typeCountSQL)},
+		{Name: "inspect: type summaries", SQL: j.sql(typeSummariesSQL)},
 		{Name: "inspect: count after, at most", SQL: j.sql(countAfterAtMostSQL), Args: []any{i64(after.Commit), i64(after.Seq), 100_000}},
 		{Name: "inspect: newest events", SQL: j.sql(newestSQL), Args: []any{20}},
 	}

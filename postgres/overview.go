@@ -56,6 +56,31 @@ const (
 			SELECT (SELECT e.type FROM __S__.events e WHERE e.type > t.type ORDER BY e.type LIMIT 1)
 			FROM t WHERE t.type IS NOT NULL)
 		SELECT count(*) FROM t WHERE type IS NOT NULL`
+	// typeSummariesSQL: the types by a loose index scan of
+	// events_type_recorded; per type its count and first and last
+	// recorded_at from that index, and its first and last positions from
+	// events_partition_type_pos, probed once per partition (the partitions by
+	// a loose scan of streams_pkey: every event is in a chain of its
+	// partition).
+	typeSummariesSQL = `WITH RECURSIVE t AS (
+			(SELECT type FROM __S__.events ORDER BY type LIMIT 1)
+			UNION ALL
+			SELECT (SELECT e.type FROM __S__.events e WHERE e.type > t.type ORDER BY e.type LIMIT 1)
+			FROM t WHERE t.type IS NOT NULL),
+		p AS (
+			(SELECT partition FROM __S__.streams ORDER BY partition LIMIT 1)
+			UNION ALL
+			SELECT (SELECT s.partition FROM __S__.streams s WHERE s.partition > p.partition ORDER BY s.partition LIMIT 1)
+			FROM p WHERE p.partition IS NOT NULL)
+		SELECT t.type,
+			(SELECT count(*) FROM __S__.events e WHERE e.type = t.type),
+			(SELECT min(f.pos) FROM p, LATERAL (SELECT ARRAY[e.commit_xid, e.seq] AS pos FROM __S__.events e
+				WHERE e.partition = p.partition AND e.type = t.type ORDER BY e.commit_xid, e.seq LIMIT 1) f WHERE p.partition IS NOT NULL),
+			(SELECT max(l.pos) FROM p, LATERAL (SELECT ARRAY[e.commit_xid, e.seq] AS pos FROM __S__.events e
+				WHERE e.partition = p.partition AND e.type = t.type ORDER BY e.commit_xid DESC, e.seq DESC LIMIT 1) l WHERE p.partition IS NOT NULL),
+			(SELECT min(e.recorded_at) FROM __S__.events e WHERE e.type = t.type),
+			(SELECT max(e.recorded_at) FROM __S__.events e WHERE e.type = t.type)
+		FROM t WHERE t.type IS NOT NULL ORDER BY t.type`
 	countAfterAtMostSQL = `SELECT count(*) FROM (SELECT 1 FROM __S__.events
 		WHERE (commit_xid, seq) > ($1::bigint, $2::bigint) ORDER BY commit_xid, seq LIMIT $3) x`
 	newestSQL = `SELECT id, commit_xid, seq, partition, type, tags, recorded_at
