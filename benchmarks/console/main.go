@@ -87,7 +87,9 @@ func run(url string, n, runs int, schema string, keep bool) error {
 		if sample, err = fillSchema(ctx, j, ps, n); err != nil {
 			return err
 		}
-		if _, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{schema}.Sanitize()+".events"); err != nil {
+		// A filled table in its steady state: autovacuum has set its
+		// visibility map and statistics (the fill is one burst of inserts).
+		if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+pgx.Identifier{schema}.Sanitize()+".events"); err != nil {
 			return err
 		}
 	} else {
