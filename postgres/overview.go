@@ -20,8 +20,8 @@ type Overview struct {
 	// partitions that have streams, in byte order.
 	Events          uint64
 	EventsEstimated bool
-	Streams    uint64
-	Partitions []string
+	Streams         uint64
+	Partitions      []string
 	// Types counts the event types of the hot events.
 	Types int
 	// Head is the newest visible position.
