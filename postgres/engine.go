@@ -113,9 +113,7 @@ func (j *Journal) prefix(b *pgx.Batch, batch []*appendReq) int {
 	keys, modes := lockArgs(locks)
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	b.Queue(lockSQL, keys, modes)
-	if !j.seam.ungatedOrder {
-		b.Queue(j.sql(lockEventsSQL))
-	}
+	b.Queue(j.sql(lockEventsSQL))
 	return b.Len()
 }
 
@@ -149,7 +147,7 @@ func (j *Journal) run(ctx context.Context, batch []*appendReq, hold bool) (outco
 	}()
 	for attempt := 0; ; attempt++ {
 		var st *batchState
-		if attempt == 0 && !hold && !j.seam.readFirst {
+		if attempt == 0 && !hold && (j.hooks == nil || !j.hooks.readFirst) {
 			st = j.heads.known(batch)
 		}
 		direct := st != nil

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -159,8 +158,10 @@ func (j *Journal) write(ctx context.Context, conn *pgxpool.Conn, batch []*append
 		_, _ = conn.Exec(ctx, "ROLLBACK")
 		return false, err
 	}
-	if err := j.seam.at(ctx, seamAfterChecks, conn); err != nil {
-		return false, j.fatalErr(err, false)
+	if j.hooks != nil && j.hooks.afterChecks != nil {
+		if err := j.hooks.afterChecks(ctx, conn); err != nil {
+			return false, j.fatalErr(err, false)
+		}
 	}
 	b := &pgx.Batch{}
 	nExec := 0
@@ -178,12 +179,8 @@ func (j *Journal) write(ctx context.Context, conn *pgxpool.Conn, batch []*append
 			}
 		}
 	}
-	ws := j.sql(writeSQL)
-	if j.seam.ungatedOrder {
-		ws = strings.Replace(ws, "pg_current_xact_id()::text::bigint", "0::bigint", 1)
-	}
-	b.Queue(ws, args...)
-	commitInPipeline := !hold && !j.seam.has(seamBeforeCommit)
+	b.Queue(j.sql(writeSQL), args...)
+	commitInPipeline := !hold && (j.hooks == nil || j.hooks.beforeCommit == nil)
 	if commitInPipeline {
 		b.Queue("COMMIT")
 	}
@@ -224,7 +221,10 @@ func (j *Journal) write(ctx context.Context, conn *pgxpool.Conn, batch []*append
 		err = cerr
 	}
 	if err == nil && !commitInPipeline && !hold {
-		if err = j.seam.at(ctx, seamBeforeCommit, conn); err == nil {
+		if j.hooks != nil && j.hooks.beforeCommit != nil {
+			err = j.hooks.beforeCommit(ctx, conn)
+		}
+		if err == nil {
 			_, err = conn.Exec(ctx, "COMMIT")
 		}
 		if err != nil && isConnErr(err) {
