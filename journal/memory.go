@@ -41,14 +41,14 @@ type MemoryConfig struct {
 // keeps everything in process memory, so it suits tests, examples and
 // benchmarks, not durable storage.
 //
-// One mutex guards all state, so every Append (validation aside) and every
-// session call is atomic; positions are assigned at commit, in order, so
+// Every Append (validation aside) and every session call is atomic: each is
+// applied under one mutex that guards the records, streams, indexes, node
+// sessions and leases. Positions are assigned at commit, in order, so
 // "everything after P" never misses a later-committed event. Concurrent
 // Appends are applied by one of their callers at a time, in arrival order,
 // each on its own (see Append); a caller's Append returns only once its own
-// append is applied or refused. Readers copy
-// records in pages under the lock and never hold it while the consumer runs.
-// Memory starts no goroutines.
+// append is applied or refused. Readers copy records in pages under the lock
+// and never hold it while the consumer runs. Memory starts no goroutines.
 type Memory struct {
 	clock  func() time.Time
 	limits Limits
@@ -67,20 +67,27 @@ type Memory struct {
 	appendWatched bool          // a reader has taken appended to wait on
 	committed     bool          // something was committed since the last signalLocked
 
-	// The append combiner (combine): qmu guards queue, combining and
-	// handovers, and is never held while waiting for mu.
+	// The append combiner (combine): qmu guards queue and combining (and
+	// hooks.handovers), and is never held while waiting for mu.
 	qmu       sync.Mutex
 	queue     []*memAppend // appends waiting for the combiner, in arrival order
 	combining bool         // a caller is applying the queue
-	// combineMax is memCombineMax (tests lower it); handovers counts the
-	// times the combiner role passed to a queued caller.
-	combineMax int
-	handovers  uint64
+
+	// hooks is nil in production; only the package's tests set it.
+	hooks *memHooks
 
 	nodes        map[string]*memNode
 	leases       map[StreamID]*memLease
 	epochs       uint64        // the highest epoch ever granted
 	leaseChanged chan struct{} // closed and replaced when a lease may have become free
+}
+
+// memHooks are what the package's tests steer and observe in the append
+// combiner (memory_internal_test.go sets them). A production Memory has none:
+// Memory.hooks is nil.
+type memHooks struct {
+	combineMax int    // used instead of memCombineMax
+	handovers  uint64 // times the combiner role passed to a queued caller
 }
 
 // memStream is a tag stream: its records' indexes and its recorded head (the
@@ -129,7 +136,6 @@ func NewMemoryWithConfig(cfg MemoryConfig) *Memory {
 		nodes:         make(map[string]*memNode),
 		leases:        make(map[StreamID]*memLease),
 		leaseChanged:  make(chan struct{}),
-		combineMax:    memCombineMax,
 	}
 }
 

@@ -16,9 +16,7 @@ import (
 // Concurrent appends are combined: one caller at a time takes the mutex and
 // applies every append queued meanwhile, one after another in queue order,
 // each exactly as if its own caller held the mutex, then wakes their callers.
-// So the mutex never sits idle while a woken appender waits for a CPU (the
-// issue-15 mutex profile of spread/8 found the appenders queued on it, about
-// six of eight at any moment, on two cores).
+// So the mutex never sits idle while a woken appender waits for a CPU.
 func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions) (AppendResult, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, err
@@ -67,10 +65,7 @@ type memAppend struct {
 
 // memCombineMax bounds how many appends one combiner applies beyond its own
 // before handing the role to the next queued caller, so no caller is kept
-// applying other callers' appends for long. With 256, spread/8 on two cores
-// shared with two CPU hogs ran at p99 4.3–4.6 ms in 3 of 3 runs (the combiner's
-// thread descheduled while the others wait); with 32 its p99 was 0.2–0.7 ms in
-// 2 of 3, and unloaded the two were equal (RESULTS.md, fifth pass).
+// applying other callers' appends for long.
 const memCombineMax = 32
 
 // combine applies a: queued behind the appends already waiting, and applied by
@@ -113,7 +108,11 @@ func (m *Memory) combine(a *memAppend) {
 			panic(p)
 		}
 		// a was in the first batch: it is applied by now.
-		if applied += len(batch); applied > m.combineMax {
+		limit := memCombineMax
+		if m.hooks != nil {
+			limit = m.hooks.combineMax
+		}
+		if applied += len(batch); applied > limit {
 			m.passRole()
 			return
 		}
@@ -130,7 +129,9 @@ func (m *Memory) passRole() {
 		return
 	}
 	next := m.queue[0]
-	m.handovers++
+	if m.hooks != nil {
+		m.hooks.handovers++
+	}
 	m.qmu.Unlock()
 	next.done <- true
 }

@@ -21,16 +21,26 @@ func (m *Memory) firstFromLocked(p Position) int {
 }
 
 // memCursor walks record indices: a range of them, or a slot range of an
-// ascending list of them, forwards or backwards.
+// ascending list of them, forwards or backwards; then, when it follows a
+// record log, every record index of the log from tail on, including those
+// appended while the cursor is in use.
 type memCursor struct {
 	list   []int // candidate record indices, ascending; nil when all
 	all    bool  // lo and hi bound record indices rather than slots of list
 	lo, hi int   // [lo, hi) still to visit
 	desc   bool
+	follow *recordLog // nil: the cursor ends with [lo, hi)
+	tail   int        // next index of follow to visit once [lo, hi) is done
 }
 
+// next returns the next record index to visit, and false when there is none
+// yet (a following cursor may have more once records are appended).
 func (c *memCursor) next() (int, bool) {
 	if c.lo >= c.hi {
+		if c.follow != nil && c.tail < c.follow.len() {
+			c.tail++
+			return c.tail - 1, true
+		}
 		return 0, false
 	}
 	var k int
@@ -48,7 +58,9 @@ func (c *memCursor) next() (int, bool) {
 }
 
 // exhausted reports whether next would return false.
-func (c *memCursor) exhausted() bool { return c.lo >= c.hi }
+func (c *memCursor) exhausted() bool {
+	return c.lo >= c.hi && (c.follow == nil || c.tail >= c.follow.len())
+}
 
 // queryCursorLocked returns a cursor over the record indices in [lo, hi) that
 // may match q: from the tag and type indexes when every item names a tag or a
@@ -134,7 +146,9 @@ func cloneRecord(r *Record) Record {
 // read yields copies of the records that the cursor from open (called once,
 // under the lock) visits and keep (nil: all) accepts, at most limit of them
 // (0: no limit). It copies a page at a time under the lock and yields with the
-// lock released.
+// lock released. It ends when the cursor is exhausted, unless the cursor
+// follows the record log: then it waits for the next commit and goes on, until
+// ctx ends, the journal closes or the consumer stops.
 func (m *Memory) read(ctx context.Context, open func() (memCursor, error), keep func(*Record) bool, limit int) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		var (
@@ -171,6 +185,14 @@ func (m *Memory) read(ctx context.Context, open func() (memCursor, error), keep 
 				n++
 			}
 			finished := cur.exhausted() || (limit > 0 && n >= limit)
+			follow := cur.follow != nil
+			var wake, done chan struct{}
+			if finished && follow {
+				// Taken under the lock that saw the cursor exhausted: any
+				// later commit closes wake.
+				wake, done = m.appended, m.done
+				m.appendWatched = true
+			}
 			m.mu.Unlock()
 			for _, r := range page {
 				if err := ctx.Err(); err != nil {
@@ -182,7 +204,14 @@ func (m *Memory) read(ctx context.Context, open func() (memCursor, error), keep 
 				}
 			}
 			if finished {
-				return
+				if !follow {
+					return
+				}
+				select {
+				case <-wake:
+				case <-done: // the next lock reports ErrStoreNotOpen
+				case <-ctx.Done(): // the next lock reports ctx.Err()
+				}
 			}
 		}
 	}
@@ -311,68 +340,21 @@ func (m *Memory) ReadTypes(ctx context.Context, q TypeQuery) iter.Seq2[Record, e
 }
 
 // Subscribe implements Subscriber. It starts no goroutine: the consumer's own
-// goroutine waits for new commits.
+// goroutine waits for new commits. The records that exist when it starts are
+// found through the tag and type indexes where q allows; every later record
+// is examined in position order.
 func (m *Memory) Subscribe(ctx context.Context, q Query, after Position) iter.Seq2[Record, error] {
 	if err := q.Validate(); err != nil {
 		return yieldErr(err)
 	}
-	return func(yield func(Record, error) bool) {
-		var (
-			catchUp memCursor // indexed catch-up over records that existed at the start
-			next    int       // first record index the tail scan has not examined
-			opened  bool
-			page    []Record
-		)
-		for {
-			if err := m.lock(ctx); err != nil {
-				yield(Record{}, err)
-				return
-			}
-			if !opened {
-				start := m.firstAfterLocked(after)
-				catchUp = m.queryCursorLocked(q, start, m.records.len(), false)
-				if catchUp.all {
-					// No index applies: the tail scan covers everything.
-					catchUp, next = memCursor{}, start
-				} else {
-					next = m.records.len()
-				}
-				opened = true
-			}
-			page = page[:0]
-			for budget := memScanBudget; budget > 0 && len(page) < memPageSize; budget-- {
-				idx, ok := catchUp.next()
-				if !ok {
-					if next >= m.records.len() {
-						break
-					}
-					idx = next
-					next++
-				}
-				if r := m.records.at(idx); q.Matches(r) {
-					page = append(page, cloneRecord(r))
-				}
-			}
-			caughtUp := catchUp.exhausted() && next >= m.records.len()
-			wake, done := m.appended, m.done
-			m.appendWatched = true
-			m.mu.Unlock()
-			for _, r := range page {
-				if err := ctx.Err(); err != nil {
-					yield(Record{}, err)
-					return
-				}
-				if !yield(r, nil) {
-					return
-				}
-			}
-			if caughtUp {
-				select {
-				case <-wake:
-				case <-done: // the next lock reports ErrStoreNotOpen
-				case <-ctx.Done(): // the next lock reports ctx.Err()
-				}
-			}
+	return m.read(ctx, func() (memCursor, error) {
+		start := m.firstAfterLocked(after)
+		cur := m.queryCursorLocked(q, start, m.records.len(), false)
+		if cur.all {
+			// No index applies: following the log covers everything.
+			return memCursor{follow: &m.records, tail: start}, nil
 		}
-	}
+		cur.follow, cur.tail = &m.records, m.records.len()
+		return cur, nil
+	}, q.Matches, 0)
 }
