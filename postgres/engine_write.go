@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/backend"
 )
 
 // writeSQL claims the streams and inserts the events of a batch's accepted
@@ -306,7 +307,7 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		// metadata JSON leaves it out, 22 bytes less per event.
 		md := rec.Metadata
 		md.Partition = ""
-		meta := journal.AppendMetadataJSON(nil, &md)
+		meta := backend.AppendMetadataJSON(nil, &md)
 		if len(meta) == 0 {
 			// AppendMetadataJSON appends nothing where json.Marshal fails (a
 			// CreatedAt with no RFC 3339 form); json.Marshal gives the error.

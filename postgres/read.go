@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/backend"
 )
 
 // readStreamSQL reads a stream from a version (event_tags primary key).
@@ -200,7 +201,7 @@ func scanRecord(rows pgx.Rows) (journal.Record, error) {
 		}
 	}
 	r.Data = json.RawMessage(data)
-	if err := journal.DecodeMetadataJSON(meta, &r.Metadata); err != nil {
+	if err := backend.DecodeMetadataJSON(meta, &r.Metadata); err != nil {
 		return journal.Record{}, fmt.Errorf("postgres: event %s: decode metadata: %w", r.ID, err)
 	}
 	if r.Metadata.Partition == "" {
