@@ -602,8 +602,13 @@ func (j *Journal) Head(ctx context.Context) (journal.Position, error) {
 	return p, nil
 }
 
-// ReadByCorrelation yields the records whose correlation ID is correlationID.
+// ReadByCorrelation yields the records whose correlation ID is correlationID;
+// see journal.Reader. An empty correlationID yields ErrInvalidQuery.
 func (j *Journal) ReadByCorrelation(ctx context.Context, correlationID string) iter.Seq2[journal.Record, error] {
+	if correlationID == "" {
+		err := fmt.Errorf("%w: ReadByCorrelation: the correlation ID is empty; pass the ID to look up", journal.ErrInvalidQuery)
+		return func(yield func(journal.Record, error) bool) { yield(journal.Record{}, err) }
+	}
 	stmt := j.sql(readByCorrelationSQL)
 	return j.pages(ctx, 0, func(last *journal.Record, n int) ([]journal.Record, error) {
 		var p journal.Position
