@@ -76,7 +76,7 @@ func (m *Memory) nodeStateLocked(nodeID string, now time.Time) NodeState {
 // checkNodeLocked reports whether incarnation inc of node nodeID is the live
 // session, as a *SessionError on stream.
 func (m *Memory) checkNodeLocked(stream StreamID, nodeID string, inc uint64, now time.Time) error {
-	return CheckNode(stream, nodeID, inc, m.nodeStateLocked(nodeID, now))
+	return checkNode(stream, nodeID, inc, m.nodeStateLocked(nodeID, now))
 }
 
 func (m *Memory) checkExpectLocked(partition string, expect map[Tag]uint64) error {
