@@ -30,11 +30,6 @@ const readEventSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.id =
 const readByCorrelationSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.correlation_id = $1
 		AND (e.commit_xid, e.seq) > ($2::bigint, $3::bigint) ORDER BY e.commit_xid, e.seq LIMIT $4`
 
-// readByTypesSQL pages through types in a time range (events_type_recorded).
-const readByTypesSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHERE e.type = ANY($1::text[])
-		AND e.recorded_at >= $2 AND e.recorded_at < $3
-		AND (e.commit_xid, e.seq) > ($4::bigint, $5::bigint) ORDER BY e.commit_xid, e.seq LIMIT $6`
-
 // headSQL finds the newest visible position (events primary key, backwards).
 const headSQL = `SELECT commit_xid, seq FROM __S__.events WHERE commit_xid < ` + gateSQL + `
 		ORDER BY commit_xid DESC, seq DESC LIMIT 1`
