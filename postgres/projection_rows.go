@@ -166,3 +166,15 @@ func (st *ProjectionStore) deleteRows(ctx context.Context, tx pgx.Tx, k projecti
 	}
 	return nil
 }
+
+// CountRows returns how many rows k's rows read model holds.
+func (st *ProjectionStore) CountRows(ctx context.Context, k projection.Key) (int64, error) {
+	if err := k.Validate(); err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM `+st.s+`.projection_rows WHERE name = $1 AND version = $2`, k.Name, k.Version).Scan(&n); err != nil {
+		return 0, st.translate("count rows", err)
+	}
+	return n, nil
+}
