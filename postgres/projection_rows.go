@@ -1,10 +1,14 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,13 +26,19 @@ type rowsDB interface {
 }
 
 // Rows implements projection.RowStore: k's rows in the table
-// projection_rows (migration 7), written in tx. Pass the transaction the
-// handler received, so that the rows commit with the checkpoint.
+// projection_rows (migration 7), written in tx. Within a Commit or a
+// dead-letter replay of the store (the tx its handler received) writes are
+// buffered and sent in one statement when the handler returned, before the
+// checkpoint moves; in any other transaction each write is sent at once.
 func (st *ProjectionStore) Rows(tx pgx.Tx, k projection.Key) projection.Rows {
 	if tx == nil {
 		return &pgRows{st: st, k: k}
 	}
-	return &pgRows{st: st, db: tx, k: k, write: true}
+	r := &pgRows{st: st, db: tx, k: k, write: true}
+	if v, ok := st.buffers.Load(tx); ok {
+		r.buf = v.(*rowBuffer)
+	}
+	return r
 }
 
 // ReadRows implements projection.RowStore: reads of k's committed rows on
@@ -37,12 +47,78 @@ func (st *ProjectionStore) ReadRows(k projection.Key) projection.RowReader {
 	return &pgRows{st: st, db: st.pool, k: k}
 }
 
-// pgRows reads and, with write, writes k's rows in db.
+// rowID names one document of a projection version's rows.
+type rowID struct{ collection, key string }
+
+// rowBuffer holds the writes of one commit's handler until the commit
+// sends them (flushRows): per projection version, the documents put (nil:
+// deleted).
+type rowBuffer struct {
+	mu      sync.Mutex
+	pending map[projection.Key]map[rowID]json.RawMessage
+	// closed is set when the handler returned: later writes fail.
+	closed bool
+}
+
+// buffering registers tx as a commit's transaction whose rows writes are
+// buffered; the returned function unregisters it.
+func (st *ProjectionStore) buffering(tx pgx.Tx) (*rowBuffer, func()) {
+	b := &rowBuffer{}
+	st.buffers.Store(tx, b)
+	return b, func() {
+		st.buffers.Delete(tx)
+		b.mu.Lock()
+		b.closed = true
+		b.mu.Unlock()
+	}
+}
+
+// flushRows sends b's writes in tx: per projection version one DELETE and
+// one upsert, in key order.
+func (st *ProjectionStore) flushRows(ctx context.Context, tx pgx.Tx, b *rowBuffer) error {
+	b.mu.Lock()
+	pending := b.pending
+	b.pending = nil
+	b.mu.Unlock()
+	for k, writes := range pending {
+		ids := slices.SortedFunc(maps.Keys(writes), func(a, b rowID) int {
+			return cmp.Or(cmp.Compare(a.collection, b.collection), cmp.Compare(a.key, b.key))
+		})
+		var delColl, delKey, putColl, putKey, putDoc []string
+		for _, id := range ids {
+			if doc := writes[id]; doc == nil {
+				delColl, delKey = append(delColl, id.collection), append(delKey, id.key)
+			} else {
+				putColl, putKey, putDoc = append(putColl, id.collection), append(putKey, id.key), append(putDoc, string(doc))
+			}
+		}
+		if len(delKey) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_rows r USING unnest($3::text[], $4::text[]) AS d(collection, key)
+				WHERE r.name = $1 AND r.version = $2 AND r.collection = d.collection AND r.key = d.key`,
+				k.Name, k.Version, delColl, delKey); err != nil {
+				return st.translate("rows: delete", err)
+			}
+		}
+		if len(putKey) > 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_rows (name, version, collection, key, doc)
+				SELECT $1, $2, p.collection, p.key, p.doc::jsonb FROM unnest($3::text[], $4::text[], $5::text[]) AS p(collection, key, doc)
+				ON CONFLICT (name, version, collection, key) DO UPDATE SET doc = EXCLUDED.doc`,
+				k.Name, k.Version, putColl, putKey, putDoc); err != nil {
+				return st.translate("rows: put", err)
+			}
+		}
+	}
+	return nil
+}
+
+// pgRows reads and, with write, writes k's rows in db; with buf, writes
+// are buffered in it.
 type pgRows struct {
 	st    *ProjectionStore
 	db    rowsDB
 	k     projection.Key
 	write bool
+	buf   *rowBuffer
 }
 
 func (r *pgRows) check(collection string) error {
@@ -55,20 +131,62 @@ func (r *pgRows) check(collection string) error {
 	return r.k.Validate()
 }
 
+// buffered returns the buffered document of collection and key, if any.
+func (r *pgRows) buffered(collection, key string) (json.RawMessage, bool) {
+	if r.buf == nil {
+		return nil, false
+	}
+	r.buf.mu.Lock()
+	defer r.buf.mu.Unlock()
+	doc, ok := r.buf.pending[r.k][rowID{collection, key}]
+	return doc, ok
+}
+
 func (r *pgRows) Get(ctx context.Context, collection, key string) (json.RawMessage, bool, error) {
-	if err := r.check(collection); err != nil {
+	docs, err := r.GetMany(ctx, collection, []string{key})
+	if err != nil {
 		return nil, false, err
 	}
-	var doc []byte
-	err := r.db.QueryRow(ctx, `SELECT doc FROM `+r.st.s+`.projection_rows WHERE name = $1 AND version = $2 AND collection = $3 AND key = $4`,
-		r.k.Name, r.k.Version, collection, key).Scan(&doc)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
+	doc, ok := docs[key]
+	return doc, ok, nil
+}
+
+func (r *pgRows) GetMany(ctx context.Context, collection string, keys []string) (map[string]json.RawMessage, error) {
+	if err := r.check(collection); err != nil {
+		return nil, err
 	}
+	out := make(map[string]json.RawMessage, len(keys))
+	var ask []string
+	for _, key := range keys {
+		if doc, ok := r.buffered(collection, key); ok {
+			if doc != nil {
+				out[key] = slices.Clone(doc)
+			}
+			continue
+		}
+		ask = append(ask, key)
+	}
+	if len(ask) == 0 {
+		return out, nil
+	}
+	rows, err := r.db.Query(ctx, `SELECT key, doc FROM `+r.st.s+`.projection_rows WHERE name = $1 AND version = $2 AND collection = $3 AND key = ANY($4::text[])`,
+		r.k.Name, r.k.Version, collection, ask)
 	if err != nil {
-		return nil, false, r.st.translate("rows: get", err)
+		return nil, r.st.translate("rows: get", err)
 	}
-	return doc, true, nil
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var doc []byte
+		if err := rows.Scan(&key, &doc); err != nil {
+			return nil, r.st.translate("rows: get", err)
+		}
+		out[key] = doc
+	}
+	if err := rows.Err(); err != nil {
+		return nil, r.st.translate("rows: get", err)
+	}
+	return out, nil
 }
 
 func (r *pgRows) List(ctx context.Context, collection, after string, limit int) ([]projection.Row, error) {
@@ -77,6 +195,11 @@ func (r *pgRows) List(ctx context.Context, collection, after string, limit int) 
 	}
 	if limit <= 0 {
 		return nil, nil
+	}
+	if r.buf != nil { // the buffered writes first, so that the list sees them
+		if err := r.st.flushRows(ctx, r.db.(pgx.Tx), r.buf); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := r.db.Query(ctx, `SELECT key, doc FROM `+r.st.s+`.projection_rows WHERE name = $1 AND version = $2 AND collection = $3 AND key > $4
 		ORDER BY key LIMIT $5`, r.k.Name, r.k.Version, collection, after, limit)
@@ -109,6 +232,9 @@ func (r *pgRows) Put(ctx context.Context, collection, key string, doc json.RawMe
 	if !json.Valid(doc) {
 		return fmt.Errorf("projection: rows %q key %q: the document is not valid JSON", collection, key)
 	}
+	if r.buf != nil {
+		return r.set(collection, key, slices.Clone(doc))
+	}
 	_, err := r.db.Exec(ctx, `INSERT INTO `+r.st.s+`.projection_rows (name, version, collection, key, doc) VALUES ($1, $2, $3, $4, $5::jsonb)
 		ON CONFLICT (name, version, collection, key) DO UPDATE SET doc = EXCLUDED.doc`,
 		r.k.Name, r.k.Version, collection, key, string(doc))
@@ -125,11 +251,32 @@ func (r *pgRows) Delete(ctx context.Context, collection, key string) error {
 	if err := r.check(collection); err != nil {
 		return err
 	}
+	if r.buf != nil {
+		return r.set(collection, key, nil)
+	}
 	_, err := r.db.Exec(ctx, `DELETE FROM `+r.st.s+`.projection_rows WHERE name = $1 AND version = $2 AND collection = $3 AND key = $4`,
 		r.k.Name, r.k.Version, collection, key)
 	if err != nil {
 		return r.st.translate("rows: delete", err)
 	}
+	return nil
+}
+
+// set buffers a write (doc nil: a delete); after the handler returned it
+// fails with projection.ErrNoRowsTx.
+func (r *pgRows) set(collection, key string, doc json.RawMessage) error {
+	r.buf.mu.Lock()
+	defer r.buf.mu.Unlock()
+	if r.buf.closed {
+		return projection.ErrNoRowsTx
+	}
+	if r.buf.pending == nil {
+		r.buf.pending = map[projection.Key]map[rowID]json.RawMessage{}
+	}
+	if r.buf.pending[r.k] == nil {
+		r.buf.pending[r.k] = map[rowID]json.RawMessage{}
+	}
+	r.buf.pending[r.k][rowID{collection, key}] = doc
 	return nil
 }
 

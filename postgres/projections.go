@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,6 +36,9 @@ type ProjectionStore struct {
 	pool *pgxpool.Pool
 	cfg  Config
 	s    string
+	// buffers holds the rows buffer of each transaction a Commit or a
+	// replay passes to its handler (pgx.Tx → *rowBuffer).
+	buffers sync.Map
 }
 
 var (
@@ -186,8 +190,14 @@ func (st *ProjectionStore) Commit(ctx context.Context, l projection.Lease, from 
 	if got := (journal.Position{Commit: uint64(commit), Seq: uint64(seq)}); got != from {
 		return fmt.Errorf("%w: the checkpoint of %s is %s, the runner expected %s", projection.ErrFenced, l.Key, got, from)
 	}
-	if err := apply(ctx, tx); err != nil {
+	buf, done := st.buffering(tx)
+	err = apply(ctx, tx)
+	done()
+	if err != nil {
 		return &projection.HandlerError{At: records[0].Position, Err: err}
+	}
+	if err := st.flushRows(ctx, tx, buf); err != nil {
+		return fmt.Errorf("projection %s: commit: %w", l.Key, err)
 	}
 	last := records[len(records)-1].Position
 	tag, err := tx.Exec(ctx, `UPDATE `+st.s+`.projections SET commit_xid = $4, seq = $5, events = events + $6,
@@ -329,7 +339,12 @@ func (st *ProjectionStore) ReplayDeadLetter(ctx context.Context, k projection.Ke
 		return st.translate("replay dead letter: savepoint", err)
 	}
 	if herr == nil {
+		buf, done := st.buffering(sp)
 		herr = apply(ctx, sp, d)
+		done()
+		if herr == nil {
+			herr = st.flushRows(ctx, sp, buf)
+		}
 	}
 	if herr == nil {
 		if err := sp.Commit(ctx); err != nil {

@@ -129,6 +129,20 @@ func (m *memRows) Get(ctx context.Context, collection, key string) (json.RawMess
 	return bytes.Clone(doc), ok, nil
 }
 
+func (m *memRows) GetMany(ctx context.Context, collection string, keys []string) (map[string]json.RawMessage, error) {
+	out := make(map[string]json.RawMessage, len(keys))
+	for _, key := range keys {
+		doc, ok, err := m.Get(ctx, collection, key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[key] = doc
+		}
+	}
+	return out, nil
+}
+
 func (m *memRows) List(ctx context.Context, collection, after string, limit int) ([]Row, error) {
 	if limit <= 0 {
 		return nil, nil

@@ -23,6 +23,10 @@ type RowReader interface {
 	// Get returns the document stored under key in collection, and whether
 	// there is one.
 	Get(ctx context.Context, collection, key string) (json.RawMessage, bool, error)
+	// GetMany returns the documents stored under keys in collection, by
+	// key; keys without a document are absent from the map. One call reads
+	// them all (on Postgres one query): prefer it to Get in a loop.
+	GetMany(ctx context.Context, collection string, keys []string) (map[string]json.RawMessage, error)
 	// List returns up to limit rows of collection whose keys sort after
 	// after ("" for the first page), ascending by key.
 	List(ctx context.Context, collection, after string, limit int) ([]Row, error)
@@ -33,7 +37,9 @@ type RowReader interface {
 // commit of its batch. Writes are visible to the same Rows' reads at once
 // and to other readers when the batch commits, together with the
 // checkpoint: a batch whose handler fails stores none of its writes (on
-// every store). Reset (Rebuild) empties the rows of the projection version
+// every store). Stores may buffer writes until the commit (Postgres sends
+// a batch's writes in one statement), so a write error may surface as the
+// commit's error. Reset (Rebuild) empties the rows of the projection version
 // in the transaction that moves its checkpoint to zero. A Rows is used by
 // one handler call at a time and is not valid after the call returns.
 type Rows interface {
@@ -152,6 +158,24 @@ func (c Collection[V]) Get(ctx context.Context, r RowReader, key string) (V, boo
 		return v, false, fmt.Errorf("projection: rows %q key %q: decode %T: %w", c.Name, key, v, err)
 	}
 	return v, true, nil
+}
+
+// GetMany returns the values under keys, by key; keys without a value are
+// absent from the map.
+func (c Collection[V]) GetMany(ctx context.Context, r RowReader, keys []string) (map[string]V, error) {
+	docs, err := r.GetMany(ctx, c.Name, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]V, len(docs))
+	for key, doc := range docs {
+		var v V
+		if err := json.Unmarshal(doc, &v); err != nil {
+			return nil, fmt.Errorf("projection: rows %q key %q: decode %T: %w", c.Name, key, v, err)
+		}
+		out[key] = v
+	}
+	return out, nil
 }
 
 // Put stores v under key.

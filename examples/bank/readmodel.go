@@ -167,12 +167,13 @@ func accountsProjection(svc *bankService) projection.RowProjection {
 			if err != nil {
 				return err
 			}
-			for _, id := range slices.Sorted(maps.Keys(deltas)) { // a fixed lock order between batches
-				d := deltas[id]
-				a, _, err := accountRows.Get(ctx, rows, id)
-				if err != nil {
-					return err
-				}
+			ids := slices.Sorted(maps.Keys(deltas))
+			accounts, err := accountRows.GetMany(ctx, rows, ids)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				d, a := deltas[id], accounts[id]
 				a.Balance, a.Version = a.Balance+d.balance, max(a.Version, d.version)
 				if d.customerID != "" {
 					a.CustomerID, a.Sealed = d.customerID, d.sealed

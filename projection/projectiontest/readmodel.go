@@ -39,22 +39,45 @@ var (
 // writing (the write must not be stored).
 func countingRows(name string, version int, failOn journal.Record) projection.RowProjection {
 	return projection.RowProjection{Name: name, Version: version, Handle: func(ctx context.Context, rows projection.Rows, b projection.Batch) error {
+		ids := make([]string, len(b.Records))
+		for i, rec := range b.Records {
+			ids[i] = rec.ID.String()
+		}
+		events, err := perEvent.GetMany(ctx, rows, ids)
+		if err != nil {
+			return err
+		}
 		for _, rec := range b.Records {
-			for _, c := range []struct {
-				coll projection.Collection[counter]
-				key  string
-			}{{perEvent, rec.ID.String()}, {perStream, string(rec.Tags[0])}} {
-				v, _, err := c.coll.Get(ctx, rows, c.key)
-				if err != nil {
-					return err
-				}
-				v.N++
-				if err := c.coll.Put(ctx, rows, c.key, v); err != nil {
-					return err
-				}
+			e := events[rec.ID.String()]
+			e.N++
+			if err := perEvent.Put(ctx, rows, rec.ID.String(), e); err != nil {
+				return err
+			}
+			// Get sees this batch's earlier writes of the stream.
+			s, _, err := perStream.Get(ctx, rows, string(rec.Tags[0]))
+			if err != nil {
+				return err
+			}
+			s.N++
+			if err := perStream.Put(ctx, rows, string(rec.Tags[0]), s); err != nil {
+				return err
 			}
 			if rec.ID == failOn.ID && b.Attempt == 1 {
 				return errors.New("the first attempt fails after writing")
+			}
+		}
+		// List sees the batch's writes too, as Get does.
+		listed, err := perStream.List(ctx, rows, "", 1000)
+		if err != nil {
+			return err
+		}
+		for _, kv := range listed {
+			v, ok, err := perStream.Get(ctx, rows, kv.Key)
+			if err != nil {
+				return err
+			}
+			if !ok || v != kv.Value {
+				return fmt.Errorf("List shows %s=%d, Get %d (found %v)", kv.Key, kv.Value.N, v.N, ok)
 			}
 		}
 		return nil
