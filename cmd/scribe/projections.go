@@ -51,6 +51,7 @@ func projectionsStatusCommand() *command {
 						"name": p.Key.Name, "version": p.Key.Version, "state": p.State, "active": p.Active,
 						"checkpoint": p.Checkpoint, "events": p.Events, "lag": lags[i], "owner": p.Owner, "epoch": p.Epoch,
 						"leaseUntil": jsonTime(p.LeaseUntil), "failedAt": p.FailedAt, "error": p.Error, "updatedAt": jsonTime(p.UpdatedAt),
+						"readModel": string(p.ReadModel),
 					}); err != nil {
 						return err
 					}

@@ -55,6 +55,7 @@ func TestProjections(t *testing.T) {
 	require.Equal(t, "idle", rows[0]["state"])
 	require.EqualValues(t, 15, rows[0]["lag"], "after a rebuild the whole feed is to be applied again")
 	require.Equal(t, "0.0", rows[0]["checkpoint"])
+	require.Equal(t, "", rows[0]["readModel"], "no runner declared the read model")
 
 	// The runner that held the lease is fenced.
 	require.ErrorIs(t, st.Commit(ctx, lease, recs[4].Position, recs[5:6], func(context.Context, pgx.Tx) error { return nil }), projection.ErrFenced)
@@ -106,6 +107,11 @@ func TestProjectionsRebuildRows(t *testing.T) {
 	require.Equal(t, "rows", rows[0]["readModel"])
 	require.Equal(t, true, rows[0]["readModelCleared"])
 	require.EqualValues(t, 5, rows[0]["rowsDeleted"])
+	res = f.scribe(t, "-json", "projections", "status")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	rows = jsonLines(t, res.stdout)
+	require.Len(t, rows, 2)
+	require.Equal(t, "rows", rows[0]["readModel"])
 }
 
 // TestDeadLetters: list shows a publisher's dead letters (without event
