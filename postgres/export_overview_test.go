@@ -6,7 +6,7 @@ import "github.com/scribe-es/scribe/journal"
 // arguments, for plan checks; they run with enable_seqscan off.
 func (j *Journal) InspectStatements(after journal.Position) []Statement {
 	return []Statement{
-		{Name: "inspect: overview counts", SQL: j.sql(overviewCountsSQL)},
+		{Name: "inspect: overview counts", SQL: j.sql(overviewCountsSQL), Args: []any{ExactEventsLimit}},
 		{Name: "inspect: partitions", SQL: j.sql(partitionsSQL)},
 		{Name: "inspect: type count", SQL: j.sql(typeCountSQL)},
 		{Name: "inspect: type summaries", SQL: j.sql(typeSummariesSQL)},

@@ -13,12 +13,15 @@ import (
 
 // Overview summarizes a journal for an operator's first look.
 type Overview struct {
-	// Events counts the hot (not archived) events; Streams the tag streams
-	// (every chain, untagged ones included); Partitions lists the
+	// Events counts the hot (not archived) events: exactly up to
+	// ExactEventsLimit, beyond it the table's row estimate from Postgres's
+	// statistics (EventsEstimated is then set). Streams counts the tag
+	// streams (every chain, untagged ones included); Partitions lists the
 	// partitions that have streams, in byte order.
-	Events     uint64
-	Streams    uint64
-	Partitions []string
+	Events          uint64
+	EventsEstimated bool
+	Streams         uint64
+	Partitions      []string
 	// Types counts the event types of the hot events.
 	Types int
 	// Head is the newest visible position.
@@ -39,7 +42,12 @@ type NewestEvent struct {
 // The inspection statements. Each reads indexes only (TestReadPathsUseIndexes
 // checks their plans with enable_seqscan off, as inspect runs them).
 const (
-	overviewCountsSQL = `SELECT (SELECT count(*) FROM __S__.events), (SELECT count(*) FROM __S__.streams)`
+	// overviewCountsSQL counts the events exactly up to $1 (an index-only
+	// scan of at most $1 entries), gives the planner's row estimate of the
+	// table beside it, and counts the streams.
+	overviewCountsSQL = `SELECT (SELECT count(*) FROM (SELECT 1 FROM __S__.events LIMIT $1) x),
+		(SELECT reltuples::bigint FROM pg_class WHERE oid = '__S__.events'::regclass),
+		(SELECT count(*) FROM __S__.streams)`
 	// partitionsSQL is a loose index scan of streams_pkey: one probe per
 	// partition, however many streams each has.
 	partitionsSQL = `WITH RECURSIVE p AS (
@@ -107,17 +115,25 @@ func (j *Journal) inspect(ctx context.Context, op string, fn func(tx pgx.Tx) err
 	return nil
 }
 
-// Overview counts the hot events (an index-only scan of the events' primary
-// key: its cost grows with the table), the streams, the partitions and the
-// event types, and reads the feed's head.
+// ExactEventsLimit is how many events Overview counts exactly before it
+// reports the table's estimate instead.
+const ExactEventsLimit = 100_000
+
+// Overview counts the hot events (exactly up to ExactEventsLimit), the
+// streams, the partitions and the event types, and reads the feed's head, by
+// index reads whose cost does not grow with the events beyond that limit (the
+// streams count grows with the streams).
 func (j *Journal) Overview(ctx context.Context) (Overview, error) {
 	var o Overview
 	err := j.inspect(ctx, "overview", func(tx pgx.Tx) error {
-		var events, streams int64
-		if err := tx.QueryRow(ctx, j.sql(overviewCountsSQL)).Scan(&events, &streams); err != nil {
+		var events, estimate, streams int64
+		if err := tx.QueryRow(ctx, j.sql(overviewCountsSQL), ExactEventsLimit).Scan(&events, &estimate, &streams); err != nil {
 			return err
 		}
 		o.Events, o.Streams = uint64(events), uint64(streams)
+		if events == ExactEventsLimit {
+			o.Events, o.EventsEstimated = uint64(max(estimate, ExactEventsLimit)), true
+		}
 		rows, err := tx.Query(ctx, j.sql(partitionsSQL))
 		if err != nil {
 			return err

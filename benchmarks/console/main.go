@@ -23,6 +23,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -43,14 +44,15 @@ func main() {
 	runs := flag.Int("runs", 5, "loads of each page")
 	schema := flag.String("schema", "", "reuse this filled schema (from a -keep run) instead of filling a new one")
 	keep := flag.Bool("keep", false, "keep the schema at the end")
+	shots := flag.String("screenshots", "", "save a PNG of each page (after the last run) in this directory")
 	flag.Parse()
-	if err := run(*db, *events, *runs, *schema, *keep); err != nil {
+	if err := run(*db, *events, *runs, *schema, *keep, *shots); err != nil {
 		fmt.Fprintln(os.Stderr, "console benchmark:", err)
 		os.Exit(1)
 	}
 }
 
-func run(url string, n, runs int, schema string, keep bool) error {
+func run(url string, n, runs int, schema string, keep bool, shots string) error {
 	if url == "" {
 		return fmt.Errorf("give -db or SCRIBE_TEST_DATABASE_URL")
 	}
@@ -87,7 +89,9 @@ func run(url string, n, runs int, schema string, keep bool) error {
 		if sample, err = fillSchema(ctx, j, ps, n); err != nil {
 			return err
 		}
-		if _, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{schema}.Sanitize()+".events"); err != nil {
+		// A filled table in its steady state: autovacuum has set its
+		// visibility map and statistics (the fill is one burst of inserts).
+		if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+pgx.Identifier{schema}.Sanitize()+".events"); err != nil {
 			return err
 		}
 	} else {
@@ -166,6 +170,45 @@ func run(url string, n, runs int, schema string, keep bool) error {
 			paint[p.name] = append(paint[p.name], time.Duration(ms*float64(time.Millisecond)))
 		}
 		fmt.Fprintf(os.Stderr, "run %d/%d done\n", r+1, runs)
+	}
+	if shots != "" {
+		if err := os.MkdirAll(shots, 0o755); err != nil {
+			return err
+		}
+		// Live traffic for the pictures: about 200 events a second.
+		wctx, stopWriting := context.WithCancel(ctx)
+		defer stopWriting()
+		go func() {
+			for k := 0; wctx.Err() == nil; k++ {
+				evs := make([]journal.Event, 20)
+				for i := range evs {
+					evs[i] = journal.Event{ID: journal.NewEventID(), Type: "MoneyDeposited", SchemaVersion: 1,
+						Tags: []journal.Tag{journal.Tag(fmt.Sprintf("account:%d", (k*20+i)%10_000))}, Data: []byte(`{"amount":1}`)}
+				}
+				_, _ = j.Append(wctx, evs, journal.AppendOptions{})
+				select {
+				case <-wctx.Done():
+				case <-time.After(time.Duration(50+k%100) * time.Millisecond):
+				}
+			}
+		}()
+		for _, p := range pages {
+			if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+p.path), chromedp.WaitVisible(chromedp.CSS("main h1"))); err != nil {
+				return err
+			}
+			wait := 3 * time.Second
+			if p.name == "overview" {
+				wait = 20 * time.Second // let the live charts draw
+			}
+			time.Sleep(wait)
+			png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(shots, p.name+".png"), png, 0o644); err != nil {
+				return err
+			}
+		}
 	}
 	fmt.Printf("| page (%d events) | first contentful paint, median of %d | server answer, median | slowest paint |\n|---|---:|---:|---:|\n", o.Events, runs)
 	for _, p := range pages {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres"
 )
 
 // TestLookupVerbs: an event by ID, the events of a correlation ID, the
@@ -137,4 +138,33 @@ func TestHelpEverywhere(t *testing.T) {
 			require.NotContains(t, fl.Usage, "`", "scribe %s -%s: a back-quoted phrase becomes the argument name in -h", c.name, fl.Name)
 		})
 	}
+}
+
+// TestMigrateDryRun: -dry-run prints the SQL and changes nothing; the printed
+// script, run as it is, migrates the schema exactly as migrate up does.
+func TestMigrateDryRun(t *testing.T) {
+	t.Parallel()
+	f := setup(t, false)
+	res := f.scribe(t, "migrate", "up", "-dry-run")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "CREATE TABLE")
+	require.Contains(t, res.stdout, "-- 0001_init.sql")
+	require.Contains(t, res.stderr, "nothing applied")
+	rep, err := postgres.MigrationStatus(t.Context(), f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	require.Zero(t, rep.Current, "a dry run changes nothing")
+
+	_, err = f.pool.Exec(t.Context(), res.stdout)
+	require.NoError(t, err, "the printed script runs as it is")
+	rep, err = postgres.MigrationStatus(t.Context(), f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	require.Equal(t, rep.Latest, rep.Current)
+	require.Empty(t, rep.Pending)
+	res = f.scribe(t, "migrate", "up")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "is up to date")
+	res = f.scribe(t, "migrate", "up", "-dry-run")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Empty(t, res.stdout)
+	require.Contains(t, res.stderr, "nothing to run")
 }

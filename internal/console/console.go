@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -188,4 +189,18 @@ var funcs = template.FuncMap{
 		return s[:n] + "…"
 	},
 	"join": strings.Join,
+	"num":  thousands,
+}
+
+// thousands renders n with thin-space thousands separators.
+func thousands(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteString("\u202f")
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

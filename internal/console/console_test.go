@@ -85,6 +85,7 @@ func TestPages(t *testing.T) {
 	alice := f.recs[1]
 	for _, c := range []struct{ path, want string }{
 		{"/", "Events per second"},
+		{"/", "events stored (hot)</div><div class=\"big\">4</div>"},
 		{"/streams?prefix=account:", "account:mallory"},
 		{"/streams/account:alice", "MoneyDeposited"},
 		{"/events/" + alice.ID.String(), "account:alice v2"},

@@ -36,21 +36,29 @@ function overview() {
     cell(tr, e.type);
     cell(tr, (e.tags || []).join(", ") || "-");
     feed.insertBefore(tr, feed.firstChild);
-    while (feed.children.length > 50) feed.removeChild(feed.lastChild);
+    while (feed.children.length > 20) feed.removeChild(feed.lastChild);
     head.textContent = e.position;
   }, (t) => {
     points.push(t.events);
     while (points.length > 120) points.shift();
     seen.textContent = t.seen;
     const top = Math.max(1, ...points);
-    rate.setAttribute("points", points.map((v, i) => {
-      const x = (600 * i) / 119;
-      const y = 115 - (110 * v) / top;
-      return x.toFixed(1) + "," + y.toFixed(1);
-    }).join(" "));
+    rate.setAttribute("points", series(points, top));
+    document.getElementById("rate-top").textContent = "peak " + top + "/s, now " + t.events + "/s";
     document.getElementById("rate").setAttribute("aria-label", "events per second, now " + t.events + ", peak " + top);
     drawLags(t);
   });
+}
+
+// series maps the newest 120 values to polyline points: one per second, the
+// newest at the right edge, scaled so that top touches the chart's top.
+function series(values, top) {
+  const n = values.length;
+  return values.map((v, i) => {
+    const x = 600 - ((n - 1 - i) * 600) / 119;
+    const y = 115 - (110 * v) / top;
+    return x.toFixed(1) + "," + y.toFixed(1);
+  }).join(" ");
 }
 
 const lagSeries = new Map();
@@ -76,7 +84,7 @@ function drawLags(t) {
   for (const [name, s] of lagSeries) {
     const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
     line.setAttribute("stroke", palette[i % palette.length]);
-    line.setAttribute("points", s.map((v, k) => ((600 * k) / 119).toFixed(1) + "," + (115 - (110 * v) / top).toFixed(1)).join(" "));
+    line.setAttribute("points", series(s, top));
     svg.appendChild(line);
     const key = document.createElement("span");
     key.className = "key";
