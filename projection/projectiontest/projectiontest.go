@@ -57,6 +57,9 @@ func Run[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) {
 		{"DeadLetterReplay", testDeadLetterReplay[Tx]},
 		{"DeadLetterReplayOnce", testDeadLetterReplayOnce[Tx]},
 		{"PublisherReplaysOnRequest", testPublisherReplaysOnRequest[Tx]},
+		{"RowsReadModel", testRowsReadModel[Tx]},
+		{"RebuildRowsDoesNotDoubleCount", testRebuildRows[Tx]},
+		{"RebuildClearsDeclaredReadModel", testRebuildClearsDeclaredReadModel[Tx]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newHarness(t)) })
