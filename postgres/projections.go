@@ -44,6 +44,7 @@ type ProjectionStore struct {
 var (
 	_ projection.Store[pgx.Tx]              = (*ProjectionStore)(nil)
 	_ projection.DeadLetterReplayer[pgx.Tx] = (*ProjectionStore)(nil)
+	_ projection.Pauser                     = (*ProjectionStore)(nil)
 )
 
 // NewProjectionStore returns a ProjectionStore on pool and cfg.Schema. It
@@ -82,13 +83,21 @@ func (st *ProjectionStore) Claim(ctx context.Context, k projection.Key, owner st
 		ON CONFLICT (name, version) DO UPDATE SET owner = EXCLUDED.owner, epoch = p.epoch + 1,
 			lease_until = EXCLUDED.lease_until, updated_at = EXCLUDED.updated_at,
 			state = CASE WHEN p.state = 'failed' THEN 'failed' ELSE 'running' END
-		WHERE p.owner = '' OR p.owner = EXCLUDED.owner OR p.lease_until <= clock_timestamp()
+		WHERE NOT p.paused AND (p.owner = '' OR p.owner = EXCLUDED.owner OR p.lease_until <= clock_timestamp())
 		RETURNING epoch, commit_xid, seq, events`, k.Name, k.Version, owner, interval(ttl)).Scan(&l.Epoch, &commit, &seq, &events)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var holder string
-		var until time.Time
-		if err := st.pool.QueryRow(ctx, `SELECT owner, lease_until FROM `+st.s+`.projections WHERE name = $1 AND version = $2`, k.Name, k.Version).Scan(&holder, &until); err != nil {
+		var until *time.Time // NULL for a released lease ('-infinity')
+		var paused bool
+		if err := st.pool.QueryRow(ctx, `SELECT owner, CASE WHEN lease_until > '-infinity' THEN lease_until END, paused
+			FROM `+st.s+`.projections WHERE name = $1 AND version = $2`, k.Name, k.Version).Scan(&holder, &until, &paused); err != nil {
 			return projection.Lease{}, st.translate("claim", err)
+		}
+		if paused {
+			return projection.Lease{}, fmt.Errorf("%w: %s (resume it with `scribe projections resume`)", projection.ErrPaused, k)
+		}
+		if until == nil {
+			return projection.Lease{}, fmt.Errorf("%w: %s is held by %q", projection.ErrLeaseHeld, k, holder)
 		}
 		return projection.Lease{}, fmt.Errorf("%w: %s holds %s until %s", projection.ErrLeaseHeld, holder, k, until.UTC().Format(time.RFC3339Nano))
 	}
@@ -98,6 +107,45 @@ func (st *ProjectionStore) Claim(ctx context.Context, k projection.Key, owner st
 	l.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
 	l.Events = uint64(events)
 	return l, nil
+}
+
+// Pause implements projection.Pauser: it fences the current lease (a new
+// epoch), records the pause and leaves checkpoint, rows and dead letters as
+// they are.
+func (st *ProjectionStore) Pause(ctx context.Context, k projection.Key) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET paused = true, epoch = epoch + 1, owner = '', lease_until = '-infinity',
+			state = CASE WHEN state IN ('failed', 'superseded') THEN state ELSE 'paused' END, updated_at = clock_timestamp()
+		WHERE name = $1 AND version = $2 AND NOT paused`, k.Name, k.Version)
+	if err != nil {
+		return st.translate("pause", err)
+	}
+	if tag.RowsAffected() == 0 {
+		var exists bool
+		if err := st.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+st.s+`.projections WHERE name = $1 AND version = $2)`, k.Name, k.Version).Scan(&exists); err != nil {
+			return st.translate("pause", err)
+		}
+		if !exists {
+			return fmt.Errorf("projection %s is unknown to schema %q: nothing to pause", k, st.cfg.Schema)
+		}
+	}
+	return nil
+}
+
+// Resume implements projection.Pauser.
+func (st *ProjectionStore) Resume(ctx context.Context, k projection.Key) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	_, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET paused = false,
+			state = CASE WHEN state = 'paused' THEN 'standby' ELSE state END, updated_at = clock_timestamp()
+		WHERE name = $1 AND version = $2 AND paused`, k.Name, k.Version)
+	if err != nil {
+		return st.translate("resume", err)
+	}
+	return nil
 }
 
 // fenceErr explains why l may not act, given the row's current values.

@@ -41,6 +41,9 @@ type memRow struct {
 	apply sync.Mutex // held through Claim, Renew, Commit (with its handler), Fail and Reset
 	st    Status     // guarded by MemoryStore.mu
 	ttl   time.Duration
+	// paused is set by Pause and cleared by Resume (guarded by
+	// MemoryStore.mu).
+	paused bool
 }
 
 // NewMemoryStore returns an empty store.
@@ -52,6 +55,7 @@ func NewMemoryStore() *MemoryStore {
 var (
 	_ RowStore[NoTx]           = (*MemoryStore)(nil)
 	_ DeadLetterReplayer[NoTx] = (*MemoryStore)(nil)
+	_ Pauser                   = (*MemoryStore)(nil)
 )
 
 func (s *MemoryStore) now() time.Time {
@@ -87,6 +91,9 @@ func (s *MemoryStore) Claim(ctx context.Context, k Key, owner string, ttl time.D
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	if r.paused {
+		return Lease{}, fmt.Errorf("%w: %s (resume it with `scribe projections resume`)", ErrPaused, k)
+	}
 	if r.st.Owner != "" && r.st.Owner != owner && now.Before(r.st.LeaseUntil) {
 		return Lease{}, fmt.Errorf("%w: %s holds %s until %s", ErrLeaseHeld, r.st.Owner, k, r.st.LeaseUntil.Format(time.RFC3339Nano))
 	}
@@ -96,6 +103,52 @@ func (s *MemoryStore) Claim(ctx context.Context, k Key, owner string, ttl time.D
 		r.st.State = StateRunning
 	}
 	return Lease{Key: k, Owner: owner, Epoch: r.st.Epoch, TTL: ttl, Checkpoint: r.st.Checkpoint, Events: r.st.Events}, nil
+}
+
+// Pause implements Pauser.
+func (s *MemoryStore) Pause(ctx context.Context, k Key) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	r := s.rows[k]
+	s.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("projection %s is unknown to the store: nothing to pause", k)
+	}
+	r.apply.Lock()
+	defer r.apply.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.paused {
+		return nil
+	}
+	r.paused = true
+	r.st.Epoch++
+	r.st.Owner, r.st.LeaseUntil, r.st.UpdatedAt = "", time.Time{}, s.now()
+	if r.st.State != StateFailed && r.st.State != StateSuperseded {
+		r.st.State = StatePaused
+	}
+	return nil
+}
+
+// Resume implements Pauser.
+func (s *MemoryStore) Resume(ctx context.Context, k Key) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[k]
+	if r == nil || !r.paused {
+		return nil
+	}
+	r.paused = false
+	if r.st.State == StatePaused {
+		r.st.State = StateStandby
+	}
+	r.st.UpdatedAt = s.now()
+	return nil
 }
 
 // check reports why l may not act on r (nil when it may). s.mu is held.

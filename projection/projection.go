@@ -128,6 +128,7 @@ const (
 	StateFailed     State = "failed"     // stopped after MaxAttempts at FailedAt
 	StateSuperseded State = "superseded" // a newer version took over
 	StateStopped    State = "stopped"    // the runner's context ended
+	StatePaused     State = "paused"     // an operator paused it (Pauser); runners wait
 )
 
 // Status describes a projection as its store records it.
@@ -228,7 +229,23 @@ var (
 	ErrFenced = errors.New("projection: lease lost; nothing was stored")
 	// ErrSuperseded: a newer version of the projection is active.
 	ErrSuperseded = errors.New("projection: a newer version is active")
+	// ErrPaused: an operator paused the projection (Pauser.Pause); Claim
+	// fails with it until Resume, and a runner waits.
+	ErrPaused = errors.New("projection: paused by an operator")
 )
+
+// Pauser is a store whose projections an operator can pause and resume
+// (`scribe projections pause|resume`). Both stores implement it.
+type Pauser interface {
+	// Pause stops the projection where it is: the current lease is fenced
+	// (a batch being applied is not stored) and Claim fails with ErrPaused
+	// until Resume; the checkpoint, rows and dead letters stay. Pausing a
+	// paused projection changes nothing; an unknown projection is an error.
+	Pause(ctx context.Context, k Key) error
+	// Resume lets runners claim the projection again; they continue from its
+	// checkpoint. Resuming a projection that is not paused changes nothing.
+	Resume(ctx context.Context, k Key) error
+}
 
 // HandlerError wraps an error returned by a projection's handler.
 type HandlerError struct {

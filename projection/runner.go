@@ -304,6 +304,12 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 				return r.stopped()
 			}
 			continue
+		case errors.Is(err, ErrPaused):
+			r.setState(StatePaused)
+			if !sleep(ctx, r.o.LeaseTTL/4) {
+				return r.stopped()
+			}
+			continue
 		}
 		if ctx.Err() != nil {
 			return r.stopped()

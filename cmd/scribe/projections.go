@@ -175,3 +175,55 @@ func readModelName(k projection.ReadModelKind) string {
 	}
 	return "undeclared (no runner of this version of Scribe has started the projection)"
 }
+
+// pauseCommand is `projections pause` (pause true) or `projections resume`.
+func pauseCommand(pause bool) *command {
+	var version int
+	name, summary := "projections resume", "let runners claim a paused projection again; they continue from its checkpoint"
+	if pause {
+		name, summary = "projections pause", "stop a projection where it is: its runner's lease is fenced and no runner claims it until `projections resume` (checkpoint, read model and dead letters stay)"
+	}
+	return &command{
+		name:    name,
+		args:    "NAME",
+		summary: summary,
+		flags: func(fs *flag.FlagSet) {
+			fs.IntVar(&version, "version", 0, "the projection version (required; scribe projections status lists them)")
+		},
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			if len(args) != 1 {
+				return usagef("give exactly one projection name, e.g. `scribe %s -version 2 accounts`", name)
+			}
+			k := projection.Key{Name: args[0], Version: version}
+			if err := k.Validate(); err != nil {
+				return usagef("%v; give the version with -version (see `scribe projections status`)", err)
+			}
+			s, st, err := e.openProjections()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if pause {
+				err = st.Pause(e.ctx, k)
+			} else {
+				err = st.Resume(e.ctx, k)
+			}
+			if err != nil {
+				return err
+			}
+			after, err := st.Status(e.ctx, k)
+			if err != nil {
+				return err
+			}
+			if e.opts.json {
+				return emitJSON(e.stdout, map[string]any{"name": k.Name, "version": k.Version, "state": after.State, "checkpoint": after.Checkpoint})
+			}
+			if pause {
+				fmt.Fprintf(e.stdout, "projection %s paused at checkpoint %s (state %s); resume it with `scribe projections resume -version %d %s`\n", k, after.Checkpoint, after.State, k.Version, k.Name)
+			} else {
+				fmt.Fprintf(e.stdout, "projection %s resumed (state %s): a running runner claims it within a quarter of its lease TTL and continues from %s\n", k, after.State, after.Checkpoint)
+			}
+			return nil
+		},
+	}
+}

@@ -31,7 +31,7 @@ type Config struct {
 	Schema   string
 	Database string
 	// AllowActions enables the state-changing actions (a projection rebuild,
-	// a dead-letter replay); without it the console is read-only and every POST is
+	// pause or resume, a dead-letter replay); without it the console is read-only and every POST is
 	// refused with 403.
 	AllowActions bool
 	// Logger receives request failures; nil discards them.
@@ -77,6 +77,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /projections", s.projections)
 	s.mux.HandleFunc("POST /projections/rebuild", s.rebuild)
 	s.mux.HandleFunc("POST /projections/replay", s.replay)
+	s.mux.HandleFunc("POST /projections/pause", s.pause(false))
+	s.mux.HandleFunc("POST /projections/resume", s.pause(true))
 	s.mux.HandleFunc("GET /verify", s.verifyPage)
 	s.mux.HandleFunc("GET /verify/run", s.verifyRun)
 	s.mux.HandleFunc("GET /live", s.live)

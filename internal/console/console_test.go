@@ -189,6 +189,27 @@ func TestActions(t *testing.T) {
 	letters, err = f.store.DeadLetters(t.Context(), k)
 	require.NoError(t, err)
 	require.False(t, letters[0].ReplayRequestedAt.IsZero(), "the replay was requested")
+
+	// Pause and resume, behind the same confirmation.
+	postTo := func(path string, form url.Values) int {
+		req, err := http.NewRequest(http.MethodPost, f.srv.URL+path, strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", f.srv.URL)
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		res, err := c.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	require.Equal(t, http.StatusSeeOther, postTo("/projections/pause", form))
+	st, err = f.store.Status(t.Context(), k)
+	require.NoError(t, err)
+	require.Equal(t, projection.StatePaused, st.State)
+	require.Equal(t, http.StatusSeeOther, postTo("/projections/resume", form))
+	st, err = f.store.Status(t.Context(), k)
+	require.NoError(t, err)
+	require.NotEqual(t, projection.StatePaused, st.State)
 }
 
 // sse reads server-sent events from path until match accepts one or the

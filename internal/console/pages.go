@@ -252,7 +252,8 @@ func (s *Server) projections(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	s.page(w, "projections", "Projections", map[string]any{"Projections": rows, "Done": q.Get("done"), "Replayed": q.Get("replayed"), "Letters": q.Get("letters")})
+	s.page(w, "projections", "Projections", map[string]any{"Projections": rows, "Done": q.Get("done"), "Replayed": q.Get("replayed"), "Letters": q.Get("letters"),
+		"Paused": q.Get("paused"), "Resumed": q.Get("resumed")})
 }
 
 // rebuild resets a projection's checkpoint (the runner replays the feed).
@@ -284,6 +285,30 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/projections?replayed="+k.String()+"&letters="+strconv.Itoa(n), http.StatusSeeOther)
+}
+
+// pause pauses (or, with resume, resumes) a projection as `scribe
+// projections pause|resume` does, behind the same confirmation.
+func (s *Server) pause(resume bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		what, do := "pause it", s.cfg.Projections.Pause
+		if resume {
+			what, do = "resume it", s.cfg.Projections.Resume
+		}
+		k, ok := s.confirmedAction(w, r, what)
+		if !ok {
+			return
+		}
+		if err := do(r.Context(), k); err != nil {
+			s.fail(w, http.StatusInternalServerError, err)
+			return
+		}
+		verb := "paused"
+		if resume {
+			verb = "resumed"
+		}
+		http.Redirect(w, r, "/projections?"+verb+"="+k.String(), http.StatusSeeOther)
+	}
 }
 
 // confirmedAction checks that actions are enabled and that the form names a
