@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/journal"
 )
 
 var (
@@ -32,6 +33,14 @@ var (
 	// (Config.QueueDelayTarget): nothing was decided. Retryable after a
 	// back-off.
 	ErrOverloaded = actors.ErrOverloaded
+	// ErrConfiguration is journal.ErrConfiguration: New could not start on
+	// the journal as configured (the database unreachable at start, the
+	// credentials refused, the database unknown, the schema not migrated or
+	// migrated by a newer incompatible build). Not retryable: the error says
+	// what to fix. The rule: a store that cannot be reached when New starts
+	// is a configuration error (fail fast); once New has returned, the same
+	// failure is an outage (journal.ErrUnavailable, retryable).
+	ErrConfiguration = journal.ErrConfiguration
 	// ErrForeignTags is returned for an aggregate command whose events carry
 	// tags besides the stream's own (a Tagged event type): those tags' owners
 	// would be bypassed. Append such events through a DCB command
