@@ -326,7 +326,24 @@ func (rt *Runtime) Ready() error {
 			return err
 		}
 	}
-	return rt.host.Ready()
+	return rt.twin(rt.host.Ready())
+}
+
+// twin returns err, or, once another live process opened this runtime's
+// NodeID (this host's node session was superseded), the one error that says
+// so (twinNodeError, wrapping err).
+func (rt *Runtime) twin(err error) error {
+	if err == nil {
+		return nil
+	}
+	var t *twinNodeError
+	if errors.As(err, &t) {
+		return err
+	}
+	if errors.Is(rt.host.Ready(), journal.ErrNodeSuperseded) {
+		return &twinNodeError{node: rt.cfg.NodeID, cause: err}
+	}
+	return err
 }
 
 // ActiveStreams returns the number of stream actors currently alive.
@@ -476,7 +493,7 @@ func execute[S any](ctx context.Context, rt *Runtime, target Target, command any
 	if s, ok := res.State.(S); ok {
 		out.State = s
 	}
-	return out, err
+	return out, rt.twin(err)
 }
 
 // abbreviate shortens s to at most n bytes (cut on a rune boundary) for an
