@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -174,4 +175,30 @@ func mustPool(t *testing.T, dbURL string) *pgxpool.Pool {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// A projection runner on a schema that was never migrated returns a
+// permanent error at once instead of retrying until its context ends.
+func TestRunnerOnUnmigratedSchemaFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Pool(t)
+	cfg := postgres.Config{Schema: schema}
+	j, err := postgres.NewJournal(pool, cfg)
+	require.NoError(t, err)
+	defer func() { _ = j.Close() }()
+	store, err := postgres.NewProjectionStore(pool, cfg)
+	require.NoError(t, err)
+	r, err := projection.NewRunner(j, store, projection.Projection[pgx.Tx]{
+		Name: "unmigrated", Version: 1,
+		Handle: func(context.Context, pgx.Tx, projection.Batch) error { return nil },
+	}, projection.Options{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = r.Run(ctx)
+	require.NoError(t, ctx.Err(), "Run returned before its context ended")
+	require.ErrorIs(t, err, journal.ErrConfiguration)
+	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
+	require.ErrorContains(t, err, "unmigrated@1")
+	require.ErrorContains(t, err, "Migrate")
 }
