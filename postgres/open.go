@@ -122,32 +122,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", journal.ErrConfiguration, err)
 	}
-	poolCfg, err := pgxpool.ParseConfig(url)
+	pool, err := connect(ctx, url, o)
 	if err != nil {
-		// pgconn's parse errors redact the password.
-		return nil, fmt.Errorf("%w: postgres: the database URL is not valid (%v); give a URL such as postgres://user@localhost:5432/db?sslmode=disable", journal.ErrConfiguration, err)
+		return nil, err
 	}
-	switch {
-	case o.maxConns > 0:
-		poolCfg.MaxConns = o.maxConns
-	case o.maxConns < 0:
-		return nil, fmt.Errorf("%w: postgres: WithMaxConns(%d): give a positive pool size", journal.ErrConfiguration, o.maxConns)
-	case !strings.Contains(url, "pool_max_conns"):
-		poolCfg.MaxConns = DefaultMaxConns
-	}
-	if o.tp == nil {
-		o.tp = tracenoop.NewTracerProvider()
-	}
-	poolCfg.ConnConfig.Tracer = NewTracer(o.tp)
-	where := Address(poolCfg.ConnConfig)
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
-	if err != nil {
-		return nil, startupError(ctx, where, err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, startupError(ctx, where, err)
-	}
+	where := Address(pool.Config().ConnConfig)
 	if o.verify {
 		err = VerifySchema(ctx, pool, cfg)
 	} else {
@@ -174,6 +153,52 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	_ = j.Close()
 	pool.Close()
 	return nil, err
+}
+
+// Connect opens a connection pool on url and checks that it reaches the
+// database, for callers that want the pool without Open's stores (an
+// operator tool migrating or inspecting a schema). It honours WithMaxConns
+// and WithTracerProvider (the other options concern Open's stores) and
+// fails fast like Open: an invalid URL, a server that cannot be reached,
+// refused credentials or an unknown database are errors matching
+// journal.ErrConfiguration that name the database (never the password) and
+// what to check. The caller closes the pool.
+func Connect(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return connect(ctx, url, o)
+}
+
+func connect(ctx context.Context, url string, o openOptions) (*pgxpool.Pool, error) {
+	poolCfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgconn's parse errors redact the password.
+		return nil, fmt.Errorf("%w: postgres: the database URL is not valid (%v); give a URL such as postgres://user@localhost:5432/db?sslmode=disable", journal.ErrConfiguration, err)
+	}
+	switch {
+	case o.maxConns > 0:
+		poolCfg.MaxConns = o.maxConns
+	case o.maxConns < 0:
+		return nil, fmt.Errorf("%w: postgres: WithMaxConns(%d): give a positive pool size", journal.ErrConfiguration, o.maxConns)
+	case !strings.Contains(url, "pool_max_conns"):
+		poolCfg.MaxConns = DefaultMaxConns
+	}
+	if o.tp == nil {
+		o.tp = tracenoop.NewTracerProvider()
+	}
+	poolCfg.ConnConfig.Tracer = NewTracer(o.tp)
+	where := Address(poolCfg.ConnConfig)
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, startupError(ctx, where, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, startupError(ctx, where, err)
+	}
+	return pool, nil
 }
 
 // VerifySchema checks, without changing anything, that cfg.Schema is
@@ -243,7 +268,7 @@ func startupError(ctx context.Context, where string, err error) error {
 		}
 	}
 	if unavailable(err) {
-		return fmt.Errorf("%w: postgres: cannot reach the database server%s (%v); at start this is a configuration error, not an outage: check the host and port of the database URL and that the server runs and accepts connections there", journal.ErrConfiguration, where, err)
+		return fmt.Errorf("%w: postgres: cannot reach the database%s (%v); at start this is a configuration error, not an outage: check the host and port of the database URL and that the server runs and accepts connections there", journal.ErrConfiguration, where, err)
 	}
 	return fmt.Errorf("postgres: connecting to the database%s: %w", where, err)
 }
