@@ -98,4 +98,3 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 		close:       store.Close,
 	}, nil
 }
-
