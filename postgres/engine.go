@@ -13,10 +13,13 @@ import (
 )
 
 // The append engine. Every append, alone or in a batch of concurrent appends,
-// runs through run: one transaction, one decision in Go (decide, the only
-// place that judges leases, expected versions, duplicates and conditions),
-// and one write statement (writeSQL) that makes the database check the same
-// things again, under the batch's advisory locks, before it writes anything.
+// runs through run: one transaction, one decision in Go (decide, which judges
+// duplicates, leases and expected versions by package journal's fence rules
+// and conditions by the database's answers) and one write statement (writeSQL)
+// whose fence makes the database judge versions, leases, node sessions and
+// stored event IDs again, under the batch's advisory locks, before it writes
+// anything. The write statement has the last word: a decision it disagrees
+// with is rolled back and made again on what the database holds.
 //
 // An attempt is either
 //
@@ -113,9 +116,7 @@ func (j *Journal) prefix(b *pgx.Batch, batch []*appendReq) int {
 	keys, modes := lockArgs(locks)
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	b.Queue(lockSQL, keys, modes)
-	if !j.seam.ungatedOrder {
-		b.Queue(j.sql(lockEventsSQL))
-	}
+	b.Queue(j.sql(lockEventsSQL))
 	return b.Len()
 }
 
@@ -149,7 +150,7 @@ func (j *Journal) run(ctx context.Context, batch []*appendReq, hold bool) (outco
 	}()
 	for attempt := 0; ; attempt++ {
 		var st *batchState
-		if attempt == 0 && !hold && !j.seam.readFirst {
+		if attempt == 0 && !hold && (j.hooks == nil || !j.hooks.readFirst) {
 			st = j.heads.known(batch)
 		}
 		direct := st != nil

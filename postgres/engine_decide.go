@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/backend"
 )
 
 // decide judges each append of batch in order against st, as if they ran one
@@ -61,7 +62,7 @@ func (j *Journal) decide(batch []*appendReq, st *batchState) decision {
 		from := len(d.accepted)
 		for i := range r.events {
 			rec := journal.Record{Event: r.events[i], RecordedAt: now}
-			journal.LinkRecord(&rec, func(t journal.Tag) (uint64, journal.Hash) {
+			backend.LinkRecord(&rec, func(t journal.Tag) (uint64, journal.Hash) {
 				s := st.keys[streamKey{r.partition, string(t)}]
 				return s.version, s.head
 			})

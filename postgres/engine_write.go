@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/backend"
 )
 
 // writeSQL claims the streams and inserts the events of a batch's accepted
@@ -159,8 +159,10 @@ func (j *Journal) write(ctx context.Context, conn *pgxpool.Conn, batch []*append
 		_, _ = conn.Exec(ctx, "ROLLBACK")
 		return false, err
 	}
-	if err := j.seam.at(ctx, seamAfterChecks, conn); err != nil {
-		return false, j.fatalErr(err, false)
+	if j.hooks != nil && j.hooks.afterChecks != nil {
+		if err := j.hooks.afterChecks(ctx, conn); err != nil {
+			return false, j.fatalErr(err, false)
+		}
 	}
 	b := &pgx.Batch{}
 	nExec := 0
@@ -178,12 +180,8 @@ func (j *Journal) write(ctx context.Context, conn *pgxpool.Conn, batch []*append
 			}
 		}
 	}
-	ws := j.sql(writeSQL)
-	if j.seam.ungatedOrder {
-		ws = strings.Replace(ws, "pg_current_xact_id()::text::bigint", "0::bigint", 1)
-	}
-	b.Queue(ws, args...)
-	commitInPipeline := !hold && !j.seam.has(seamBeforeCommit)
+	b.Queue(j.sql(writeSQL), args...)
+	commitInPipeline := !hold && (j.hooks == nil || j.hooks.beforeCommit == nil)
 	if commitInPipeline {
 		b.Queue("COMMIT")
 	}
@@ -224,7 +222,10 @@ func (j *Journal) write(ctx context.Context, conn *pgxpool.Conn, batch []*append
 		err = cerr
 	}
 	if err == nil && !commitInPipeline && !hold {
-		if err = j.seam.at(ctx, seamBeforeCommit, conn); err == nil {
+		if j.hooks != nil && j.hooks.beforeCommit != nil {
+			err = j.hooks.beforeCommit(ctx, conn)
+		}
+		if err == nil {
 			_, err = conn.Exec(ctx, "COMMIT")
 		}
 		if err != nil && isConnErr(err) {
@@ -306,7 +307,7 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		// metadata JSON leaves it out, 22 bytes less per event.
 		md := rec.Metadata
 		md.Partition = ""
-		meta := journal.AppendMetadataJSON(nil, &md)
+		meta := backend.AppendMetadataJSON(nil, &md)
 		if len(meta) == 0 {
 			// AppendMetadataJSON appends nothing where json.Marshal fails (a
 			// CreatedAt with no RFC 3339 form); json.Marshal gives the error.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,9 +19,11 @@ import (
 )
 
 // ProjectionStore is the Postgres projection.Store: checkpoints, leases and
-// dead letters in the projections tables of Config.Schema (migration 3).
-// A projection's handler receives the pgx.Tx that also moves its checkpoint,
-// so a read model in the same database is updated exactly once per event.
+// dead letters in the projections tables of Config.Schema (migration 3),
+// and rows read models (projection.RowStore, migration 7). A projection's
+// handler receives the pgx.Tx that also moves its checkpoint, so a read
+// model in the same database (its own tables, or Rows) is updated exactly
+// once per event.
 //
 // Fencing: Commit locks the projection's row (SELECT … FOR UPDATE) and checks
 // the lease's epoch, owner, expiry (by the database clock) and the expected
@@ -33,6 +36,9 @@ type ProjectionStore struct {
 	pool *pgxpool.Pool
 	cfg  Config
 	s    string
+	// buffers holds the rows buffer of each transaction a Commit or a
+	// replay passes to its handler (pgx.Tx → *rowBuffer).
+	buffers sync.Map
 }
 
 var (
@@ -135,7 +141,7 @@ func (st *ProjectionStore) Renew(ctx context.Context, l projection.Lease) error 
 // Release implements projection.Store.
 func (st *ProjectionStore) Release(ctx context.Context, l projection.Lease) error {
 	_, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET owner = '', lease_until = '-infinity',
-			state = CASE WHEN state = 'running' THEN 'standby' ELSE state END, updated_at = clock_timestamp()
+			state = CASE WHEN state = 'running' THEN 'stopped' ELSE state END, updated_at = clock_timestamp()
 		WHERE name = $1 AND version = $2 AND epoch = $3 AND owner = $4`, l.Key.Name, l.Key.Version, int64(l.Epoch), l.Owner)
 	if err != nil {
 		return st.translate("release", err)
@@ -184,8 +190,14 @@ func (st *ProjectionStore) Commit(ctx context.Context, l projection.Lease, from 
 	if got := (journal.Position{Commit: uint64(commit), Seq: uint64(seq)}); got != from {
 		return fmt.Errorf("%w: the checkpoint of %s is %s, the runner expected %s", projection.ErrFenced, l.Key, got, from)
 	}
-	if err := apply(ctx, tx); err != nil {
+	buf, done := st.buffering(tx)
+	err = apply(ctx, tx)
+	done()
+	if err != nil {
 		return &projection.HandlerError{At: records[0].Position, Err: err}
+	}
+	if err := st.flushRows(ctx, tx, buf); err != nil {
+		return fmt.Errorf("projection %s: commit: %w", l.Key, err)
 	}
 	last := records[len(records)-1].Position
 	tag, err := tx.Exec(ctx, `UPDATE `+st.s+`.projections SET commit_xid = $4, seq = $5, events = events + $6,
@@ -327,7 +339,12 @@ func (st *ProjectionStore) ReplayDeadLetter(ctx context.Context, k projection.Ke
 		return st.translate("replay dead letter: savepoint", err)
 	}
 	if herr == nil {
+		buf, done := st.buffering(sp)
 		herr = apply(ctx, sp, d)
+		done()
+		if herr == nil {
+			herr = st.flushRows(ctx, sp, buf)
+		}
 	}
 	if herr == nil {
 		if err := sp.Commit(ctx); err != nil {
@@ -391,7 +408,7 @@ func (st *ProjectionStore) Activate(ctx context.Context, k projection.Key) error
 }
 
 const projectionStatusSQL = `SELECT p.name, p.version, p.state, p.commit_xid, p.seq, p.events, p.owner, p.epoch,
-		CASE WHEN isfinite(p.lease_until) THEN p.lease_until END, p.lease_until > clock_timestamp(), coalesce(a.version, 0), p.failed_xid, p.failed_seq, p.error, p.updated_at
+		CASE WHEN isfinite(p.lease_until) THEN p.lease_until END, p.lease_until > clock_timestamp(), coalesce(a.version, 0), p.failed_xid, p.failed_seq, p.error, p.updated_at, p.read_model
 	FROM __S__.projections p LEFT JOIN __S__.projection_active a ON a.name = p.name`
 
 func scanStatus(row pgx.Row) (projection.Status, error) {
@@ -401,10 +418,12 @@ func scanStatus(row pgx.Row) (projection.Status, error) {
 	var live bool
 	var active int
 	var until *time.Time
+	var readModel string
 	if err := row.Scan(&s.Key.Name, &s.Key.Version, &state, &commit, &seq, &events, &s.Owner, &epoch, &until,
-		&live, &active, &fcommit, &fseq, &s.Error, &s.UpdatedAt); err != nil {
+		&live, &active, &fcommit, &fseq, &s.Error, &s.UpdatedAt, &readModel); err != nil {
 		return s, err
 	}
+	s.ReadModel = projection.ReadModelKind(readModel)
 	s.State = projection.State(state)
 	s.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
 	s.FailedAt = journal.Position{Commit: uint64(fcommit), Seq: uint64(fseq)}
@@ -466,8 +485,9 @@ func (st *ProjectionStore) Statuses(ctx context.Context) ([]projection.Status, e
 func (st *ProjectionStore) sql(q string) string { return strings.ReplaceAll(q, "__S__.", st.s+".") }
 
 // Reset implements projection.Store: in one transaction it locks the row
-// (waiting for a batch in flight), runs clear, and moves the checkpoint back
-// to zero with a new epoch, so the runner that held the lease is fenced.
+// (waiting for a batch in flight), runs clear, moves the checkpoint back to
+// zero with a new epoch (the runner that held the lease is fenced), and
+// deletes k's dead letters and rows.
 func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := k.Validate(); err != nil {
 		return err
@@ -491,6 +511,6 @@ func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear fu
 		if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_dead_letters WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
 			return st.translate("reset", err)
 		}
-		return nil
+		return st.deleteRows(ctx, tx, k)
 	})
 }

@@ -64,6 +64,7 @@ func projectionsStatusCommand() *command {
 						"name": p.Key.Name, "version": p.Key.Version, "state": p.State, "active": p.Active,
 						"checkpoint": p.Checkpoint, "events": p.Events, "lag": lags[i], "lagSeconds": behind[i].Seconds(), "owner": p.Owner, "epoch": p.Epoch,
 						"leaseUntil": jsonTime(p.LeaseUntil), "failedAt": p.FailedAt, "error": p.Error, "updatedAt": jsonTime(p.UpdatedAt),
+						"readModel": string(p.ReadModel),
 					}); err != nil {
 						return err
 					}
@@ -107,10 +108,10 @@ func projectionsRebuildCommand() *command {
 		name: "projections rebuild",
 		args: "NAME",
 		summary: "reset a projection's checkpoint to the start of the feed (and clear its failure) so its runner replays every event; " +
-			"scribe does not empty the read model",
+			"a rows read model (projection.RowProjection) is emptied in the same transaction, a read model in the service's own tables is not",
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&version, "version", 0, "the projection version to rebuild (required; scribe projections status lists them)")
-			fs.BoolVar(&confirm, "confirm", false, "confirm that the read model was emptied or that the projection's handler is idempotent")
+			fs.BoolVar(&confirm, "confirm", false, "confirm the rebuild: the projection's rows are deleted; a read model in the service's own tables must be emptied first or have an idempotent handler")
 		},
 		run: func(e *env, _ *flag.FlagSet, args []string) error {
 			if len(args) != 1 {
@@ -121,7 +122,8 @@ func projectionsRebuildCommand() *command {
 				return usagef("%v; give the version with -version (see `scribe projections status`)", err)
 			}
 			if !confirm {
-				return usagef("rebuilding replays every event into the read model without emptying it (the service's code owns it): empty it first, or make sure %s's handler is idempotent, then pass -confirm", k)
+				return usagef("rebuilding replays every event into %s's read model: scribe empties a rows read model (projection.RowProjection) with the checkpoint, "+
+					"but cannot empty the service's own tables (empty them first, make sure the handler is idempotent, or rebuild from the service with projection.Rebuild); then pass -confirm", k)
 			}
 			s, st, err := e.openProjections()
 			if err != nil {
@@ -135,14 +137,41 @@ func projectionsRebuildCommand() *command {
 			if before.State == projection.StateIdle && before.Checkpoint.IsZero() && before.Events == 0 && before.UpdatedAt.IsZero() {
 				return fmt.Errorf("projection %s is unknown to schema %q; list projections with `scribe projections status`", k, s.cfg.Schema)
 			}
+			rows, err := st.CountRows(e.ctx, k)
+			if err != nil {
+				return err
+			}
+			// Reset deletes the projection's rows in its transaction: that
+			// empties a rows read model; the service's own tables are out of
+			// scribe's reach (their Clear is Go code).
 			if err := st.Reset(e.ctx, k, nil); err != nil {
 				return err
 			}
+			cleared := before.ReadModel == projection.ReadModelRows
 			if e.opts.json {
-				return emitJSON(e.stdout, map[string]any{"name": k.Name, "version": k.Version, "previousCheckpoint": before.Checkpoint, "previousEvents": before.Events})
+				return emitJSON(e.stdout, map[string]any{"name": k.Name, "version": k.Version, "previousCheckpoint": before.Checkpoint, "previousEvents": before.Events,
+					"readModel": string(before.ReadModel), "readModelCleared": cleared, "rowsDeleted": rows})
 			}
 			fmt.Fprintf(e.stdout, "projection %s reset from checkpoint %s (%d events applied); its runner starts over from the beginning of the feed\n", k, before.Checkpoint, before.Events)
+			switch {
+			case cleared:
+				fmt.Fprintf(e.stdout, "its rows read model was emptied in the same transaction (%d rows deleted): the replay counts every event once\n", rows)
+			default:
+				fmt.Fprintf(e.stdout, "its read model is %s: scribe did not empty it (%d rows deleted); unless it was emptied or its handler is idempotent the replay counts events twice. "+
+					"Rebuild from the service with projection.Rebuild, which runs the projection's Clear in the same transaction\n", readModelName(before.ReadModel), rows)
+			}
 			return nil
 		},
 	}
+}
+
+// readModelName says what a projection's declared read model is.
+func readModelName(k projection.ReadModelKind) string {
+	switch k {
+	case projection.ReadModelRows:
+		return "rows"
+	case projection.ReadModelCustom:
+		return "the service's own tables"
+	}
+	return "undeclared (no runner of this version of Scribe has started the projection)"
 }

@@ -57,6 +57,9 @@ func Run[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) {
 		{"DeadLetterReplay", testDeadLetterReplay[Tx]},
 		{"DeadLetterReplayOnce", testDeadLetterReplayOnce[Tx]},
 		{"PublisherReplaysOnRequest", testPublisherReplaysOnRequest[Tx]},
+		{"RowsReadModel", testRowsReadModel[Tx]},
+		{"RebuildRowsDoesNotDoubleCount", testRebuildRows[Tx]},
+		{"RebuildClearsDeclaredReadModel", testRebuildClearsDeclaredReadModel[Tx]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newHarness(t)) })
@@ -292,6 +295,10 @@ func testCatchUpThenLive[Tx any](t *testing.T, h Harness[Tx]) {
 	}, 10*time.Second, 5*time.Millisecond, "a caught-up projection becomes the active version")
 	require.NoError(t, stop())
 	require.Equal(t, projection.StateStopped, r.Progress().State)
+	st, err = h.Store.Status(ctx, r.Key())
+	require.NoError(t, err)
+	require.Equal(t, projection.StateStopped, st.State, "the store says what the runner said: it stopped cleanly")
+	require.Empty(t, st.Owner, "and gave its lease up")
 }
 
 func testRestart[Tx any](t *testing.T, h Harness[Tx]) {
