@@ -12,7 +12,10 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/scribe-es/scribe/journal"
 )
 
 //go:embed migrations/*.sql
@@ -118,7 +121,12 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	return applyMigrations(ctx, pool, cfg.Schema, ms)
+	err = applyMigrations(ctx, pool, cfg.Schema, ms)
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return fmt.Errorf("postgres: migrate schema %s: %w", cfg.Schema, startupError(ctx, Address(pool.Config().ConnConfig), err))
+	}
+	return err
 }
 
 // applyMigrations brings schema to the newest of ms (see Migrate): one
@@ -244,9 +252,9 @@ func checkNewerSchema(ctx context.Context, tx pgx.Tx, schema string, current, la
 	for _, a := range newer {
 		switch {
 		case a.from == nil:
-			return fmt.Errorf("postgres: schema %s is at version %d, newer than this build's %d, and migration %s was applied by a build that did not record which older builds may run against it; upgrade the program", schema, current, latest, a.name)
+			return fmt.Errorf("%w: postgres: schema %s is at version %d, newer than this build's %d, and migration %s was applied by a build that did not record which older builds may run against it; upgrade the program", journal.ErrConfiguration, schema, current, latest, a.name)
 		case *a.from > latest:
-			return fmt.Errorf("postgres: schema %s is at version %d, newer than this build's %d, and migration %s needs code of schema version %d or later (it is not backward compatible); upgrade the program", schema, current, latest, a.name, *a.from)
+			return fmt.Errorf("%w: postgres: schema %s is at version %d, newer than this build's %d, and migration %s needs code of schema version %d or later (it is not backward compatible); upgrade the program", journal.ErrConfiguration, schema, current, latest, a.name, *a.from)
 		}
 	}
 	return nil

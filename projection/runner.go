@@ -283,12 +283,30 @@ func (r *Runner[Tx]) setState(s State) {
 // record (a *FailedError; the store records the failure). A lost lease sends
 // the runner back to standby; store and journal outages are retried with
 // backoff for as long as they last.
+//
+// Run fails fast on configuration: until its first claim succeeds, a store
+// that is not usable as configured (a Postgres schema not migrated, or
+// migrated by a newer incompatible build: journal.ErrStoreNotOpen,
+// journal.ErrConfiguration) is not retried: Run returns at once an error
+// matching journal.ErrConfiguration that says what to do.
 func (r *Runner[Tx]) Run(ctx context.Context) error {
 	delay := r.o.Backoff
+	claimed := false
 	for {
 		lease, err := r.store.Claim(ctx, r.key, r.o.Owner, r.o.LeaseTTL)
+		if err != nil && !claimed && ctx.Err() == nil && (errors.Is(err, journal.ErrStoreNotOpen) || errors.Is(err, journal.ErrConfiguration)) {
+			if !errors.Is(err, journal.ErrConfiguration) {
+				err = fmt.Errorf("%w: %w", journal.ErrConfiguration, err)
+			}
+			err = fmt.Errorf("projection %s cannot start: %w", r.key, err)
+			r.update(func(p *Progress) { p.Error = err.Error() })
+			r.setState(StateStopped)
+			r.o.Logger.Error("projection cannot start: its store is not usable as configured", "projection", r.key.String(), "error", err)
+			return err
+		}
 		switch {
 		case err == nil:
+			claimed = true
 			if err = r.setup(ctx); err != nil {
 				break
 			}

@@ -37,7 +37,7 @@ func consoleCommand() *command {
 				return err
 			}
 			c, err := console.New(console.Config{
-				Journal: s.journal, Projections: ps, Schema: s.cfg.Schema, Database: redact(s.pool.Config()), AllowActions: allowActions,
+				Journal: s.journal, Projections: ps, Schema: s.cfg.Schema, Database: postgres.Address(s.pool.Config().ConnConfig), AllowActions: allowActions,
 			})
 			if err != nil {
 				return err

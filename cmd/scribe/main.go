@@ -295,26 +295,16 @@ func (e *env) connect() (*pgxpool.Pool, postgres.Config, error) {
 	if url == "" {
 		return nil, postgres.Config{}, usagef("no database given; pass -db postgres://user@host:5432/db or set %s", EnvDatabaseURL)
 	}
-	pcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
+	if _, err := pgxpool.ParseConfig(url); err != nil {
 		return nil, postgres.Config{}, usagef("the database URL is not valid (%v); give a URL such as postgres://user@host:5432/db?sslmode=disable", err)
 	}
-	pcfg.MaxConns = max(pcfg.MaxConns, 4)
-	pool, err := pgxpool.NewWithConfig(e.ctx, pcfg)
+	// Connect's errors name the database (never the password) and say
+	// whether it was not reached, refused the credentials or does not exist.
+	pool, err := postgres.Connect(e.ctx, url, postgres.WithMaxConns(4))
 	if err != nil {
-		return nil, postgres.Config{}, fmt.Errorf("cannot open the database at %s: %w; check -db or %s", redact(pcfg), err, EnvDatabaseURL)
-	}
-	if err := pool.Ping(e.ctx); err != nil {
-		pool.Close()
-		return nil, postgres.Config{}, fmt.Errorf("cannot reach the database at %s: %w; check -db or %s and that Postgres is running", redact(pcfg), err, EnvDatabaseURL)
+		return nil, postgres.Config{}, fmt.Errorf("%w; check -db or %s", err, EnvDatabaseURL)
 	}
 	return pool, postgres.Config{Schema: e.opts.schema}, nil
-}
-
-// redact names the database of cfg without its password.
-func redact(cfg *pgxpool.Config) string {
-	c := cfg.ConnConfig
-	return fmt.Sprintf("%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
 }
 
 // open connects and opens the journal, after checking that the schema is
