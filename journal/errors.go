@@ -51,6 +51,15 @@ var (
 	// node ID: the older must stop serving rather than open the node again,
 	// or the two take each other's leases forever.
 	ErrNodeSuperseded = errors.New("journal: node session superseded by a newer incarnation")
+	// ErrConfiguration: the store cannot be used as configured, and trying
+	// again will not change that: at start-up the database could not be
+	// reached (wrong host or port, nothing listening), refused the
+	// credentials, does not exist, or its schema is not migrated or was
+	// migrated by a newer, incompatible build. The error says what to
+	// check. It is never retryable: fix the configuration (or migrate, or
+	// upgrade) and start again. The same connection failure after a
+	// successful start is an outage and matches ErrUnavailable instead.
+	ErrConfiguration = errors.New("journal: store misconfigured")
 )
 
 // VersionMismatchError details ErrVersionMismatch for one stream.

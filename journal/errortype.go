@@ -11,6 +11,7 @@ var errorTypes = []struct {
 	err  error
 	name string
 }{
+	{ErrConfiguration, "configuration"},
 	{ErrOutcomeUnknown, "outcome_unknown"},
 	{ErrNodeSuperseded, "node_superseded"},
 	{ErrVersionMismatch, "version_mismatch"},

@@ -9,6 +9,15 @@
 //
 // # Use
 //
+// Open does it all: connect (traced), migrate (or only verify), and the
+// journal, snapshot and projection stores on one pool, with one Close:
+//
+//	store, err := postgres.Open(ctx, url, postgres.WithSchema("shop"))
+//	if err != nil { ... } // journal.ErrConfiguration says what to fix
+//	defer store.Close()
+//
+// Or step by step, on a pool of your own:
+//
 //	pool, _ := pgxpool.New(ctx, url)
 //	cfg := postgres.Config{Schema: "scribe"}
 //	if err := postgres.Migrate(ctx, pool, cfg); err != nil { ... } // explicit, idempotent

@@ -152,6 +152,9 @@ type Runner[Tx any] struct {
 	failures metric.Int64Counter
 	lagHist  metric.Float64Histogram
 
+	// setUp is set once Store.Setup succeeded; used by Run's goroutine only.
+	setUp bool
+
 	mu       sync.Mutex
 	progress Progress
 	oldest   time.Time // RecordedAt of the oldest unapplied record read, zero if none
@@ -280,12 +283,33 @@ func (r *Runner[Tx]) setState(s State) {
 // record (a *FailedError; the store records the failure). A lost lease sends
 // the runner back to standby; store and journal outages are retried with
 // backoff for as long as they last.
+//
+// Run fails fast on configuration: until its first claim succeeds, a store
+// that is not usable as configured (a Postgres schema not migrated, or
+// migrated by a newer incompatible build: journal.ErrStoreNotOpen,
+// journal.ErrConfiguration) is not retried: Run returns at once an error
+// matching journal.ErrConfiguration that says what to do.
 func (r *Runner[Tx]) Run(ctx context.Context) error {
 	delay := r.o.Backoff
+	claimed := false
 	for {
 		lease, err := r.store.Claim(ctx, r.key, r.o.Owner, r.o.LeaseTTL)
+		if err != nil && !claimed && ctx.Err() == nil && (errors.Is(err, journal.ErrStoreNotOpen) || errors.Is(err, journal.ErrConfiguration)) {
+			if !errors.Is(err, journal.ErrConfiguration) {
+				err = fmt.Errorf("%w: %w", journal.ErrConfiguration, err)
+			}
+			err = fmt.Errorf("projection %s cannot start: %w", r.key, err)
+			r.update(func(p *Progress) { p.Error = err.Error() })
+			r.setState(StateStopped)
+			r.o.Logger.Error("projection cannot start: its store is not usable as configured", "projection", r.key.String(), "error", err)
+			return err
+		}
 		switch {
 		case err == nil:
+			claimed = true
+			if err = r.setup(ctx); err != nil {
+				break
+			}
 			delay = r.o.Backoff
 			r.update(func(p *Progress) {
 				p.Checkpoint, p.Events, p.Epoch = lease.Checkpoint, lease.Events, lease.Epoch
@@ -294,6 +318,12 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 			err = r.active(ctx, lease)
 		case errors.Is(err, ErrLeaseHeld):
 			r.setState(StateStandby)
+			if !sleep(ctx, r.o.LeaseTTL/4) {
+				return r.stopped()
+			}
+			continue
+		case errors.Is(err, ErrPaused):
+			r.setState(StatePaused)
 			if !sleep(ctx, r.o.LeaseTTL/4) {
 				return r.stopped()
 			}
@@ -324,6 +354,19 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 			delay = min(2*delay, r.o.MaxBackoff)
 		}
 	}
+}
+
+// setup runs the projection's Store.Setup once per runner, before its first
+// batch; a failure is retried like any store error.
+func (r *Runner[Tx]) setup(ctx context.Context) error {
+	if r.setUp {
+		return nil
+	}
+	if err := r.store.Setup(ctx, r.key, r.p.readModelKind(), r.p.Setup); err != nil {
+		return err
+	}
+	r.setUp = true
+	return nil
 }
 
 func (r *Runner[Tx]) stopped() error {

@@ -278,3 +278,38 @@ func validGroup(name string) error {
 	}
 	return nil
 }
+
+// MustRegisterEvent is RegisterEvent for a service's start-up, where a
+// registration error is a programming error: it panics with the error
+// RegisterEvent returns (matching ErrRegistration, naming what is wrong).
+func MustRegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...EventOption) {
+	if err := RegisterEvent[T](rt, name, schemaVersion, opts...); err != nil {
+		panic(err)
+	}
+}
+
+// MustRegisterUpcaster is RegisterUpcaster that panics with its error.
+func MustRegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) {
+	if err := RegisterUpcaster(rt, name, fromVersion, fn); err != nil {
+		panic(err)
+	}
+}
+
+// MustRegisterAggregate is RegisterAggregate that panics with its error
+// (matching ErrRegistration, naming what is wrong).
+func MustRegisterAggregate[S any](rt *Runtime, a Aggregate[S]) {
+	if err := RegisterAggregate(rt, a); err != nil {
+		panic(err)
+	}
+}
+
+// MustRegisterDCB is RegisterDCB that panics with its error (matching
+// ErrRegistration, naming what is wrong) and otherwise returns the command's
+// handle.
+func MustRegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) *DCBCommand[C, S] {
+	d, err := RegisterDCB(rt, def)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}

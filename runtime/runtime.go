@@ -181,6 +181,12 @@ type Runtime struct {
 
 // New validates cfg, applies its defaults, opens the node session and
 // starts the actor system. Call Shutdown when done.
+//
+// New fails fast on configuration: when the journal cannot be reached or
+// is not usable (a Postgres schema not migrated) while New opens the node
+// session, the error matches ErrConfiguration and is not retryable
+// (IsRetryable false); it says what to check. After New returned, the
+// same database failure is an outage: Execute reports it retryable.
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Journal == nil {
 		return nil, errors.New("runtime: Config.Journal is nil; pass journal.NewMemory() or a Postgres journal (postgres.NewJournal)")
@@ -261,7 +267,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	host, err := actors.NewHost(ctx, hostCfg)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: %w", err)
+		return nil, startError(ctx, cfg.NodeID, err)
 	}
 	rt.host = host
 	hc := host.Config()
@@ -278,6 +284,26 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))
 	}
 	return rt, nil
+}
+
+// startError reports why New could not start the actor host (its first
+// call to the journal opens the node session). A journal that cannot be
+// reached, or is not open (a Postgres schema not migrated), at start is a
+// configuration error (ErrConfiguration, not retryable): the unreachable
+// cause is kept as text only, so the error does not also match the
+// retryable journal.ErrUnavailable. ctx ending is reported as it is.
+func startError(ctx context.Context, node string, err error) error {
+	switch {
+	case ctx.Err() != nil || errors.Is(err, journal.ErrConfiguration):
+		return fmt.Errorf("runtime: %w", err)
+	case errors.Is(err, journal.ErrUnavailable):
+		return fmt.Errorf("%w: runtime: node %q cannot start: the journal's database cannot be reached, which at start means a configuration error, not an outage: "+
+			"check the host and port of the database URL and that the server runs there, then start again (cause: %v)",
+			ErrConfiguration, node, err)
+	case errors.Is(err, journal.ErrStoreNotOpen):
+		return fmt.Errorf("%w: runtime: could not open node %q's session: %w", ErrConfiguration, node, err)
+	}
+	return fmt.Errorf("runtime: %w", err)
 }
 
 // Config returns the runtime's configuration with every default applied.
@@ -300,7 +326,24 @@ func (rt *Runtime) Ready() error {
 			return err
 		}
 	}
-	return rt.host.Ready()
+	return rt.twin(rt.host.Ready())
+}
+
+// twin returns err, or, once another live process opened this runtime's
+// NodeID (this host's node session was superseded), the one error that says
+// so (twinNodeError, wrapping err).
+func (rt *Runtime) twin(err error) error {
+	if err == nil {
+		return nil
+	}
+	var t *twinNodeError
+	if errors.As(err, &t) {
+		return err
+	}
+	if errors.Is(rt.host.Ready(), journal.ErrNodeSuperseded) {
+		return &twinNodeError{node: rt.cfg.NodeID, cause: err}
+	}
+	return err
 }
 
 // ActiveStreams returns the number of stream actors currently alive.
@@ -450,7 +493,7 @@ func execute[S any](ctx context.Context, rt *Runtime, target Target, command any
 	if s, ok := res.State.(S); ok {
 		out.State = s
 	}
-	return out, err
+	return out, rt.twin(err)
 }
 
 // abbreviate shortens s to at most n bytes (cut on a rune boundary) for an

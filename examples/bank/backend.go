@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -63,86 +59,42 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 			close:       func() { _ = mem.Close() },
 		}, nil
 	}
-	poolCfg, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		// pgconn's parse errors redact the password.
-		return nil, fmt.Errorf("the database URL (-db or SCRIBE_DATABASE_URL) is not valid: %v; give a URL such as postgres://user@localhost:5432/bank?sslmode=disable", err)
-	}
-	if poolCfg.MaxConns < 16 {
-		poolCfg.MaxConns = 16
-	}
-	poolCfg.ConnConfig.Tracer = postgres.NewTracer(tp)
-	where := configuredHosts(poolCfg) + "/" + poolCfg.ConnConfig.Database
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.NewWithConfig(cctx, poolCfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres at %s: %w", where, err)
-	}
-	if err := pool.Ping(cctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to Postgres at %s: %w; check that the server runs and the URL is right", where, err)
-	}
-	server, err := postgres.ServerAddress(cctx, pool)
-	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to Postgres at %s: %w", where, err)
-	}
-	log.Info("connected to postgres", "configured", where, "server", server)
-	pgCfg := postgres.Config{Schema: schema, Logger: log}
 	start := time.Now()
-	if err := postgres.Migrate(cctx, pool, pgCfg); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("migrate schema %q at %s: %w", schema, where, err)
-	}
-	log.Info("postgres schema migrated", "database", where, "server", server, "schema", schema, "version", postgres.LatestVersion(), "took_ms", time.Since(start).Milliseconds())
-	j, err := postgres.NewJournal(pool, pgCfg)
+	// Open connects, migrates the schema and opens the journal and the
+	// snapshot and projection stores; its errors name the database (never
+	// the password) and what to check.
+	store, err := postgres.Open(cctx, databaseURL, postgres.WithSchema(schema), postgres.WithLogger(log),
+		postgres.WithTracerProvider(tp))
 	if err != nil {
-		pool.Close()
-		return nil, err
+		return nil, fmt.Errorf("open Postgres (-db or SCRIBE_DATABASE_URL): %w", err)
 	}
-	snaps, err := postgres.NewSnapshotStore(pool, pgCfg)
+	server, err := postgres.ServerAddress(cctx, store.Pool)
 	if err != nil {
-		_ = j.Close()
-		pool.Close()
-		return nil, err
+		store.Close()
+		return nil, fmt.Errorf("connect to Postgres at %s: %w", store.Address, err)
 	}
+	log.Info("connected to postgres", "configured", store.Address, "server", server)
+	log.Info("postgres schema migrated", "database", store.Address, "server", server, "schema", schema, "version", postgres.LatestVersion(), "took_ms", time.Since(start).Milliseconds())
 	keyCfg := postgres.KeyStoreConfig{Schema: keySchema(schema)}
-	if err := postgres.MigrateKeyStore(cctx, pool, keyCfg); err != nil {
-		_ = j.Close()
-		pool.Close()
-		return nil, fmt.Errorf("migrate the key store schema %q at %s: %w", keyCfg.Schema, where, err)
+	if err := postgres.MigrateKeyStore(cctx, store.Pool, keyCfg); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("migrate the key store schema %q at %s: %w", keyCfg.Schema, store.Address, err)
 	}
-	keys, err := postgres.NewKeyStore(pool, keyCfg)
+	keys, err := postgres.NewKeyStore(store.Pool, keyCfg)
 	if err != nil {
-		_ = j.Close()
-		pool.Close()
+		store.Close()
 		return nil, err
 	}
 	return &backend{
-		Journal:     j,
-		Sessions:    j,
-		Snapshots:   snaps,
+		Journal:     store.Journal,
+		Sessions:    store.Journal,
+		Snapshots:   store.Snapshots,
 		KeyStore:    keys,
-		Description: "postgres " + where + " schema " + schema,
-		pool:        pool,
-		pgCfg:       pgCfg,
-		close: func() {
-			_ = j.Close()
-			pool.Close()
-		},
+		Description: "postgres " + store.Address + " schema " + schema,
+		pool:        store.Pool,
+		pgCfg:       store.Config,
+		close:       store.Close,
 	}, nil
-}
-
-// configuredHosts renders the hosts of a (possibly multi-host) database URL:
-// "h1:p1,h2:p2". The host actually connected is logged beside it.
-func configuredHosts(c *pgxpool.Config) string {
-	hosts := []string{net.JoinHostPort(c.ConnConfig.Host, strconv.Itoa(int(c.ConnConfig.Port)))}
-	for _, f := range c.ConnConfig.Fallbacks {
-		h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port)))
-		if !slices.Contains(hosts, h) {
-			hosts = append(hosts, h)
-		}
-	}
-	return strings.Join(hosts, ",")
 }

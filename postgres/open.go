@@ -1,0 +1,274 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// DefaultMaxConns is the pool size Open uses when neither WithMaxConns nor
+// the URL's pool_max_conns sets one.
+const DefaultMaxConns = 16
+
+// Store is everything a service needs from one Postgres schema, opened by
+// Open: the pool, the journal (with its sessions), the snapshot store and the
+// projection store, all on the same schema and pool. Its fields are safe for
+// concurrent use; Close releases them all.
+type Store struct {
+	// Pool is the connection pool every store below uses; its statements
+	// are traced (Tracer). Open owns it: Close closes it.
+	Pool *pgxpool.Pool
+	// Journal is the journal and its sessions (journal.Journal,
+	// journal.Sessions): pass it as runtime.Config.Journal.
+	Journal *Journal
+	// Snapshots is the snapshot store: runtime.Config.Snapshots.
+	Snapshots *SnapshotStore
+	// Projections is the projection store for projection.NewRunner.
+	Projections *ProjectionStore
+	// Config is the configuration every store was built with (defaults
+	// applied).
+	Config Config
+	// Address names the database Open reached, without credentials:
+	// "user@host:port/database" (several hosts comma-separated), for logs.
+	Address string
+}
+
+// Close closes the journal (its batch workers and LISTEN connection; calls
+// in flight fail with journal.ErrStoreNotOpen), then the pool, which the
+// snapshot and projection stores share. Shut down every runtime and runner
+// using the Store first. Idempotent.
+func (s *Store) Close() {
+	_ = s.Journal.Close()
+	s.Pool.Close()
+}
+
+// Option configures Open.
+type Option func(*openOptions)
+
+type openOptions struct {
+	cfg      Config
+	verify   bool
+	maxConns int32
+	tp       trace.TracerProvider
+}
+
+// WithSchema sets the schema holding Scribe's tables. Default "scribe".
+func WithSchema(schema string) Option { return func(o *openOptions) { o.cfg.Schema = schema } }
+
+// WithConfig sets every Config field at once (the journal's batching, page
+// size, poll intervals, clock…); options after it override its Schema and
+// Logger. Default: the zero Config, every field at its default.
+func WithConfig(cfg Config) Option { return func(o *openOptions) { o.cfg = cfg } }
+
+// WithVerifyOnly makes Open check the schema instead of migrating it: Open
+// fails with journal.ErrConfiguration when the schema is not migrated, has
+// migrations pending for this build, or was migrated by a newer build that
+// this one cannot run against. Use it when migrations run as a separate
+// deployment step (`scribe migrate up`). Default: Open migrates (Migrate).
+func WithVerifyOnly() Option { return func(o *openOptions) { o.verify = true } }
+
+// WithMaxConns sets the pool's size. Default: the URL's pool_max_conns when
+// given, else DefaultMaxConns (16).
+func WithMaxConns(n int32) Option { return func(o *openOptions) { o.maxConns = n } }
+
+// WithTracerProvider receives a span for every statement on the pool
+// (Tracer: db.* spans). Default: a no-op provider; the global provider is
+// never used.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *openOptions) { o.tp = tp }
+}
+
+// WithLogger receives the journal's operational logs (Config.Logger).
+// Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(o *openOptions) { o.cfg.Logger = l } }
+
+// Open connects to the database at url, migrates the schema (or only
+// verifies it: WithVerifyOnly) and returns the journal, snapshot store and
+// projection store on it, every statement traced. Call Close when done:
+//
+//	store, err := postgres.Open(ctx, url, postgres.WithSchema("shop"))
+//	if err != nil { return err } // says what to fix
+//	defer store.Close()
+//	rt, err := runtime.New(ctx, runtime.Config{Journal: store.Journal, Snapshots: store.Snapshots, NodeID: pod})
+//
+// Open fails fast on configuration: an invalid URL, a server that cannot be
+// reached (wrong host or port, nothing listening), refused credentials, an
+// unknown database, a schema that is not migrated (WithVerifyOnly) or that a
+// newer incompatible build migrated are reported at once as errors matching
+// journal.ErrConfiguration, never as the retryable journal.ErrUnavailable,
+// naming the host, port, user and database (never the password) and what to
+// check. The rule: at start a database that cannot be reached is a
+// configuration error; once Open has returned, the same failure during
+// operation is an outage, reported retryable (journal.ErrUnavailable).
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg, err := o.cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", journal.ErrConfiguration, err)
+	}
+	pool, err := connect(ctx, url, o)
+	if err != nil {
+		return nil, err
+	}
+	where := Address(pool.Config().ConnConfig)
+	if o.verify {
+		err = VerifySchema(ctx, pool, cfg)
+	} else {
+		err = Migrate(ctx, pool, cfg)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	// The constructors below validate cfg, already validated above, and do
+	// no I/O: they cannot fail here, but their errors are still checked.
+	j, err := NewJournal(pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	snaps, err := NewSnapshotStore(pool, cfg)
+	if err == nil {
+		var projs *ProjectionStore
+		if projs, err = NewProjectionStore(pool, cfg); err == nil {
+			return &Store{Pool: pool, Journal: j, Snapshots: snaps, Projections: projs, Config: cfg, Address: where}, nil
+		}
+	}
+	_ = j.Close()
+	pool.Close()
+	return nil, err
+}
+
+// Connect opens a connection pool on url and checks that it reaches the
+// database, for callers that want the pool without Open's stores (an
+// operator tool migrating or inspecting a schema). It honours WithMaxConns
+// and WithTracerProvider (the other options concern Open's stores) and
+// fails fast like Open: an invalid URL, a server that cannot be reached,
+// refused credentials or an unknown database are errors matching
+// journal.ErrConfiguration that name the database (never the password) and
+// what to check. The caller closes the pool.
+func Connect(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return connect(ctx, url, o)
+}
+
+func connect(ctx context.Context, url string, o openOptions) (*pgxpool.Pool, error) {
+	poolCfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgconn's parse errors redact the password.
+		return nil, fmt.Errorf("%w: postgres: the database URL is not valid (%v); give a URL such as postgres://user@localhost:5432/db?sslmode=disable", journal.ErrConfiguration, err)
+	}
+	switch {
+	case o.maxConns > 0:
+		poolCfg.MaxConns = o.maxConns
+	case o.maxConns < 0:
+		return nil, fmt.Errorf("%w: postgres: WithMaxConns(%d): give a positive pool size", journal.ErrConfiguration, o.maxConns)
+	case !strings.Contains(url, "pool_max_conns"):
+		poolCfg.MaxConns = DefaultMaxConns
+	}
+	if o.tp == nil {
+		o.tp = tracenoop.NewTracerProvider()
+	}
+	poolCfg.ConnConfig.Tracer = NewTracer(o.tp)
+	where := Address(poolCfg.ConnConfig)
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, startupError(ctx, where, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, startupError(ctx, where, err)
+	}
+	return pool, nil
+}
+
+// VerifySchema checks, without changing anything, that cfg.Schema is
+// migrated to exactly what this build expects, or past it by migrations
+// that declared themselves compatible with this build (a rolling upgrade).
+// Otherwise it returns an error matching journal.ErrConfiguration that says
+// what to run: the schema is not migrated (it also matches
+// journal.ErrStoreNotOpen), has migrations pending, or was migrated by a
+// newer build this one cannot run against.
+func VerifySchema(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
+	rep, err := MigrationStatus(ctx, pool, cfg)
+	if err != nil {
+		if unavailable(err) {
+			return startupError(ctx, Address(pool.Config().ConnConfig), err)
+		}
+		return err
+	}
+	switch {
+	case rep.Current == 0:
+		return fmt.Errorf("%w: %w: postgres: schema %q has no Scribe tables; run postgres.Migrate (or `scribe migrate up`), or open without WithVerifyOnly to migrate at start", journal.ErrConfiguration, journal.ErrStoreNotOpen, rep.Schema)
+	case len(rep.Pending) > 0:
+		return fmt.Errorf("%w: %w: postgres: schema %q is at version %d and this build needs version %d (%d migrations pending, first %s); run postgres.Migrate (or `scribe migrate up`) before starting this build", journal.ErrConfiguration, journal.ErrStoreNotOpen, rep.Schema, rep.Current, rep.Latest, len(rep.Pending), rep.Pending[0].Name)
+	case rep.TooNew():
+		return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			return checkNewerSchema(ctx, tx, rep.Schema, rep.Current, rep.Latest)
+		})
+	}
+	return nil
+}
+
+// Address renders the database a connection configuration names, without
+// its password: "user@host:port/database", with every host of a multi-host
+// URL ("user@h1:p1,h2:p2/database").
+func Address(c *pgx.ConnConfig) string {
+	hosts := []string{net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))}
+	for _, f := range c.Fallbacks {
+		h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port)))
+		if !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return c.User + "@" + strings.Join(hosts, ",") + "/" + c.Database
+}
+
+// startupError reports a failure to connect at start (Open, Migrate,
+// VerifySchema) as a configuration error (journal.ErrConfiguration) naming
+// where (the database's address without password, from Address) and what
+// to check: the credentials refused, the database unknown, or the server
+// not reached. The driver's error is kept as text only, so the result does
+// not also match the retryable journal.ErrUnavailable. A context that ended
+// first is reported wrapping the context's error instead. Errors of a live
+// server about anything else are returned wrapped as they are.
+func startupError(ctx context.Context, where string, err error) error {
+	if where != "" {
+		where = " at " + where
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("postgres: no connection to the database%s before the context ended (%v); check the host and port of the database URL and that the server runs there: %w", where, err, ctxErr)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "28P01", "28000": // invalid_password, invalid_authorization_specification
+			return fmt.Errorf("%w: postgres: the database server%s refused the credentials (%s); check the user and password of the database URL and the server's pg_hba.conf", journal.ErrConfiguration, where, pgErr.Message)
+		case "3D000": // invalid_catalog_name
+			return fmt.Errorf("%w: postgres: the database server%s has no such database (%s); check the database name in the URL, or create it (createdb)", journal.ErrConfiguration, where, pgErr.Message)
+		}
+	}
+	if unavailable(err) {
+		return fmt.Errorf("%w: postgres: cannot reach the database%s (%v); at start this is a configuration error, not an outage: check the host and port of the database URL and that the server runs and accepts connections there", journal.ErrConfiguration, where, err)
+	}
+	return fmt.Errorf("postgres: connecting to the database%s: %w", where, err)
+}
