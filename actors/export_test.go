@@ -9,14 +9,22 @@ import (
 
 // SetCompletionLinger makes every completion linger of h last d unless its
 // callers come back first. Call it before h runs commands.
-func (h *Host) SetCompletionLinger(d time.Duration) { h.lingerFor = d }
+func (h *Host) SetCompletionLinger(d time.Duration) { h.testHooks().linger = d }
+
+// testHooks returns h's hooks, creating them.
+func (h *Host) testHooks() *hostHooks {
+	if h.hooks == nil {
+		h.hooks = &hostHooks{}
+	}
+	return h.hooks
+}
 
 // SkewQueueDelayClock makes h measure queue delays with a clock d ahead of
 // the real one, as if every waiting command had waited d longer. Call it
 // before h runs commands; skew returns the current skew's setter.
 func (h *Host) SkewQueueDelayClock() (skew func(d time.Duration)) {
 	var ns atomic.Int64
-	h.now = func() time.Time { return time.Now().Add(time.Duration(ns.Load())) }
+	h.testHooks().now = func() time.Time { return time.Now().Add(time.Duration(ns.Load())) }
 	return func(d time.Duration) { ns.Store(int64(d)) }
 }
 

@@ -243,6 +243,24 @@ type entry struct {
 	gaveUp  atomic.Int64
 }
 
+// hostHooks are the openings the package's tests use; Host.hooks is nil in
+// production, so each is one nil check.
+type hostHooks struct {
+	// linger, when positive, replaces every completion linger's bound
+	// (linger.go).
+	linger time.Duration
+	// now, when set, is the clock queue delays are measured with.
+	now func() time.Time
+}
+
+// now reads the clock queue delays are measured with.
+func (h *Host) now() time.Time {
+	if h.hooks != nil && h.hooks.now != nil {
+		return h.hooks.now()
+	}
+	return time.Now()
+}
+
 // Host runs the stream actors of one node: it owns the protoactor-go actor
 // system, the node session (renewed by one goroutine every SessionTimeout/3,
 // whatever the number of streams), and the map from stream to actor. Actors
@@ -250,12 +268,9 @@ type entry struct {
 // concurrent use.
 type Host struct {
 	cfg Config
-	// lingerFor, when set (tests only, export_test.go), replaces every
-	// completion linger's bound (linger.go).
-	lingerFor time.Duration
-	// now reads the clock that queue delays are measured with at the actor
-	// (time.Now; tests skew it, export_test.go).
-	now func() time.Time
+	// hooks is nil in production; only the package's tests set it
+	// (export_test.go).
+	hooks *hostHooks
 	// inlineAppend: the journal is exactly *journal.Memory, whose Append is
 	// in-process work under its mutex (no I/O, network or timer), so the
 	// actors call it on their own goroutine instead of handing it to ioPool
@@ -330,7 +345,6 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 		renewDone: make(chan struct{}),
 		ioPool:    newWorkerPool(),
 		mbPool:    newWorkerPool(),
-		now:       time.Now,
 	}
 	for i := range h.shards {
 		h.shards[i].entries = make(map[journal.StreamID]*entry)

@@ -33,8 +33,8 @@ type lingerMsg struct{ seq uint64 }
 // append took took.
 func (a *streamActor) startLinger(n int, took time.Duration) {
 	d := min(maxCompletionLinger, took/4)
-	if a.host.lingerFor > 0 {
-		d = a.host.lingerFor
+	if h := a.host.hooks; h != nil && h.linger > 0 {
+		d = h.linger
 	}
 	if n < 2 || d <= 0 {
 		return
