@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -284,7 +283,6 @@ type Host struct {
 	node         atomic.Pointer[journal.NodeSession]
 	sem          chan struct{}
 	tel          *telemetry
-	idNS         uuid.UUID
 
 	// ctx bounds all I/O of the actors; cancelled at the end of Shutdown.
 	ctx    context.Context
@@ -340,7 +338,6 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 		seed:      maphash.MakeSeed(),
 		sem:       make(chan struct{}, cfg.RecoveryConcurrency),
 		tel:       tel,
-		idNS:      uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/scribe-es/scribe/idempotency")),
 		renewStop: make(chan struct{}),
 		renewDone: make(chan struct{}),
 		ioPool:    newWorkerPool(),

@@ -1,10 +1,9 @@
 package actors
 
 import (
-	"strconv"
-
 	"github.com/google/uuid"
 
+	"github.com/scribe-es/scribe/internal/idempotency"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -91,15 +90,7 @@ func (k *keyCache) put(key string, recs []journal.Record) {
 // idempotency key on stream: the same key always yields the same IDs, so the
 // journal's idempotent append stores its events once, across restarts.
 func (h *Host) eventID(stream journal.StreamID, key string, index int) uuid.UUID {
-	b := make([]byte, 0, len(stream.Partition)+len(stream.Tag)+len(key)+8)
-	b = append(b, stream.Partition...)
-	b = append(b, 0)
-	b = append(b, stream.Tag...)
-	b = append(b, 0)
-	b = append(b, key...)
-	b = append(b, 0)
-	b = strconv.AppendInt(b, int64(index), 10)
-	return uuid.NewSHA1(h.idNS, b)
+	return idempotency.EventID(idempotency.Aggregate, stream.Partition, string(stream.Tag), key, index)
 }
 
 // keyCollector gathers the keyed commands' records of a stream while it is

@@ -8,7 +8,6 @@ import (
 	"iter"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/internal/idempotency"
 	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"github.com/scribe-es/scribe/journal"
 )
@@ -368,15 +368,12 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 	return r, nil
 }
 
-// idempotentID derives the ID of the index-th event of an execution with key.
+// idempotentID derives the ID of the index-th event of an execution with key
+// (package idempotency: the scheme aggregate commands use, in the DCB
+// namespace, scoped by the command's name).
 func idempotentID(partition, command, key string, index int) uuid.UUID {
-	name := partition + "\x00" + command + "\x00" + key + "\x00" + strconv.Itoa(index)
-	return uuid.NewSHA1(idempotencyNamespace, []byte(name))
+	return idempotency.EventID(idempotency.DCB, partition, command, key, index)
 }
-
-// idempotencyNamespace is the UUIDv5 namespace of event IDs derived from
-// idempotency keys.
-var idempotencyNamespace = uuid.MustParse("6f1d2f8e-3f0a-5c4e-9b8e-2d6a1c7e5b40")
 
 // stored returns the records of an earlier execution of command with key:
 // the events whose IDs were derived from the key, in index order.
