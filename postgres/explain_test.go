@@ -73,6 +73,20 @@ func TestReadPathsUseIndexes(t *testing.T) {
 			}
 		})
 	}
+	// The operator's inspection statements run with enable_seqscan off.
+	_, err = conn.Exec(ctx, "SET enable_seqscan = off")
+	require.NoError(t, err)
+	defer func() { _, _ = conn.Exec(context.Background(), "RESET enable_seqscan") }()
+	for _, st := range f.journal.InspectStatements(journal.Position{}) {
+		t.Run(st.Name, func(t *testing.T) {
+			var plan []byte
+			require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+st.SQL, st.Args...).Scan(&plan))
+			var doc []map[string]any
+			require.NoError(t, json.Unmarshal(plan, &doc))
+			scans := seqScans(doc[0]["Plan"].(map[string]any))
+			require.Empty(t, scans, "plan of %q sequentially scans %v:\n%s", st.Name, scans, plan)
+		})
+	}
 }
 
 // seqScans returns the relations a plan node tree scans sequentially, among

@@ -127,21 +127,16 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, ms []migration) error {
 	cfg := Config{Schema: schema}
 	s := cfg.quotedSchema()
-	h := fnv.New64a()
-	h.Write([]byte("scribe-migrate\x00" + cfg.Schema))
-	lockKey := int64(h.Sum64())
+	lockKey := migrateLockKey(cfg.Schema)
 
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey); err != nil {
 			return fmt.Errorf("postgres: migrate schema %s: lock: %w", cfg.Schema, err)
 		}
-		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s); err != nil {
+		if _, err := tx.Exec(ctx, createSchemaSQL(s)); err != nil {
 			return fmt.Errorf("postgres: migrate: create schema %s: %w", cfg.Schema, err)
 		}
-		if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s+`.schema_migrations (
-			version    integer PRIMARY KEY,
-			name       text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		if _, err := tx.Exec(ctx, createMigrationsTableSQL(s)); err != nil {
 			return fmt.Errorf("postgres: migrate schema %s: %w", cfg.Schema, err)
 		}
 		var current int
@@ -157,7 +152,7 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, ms 
 			return fmt.Errorf("postgres: migrate schema %s: %w", cfg.Schema, err)
 		}
 		if !hasFloor {
-			if _, err := tx.Exec(ctx, "ALTER TABLE "+s+".schema_migrations ADD COLUMN compatible_from integer"); err != nil {
+			if _, err := tx.Exec(ctx, addCompatibleFromSQL(s)); err != nil {
 				return fmt.Errorf("postgres: migrate schema %s: %w", cfg.Schema, err)
 			}
 		}
@@ -168,15 +163,45 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, ms 
 			if m.version <= current {
 				continue
 			}
-			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", s)); err != nil {
+			if _, err := tx.Exec(ctx, m.sqlFor(s)); err != nil {
 				return fmt.Errorf("postgres: migrate schema %s: apply %s: %w", cfg.Schema, m.name, err)
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO "+s+".schema_migrations (version, name, compatible_from) VALUES ($1, $2, $3)", m.version, m.name, m.compatibleFrom); err != nil {
+			if _, err := tx.Exec(ctx, recordMigrationSQL(s), m.version, m.name, m.compatibleFrom); err != nil {
 				return fmt.Errorf("postgres: migrate schema %s: record %s: %w", cfg.Schema, m.name, err)
 			}
 		}
 		return nil
 	})
+}
+
+// The statements of a migration run, for the quoted schema s; Migrate
+// executes them and MigrationScript prints them.
+func createSchemaSQL(s string) string { return "CREATE SCHEMA IF NOT EXISTS " + s }
+
+func createMigrationsTableSQL(s string) string {
+	return "CREATE TABLE IF NOT EXISTS " + s + `.schema_migrations (
+	version    integer PRIMARY KEY,
+	name       text NOT NULL,
+	applied_at timestamptz NOT NULL DEFAULT now())`
+}
+
+func addCompatibleFromSQL(s string) string {
+	return "ALTER TABLE " + s + ".schema_migrations ADD COLUMN compatible_from integer"
+}
+
+func recordMigrationSQL(s string) string {
+	return "INSERT INTO " + s + ".schema_migrations (version, name, compatible_from) VALUES ($1, $2, $3)"
+}
+
+// sqlFor is the migration's SQL for the quoted schema s.
+func (m migration) sqlFor(s string) string { return strings.ReplaceAll(m.sql, "__SCHEMA__", s) }
+
+// migrateLockKey is the advisory lock that serializes the migrations of one
+// schema.
+func migrateLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("scribe-migrate\x00" + schema))
+	return int64(h.Sum64())
 }
 
 // hasCompatibleFrom reports whether the schema_migrations table of the

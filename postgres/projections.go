@@ -135,7 +135,7 @@ func (st *ProjectionStore) Renew(ctx context.Context, l projection.Lease) error 
 // Release implements projection.Store.
 func (st *ProjectionStore) Release(ctx context.Context, l projection.Lease) error {
 	_, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET owner = '', lease_until = '-infinity',
-			state = CASE WHEN state = 'running' THEN 'standby' ELSE state END, updated_at = clock_timestamp()
+			state = CASE WHEN state = 'running' THEN 'stopped' ELSE state END, updated_at = clock_timestamp()
 		WHERE name = $1 AND version = $2 AND epoch = $3 AND owner = $4`, l.Key.Name, l.Key.Version, int64(l.Epoch), l.Owner)
 	if err != nil {
 		return st.translate("release", err)

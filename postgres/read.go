@@ -736,35 +736,36 @@ func (j *Journal) TagsOfGroup(ctx context.Context, partition, group string) ([]j
 	return out, nil
 }
 
-// TypeSummaries counts the stored events per type, ordered by type (byte order).
+// TypeSummaries counts the stored (hot) events per type, ordered by type
+// (byte order). It reads indexes only (see typeSummariesSQL): its cost grows
+// with the number of events, about one index entry each, and never scans the
+// table.
 func (j *Journal) TypeSummaries(ctx context.Context) ([]journal.TypeSummary, error) {
-	if err := j.checkOpen(); err != nil {
-		return nil, err
-	}
-	rows, err := j.pool.Query(ctx, j.sql(`SELECT type, count(*), min(ARRAY[commit_xid, seq]), max(ARRAY[commit_xid, seq]),
-		min(recorded_at), max(recorded_at) FROM __S__.events GROUP BY type ORDER BY type`))
-	if err != nil {
-		return nil, j.translate("type summaries", err)
-	}
-	defer rows.Close()
 	var out []journal.TypeSummary
-	for rows.Next() {
-		var s journal.TypeSummary
-		var n int64
-		var first, last []int64
-		if err := rows.Scan(&s.Type, &n, &first, &last, &s.FirstRecordedAt, &s.LastRecordedAt); err != nil {
-			return nil, j.translate("type summaries", err)
+	err := j.inspect(ctx, "type summaries", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, j.sql(typeSummariesSQL))
+		if err != nil {
+			return err
 		}
-		s.Count = uint64(n)
-		s.FirstPosition = journal.Position{Commit: uint64(first[0]), Seq: uint64(first[1])}
-		s.LastPosition = journal.Position{Commit: uint64(last[0]), Seq: uint64(last[1])}
-		s.FirstRecordedAt, s.LastRecordedAt = s.FirstRecordedAt.UTC(), s.LastRecordedAt.UTC()
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, j.translate("type summaries", err)
-	}
-	return out, nil
+		defer rows.Close()
+		for rows.Next() {
+			var s journal.TypeSummary
+			var n int64
+			var first, last []int64
+			if err := rows.Scan(&s.Type, &n, &first, &last, &s.FirstRecordedAt, &s.LastRecordedAt); err != nil {
+				return err
+			}
+			s.Count = uint64(n)
+			if len(first) == 2 && len(last) == 2 {
+				s.FirstPosition = journal.Position{Commit: uint64(first[0]), Seq: uint64(first[1])}
+				s.LastPosition = journal.Position{Commit: uint64(last[0]), Seq: uint64(last[1])}
+			}
+			s.FirstRecordedAt, s.LastRecordedAt = s.FirstRecordedAt.UTC(), s.LastRecordedAt.UTC()
+			out = append(out, s)
+		}
+		return rows.Err()
+	})
+	return out, err
 }
 
 // CountAfter counts the visible events (gated like ReadAll) after position after.

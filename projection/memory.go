@@ -130,7 +130,7 @@ func (s *MemoryStore) Release(ctx context.Context, l Lease) error {
 	if r.st.Epoch == l.Epoch && r.st.Owner == l.Owner {
 		r.st.Owner, r.st.LeaseUntil = "", time.Time{}
 		if r.st.State == StateRunning {
-			r.st.State = StateStandby
+			r.st.State = StateStopped
 		}
 		if v, ok := s.active[l.Key.Name]; ok && v > l.Key.Version {
 			r.st.State = StateSuperseded

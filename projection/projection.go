@@ -163,7 +163,9 @@ type Store[Tx any] interface {
 	// Renew extends a live lease by its TTL, or fails with ErrFenced when the
 	// lease is no longer current or has expired.
 	Renew(ctx context.Context, l Lease) error
-	// Release gives the lease up so that a standby can claim it at once.
+	// Release gives the lease up so that a standby can claim it at once; a
+	// runner releases when it stops, so a running projection then reads as
+	// StateStopped (with no owner) until a runner claims it.
 	Release(ctx context.Context, l Lease) error
 	// Commit runs apply and moves the checkpoint from l's view (from) to the
 	// last record's position, atomically where the store has transactions,

@@ -255,7 +255,8 @@ func TestLeases(t *testing.T) {
 
 	res := f.scribe(t, "leases")
 	require.Equal(t, exitOK, res.code, res.stderr)
-	require.Contains(t, res.stdout, "3 leases held, 2 node sessions")
+	require.Contains(t, res.stdout, "2 leases held (fencing other writers), 1 lapsed (free for the next node); 2 node sessions, 1 live",
+		"a lease whose node session closed is not held")
 	require.Regexp(t, `default\s+account:a\s+node-a\s+1\s+`+itoa(lease.Epoch)+`\s+\S+Z\s+\S+Z\s+live`, res.stdout)
 	require.Regexp(t, `default\s+account:c\s+node-b\s+1\s+\d+\s+\S+Z\s+\S+Z\s+lapsed`, res.stdout)
 	require.NotContains(t, res.stdout, "account:gone", "released leases are not held")

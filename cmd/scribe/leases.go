@@ -11,7 +11,7 @@ func leasesCommand() *command {
 	var partition string
 	return &command{
 		name:    "leases",
-		summary: "show which node holds which stream's lease, since and until when, and the node sessions",
+		summary: "show which node holds which stream's lease, since and until when, and the node sessions; a lease whose node session ended is lapsed, not held",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&partition, "partition", "", "only streams of this partition (default: every partition)")
 		},
@@ -74,7 +74,19 @@ func leasesCommand() *command {
 			if err := t.flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "\n%d leases held, %d node sessions\n", len(leases), len(nodes))
+			live, liveNodes := 0, 0
+			for _, l := range leases {
+				if l.Live {
+					live++
+				}
+			}
+			for _, n := range nodes {
+				if n.Live {
+					liveNodes++
+				}
+			}
+			fmt.Fprintf(e.stdout, "\n%d leases held (fencing other writers), %d lapsed (free for the next node); %d node sessions, %d live\n",
+				live, len(leases)-live, len(nodes), liveNodes)
 			return nil
 		},
 	}

@@ -16,8 +16,11 @@ import (
 	"github.com/scribe-es/scribe/postgres"
 )
 
-// EnvDatabaseURL names the environment variable read when -db is not given.
-const EnvDatabaseURL = "SCRIBE_DATABASE_URL"
+// Environment variables read when the matching flag is not given.
+const (
+	EnvDatabaseURL = "SCRIBE_DATABASE_URL" // -db
+	EnvSchema      = "SCRIBE_SCHEMA"       // -schema
+)
 
 // defaultSchema is postgres.Config's default schema.
 const defaultSchema = "scribe"
@@ -70,7 +73,7 @@ type options struct {
 // flags given before the command carry over).
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.db, "db", o.db, "Postgres connection URL (default $"+EnvDatabaseURL+")")
-	fs.StringVar(&o.schema, "schema", o.schema, "Postgres schema holding Scribe's tables")
+	fs.StringVar(&o.schema, "schema", o.schema, "Postgres schema holding Scribe's tables (default $"+EnvSchema+", else "+defaultSchema+")")
 	fs.BoolVar(&o.json, "json", o.json, "print one JSON object per line instead of a table")
 }
 
@@ -95,6 +98,9 @@ func commands() []*command {
 		streamShowCommand(),
 		tailCommand(),
 		eventsCommand(),
+		eventCommand(),
+		correlationCommand(),
+		typesCommand(),
 		verifyCommand(),
 		archiveCommand(),
 		retireStreamCommand(),
@@ -108,6 +114,7 @@ func commands() []*command {
 		deadLettersReplayCommand(),
 		eraseCommand(),
 		subjectsCommand(),
+		consoleCommand(),
 	}
 }
 
@@ -120,7 +127,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // runWith is run with getenv in place of os.Getenv.
 func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	opts := &options{schema: defaultSchema, getenv: getenv}
+	schema := defaultSchema
+	if v := getenv(EnvSchema); v != "" {
+		schema = v
+	}
+	opts := &options{schema: schema, getenv: getenv}
 	top := flag.NewFlagSet("scribe", flag.ContinueOnError)
 	top.SetOutput(stderr)
 	opts.register(top)
@@ -142,6 +153,17 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	}
 	cmd, n := find(cmds, rest)
 	if cmd == nil {
+		if group, sub := findGroup(cmds, rest); len(sub) > 0 {
+			help := len(rest) > len(strings.Fields(group)) && isHelpFlag(rest[len(strings.Fields(group))])
+			if !help && len(rest) > len(strings.Fields(group)) {
+				fmt.Fprintf(stderr, "scribe: unknown command %q\n", strings.Join(rest[:len(strings.Fields(group))+1], " "))
+			}
+			groupUsage(stderr, group, sub)
+			if help {
+				return exitOK
+			}
+			return exitUsage
+		}
 		fmt.Fprintf(stderr, "scribe: unknown command %q; run `scribe help` for the list of commands\n", strings.Join(rest[:min(len(rest), 2)], " "))
 		return exitUsage
 	}
@@ -189,6 +211,38 @@ func find(cmds []*command, args []string) (*command, int) {
 		}
 	}
 	return nil, 0
+}
+
+// findGroup returns the longest run of leading words of args that starts
+// the names of several commands ("migrate", "projections dead-letters") and
+// those commands; none when args names no group.
+func findGroup(cmds []*command, args []string) (string, []*command) {
+	for n := len(args); n > 0; n-- {
+		prefix := strings.Join(args[:n], " ") + " "
+		var sub []*command
+		for _, c := range cmds {
+			if strings.HasPrefix(c.name, prefix) {
+				sub = append(sub, c)
+			}
+		}
+		if len(sub) > 0 {
+			return strings.TrimSpace(prefix), sub
+		}
+	}
+	return "", nil
+}
+
+func isHelpFlag(a string) bool {
+	return a == "-h" || a == "-help" || a == "--help" || a == "help"
+}
+
+// groupUsage lists the commands of a group ("scribe migrate -h").
+func groupUsage(w io.Writer, group string, sub []*command) {
+	fmt.Fprintf(w, "usage: scribe %s <command> [flags] [arguments]\n\ncommands:\n", group)
+	for _, c := range sub {
+		fmt.Fprintf(w, "  %-31s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun `scribe %s <command> -h` for a command's flags.\n", group)
 }
 
 func topUsage(w io.Writer, top *flag.FlagSet, cmds []*command) {

@@ -8,9 +8,13 @@ import (
 )
 
 func migrateUpCommand() *command {
+	var dryRun bool
 	return &command{
 		name:    "migrate up",
 		summary: "create or upgrade the schema's tables to this scribe's version",
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&dryRun, "dry-run", false, "print the SQL that would run (one transaction) and change nothing")
+		},
 		run: func(e *env, _ *flag.FlagSet, args []string) error {
 			if err := noArgs(args); err != nil {
 				return err
@@ -20,6 +24,22 @@ func migrateUpCommand() *command {
 				return err
 			}
 			defer pool.Close()
+			if dryRun {
+				script, rep, err := postgres.MigrationScript(e.ctx, pool, cfg)
+				if err != nil {
+					return err
+				}
+				if rep.TooNew() {
+					return tooNew(rep)
+				}
+				if len(rep.Pending) == 0 {
+					fmt.Fprintf(e.stderr, "schema %s is up to date at version %d: nothing to run\n", cfg.Schema, rep.Current)
+					return nil
+				}
+				fmt.Fprint(e.stdout, script)
+				fmt.Fprintf(e.stderr, "dry run: %d migrations of schema %s printed, nothing applied\n", len(rep.Pending), cfg.Schema)
+				return nil
+			}
 			before, err := postgres.MigrationStatus(e.ctx, pool, cfg)
 			if err != nil {
 				return err

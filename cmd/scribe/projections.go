@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/projection"
@@ -40,16 +41,28 @@ func projectionsStatusCommand() *command {
 				return err
 			}
 			lags := make([]uint64, len(statuses))
+			behind := make([]time.Duration, len(statuses))
+			now := time.Now()
 			for i, p := range statuses {
 				if lags[i], err = s.journal.CountAfter(e.ctx, p.Checkpoint); err != nil {
 					return err
+				}
+				if lags[i] > 0 {
+					// The lag in time is the age of the oldest event the
+					// projection has not applied yet.
+					for r, err := range s.journal.ReadAll(e.ctx, p.Checkpoint, 1) {
+						if err != nil {
+							return err
+						}
+						behind[i] = max(0, now.Sub(r.RecordedAt)).Round(time.Millisecond)
+					}
 				}
 			}
 			if e.opts.json {
 				for i, p := range statuses {
 					if err := emitJSON(e.stdout, map[string]any{
 						"name": p.Key.Name, "version": p.Key.Version, "state": p.State, "active": p.Active,
-						"checkpoint": p.Checkpoint, "events": p.Events, "lag": lags[i], "owner": p.Owner, "epoch": p.Epoch,
+						"checkpoint": p.Checkpoint, "events": p.Events, "lag": lags[i], "lagSeconds": behind[i].Seconds(), "owner": p.Owner, "epoch": p.Epoch,
 						"leaseUntil": jsonTime(p.LeaseUntil), "failedAt": p.FailedAt, "error": p.Error, "updatedAt": jsonTime(p.UpdatedAt),
 					}); err != nil {
 						return err
@@ -57,7 +70,7 @@ func projectionsStatusCommand() *command {
 				}
 				return nil
 			}
-			t := newTable(e.stdout, "NAME", "VERSION", "STATE", "ACTIVE", "CHECKPOINT", "EVENTS", "LAG", "OWNER", "LEASE UNTIL", "ERROR")
+			t := newTable(e.stdout, "NAME", "VERSION", "STATE", "ACTIVE", "CHECKPOINT", "EVENTS", "LAG", "LAG TIME", "OWNER", "LEASE UNTIL", "ERROR")
 			for i, p := range statuses {
 				owner := p.Owner
 				if owner == "" {
@@ -69,12 +82,12 @@ func projectionsStatusCommand() *command {
 				} else if !p.FailedAt.IsZero() {
 					msg = fmt.Sprintf("at %s: %s", p.FailedAt, msg)
 				}
-				t.row(p.Key.Name, p.Key.Version, p.State, yesNo(p.Active), p.Checkpoint, p.Events, lags[i], owner, fmtTime(p.LeaseUntil), msg)
+				t.row(p.Key.Name, p.Key.Version, p.State, yesNo(p.Active), p.Checkpoint, p.Events, lags[i], behind[i], owner, fmtTime(p.LeaseUntil), msg)
 			}
 			if err := t.flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "\n%d projection versions; LAG counts the feed's events after each checkpoint\n", len(statuses))
+			fmt.Fprintf(e.stdout, "\n%d projection versions; LAG counts the feed's events after each checkpoint, LAG TIME is the age of the oldest of them\n", len(statuses))
 			return nil
 		},
 	}
@@ -96,7 +109,7 @@ func projectionsRebuildCommand() *command {
 		summary: "reset a projection's checkpoint to the start of the feed (and clear its failure) so its runner replays every event; " +
 			"scribe does not empty the read model",
 		flags: func(fs *flag.FlagSet) {
-			fs.IntVar(&version, "version", 0, "the projection version to rebuild (required; see `scribe projections status`)")
+			fs.IntVar(&version, "version", 0, "the projection version to rebuild (required; scribe projections status lists them)")
 			fs.BoolVar(&confirm, "confirm", false, "confirm that the read model was emptied or that the projection's handler is idempotent")
 		},
 		run: func(e *env, _ *flag.FlagSet, args []string) error {

@@ -30,7 +30,7 @@ func TestProjections(t *testing.T) {
 
 	res := f.scribe(t, "projections", "status")
 	require.Equal(t, exitOK, res.code, res.stderr)
-	require.Regexp(t, `accounts\s+2\s+running\s+\S+\s+`+recs[4].Position.String()+`\s+5\s+10\s+bank-1\s+\S+Z\s+-`, res.stdout, "10 of the feed's 15 events are not applied yet")
+	require.Regexp(t, `accounts\s+2\s+running\s+\S+\s+`+recs[4].Position.String()+`\s+5\s+10\s+[0-9.]+m?s\s+bank-1\s+\S+Z\s+-`, res.stdout, "10 of the feed's 15 events are not applied yet, the oldest of them some time ago")
 
 	res = f.scribe(t, "projections", "rebuild", "-version", "2", "accounts")
 	require.Equal(t, exitUsage, res.code)
@@ -52,6 +52,7 @@ func TestProjections(t *testing.T) {
 	require.Len(t, rows, 1)
 	require.Equal(t, "idle", rows[0]["state"])
 	require.EqualValues(t, 15, rows[0]["lag"], "after a rebuild the whole feed is to be applied again")
+	require.Greater(t, rows[0]["lagSeconds"], 0.0, "the oldest unapplied event was recorded before the status was taken")
 	require.Equal(t, "0.0", rows[0]["checkpoint"])
 
 	// The runner that held the lease is fenced.

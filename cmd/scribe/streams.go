@@ -150,7 +150,7 @@ func metadataJSON(md journal.Metadata) string {
 func streamShowCommand() *command {
 	var partition string
 	var from uint64
-	var limit int
+	var limit, last int
 	var archive bool
 	return &command{
 		name:    "stream show",
@@ -160,6 +160,7 @@ func streamShowCommand() *command {
 			fs.StringVar(&partition, "partition", journal.DefaultPartition, "the stream's partition")
 			fs.Uint64Var(&from, "from", 1, "first version to show")
 			fs.IntVar(&limit, "limit", 0, "show at most this many events (0: all)")
+			fs.IntVar(&last, "last", 0, "show only the newest N events, oldest of them first (not with -from or -limit)")
 			fs.BoolVar(&archive, "archive", false, "read archived events too (by default an archived stream is shown from its cut on)")
 		},
 		run: func(e *env, fs *flag.FlagSet, args []string) error {
@@ -171,6 +172,12 @@ func streamShowCommand() *command {
 			if limit < 0 {
 				return usagef("-limit %d is negative; give 0 for all events or a positive number", limit)
 			}
+			if last < 0 {
+				return usagef("-last %d is negative; give the number of newest events to show", last)
+			}
+			if last > 0 && (fromSet || limit > 0) {
+				return usagef("-last shows the newest events; it cannot be combined with -from or -limit")
+			}
 			stream := journal.StreamID{Partition: partition, Tag: journal.Tag(args[0])}.Normalize()
 			s, err := e.open()
 			if err != nil {
@@ -181,6 +188,17 @@ func streamShowCommand() *command {
 			read := s.journal.ReadStream
 			if archive {
 				read = s.journal.ReadStreamWithArchive
+			}
+			if last > 0 {
+				sum, err := s.journal.TagSummary(e.ctx, stream)
+				if err != nil {
+					return err
+				}
+				if sum.Version > uint64(last) {
+					from = sum.Version - uint64(last) + 1
+				}
+				limit = last
+				fromSet = from > sum.Cut.Version
 			}
 			if !archive && !fromSet {
 				sum, err := s.journal.TagSummary(e.ctx, stream)

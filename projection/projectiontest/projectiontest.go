@@ -292,6 +292,10 @@ func testCatchUpThenLive[Tx any](t *testing.T, h Harness[Tx]) {
 	}, 10*time.Second, 5*time.Millisecond, "a caught-up projection becomes the active version")
 	require.NoError(t, stop())
 	require.Equal(t, projection.StateStopped, r.Progress().State)
+	st, err = h.Store.Status(ctx, r.Key())
+	require.NoError(t, err)
+	require.Equal(t, projection.StateStopped, st.State, "the store says what the runner said: it stopped cleanly")
+	require.Empty(t, st.Owner, "and gave its lease up")
 }
 
 func testRestart[Tx any](t *testing.T, h Harness[Tx]) {

@@ -75,7 +75,7 @@ func builtinErrorCodes() []ErrorCode {
 	}
 }
 
-var errNotOwner = errors.New("runtime: member does not host the stream")
+var errNotOwner = errors.New("cluster: member does not host the stream")
 
 func (c *clusterNode) encodeError(err error) *clusterpb.Error {
 	e := &clusterpb.Error{Message: err.Error()}
@@ -97,7 +97,7 @@ func (c *clusterNode) decodeError(e *clusterpb.Error, member string) error {
 		}
 	}
 	if re.Message == "" {
-		re.Message = "runtime: member " + member + " failed with codes " + strings.Join(e.Codes, ", ")
+		re.Message = "cluster: member " + member + " failed with codes " + strings.Join(e.Codes, ", ")
 	}
 	return re
 }

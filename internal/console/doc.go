@@ -1,0 +1,13 @@
+// Package console is the operator's web console that `scribe console`
+// serves: an overview of the journal (event rate, streams, projection lag,
+// live from the journal's feed), streams and their chains, events by ID and by
+// correlation ID, event types, leases and node sessions, projections and
+// chain verification, each at a stable URL.
+//
+// The console is read-only unless Config.AllowActions is set; a state change
+// (a projection rebuild) is then a POST from the console's own pages with a
+// confirmation field, and cross-origin POSTs are refused. Pages are rendered
+// by html/template, so every value (event data is user input) is escaped; the
+// assets are embedded in the binary and load nothing from the network. It
+// never shows key material or the database password.
+package console
