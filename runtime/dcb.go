@@ -56,7 +56,9 @@ type ReservationTimeoutError = tagconsistency.ReservationTimeoutError
 // events. The Query names the streams, one item each and no types
 // (AggregateState.Items); Initial, Evolve and FromStates stay nil. This is
 // the form for tags owned by aggregates: no fold is written twice, and the
-// states come from the actors with no journal read.
+// states come from the actors with no journal read (when an owner holds no
+// state, as a cluster member without the aggregate registered, the streams
+// are folded from the journal with the same aggregates' Evolve).
 //
 // Raw (Uses nil): the state S comes from FromStates when it is set (the
 // states the tags' actors hold, untyped), otherwise from folding the
