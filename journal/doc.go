@@ -29,5 +29,6 @@
 //
 // Backends implement [Journal] and [Sessions]. [NewMemory] is a complete,
 // concurrency-safe in-memory implementation; package postgres holds the durable
-// one. Both pass the conformance suite in package journaltest.
+// one. Both pass the conformance suite in package journaltest; package
+// journal/backend holds the helpers backends share beyond this contract.
 package journal

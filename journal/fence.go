@@ -65,14 +65,14 @@ func CheckLease(l Lease, s LeaseState, n NodeState) error {
 	case s.Released:
 		return invalid("lease epoch %d was released; acquire the stream again before writing", l.Epoch)
 	}
-	return CheckNode(stream, l.NodeID, l.Incarnation, n)
+	return checkNode(stream, l.NodeID, l.Incarnation, n)
 }
 
-// CheckNode is the session half of CheckLease: nil when incarnation inc of
+// checkNode is the session half of CheckLease: nil when incarnation inc of
 // node nodeID is the node's live session, otherwise a *SessionError on stream
 // wrapping ErrInvalidSession (no session, superseded, closed) or
 // ErrSessionExpired.
-func CheckNode(stream StreamID, nodeID string, inc uint64, n NodeState) error {
+func checkNode(stream StreamID, nodeID string, inc uint64, n NodeState) error {
 	switch {
 	case !n.Found:
 		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf("node %q has no session; open one with OpenNode", nodeID)}

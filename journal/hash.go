@@ -118,18 +118,9 @@ func ChainHash(prev Hash, canonical []byte) Hash {
 	return out
 }
 
-// LinkRecord fills r.Links: one link per chain tag (ChainTags), in the order
-// of r.Tags, or one link to the untagged chain of r's type when r has no tags.
-// heads reports a chain's current head, its version and hash before r (0 and
-// the zero Hash for an empty chain); r becomes version+1 of that chain. All
-// other fields of r, including RecordedAt, must be final: the hash covers them.
-func LinkRecord(r *Record, heads func(Tag) (version uint64, head Hash)) {
-	linkCanonical(r, CanonicalBytes(r), heads)
-}
-
-// linkCanonical is LinkRecord for a record whose canonical bytes are already
-// known (canonical must equal CanonicalBytes(r)). It reuses r.Links' array
-// when that has room for every chain tag.
+// linkCanonical fills r.Links as backend.LinkRecord does, for a record whose
+// canonical bytes are already known (canonical must equal CanonicalBytes(r)).
+// It reuses r.Links' array when that has room for every chain tag.
 func linkCanonical(r *Record, canonical []byte, heads func(Tag) (version uint64, head Hash)) {
 	links := r.Links[:0]
 	for _, t := range ChainTags(&r.Event) {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/backend"
 )
 
 func sampleRecord() journal.Record {
@@ -145,7 +146,7 @@ func TestLinkRecord(t *testing.T) {
 		h journal.Hash
 	}{"branch:7": {4, headB}}
 	var asked []journal.Tag
-	journal.LinkRecord(&r, func(tag journal.Tag) (uint64, journal.Hash) {
+	backend.LinkRecord(&r, func(tag journal.Tag) (uint64, journal.Hash) {
 		asked = append(asked, tag)
 		h := heads[tag]
 		return h.v, h.h
@@ -162,7 +163,7 @@ func TestLinkRecord(t *testing.T) {
 	untagged.Tags = nil
 	chainHead := journal.ChainHash(journal.Hash{}, []byte("earlier"))
 	asked = nil
-	journal.LinkRecord(&untagged, func(tag journal.Tag) (uint64, journal.Hash) {
+	backend.LinkRecord(&untagged, func(tag journal.Tag) (uint64, journal.Hash) {
 		asked = append(asked, tag)
 		return 9, chainHead
 	})
@@ -204,7 +205,7 @@ func chain(n int) []journal.Record {
 		r.Data = json.RawMessage(`{"i":` + string(rune('0'+i)) + `}`)
 		r.Metadata.Partition = journal.DefaultPartition
 		r.Position = journal.Position{Commit: uint64(i + 1), Seq: uint64(i + 1)}
-		journal.LinkRecord(&r, func(tag journal.Tag) (uint64, journal.Hash) {
+		backend.LinkRecord(&r, func(tag journal.Tag) (uint64, journal.Hash) {
 			if tag == "account:42" {
 				return uint64(i), head
 			}

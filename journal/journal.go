@@ -95,7 +95,9 @@ type Reader interface {
 	ReadEvent(ctx context.Context, id uuid.UUID) (Record, error)
 	// Head returns the position of the newest visible event (zero when empty).
 	Head(ctx context.Context) (Position, error)
-	// ReadByCorrelation yields the records whose Metadata.CorrelationID equals id.
+	// ReadByCorrelation yields the records whose Metadata.CorrelationID
+	// equals correlationID, in position order. An empty correlationID yields
+	// an error wrapping ErrInvalidQuery.
 	ReadByCorrelation(ctx context.Context, correlationID string) iter.Seq2[Record, error]
 	// ReadTypes yields the records q selects (see TypeQuery) in position
 	// order, ascending or descending, at most q.Limit of them. To resume,

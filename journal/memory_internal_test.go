@@ -89,7 +89,7 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 		return time.Now()
 	}})
 	defer m.Close()
-	m.combineMax = 0 // hand over after every batch
+	m.hooks = &memHooks{combineMax: 0} // hand over after every batch
 
 	queued := func() int { return queuedAppends(m) }
 	appendOne := func(ctx context.Context, tag Tag) (AppendResult, error) { return appendCounted(ctx, m, tag) }
@@ -146,7 +146,7 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 	for seq := uint64(2); seq <= n+1; seq++ {
 		require.True(t, seen[seq], "no append committed at %d: positions must stay gap-free", seq)
 	}
-	require.EqualValues(t, 1, m.handovers, "the first combiner hands over after its own append")
+	require.EqualValues(t, 1, m.hooks.handovers, "the first combiner hands over after its own append")
 
 	stored := storedTags(t, m)
 	require.Len(t, stored, n+1)

@@ -54,23 +54,19 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkAppendConcurrent16 runs 16 concurrent callers, each appending
 // single events to its own stream, through the batching path and, for
-// comparison, with batching off and with the gap-free order's append cost
-// removed.
+// comparison, with batching off.
 func BenchmarkAppendConcurrent16(b *testing.B) {
 	variants := []struct {
 		name    string
 		batch   bool
-		ungated bool
 		workers int
 		linger  time.Duration
 	}{
-		{"batched", true, false, 0, 0},
-		{"batched-ungated-order", true, true, 0, 0},
-		{"batched-workers=4", true, false, 4, 0},
-		{"batched-no-linger", true, false, 0, -1},
-		{"batched-workers=4-no-linger", true, false, 4, -1},
-		{"unbatched", false, false, 0, 0},
-		{"unbatched-ungated-order", false, true, 0, 0},
+		{"batched", true, 0, 0},
+		{"batched-workers=4", true, 4, 0},
+		{"batched-no-linger", true, 0, -1},
+		{"batched-workers=4-no-linger", true, 4, -1},
+		{"unbatched", false, 0, 0},
 	}
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
@@ -80,7 +76,6 @@ func BenchmarkAppendConcurrent16(b *testing.B) {
 				c.Batching.Workers = v.workers
 				c.Batching.Linger = v.linger
 			})
-			f.journal.SetUngatedOrder(v.ungated)
 			ctx := context.Background()
 			var ids atomic.Int64
 			b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))

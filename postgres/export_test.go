@@ -15,13 +15,21 @@ import (
 // SetAfterChecks installs a hook that runs in every append after its
 // decision and before its write goes out.
 func (j *Journal) SetAfterChecks(f func(ctx context.Context, conn *pgxpool.Conn) error) {
-	j.seam.points[seamAfterChecks] = f
+	j.testHooks().afterChecks = f
+}
+
+// testHooks returns j's engine hooks, installing an empty set first.
+func (j *Journal) testHooks() *engineHooks {
+	if j.hooks == nil {
+		j.hooks = &engineHooks{}
+	}
+	return j.hooks
 }
 
 // SetBeforeCommit installs a hook that runs right before COMMIT of every
 // append (COMMIT is then sent on its own).
 func (j *Journal) SetBeforeCommit(f func(ctx context.Context, conn *pgxpool.Conn) error) {
-	j.seam.points[seamBeforeCommit] = f
+	j.testHooks().beforeCommit = f
 }
 
 // HoldAppend runs an append in its own transaction up to, not including,
@@ -102,10 +110,6 @@ func (j *Journal) ReadPathStatements(tag1, tag2 journal.Tag, typ, group string, 
 	return out
 }
 
-// SetUngatedOrder makes appends skip what the gap-free order costs them
-// (benchmark baseline only: positions then ignore late commits).
-func (j *Journal) SetUngatedOrder(on bool) { j.seam.ungatedOrder = on }
-
 // BatchStats returns how many batch transactions ran and how many appends they carried.
 func (j *Journal) BatchStats() (batches, appends int64) {
 	s := j.Stats()
@@ -114,7 +118,7 @@ func (j *Journal) BatchStats() (batches, appends int64) {
 
 // SetReadFirst makes every batch start with a read attempt: the direct
 // (one round trip) attempt is never tried.
-func (j *Journal) SetReadFirst(on bool) { j.seam.readFirst = on }
+func (j *Journal) SetReadFirst(on bool) { j.testHooks().readFirst = on }
 
 // ExplainAppend runs EXPLAIN (ANALYZE, BUFFERS) of the write statement of an
 // append of events in a transaction that is rolled back: nothing is stored.

@@ -50,7 +50,8 @@ type Journal struct {
 	leaseNotifyOnce sync.Once
 	leaseNotifyCh   chan struct{}
 
-	seam   seam
+	// hooks is nil in production; only the package's tests set it.
+	hooks  *engineHooks
 	heads  heads
 	server serverWatch
 
@@ -60,34 +61,18 @@ type Journal struct {
 	stats stats
 }
 
-// seamPoint is a place in the append engine where a test can step in.
-type seamPoint int
-
-const (
-	seamAfterChecks  seamPoint = iota // after the decision, before the write goes out
-	seamBeforeCommit                  // after the write, before COMMIT (then sent on its own)
-	seamPoints
-)
-
-// seam is the append engine's one opening for tests (export_test.go); it is
-// empty in production.
-type seam struct {
-	points [seamPoints]func(ctx context.Context, conn *pgxpool.Conn) error
-	// ungatedOrder (benchmarks only) drops what the gap-free order costs an
-	// append: the events table lock and the transaction ID in the position
-	// (every event gets Commit 0), measuring an order that ignores late commits.
-	ungatedOrder bool
-	// readFirst makes every batch start with a read attempt.
+// engineHooks are the points where the package's tests step into the append
+// engine (export_test.go sets them). A production Journal has none:
+// Journal.hooks is nil, and each point on the write path is one nil check.
+type engineHooks struct {
+	// afterChecks runs after a batch's decision, before its write goes out.
+	afterChecks func(ctx context.Context, conn *pgxpool.Conn) error
+	// beforeCommit runs after the write statement, before COMMIT, which is
+	// then sent on its own instead of in the write's pipeline.
+	beforeCommit func(ctx context.Context, conn *pgxpool.Conn) error
+	// readFirst makes every batch start with a read attempt: the direct
+	// (one round trip) attempt is never tried.
 	readFirst bool
-}
-
-func (s *seam) has(p seamPoint) bool { return s.points[p] != nil }
-
-func (s *seam) at(ctx context.Context, p seamPoint, conn *pgxpool.Conn) error {
-	if f := s.points[p]; f != nil {
-		return f(ctx, conn)
-	}
-	return nil
 }
 
 // stats are the engine's counters (see Stats).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,9 +19,11 @@ import (
 )
 
 // ProjectionStore is the Postgres projection.Store: checkpoints, leases and
-// dead letters in the projections tables of Config.Schema (migration 3).
-// A projection's handler receives the pgx.Tx that also moves its checkpoint,
-// so a read model in the same database is updated exactly once per event.
+// dead letters in the projections tables of Config.Schema (migration 3),
+// and rows read models (projection.RowStore, migration 7). A projection's
+// handler receives the pgx.Tx that also moves its checkpoint, so a read
+// model in the same database (its own tables, or Rows) is updated exactly
+// once per event.
 //
 // Fencing: Commit locks the projection's row (SELECT … FOR UPDATE) and checks
 // the lease's epoch, owner, expiry (by the database clock) and the expected
@@ -33,11 +36,15 @@ type ProjectionStore struct {
 	pool *pgxpool.Pool
 	cfg  Config
 	s    string
+	// buffers holds the rows buffer of each transaction a Commit or a
+	// replay passes to its handler (pgx.Tx → *rowBuffer).
+	buffers sync.Map
 }
 
 var (
 	_ projection.Store[pgx.Tx]              = (*ProjectionStore)(nil)
 	_ projection.DeadLetterReplayer[pgx.Tx] = (*ProjectionStore)(nil)
+	_ projection.Pauser                     = (*ProjectionStore)(nil)
 )
 
 // NewProjectionStore returns a ProjectionStore on pool and cfg.Schema. It
@@ -76,13 +83,21 @@ func (st *ProjectionStore) Claim(ctx context.Context, k projection.Key, owner st
 		ON CONFLICT (name, version) DO UPDATE SET owner = EXCLUDED.owner, epoch = p.epoch + 1,
 			lease_until = EXCLUDED.lease_until, updated_at = EXCLUDED.updated_at,
 			state = CASE WHEN p.state = 'failed' THEN 'failed' ELSE 'running' END
-		WHERE p.owner = '' OR p.owner = EXCLUDED.owner OR p.lease_until <= clock_timestamp()
+		WHERE NOT p.paused AND (p.owner = '' OR p.owner = EXCLUDED.owner OR p.lease_until <= clock_timestamp())
 		RETURNING epoch, commit_xid, seq, events`, k.Name, k.Version, owner, interval(ttl)).Scan(&l.Epoch, &commit, &seq, &events)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var holder string
-		var until time.Time
-		if err := st.pool.QueryRow(ctx, `SELECT owner, lease_until FROM `+st.s+`.projections WHERE name = $1 AND version = $2`, k.Name, k.Version).Scan(&holder, &until); err != nil {
+		var until *time.Time // NULL for a released lease ('-infinity')
+		var paused bool
+		if err := st.pool.QueryRow(ctx, `SELECT owner, CASE WHEN lease_until > '-infinity' THEN lease_until END, paused
+			FROM `+st.s+`.projections WHERE name = $1 AND version = $2`, k.Name, k.Version).Scan(&holder, &until, &paused); err != nil {
 			return projection.Lease{}, st.translate("claim", err)
+		}
+		if paused {
+			return projection.Lease{}, fmt.Errorf("%w: %s (resume it with `scribe projections resume`)", projection.ErrPaused, k)
+		}
+		if until == nil {
+			return projection.Lease{}, fmt.Errorf("%w: %s is held by %q", projection.ErrLeaseHeld, k, holder)
 		}
 		return projection.Lease{}, fmt.Errorf("%w: %s holds %s until %s", projection.ErrLeaseHeld, holder, k, until.UTC().Format(time.RFC3339Nano))
 	}
@@ -92,6 +107,45 @@ func (st *ProjectionStore) Claim(ctx context.Context, k projection.Key, owner st
 	l.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
 	l.Events = uint64(events)
 	return l, nil
+}
+
+// Pause implements projection.Pauser: it fences the current lease (a new
+// epoch), records the pause and leaves checkpoint, rows and dead letters as
+// they are.
+func (st *ProjectionStore) Pause(ctx context.Context, k projection.Key) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET paused = true, epoch = epoch + 1, owner = '', lease_until = '-infinity',
+			state = CASE WHEN state IN ('failed', 'superseded') THEN state ELSE 'paused' END, updated_at = clock_timestamp()
+		WHERE name = $1 AND version = $2 AND NOT paused`, k.Name, k.Version)
+	if err != nil {
+		return st.translate("pause", err)
+	}
+	if tag.RowsAffected() == 0 {
+		var exists bool
+		if err := st.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+st.s+`.projections WHERE name = $1 AND version = $2)`, k.Name, k.Version).Scan(&exists); err != nil {
+			return st.translate("pause", err)
+		}
+		if !exists {
+			return fmt.Errorf("projection %s is unknown to schema %q: nothing to pause", k, st.cfg.Schema)
+		}
+	}
+	return nil
+}
+
+// Resume implements projection.Pauser.
+func (st *ProjectionStore) Resume(ctx context.Context, k projection.Key) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	_, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET paused = false,
+			state = CASE WHEN state = 'paused' THEN 'standby' ELSE state END, updated_at = clock_timestamp()
+		WHERE name = $1 AND version = $2 AND paused`, k.Name, k.Version)
+	if err != nil {
+		return st.translate("resume", err)
+	}
+	return nil
 }
 
 // fenceErr explains why l may not act, given the row's current values.
@@ -184,8 +238,14 @@ func (st *ProjectionStore) Commit(ctx context.Context, l projection.Lease, from 
 	if got := (journal.Position{Commit: uint64(commit), Seq: uint64(seq)}); got != from {
 		return fmt.Errorf("%w: the checkpoint of %s is %s, the runner expected %s", projection.ErrFenced, l.Key, got, from)
 	}
-	if err := apply(ctx, tx); err != nil {
+	buf, done := st.buffering(tx)
+	err = apply(ctx, tx)
+	done()
+	if err != nil {
 		return &projection.HandlerError{At: records[0].Position, Err: err}
+	}
+	if err := st.flushRows(ctx, tx, buf); err != nil {
+		return fmt.Errorf("projection %s: commit: %w", l.Key, err)
 	}
 	last := records[len(records)-1].Position
 	tag, err := tx.Exec(ctx, `UPDATE `+st.s+`.projections SET commit_xid = $4, seq = $5, events = events + $6,
@@ -327,7 +387,12 @@ func (st *ProjectionStore) ReplayDeadLetter(ctx context.Context, k projection.Ke
 		return st.translate("replay dead letter: savepoint", err)
 	}
 	if herr == nil {
+		buf, done := st.buffering(sp)
 		herr = apply(ctx, sp, d)
+		done()
+		if herr == nil {
+			herr = st.flushRows(ctx, sp, buf)
+		}
 	}
 	if herr == nil {
 		if err := sp.Commit(ctx); err != nil {
@@ -391,7 +456,7 @@ func (st *ProjectionStore) Activate(ctx context.Context, k projection.Key) error
 }
 
 const projectionStatusSQL = `SELECT p.name, p.version, p.state, p.commit_xid, p.seq, p.events, p.owner, p.epoch,
-		CASE WHEN isfinite(p.lease_until) THEN p.lease_until END, p.lease_until > clock_timestamp(), coalesce(a.version, 0), p.failed_xid, p.failed_seq, p.error, p.updated_at
+		CASE WHEN isfinite(p.lease_until) THEN p.lease_until END, p.lease_until > clock_timestamp(), coalesce(a.version, 0), p.failed_xid, p.failed_seq, p.error, p.updated_at, p.read_model
 	FROM __S__.projections p LEFT JOIN __S__.projection_active a ON a.name = p.name`
 
 func scanStatus(row pgx.Row) (projection.Status, error) {
@@ -401,10 +466,12 @@ func scanStatus(row pgx.Row) (projection.Status, error) {
 	var live bool
 	var active int
 	var until *time.Time
+	var readModel string
 	if err := row.Scan(&s.Key.Name, &s.Key.Version, &state, &commit, &seq, &events, &s.Owner, &epoch, &until,
-		&live, &active, &fcommit, &fseq, &s.Error, &s.UpdatedAt); err != nil {
+		&live, &active, &fcommit, &fseq, &s.Error, &s.UpdatedAt, &readModel); err != nil {
 		return s, err
 	}
+	s.ReadModel = projection.ReadModelKind(readModel)
 	s.State = projection.State(state)
 	s.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
 	s.FailedAt = journal.Position{Commit: uint64(fcommit), Seq: uint64(fseq)}
@@ -466,8 +533,9 @@ func (st *ProjectionStore) Statuses(ctx context.Context) ([]projection.Status, e
 func (st *ProjectionStore) sql(q string) string { return strings.ReplaceAll(q, "__S__.", st.s+".") }
 
 // Reset implements projection.Store: in one transaction it locks the row
-// (waiting for a batch in flight), runs clear, and moves the checkpoint back
-// to zero with a new epoch, so the runner that held the lease is fenced.
+// (waiting for a batch in flight), runs clear, moves the checkpoint back to
+// zero with a new epoch (the runner that held the lease is fenced), and
+// deletes k's dead letters and rows.
 func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := k.Validate(); err != nil {
 		return err
@@ -491,6 +559,6 @@ func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear fu
 		if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_dead_letters WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
 			return st.translate("reset", err)
 		}
-		return nil
+		return st.deleteRows(ctx, tx, k)
 	})
 }

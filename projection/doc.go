@@ -4,15 +4,37 @@
 // (catch-up, then live through Subscribe, gap-free as the feed is), calls the
 // handler in batches and stores the checkpoint through a Store.
 //
+// # Read models: one definition for every store
+//
+// A RowProjection is written once: its handler receives Rows, a read model
+// of JSON documents by collection and key (Collection[V] types them), and
+// Bind turns it into the Projection of any RowStore. The memory store keeps
+// the rows in memory, the Postgres store in a table it manages, written in
+// the transaction that moves the checkpoint. Both store a batch's writes
+// with its checkpoint or not at all, and every Reset empties the rows of
+// the projection version, so a rebuild (Rebuild, or `scribe projections
+// rebuild`, which cannot run Go code) never counts an event twice.
+//
+// The design choice: a typed key-value read model rather than a common SQL
+// surface. An Exec/Query interface would need an SQL engine in memory, or
+// handlers that differ per store; put, get, delete and list by key are
+// what simple read models need and both stores implement them exactly. A
+// read model that needs SQL keeps the raw path: a Projection[pgx.Tx] whose
+// handler writes its own tables in the checkpoint's transaction, with
+// Setup (create the tables; runners run it before their first batch) and
+// Clear (empty them; Rebuild runs it in the reset's transaction).
+//
 // # Delivery
 //
 // With the Postgres store (postgres.ProjectionStore) the handler receives the
 // pgx.Tx that also moves the checkpoint: a read model in the same database
 // sees every selected event exactly once, across crashes, restarts and
-// failovers. With the memory store, or for effects outside that transaction
-// (calls to other services, messages), delivery is at-least-once: a batch
-// whose effects happened but whose checkpoint did not commit is delivered
-// again, so make such effects idempotent with the record's event ID.
+// failovers. The memory store stores a batch's Rows with its checkpoint or
+// not at all. For effects outside the store (calls to other services,
+// messages, a map of the handler's own on the memory store), delivery is
+// at-least-once: a batch whose effects happened but whose checkpoint did
+// not commit is delivered again, so make such effects idempotent with the
+// record's event ID.
 //
 // # One runner at a time
 //
@@ -38,10 +60,11 @@
 // Blue-green: deploy version N+1 beside version N. It starts at position zero
 // with its own checkpoint (and should write its own tables); when it has
 // caught up it becomes the active version (Status.Active) and the runners of
-// older versions stop with ErrSuperseded. Readers pick the tables of the
-// active version. In place: Store.Reset moves the checkpoint back to zero,
-// clears the read model in the same transaction and fences the current
-// runner, which claims again and replays everything.
+// older versions stop with ErrSuperseded. Readers pick the tables (or
+// rows) of the active version. In place: Rebuild moves the checkpoint back
+// to zero, empties the read model in the same transaction (the rows, and
+// the projection's Clear) and fences the current runner, which claims again
+// and replays everything.
 //
 // # Publishing
 //

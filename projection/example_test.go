@@ -3,6 +3,7 @@ package projection_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/scribe-es/scribe/journal"
@@ -61,4 +62,83 @@ func ExampleRunner() {
 	// Output:
 	// 2 1
 	// <nil> 3
+}
+
+// A read model written once: the same RowProjection runs on the memory
+// store here and on postgres.NewProjectionStore in production (rows in the
+// checkpoint's transaction). Rebuild empties the rows with the checkpoint,
+// so the replay does not count twice.
+func ExampleRowProjection() {
+	ctx := context.Background()
+	j := journal.NewMemory()
+	defer j.Close()
+
+	type count struct{ N int }
+	counts := projection.Collection[count]{Name: "counts"}
+	def := projection.RowProjection{
+		Name:    "counts",
+		Version: 1,
+		Handle: func(ctx context.Context, rows projection.Rows, b projection.Batch) error {
+			for _, rec := range b.Records {
+				for _, t := range rec.Tags {
+					c, _, err := counts.Get(ctx, rows, string(t))
+					if err != nil {
+						return err
+					}
+					c.N++
+					if err := counts.Put(ctx, rows, string(t), c); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		},
+	}
+	store := projection.NewMemoryStore()
+	p := projection.Bind(store, def)
+	// run runs a runner of p until the record at last is applied.
+	run := func(last journal.Position) {
+		r, err := projection.NewRunner(j, store, p, projection.Options{})
+		if err != nil {
+			panic(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		done := make(chan error, 1)
+		go func() { done <- r.Run(runCtx) }()
+		if err := r.WaitFor(ctx, last); err != nil {
+			panic(err)
+		}
+		stop()
+		if err := <-done; err != nil {
+			panic(err)
+		}
+		page, err := counts.List(ctx, store.ReadRows(r.Key()), "", 10)
+		if err != nil {
+			panic(err)
+		}
+		var out []string
+		for _, kv := range page {
+			out = append(out, fmt.Sprintf("%s=%d", kv.Key, kv.Value.N))
+		}
+		fmt.Println(strings.Join(out, " "))
+	}
+
+	var last journal.Position
+	for _, tag := range []journal.Tag{"account:1", "account:2", "account:1"} {
+		res, err := j.Append(ctx, []journal.Event{{ID: journal.NewEventID(), Type: "Deposited", SchemaVersion: 1,
+			Tags: []journal.Tag{tag}, Data: []byte(`{"amount":5}`)}}, journal.AppendOptions{})
+		if err != nil {
+			panic(err)
+		}
+		last = res.Last()
+	}
+	run(last)
+	if err := projection.Rebuild(ctx, store, p); err != nil {
+		panic(err)
+	}
+	run(last) // replays every event into the emptied rows
+	// Output:
+	// account:1=2 account:2=1
+	// account:1=2 account:2=1
 }

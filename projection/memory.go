@@ -3,6 +3,7 @@ package projection
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,10 +12,12 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// MemoryStore keeps checkpoints, leases and dead letters in memory, for
-// tests and for services on the memory journal. Its handlers receive NoTx:
-// the read model is the handler's own, and a batch whose handler returned
-// nil counts as applied. Within one process it fences like the Postgres
+// MemoryStore keeps checkpoints, leases, dead letters and rows read models
+// (RowStore) in memory, for tests and for services on the memory journal.
+// Its handlers receive a NoTx that binds their writes to Rows to the
+// batch's commit: they are stored with the checkpoint when the handler
+// returns nil, and dropped when it fails. A read model of the handler's own
+// (a map) is not undone by a failed batch. Within one process it fences like the Postgres
 // store: a commit, claim, renewal or reset of a projection waits for the
 // batch being applied, so at most one batch of a projection is applied at a
 // time and a fenced runner's batch never starts.
@@ -30,22 +33,29 @@ type MemoryStore struct {
 	rows   map[Key]*memRow
 	active map[string]int
 	dead   map[Key][]DeadLetter
+	// docs are the rows read models: projection, collection, key.
+	docs map[Key]map[string]map[string]json.RawMessage
 }
 
 type memRow struct {
 	apply sync.Mutex // held through Claim, Renew, Commit (with its handler), Fail and Reset
 	st    Status     // guarded by MemoryStore.mu
 	ttl   time.Duration
+	// paused is set by Pause and cleared by Resume (guarded by
+	// MemoryStore.mu).
+	paused bool
 }
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{rows: map[Key]*memRow{}, active: map[string]int{}, dead: map[Key][]DeadLetter{}}
+	return &MemoryStore{rows: map[Key]*memRow{}, active: map[string]int{}, dead: map[Key][]DeadLetter{},
+		docs: map[Key]map[string]map[string]json.RawMessage{}}
 }
 
 var (
-	_ Store[NoTx]              = (*MemoryStore)(nil)
+	_ RowStore[NoTx]           = (*MemoryStore)(nil)
 	_ DeadLetterReplayer[NoTx] = (*MemoryStore)(nil)
+	_ Pauser                   = (*MemoryStore)(nil)
 )
 
 func (s *MemoryStore) now() time.Time {
@@ -81,6 +91,9 @@ func (s *MemoryStore) Claim(ctx context.Context, k Key, owner string, ttl time.D
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	if r.paused {
+		return Lease{}, fmt.Errorf("%w: %s (resume it with `scribe projections resume`)", ErrPaused, k)
+	}
 	if r.st.Owner != "" && r.st.Owner != owner && now.Before(r.st.LeaseUntil) {
 		return Lease{}, fmt.Errorf("%w: %s holds %s until %s", ErrLeaseHeld, r.st.Owner, k, r.st.LeaseUntil.Format(time.RFC3339Nano))
 	}
@@ -90,6 +103,52 @@ func (s *MemoryStore) Claim(ctx context.Context, k Key, owner string, ttl time.D
 		r.st.State = StateRunning
 	}
 	return Lease{Key: k, Owner: owner, Epoch: r.st.Epoch, TTL: ttl, Checkpoint: r.st.Checkpoint, Events: r.st.Events}, nil
+}
+
+// Pause implements Pauser.
+func (s *MemoryStore) Pause(ctx context.Context, k Key) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	r := s.rows[k]
+	s.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("projection %s is unknown to the store: nothing to pause", k)
+	}
+	r.apply.Lock()
+	defer r.apply.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.paused {
+		return nil
+	}
+	r.paused = true
+	r.st.Epoch++
+	r.st.Owner, r.st.LeaseUntil, r.st.UpdatedAt = "", time.Time{}, s.now()
+	if r.st.State != StateFailed && r.st.State != StateSuperseded {
+		r.st.State = StatePaused
+	}
+	return nil
+}
+
+// Resume implements Pauser.
+func (s *MemoryStore) Resume(ctx context.Context, k Key) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[k]
+	if r == nil || !r.paused {
+		return nil
+	}
+	r.paused = false
+	if r.st.State == StatePaused {
+		r.st.State = StateStandby
+	}
+	r.st.UpdatedAt = s.now()
+	return nil
 }
 
 // check reports why l may not act on r (nil when it may). s.mu is held.
@@ -159,11 +218,15 @@ func (s *MemoryStore) Commit(ctx context.Context, l Lease, from journal.Position
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := apply(ctx, NoTx{}); err != nil {
+	w := &memWrites{k: l.Key}
+	err = apply(ctx, NoTx{w})
+	changes := w.finish()
+	if err != nil {
 		return &HandlerError{At: records[0].Position, Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.store(l.Key, changes)
 	now := s.now()
 	r.st.Checkpoint = records[len(records)-1].Position
 	r.st.Events += uint64(len(records))
@@ -226,10 +289,12 @@ func (s *MemoryStore) ReplayDeadLetter(ctx context.Context, k Key, pos journal.P
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := apply(ctx, NoTx{}, d)
+	w := &memWrites{k: k}
+	err := apply(ctx, NoTx{w}, d)
+	changes := w.finish()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i = s.deadAt(k, pos); i < 0 { // reset meanwhile
+	if i = s.deadAt(k, pos); i < 0 { // reset meanwhile: the rebuild applies the event again
 		return nil
 	}
 	if err != nil {
@@ -237,6 +302,7 @@ func (s *MemoryStore) ReplayDeadLetter(ctx context.Context, k Key, pos journal.P
 		l.Error, l.Attempts, l.ReplayRequestedAt = err.Error(), l.Attempts+1, time.Time{}
 		return &HandlerError{At: pos, Err: err}
 	}
+	s.store(k, changes)
 	s.dead[k] = slices.Delete(s.dead[k], i, i+1)
 	return nil
 }
@@ -344,5 +410,25 @@ func (s *MemoryStore) Reset(ctx context.Context, k Key, clear func(ctx context.C
 	r.st.Checkpoint, r.st.Events = journal.Position{}, 0
 	r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = StateIdle, "", journal.Position{}, s.now()
 	delete(s.dead, k)
+	delete(s.docs, k)
+	return nil
+}
+
+// Setup implements Store: setup runs while no batch of k is applied.
+func (s *MemoryStore) Setup(ctx context.Context, k Key, kind ReadModelKind, setup func(ctx context.Context, tx NoTx) error) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	r := s.row(k)
+	r.apply.Lock()
+	defer r.apply.Unlock()
+	if setup != nil {
+		if err := setup(ctx, NoTx{}); err != nil {
+			return fmt.Errorf("projection %s: setting up the read model failed: %w", k, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.st.ReadModel = kind
 	return nil
 }

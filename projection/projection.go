@@ -45,6 +45,19 @@ type Projection[Tx any] struct {
 	// an old event after newer ones were applied. Publishers set it to
 	// their sink.
 	Replay func(ctx context.Context, tx Tx, d DeadLetter) error
+	// Setup, when set, creates the read model (CREATE TABLE IF NOT EXISTS…):
+	// the runner runs it through Store.Setup, in a transaction of the store,
+	// before it applies its first batch. It must be idempotent: every
+	// runner start runs it.
+	Setup func(ctx context.Context, tx Tx) error
+	// Clear, when set, empties the read model; Rebuild runs it in the
+	// transaction that moves the checkpoint back to zero (Store.Reset), so
+	// that a crash cannot leave an emptied read model with the old
+	// checkpoint or the old rows with a zero checkpoint.
+	Clear func(ctx context.Context, tx Tx) error
+
+	// rows is set by Bind: the read model is the store's rows.
+	rows bool
 }
 
 // Batch is what a handler receives.
@@ -60,9 +73,11 @@ type Batch struct {
 	Prepared any
 }
 
-// NoTx is the transaction type of stores without transactions (the memory
-// store): handlers receive the zero value.
-type NoTx struct{}
+// NoTx is the transaction type of the memory store, which has no database
+// transactions: a handler receives a NoTx that binds the rows it writes
+// through MemoryStore.Rows to its commit (stored with the checkpoint, or
+// not at all). Its zero value binds nothing.
+type NoTx struct{ w *memWrites }
 
 // Key identifies one version of a projection.
 type Key struct {
@@ -113,6 +128,7 @@ const (
 	StateFailed     State = "failed"     // stopped after MaxAttempts at FailedAt
 	StateSuperseded State = "superseded" // a newer version took over
 	StateStopped    State = "stopped"    // the runner's context ended
+	StatePaused     State = "paused"     // an operator paused it (Pauser); runners wait
 )
 
 // Status describes a projection as its store records it.
@@ -136,6 +152,10 @@ type Status struct {
 	FailedAt  journal.Position
 	Error     string
 	UpdatedAt time.Time
+	// ReadModel is the kind of read model the projection's runner declared
+	// when it set the projection up (Store.Setup): whether Reset alone
+	// empties it.
+	ReadModel ReadModelKind
 }
 
 // DeadLetter is a record a publisher (or a handler, through
@@ -187,10 +207,17 @@ type Store[Tx any] interface {
 	// Statuses lists every projection version the store knows, by name and version.
 	Statuses(ctx context.Context) ([]Status, error)
 	// Reset moves k's checkpoint back to zero, ends the current lease
-	// (the runner holding it is fenced and starts over) and clears the
-	// failure; clear, when not nil, runs in the same transaction to empty the
-	// read model.
+	// (the runner holding it is fenced and starts over), clears the failure
+	// and the dead letters, and deletes k's rows (RowStore); clear, when not
+	// nil, runs in the same transaction to empty the rest of the read model.
+	// When clear fails nothing is reset. See Rebuild.
 	Reset(ctx context.Context, k Key, clear func(ctx context.Context, tx Tx) error) error
+	// Setup runs setup (when not nil) in a transaction to create k's read
+	// model and records kind in k's status (Status.ReadModel), so that tools
+	// know whether Reset alone empties it. Runners call it before their
+	// first batch; it may run concurrently in several processes, so setup
+	// must be idempotent.
+	Setup(ctx context.Context, k Key, kind ReadModelKind, setup func(ctx context.Context, tx Tx) error) error
 }
 
 // Errors of stores and runners; test with errors.Is.
@@ -202,7 +229,23 @@ var (
 	ErrFenced = errors.New("projection: lease lost; nothing was stored")
 	// ErrSuperseded: a newer version of the projection is active.
 	ErrSuperseded = errors.New("projection: a newer version is active")
+	// ErrPaused: an operator paused the projection (Pauser.Pause); Claim
+	// fails with it until Resume, and a runner waits.
+	ErrPaused = errors.New("projection: paused by an operator")
 )
+
+// Pauser is a store whose projections an operator can pause and resume
+// (`scribe projections pause|resume`). Both stores implement it.
+type Pauser interface {
+	// Pause stops the projection where it is: the current lease is fenced
+	// (a batch being applied is not stored) and Claim fails with ErrPaused
+	// until Resume; the checkpoint, rows and dead letters stay. Pausing a
+	// paused projection changes nothing; an unknown projection is an error.
+	Pause(ctx context.Context, k Key) error
+	// Resume lets runners claim the projection again; they continue from its
+	// checkpoint. Resuming a projection that is not paused changes nothing.
+	Resume(ctx context.Context, k Key) error
+}
 
 // HandlerError wraps an error returned by a projection's handler.
 type HandlerError struct {

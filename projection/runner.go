@@ -152,6 +152,9 @@ type Runner[Tx any] struct {
 	failures metric.Int64Counter
 	lagHist  metric.Float64Histogram
 
+	// setUp is set once Store.Setup succeeded; used by Run's goroutine only.
+	setUp bool
+
 	mu       sync.Mutex
 	progress Progress
 	oldest   time.Time // RecordedAt of the oldest unapplied record read, zero if none
@@ -286,6 +289,9 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 		lease, err := r.store.Claim(ctx, r.key, r.o.Owner, r.o.LeaseTTL)
 		switch {
 		case err == nil:
+			if err = r.setup(ctx); err != nil {
+				break
+			}
 			delay = r.o.Backoff
 			r.update(func(p *Progress) {
 				p.Checkpoint, p.Events, p.Epoch = lease.Checkpoint, lease.Events, lease.Epoch
@@ -294,6 +300,12 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 			err = r.active(ctx, lease)
 		case errors.Is(err, ErrLeaseHeld):
 			r.setState(StateStandby)
+			if !sleep(ctx, r.o.LeaseTTL/4) {
+				return r.stopped()
+			}
+			continue
+		case errors.Is(err, ErrPaused):
+			r.setState(StatePaused)
 			if !sleep(ctx, r.o.LeaseTTL/4) {
 				return r.stopped()
 			}
@@ -324,6 +336,19 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 			delay = min(2*delay, r.o.MaxBackoff)
 		}
 	}
+}
+
+// setup runs the projection's Store.Setup once per runner, before its first
+// batch; a failure is retried like any store error.
+func (r *Runner[Tx]) setup(ctx context.Context) error {
+	if r.setUp {
+		return nil
+	}
+	if err := r.store.Setup(ctx, r.key, r.p.readModelKind(), r.p.Setup); err != nil {
+		return err
+	}
+	r.setUp = true
+	return nil
 }
 
 func (r *Runner[Tx]) stopped() error {

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/projection"
 )
 
 // TestLookupVerbs: an event by ID, the events of a correlation ID, the
@@ -167,4 +171,43 @@ func TestMigrateDryRun(t *testing.T) {
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Empty(t, res.stdout)
 	require.Contains(t, res.stderr, "nothing to run")
+}
+
+// TestProjectionsPauseResume: pause fences the holder and shows the state;
+// resume lets runners claim it again.
+func TestProjectionsPauseResume(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	recs := f.fillBank(t)
+	ctx := t.Context()
+	st, err := postgres.NewProjectionStore(f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	k := projection.Key{Name: "accounts", Version: 1}
+	lease, err := st.Claim(ctx, k, "bank-1", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, st.Commit(ctx, lease, lease.Checkpoint, recs[:3], func(context.Context, pgx.Tx) error { return nil }))
+
+	res := f.scribe(t, "projections", "pause", "accounts")
+	require.Equal(t, exitUsage, res.code)
+	require.Contains(t, res.stderr, "-version")
+	res = f.scribe(t, "projections", "pause", "-version", "1", "accounts")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "projection accounts@1 paused at checkpoint "+recs[2].Position.String()+" (state paused)")
+	require.ErrorIs(t, st.Commit(ctx, lease, recs[2].Position, recs[3:4], func(context.Context, pgx.Tx) error { return nil }), projection.ErrFenced,
+		"the holder's lease is fenced")
+	_, err = st.Claim(ctx, k, "bank-2", time.Minute)
+	require.ErrorIs(t, err, projection.ErrPaused)
+	res = f.scribe(t, "projections", "status")
+	require.Regexp(t, `accounts\s+1\s+paused\s`, res.stdout)
+
+	res = f.scribe(t, "projections", "resume", "-version", "1", "accounts")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "resumed (state standby)")
+	lease, err = st.Claim(ctx, k, "bank-2", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, recs[2].Position, lease.Checkpoint, "it continues from its checkpoint")
+
+	res = f.scribe(t, "projections", "pause", "-version", "9", "accounts")
+	require.Equal(t, exitFailure, res.code)
+	require.Contains(t, res.stderr, "is unknown to schema")
 }

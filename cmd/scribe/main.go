@@ -110,6 +110,8 @@ func commands() []*command {
 		tagsCommand(),
 		projectionsStatusCommand(),
 		projectionsRebuildCommand(),
+		pauseCommand(true),
+		pauseCommand(false),
 		deadLettersListCommand(),
 		deadLettersReplayCommand(),
 		eraseCommand(),

@@ -64,6 +64,7 @@ func projectionsStatusCommand() *command {
 						"name": p.Key.Name, "version": p.Key.Version, "state": p.State, "active": p.Active,
 						"checkpoint": p.Checkpoint, "events": p.Events, "lag": lags[i], "lagSeconds": behind[i].Seconds(), "owner": p.Owner, "epoch": p.Epoch,
 						"leaseUntil": jsonTime(p.LeaseUntil), "failedAt": p.FailedAt, "error": p.Error, "updatedAt": jsonTime(p.UpdatedAt),
+						"readModel": string(p.ReadModel),
 					}); err != nil {
 						return err
 					}
@@ -107,10 +108,10 @@ func projectionsRebuildCommand() *command {
 		name: "projections rebuild",
 		args: "NAME",
 		summary: "reset a projection's checkpoint to the start of the feed (and clear its failure) so its runner replays every event; " +
-			"scribe does not empty the read model",
+			"a rows read model (projection.RowProjection) is emptied in the same transaction, a read model in the service's own tables is not",
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&version, "version", 0, "the projection version to rebuild (required; scribe projections status lists them)")
-			fs.BoolVar(&confirm, "confirm", false, "confirm that the read model was emptied or that the projection's handler is idempotent")
+			fs.BoolVar(&confirm, "confirm", false, "confirm the rebuild: the projection's rows are deleted; a read model in the service's own tables must be emptied first or have an idempotent handler")
 		},
 		run: func(e *env, _ *flag.FlagSet, args []string) error {
 			if len(args) != 1 {
@@ -121,7 +122,8 @@ func projectionsRebuildCommand() *command {
 				return usagef("%v; give the version with -version (see `scribe projections status`)", err)
 			}
 			if !confirm {
-				return usagef("rebuilding replays every event into the read model without emptying it (the service's code owns it): empty it first, or make sure %s's handler is idempotent, then pass -confirm", k)
+				return usagef("rebuilding replays every event into %s's read model: scribe empties a rows read model (projection.RowProjection) with the checkpoint, "+
+					"but cannot empty the service's own tables (empty them first, make sure the handler is idempotent, or rebuild from the service with projection.Rebuild); then pass -confirm", k)
 			}
 			s, st, err := e.openProjections()
 			if err != nil {
@@ -135,13 +137,92 @@ func projectionsRebuildCommand() *command {
 			if before.State == projection.StateIdle && before.Checkpoint.IsZero() && before.Events == 0 && before.UpdatedAt.IsZero() {
 				return fmt.Errorf("projection %s is unknown to schema %q; list projections with `scribe projections status`", k, s.cfg.Schema)
 			}
+			rows, err := st.CountRows(e.ctx, k)
+			if err != nil {
+				return err
+			}
+			// Reset deletes the projection's rows in its transaction: that
+			// empties a rows read model; the service's own tables are out of
+			// scribe's reach (their Clear is Go code).
 			if err := st.Reset(e.ctx, k, nil); err != nil {
 				return err
 			}
+			cleared := before.ReadModel == projection.ReadModelRows
 			if e.opts.json {
-				return emitJSON(e.stdout, map[string]any{"name": k.Name, "version": k.Version, "previousCheckpoint": before.Checkpoint, "previousEvents": before.Events})
+				return emitJSON(e.stdout, map[string]any{"name": k.Name, "version": k.Version, "previousCheckpoint": before.Checkpoint, "previousEvents": before.Events,
+					"readModel": string(before.ReadModel), "readModelCleared": cleared, "rowsDeleted": rows})
 			}
 			fmt.Fprintf(e.stdout, "projection %s reset from checkpoint %s (%d events applied); its runner starts over from the beginning of the feed\n", k, before.Checkpoint, before.Events)
+			switch {
+			case cleared:
+				fmt.Fprintf(e.stdout, "its rows read model was emptied in the same transaction (%d rows deleted): the replay counts every event once\n", rows)
+			default:
+				fmt.Fprintf(e.stdout, "its read model is %s: scribe did not empty it (%d rows deleted); unless it was emptied or its handler is idempotent the replay counts events twice. "+
+					"Rebuild from the service with projection.Rebuild, which runs the projection's Clear in the same transaction\n", readModelName(before.ReadModel), rows)
+			}
+			return nil
+		},
+	}
+}
+
+// readModelName says what a projection's declared read model is.
+func readModelName(k projection.ReadModelKind) string {
+	switch k {
+	case projection.ReadModelRows:
+		return "rows"
+	case projection.ReadModelCustom:
+		return "the service's own tables"
+	}
+	return "undeclared (no runner of this version of Scribe has started the projection)"
+}
+
+// pauseCommand is `projections pause` (pause true) or `projections resume`.
+func pauseCommand(pause bool) *command {
+	var version int
+	name, summary := "projections resume", "let runners claim a paused projection again; they continue from its checkpoint"
+	if pause {
+		name, summary = "projections pause", "stop a projection where it is: its runner's lease is fenced and no runner claims it until `projections resume` (checkpoint, read model and dead letters stay)"
+	}
+	return &command{
+		name:    name,
+		args:    "NAME",
+		summary: summary,
+		flags: func(fs *flag.FlagSet) {
+			fs.IntVar(&version, "version", 0, "the projection version (required; scribe projections status lists them)")
+		},
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			if len(args) != 1 {
+				return usagef("give exactly one projection name, e.g. `scribe %s -version 2 accounts`", name)
+			}
+			k := projection.Key{Name: args[0], Version: version}
+			if err := k.Validate(); err != nil {
+				return usagef("%v; give the version with -version (see `scribe projections status`)", err)
+			}
+			s, st, err := e.openProjections()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if pause {
+				err = st.Pause(e.ctx, k)
+			} else {
+				err = st.Resume(e.ctx, k)
+			}
+			if err != nil {
+				return err
+			}
+			after, err := st.Status(e.ctx, k)
+			if err != nil {
+				return err
+			}
+			if e.opts.json {
+				return emitJSON(e.stdout, map[string]any{"name": k.Name, "version": k.Version, "state": after.State, "checkpoint": after.Checkpoint})
+			}
+			if pause {
+				fmt.Fprintf(e.stdout, "projection %s paused at checkpoint %s (state %s); resume it with `scribe projections resume -version %d %s`\n", k, after.Checkpoint, after.State, k.Version, k.Name)
+			} else {
+				fmt.Fprintf(e.stdout, "projection %s resumed (state %s): a running runner claims it within a quarter of its lease TTL and continues from %s\n", k, after.State, after.Checkpoint)
+			}
 			return nil
 		},
 	}

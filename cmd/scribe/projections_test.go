@@ -45,6 +45,8 @@ func TestProjections(t *testing.T) {
 	res = f.scribe(t, "projections", "rebuild", "-version", "2", "-confirm", "accounts")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Contains(t, res.stdout, "reset from checkpoint "+recs[4].Position.String()+" (5 events applied)")
+	require.Contains(t, res.stdout, "its read model is undeclared")
+	require.Contains(t, res.stdout, "scribe did not empty it")
 
 	res = f.scribe(t, "-json", "projections", "status")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -54,9 +56,63 @@ func TestProjections(t *testing.T) {
 	require.EqualValues(t, 15, rows[0]["lag"], "after a rebuild the whole feed is to be applied again")
 	require.Greater(t, rows[0]["lagSeconds"], 0.0, "the oldest unapplied event was recorded before the status was taken")
 	require.Equal(t, "0.0", rows[0]["checkpoint"])
+	require.Equal(t, "", rows[0]["readModel"], "no runner declared the read model")
 
 	// The runner that held the lease is fenced.
 	require.ErrorIs(t, st.Commit(ctx, lease, recs[4].Position, recs[5:6], func(context.Context, pgx.Tx) error { return nil }), projection.ErrFenced)
+}
+
+// TestProjectionsRebuildRows: `projections rebuild` of a projection whose
+// runner declared a rows read model empties its rows in the reset's
+// transaction (and says so); the rows of other versions stay.
+func TestProjectionsRebuildRows(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	recs := f.fillBank(t)
+	ctx := t.Context()
+	st, err := postgres.NewProjectionStore(f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	counts := projection.Collection[int]{Name: "counts"}
+	fill := func(k projection.Key) {
+		require.NoError(t, st.Setup(ctx, k, projection.ReadModelRows, nil))
+		lease, err := st.Claim(ctx, k, "bank-1", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, st.Commit(ctx, lease, lease.Checkpoint, recs[:5], func(ctx context.Context, tx pgx.Tx) error {
+			for i, rec := range recs[:5] {
+				if err := counts.Put(ctx, st.Rows(tx, k), rec.ID.String(), i); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+	}
+	k, other := projection.Key{Name: "totals", Version: 1}, projection.Key{Name: "totals", Version: 2}
+	fill(k)
+	fill(other)
+
+	res := f.scribe(t, "projections", "rebuild", "-version", "1", "-confirm", "totals")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "reset from checkpoint "+recs[4].Position.String()+" (5 events applied)")
+	require.Contains(t, res.stdout, "its rows read model was emptied in the same transaction (5 rows deleted)")
+	n, err := st.CountRows(ctx, k)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	n, err = st.CountRows(ctx, other)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n, "another version's rows are kept")
+
+	res = f.scribe(t, "-json", "projections", "rebuild", "-version", "2", "-confirm", "totals")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	rows := jsonLines(t, res.stdout)
+	require.Len(t, rows, 1)
+	require.Equal(t, "rows", rows[0]["readModel"])
+	require.Equal(t, true, rows[0]["readModelCleared"])
+	require.EqualValues(t, 5, rows[0]["rowsDeleted"])
+	res = f.scribe(t, "-json", "projections", "status")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	rows = jsonLines(t, res.stdout)
+	require.Len(t, rows, 2)
+	require.Equal(t, "rows", rows[0]["readModel"])
 }
 
 // TestDeadLetters: list shows a publisher's dead letters (without event

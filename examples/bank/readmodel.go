@@ -6,10 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/examples/bank/bank"
@@ -19,12 +16,14 @@ import (
 )
 
 // The accounts read model: every account's balance and version, kept by a
-// projection of the bank's events and served by GET /accounts. On Postgres
-// it is the table <schema>.bank_accounts, written in the transaction that
-// moves the projection's checkpoint (each event counted exactly once, also
-// across crashes and with several bank nodes: one runner applies, the
-// others stand by). On the memory journal it is a map fed by the memory
-// checkpoint store.
+// projection of the bank's events and served by GET /accounts. It is one
+// definition (accountsProjection, a projection.RowProjection) for both
+// storages: on Postgres its rows are in <schema>.projection_rows, written
+// in the transaction that moves the projection's checkpoint (each event
+// counted exactly once, also across crashes and with several bank nodes:
+// one runner applies, the others stand by); on the memory journal the
+// memory store keeps them. A rebuild (`scribe projections rebuild`)
+// empties the rows with the checkpoint, so it never counts twice.
 //
 // Customers: the read model keeps an account's customer ID and the sealed
 // AccountOpened data (ciphertext: the read model never stores a customer's
@@ -35,10 +34,10 @@ import (
 
 // readModelName and readModelVersion name the projection. Bump the version
 // when the handler changes: the new version rebuilds beside the old one
-// (its own table) and takes over when it has caught up.
+// (its own rows) and takes over when it has caught up.
 const (
 	readModelName    = "bank-accounts"
-	readModelVersion = 2 // 2: customers
+	readModelVersion = 3 // 2: customers; 3: rows read model
 )
 
 // accountsPage bounds GET /accounts.
@@ -53,8 +52,11 @@ type readModel struct {
 	list     func(ctx context.Context, after string, limit int) ([]AccountView, error)
 	progress func() projection.Progress
 	waitFor  func(ctx context.Context, pos journal.Position) error
-	cancel   context.CancelFunc
-	done     chan struct{}
+	// rebuild empties the read model and replays the feed into it
+	// (projection.Rebuild).
+	rebuild func(ctx context.Context) error
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 // accountDelta is what one batch changes in one account.
@@ -130,172 +132,133 @@ func customerView(ctx context.Context, svc *bankService, customerID string, seal
 
 var readModelQuery = journal.Query{Items: []journal.QueryItem{{Types: bank.EventTypes}, {Types: []string{erasure.RecordType}}}}
 
-// startReadModel creates the read model on the backend's storage and starts
-// its runner.
-func startReadModel(ctx context.Context, b *backend, svc *bankService, nodeID string, log *slog.Logger) (*readModel, error) {
-	o := projection.Options{Owner: nodeID + "-" + journal.NewEventID().String()[24:], Logger: log, LeaseTTL: 5 * time.Second}
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	rm := &readModel{cancel: cancel, done: make(chan struct{})}
-	var run func(context.Context) error
-	if b.pool == nil {
-		type memAccount struct {
-			view       AccountView
-			customerID string
-			sealed     []byte
-			erased     bool
-		}
-		var mu sync.Mutex
-		accounts := map[string]*memAccount{}
-		r, err := projection.NewRunner(b.Journal, projection.NewMemoryStore(), projection.Projection[projection.NoTx]{
-			Name: readModelName, Version: readModelVersion, Query: readModelQuery,
-			Handle: func(ctx context.Context, _ projection.NoTx, batch projection.Batch) error {
-				deltas, erased, err := foldBatch(ctx, svc, batch.Records)
-				if err != nil {
-					return err
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				for id, d := range deltas {
-					a := accounts[id]
-					if a == nil {
-						a = &memAccount{}
-						accounts[id] = a
-					}
-					a.view.ID, a.view.Balance, a.view.Version = id, a.view.Balance+d.balance, max(a.view.Version, d.version)
-					if d.customerID != "" {
-						a.customerID, a.sealed = d.customerID, d.sealed
-					}
-				}
-				for _, subject := range erased {
-					for _, a := range accounts {
-						if a.customerID == subject {
-							a.sealed, a.erased = nil, true
-						}
-					}
-				}
-				return nil
-			},
-		}, o)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		rm.list = func(ctx context.Context, after string, limit int) ([]AccountView, error) {
-			mu.Lock()
-			ids := slices.Sorted(maps.Keys(accounts))
-			i, _ := slices.BinarySearch(ids, after)
-			if i < len(ids) && ids[i] == after {
-				i++
+// accountRow is an account's document in the read model's "accounts"
+// collection.
+type accountRow struct {
+	Balance int64  `json:"balance"`
+	Version uint64 `json:"version"`
+	// CustomerID and Sealed are the account's customer and its sealed
+	// AccountOpened data (ciphertext); Sealed is dropped and Erased set
+	// once the customer is erased.
+	CustomerID string `json:"customerId,omitempty"`
+	Sealed     []byte `json:"sealed,omitempty"`
+	Erased     bool   `json:"erased,omitempty"`
+}
+
+// customerRow lists a customer's accounts, so that an erasure finds them.
+type customerRow struct {
+	Accounts []string `json:"accounts"`
+}
+
+var (
+	accountRows  = projection.Collection[accountRow]{Name: "accounts"}
+	customerRows = projection.Collection[customerRow]{Name: "customers"}
+)
+
+// accountsProjection is the accounts read model, written once: the rows
+// projection runs on the memory store and on Postgres (rows in the
+// transaction that moves the checkpoint), and a rebuild empties its rows
+// with the checkpoint.
+func accountsProjection(svc *bankService) projection.RowProjection {
+	return projection.RowProjection{
+		Name: readModelName, Version: readModelVersion, Query: readModelQuery,
+		Handle: func(ctx context.Context, rows projection.Rows, batch projection.Batch) error {
+			deltas, erased, err := foldBatch(ctx, svc, batch.Records)
+			if err != nil {
+				return err
 			}
-			page := make([]memAccount, 0, min(limit, len(ids)-i))
-			for _, id := range ids[i:min(len(ids), i+limit)] {
-				page = append(page, *accounts[id])
+			ids := slices.Sorted(maps.Keys(deltas))
+			accounts, err := accountRows.GetMany(ctx, rows, ids)
+			if err != nil {
+				return err
 			}
-			mu.Unlock()
-			out := make([]AccountView, len(page))
-			for i, a := range page {
-				out[i] = a.view
-				c, err := customerView(ctx, svc, a.customerID, a.sealed, a.erased)
-				if err != nil {
-					return nil, err
-				}
-				out[i].Customer = c
-			}
-			return out, nil
-		}
-		run, rm.progress, rm.waitFor = r.Run, r.Progress, r.WaitFor
-	} else {
-		table := pgx.Identifier{b.pgCfg.Schema, fmt.Sprintf("bank_accounts_v%d", readModelVersion)}.Sanitize()
-		// customer_data is the account's sealed AccountOpened data
-		// (ciphertext); NULL once the customer is erased.
-		if _, err := b.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
-			id              text COLLATE "C" PRIMARY KEY,
-			balance         bigint NOT NULL,
-			version         bigint NOT NULL,
-			customer_id     text COLLATE "C",
-			customer_data   bytea,
-			customer_erased boolean NOT NULL DEFAULT false);
-			CREATE INDEX IF NOT EXISTS `+pgx.Identifier{fmt.Sprintf("bank_accounts_v%d_customer", readModelVersion)}.Sanitize()+` ON `+table+` (customer_id)`); err != nil {
-			cancel()
-			return nil, fmt.Errorf("create the accounts read model table %s: %w", table, err)
-		}
-		store, err := postgres.NewProjectionStore(b.pool, b.pgCfg)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		r, err := projection.NewRunner(b.Journal, store, projection.Projection[pgx.Tx]{
-			Name: readModelName, Version: readModelVersion, Query: readModelQuery,
-			Handle: func(ctx context.Context, tx pgx.Tx, batch projection.Batch) error {
-				deltas, erased, err := foldBatch(ctx, svc, batch.Records)
-				if err != nil {
-					return err
-				}
-				ids := slices.Sorted(maps.Keys(deltas)) // a fixed lock order between batches
-				balances, versions := make([]int64, len(ids)), make([]int64, len(ids))
-				for i, id := range ids {
-					balances[i], versions[i] = deltas[id].balance, int64(deltas[id].version)
-				}
-				_, err = tx.Exec(ctx, `INSERT INTO `+table+` AS a (id, balance, version)
-					SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
-					ON CONFLICT (id) DO UPDATE SET balance = a.balance + EXCLUDED.balance, version = greatest(a.version, EXCLUDED.version)`,
-					ids, balances, versions)
-				if err != nil {
-					return err
-				}
-				for _, id := range ids {
-					if d := deltas[id]; d.customerID != "" {
-						if _, err := tx.Exec(ctx, `UPDATE `+table+` SET customer_id = $2, customer_data = $3 WHERE id = $1`, id, d.customerID, d.sealed); err != nil {
+			for _, id := range ids {
+				d, a := deltas[id], accounts[id]
+				a.Balance, a.Version = a.Balance+d.balance, max(a.Version, d.version)
+				if d.customerID != "" {
+					a.CustomerID, a.Sealed = d.customerID, d.sealed
+					c, _, err := customerRows.Get(ctx, rows, d.customerID)
+					if err != nil {
+						return err
+					}
+					if !slices.Contains(c.Accounts, id) {
+						c.Accounts = append(c.Accounts, id)
+						if err := customerRows.Put(ctx, rows, d.customerID, c); err != nil {
 							return err
 						}
 					}
 				}
-				for _, subject := range erased {
-					if _, err := tx.Exec(ctx, `UPDATE `+table+` SET customer_data = NULL, customer_erased = true WHERE customer_id = $1`, subject); err != nil {
+				if err := accountRows.Put(ctx, rows, id, a); err != nil {
+					return err
+				}
+			}
+			for _, subject := range erased {
+				c, _, err := customerRows.Get(ctx, rows, subject)
+				if err != nil {
+					return err
+				}
+				for _, id := range c.Accounts {
+					a, ok, err := accountRows.Get(ctx, rows, id)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						continue
+					}
+					a.Sealed, a.Erased = nil, true
+					if err := accountRows.Put(ctx, rows, id, a); err != nil {
 						return err
 					}
 				}
-				return nil
-			},
-		}, o)
+			}
+			return nil
+		},
+	}
+}
+
+// startReadModel starts the accounts read model's runner on the backend's
+// storage.
+func startReadModel(ctx context.Context, b *backend, svc *bankService, nodeID string, log *slog.Logger) (*readModel, error) {
+	o := projection.Options{Owner: nodeID + "-" + journal.NewEventID().String()[24:], Logger: log, LeaseTTL: 5 * time.Second}
+	if b.pool == nil {
+		return runReadModel(ctx, b.Journal, projection.NewMemoryStore(), svc, o, log)
+	}
+	store, err := postgres.NewProjectionStore(b.pool, b.pgCfg)
+	if err != nil {
+		return nil, err
+	}
+	return runReadModel(ctx, b.Journal, store, svc, o, log)
+}
+
+// runReadModel runs the accounts projection on store until Stop.
+func runReadModel[Tx any](ctx context.Context, src projection.Source, store projection.RowStore[Tx], svc *bankService, o projection.Options, log *slog.Logger) (*readModel, error) {
+	p := projection.Bind(store, accountsProjection(svc))
+	r, err := projection.NewRunner(src, store, p, o)
+	if err != nil {
+		return nil, err
+	}
+	reader := store.ReadRows(r.Key())
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	rm := &readModel{cancel: cancel, done: make(chan struct{}), progress: r.Progress, waitFor: r.WaitFor,
+		rebuild: func(ctx context.Context) error { return projection.Rebuild(ctx, store, p) }}
+	rm.list = func(ctx context.Context, after string, limit int) ([]AccountView, error) {
+		page, err := accountRows.List(ctx, reader, after, limit)
 		if err != nil {
-			cancel()
 			return nil, err
 		}
-		rm.list = func(ctx context.Context, after string, limit int) ([]AccountView, error) {
-			rows, err := b.pool.Query(ctx, `SELECT id, balance, version, coalesce(customer_id, ''), customer_data, customer_erased FROM `+table+` WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
-			if err != nil {
+		out := make([]AccountView, len(page))
+		for i, a := range page {
+			out[i] = AccountView{ID: a.Key, Balance: a.Value.Balance, Version: a.Value.Version}
+			if out[i].Customer, err = customerView(ctx, svc, a.Value.CustomerID, a.Value.Sealed, a.Value.Erased); err != nil {
 				return nil, err
 			}
-			type row struct {
-				view       AccountView
-				customerID string
-				sealed     []byte
-				erased     bool
-			}
-			page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-				var a row
-				err := r.Scan(&a.view.ID, &a.view.Balance, &a.view.Version, &a.customerID, &a.sealed, &a.erased)
-				return a, err
-			})
-			if err != nil {
-				return nil, err
-			}
-			out := make([]AccountView, len(page))
-			for i, a := range page {
-				out[i] = a.view
-				if out[i].Customer, err = customerView(ctx, svc, a.customerID, a.sealed, a.erased); err != nil {
-					return nil, err
-				}
-			}
-			return out, nil
 		}
-		run, rm.progress, rm.waitFor = r.Run, r.Progress, r.WaitFor
+		return out, nil
 	}
 	go func() {
 		defer close(rm.done)
 		for {
-			err := run(rctx)
+			err := r.Run(rctx)
 			if rctx.Err() != nil {
 				return
 			}

@@ -30,8 +30,8 @@ type Config struct {
 	// Database must not hold a password (the CLI passes user@host:port/db).
 	Schema   string
 	Database string
-	// AllowActions enables the state-changing actions (a projection
-	// rebuild); without it the console is read-only and every POST is
+	// AllowActions enables the state-changing actions (a projection rebuild,
+	// pause or resume, a dead-letter replay); without it the console is read-only and every POST is
 	// refused with 403.
 	AllowActions bool
 	// Logger receives request failures; nil discards them.
@@ -76,6 +76,9 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /leases", s.leases)
 	s.mux.HandleFunc("GET /projections", s.projections)
 	s.mux.HandleFunc("POST /projections/rebuild", s.rebuild)
+	s.mux.HandleFunc("POST /projections/replay", s.replay)
+	s.mux.HandleFunc("POST /projections/pause", s.pause(false))
+	s.mux.HandleFunc("POST /projections/resume", s.pause(true))
 	s.mux.HandleFunc("GET /verify", s.verifyPage)
 	s.mux.HandleFunc("GET /verify/run", s.verifyRun)
 	s.mux.HandleFunc("GET /live", s.live)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/internal/console"
@@ -24,6 +25,7 @@ import (
 
 // fixture is a migrated schema with a few events and a console on it.
 type fixture struct {
+	pool    *pgxpool.Pool
 	schema  string
 	exec    func(sql string, args ...any)
 	journal *postgres.Journal
@@ -43,7 +45,7 @@ func setup(t *testing.T, allowActions bool) *fixture {
 	t.Cleanup(func() { _ = j.Close() })
 	ps, err := postgres.NewProjectionStore(pool, cfg)
 	require.NoError(t, err)
-	f := &fixture{schema: schema, journal: j, store: ps}
+	f := &fixture{pool: pool, schema: schema, journal: j, store: ps}
 	f.exec = func(sql string, args ...any) {
 		_, err := pool.Exec(ctx, strings.ReplaceAll(sql, "__S__", pgx.Identifier{schema}.Sanitize()), args...)
 		require.NoError(t, err)
@@ -158,6 +160,56 @@ func TestActions(t *testing.T) {
 	require.True(t, st.Checkpoint.IsZero(), "the rebuild reset the checkpoint")
 	_, body := f.get(t, "/projections")
 	require.Contains(t, body, "Rebuild a projection")
+
+	// A dead letter is listed, and its replay needs the confirmation too.
+	tx, err := f.pool.Begin(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, f.store.DeadLetter(t.Context(), tx, projection.DeadLetter{Key: k, Record: f.recs[2], Error: "sink refused <b>it</b>", Attempts: 3, At: time.Now()}))
+	require.NoError(t, tx.Commit(t.Context()))
+	_, body = f.get(t, "/projections")
+	require.Contains(t, body, "Dead letters of accounts@1")
+	require.Contains(t, body, f.recs[2].ID.String())
+	require.Contains(t, body, "sink refused &lt;b&gt;it&lt;/b&gt;")
+	replay := func(form url.Values) int {
+		req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/projections/replay", strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", f.srv.URL)
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		res, err := c.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	require.Equal(t, http.StatusBadRequest, replay(url.Values{"name": {"accounts"}, "version": {"1"}}))
+	letters, err := f.store.DeadLetters(t.Context(), k)
+	require.NoError(t, err)
+	require.True(t, letters[0].ReplayRequestedAt.IsZero(), "not confirmed, not requested")
+	require.Equal(t, http.StatusSeeOther, replay(form))
+	letters, err = f.store.DeadLetters(t.Context(), k)
+	require.NoError(t, err)
+	require.False(t, letters[0].ReplayRequestedAt.IsZero(), "the replay was requested")
+
+	// Pause and resume, behind the same confirmation.
+	postTo := func(path string, form url.Values) int {
+		req, err := http.NewRequest(http.MethodPost, f.srv.URL+path, strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", f.srv.URL)
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		res, err := c.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	require.Equal(t, http.StatusSeeOther, postTo("/projections/pause", form))
+	st, err = f.store.Status(t.Context(), k)
+	require.NoError(t, err)
+	require.Equal(t, projection.StatePaused, st.State)
+	require.Equal(t, http.StatusSeeOther, postTo("/projections/resume", form))
+	st, err = f.store.Status(t.Context(), k)
+	require.NoError(t, err)
+	require.NotEqual(t, projection.StatePaused, st.State)
 }
 
 // sse reads server-sent events from path until match accepts one or the

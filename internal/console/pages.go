@@ -206,7 +206,13 @@ type projectionRow struct {
 	LagAtLeast  bool // Lag reached lagCountLimit: there are at least that many
 	LagTime     time.Duration
 	DeadLetters int
+	// Letters are the first deadLettersShown dead letters, oldest first.
+	Letters []projection.DeadLetter
 }
+
+// deadLettersShown bounds the dead letters the projections page lists per
+// projection.
+const deadLettersShown = 20
 
 func (s *Server) projectionRows(r *http.Request) ([]projectionRow, error) {
 	ctx := r.Context()
@@ -234,6 +240,7 @@ func (s *Server) projectionRows(r *http.Request) ([]projectionRow, error) {
 			return nil, err
 		}
 		rows[i].DeadLetters = len(dl)
+		rows[i].Letters = dl[:min(len(dl), deadLettersShown)]
 	}
 	return rows, nil
 }
@@ -244,29 +251,17 @@ func (s *Server) projections(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	s.page(w, "projections", "Projections", map[string]any{"Projections": rows, "Done": r.URL.Query().Get("done")})
+	q := r.URL.Query()
+	s.page(w, "projections", "Projections", map[string]any{"Projections": rows, "Done": q.Get("done"), "Replayed": q.Get("replayed"), "Letters": q.Get("letters"),
+		"Paused": q.Get("paused"), "Resumed": q.Get("resumed")})
 }
 
 // rebuild resets a projection's checkpoint (the runner replays the feed).
 // It needs Config.AllowActions and the form's confirmation field set to the
 // projection's name.
 func (s *Server) rebuild(w http.ResponseWriter, r *http.Request) {
-	if !s.cfg.AllowActions {
-		s.fail(w, http.StatusForbidden, errors.New("the console is read-only; start it with -allow-actions to rebuild projections"))
-		return
-	}
-	if err := r.ParseForm(); err != nil {
-		s.fail(w, http.StatusBadRequest, err)
-		return
-	}
-	version, _ := strconv.Atoi(r.PostForm.Get("version"))
-	k := projection.Key{Name: r.PostForm.Get("name"), Version: version}
-	if err := k.Validate(); err != nil {
-		s.fail(w, http.StatusBadRequest, err)
-		return
-	}
-	if r.PostForm.Get("confirm") != k.Name {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("type the projection's name (%s) in the confirmation field to rebuild it", k.Name))
+	k, ok := s.confirmedAction(w, r, "rebuild it")
+	if !ok {
 		return
 	}
 	if err := s.cfg.Projections.Reset(r.Context(), k, nil); err != nil {
@@ -274,4 +269,68 @@ func (s *Server) rebuild(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/projections?done="+k.String(), http.StatusSeeOther)
+}
+
+// replay asks the projection's runner to replay its dead letters (as `scribe
+// projections dead-letters replay` does). It needs Config.AllowActions and the
+// form's confirmation field set to the projection's name.
+func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
+	k, ok := s.confirmedAction(w, r, "replay its dead letters")
+	if !ok {
+		return
+	}
+	n, err := s.cfg.Projections.RequestReplay(r.Context(), k)
+	if err != nil {
+		s.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	http.Redirect(w, r, "/projections?replayed="+k.String()+"&letters="+strconv.Itoa(n), http.StatusSeeOther)
+}
+
+// pause pauses (or, with resume, resumes) a projection as `scribe
+// projections pause|resume` does, behind the same confirmation.
+func (s *Server) pause(resume bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		what, do := "pause it", s.cfg.Projections.Pause
+		if resume {
+			what, do = "resume it", s.cfg.Projections.Resume
+		}
+		k, ok := s.confirmedAction(w, r, what)
+		if !ok {
+			return
+		}
+		if err := do(r.Context(), k); err != nil {
+			s.fail(w, http.StatusInternalServerError, err)
+			return
+		}
+		verb := "paused"
+		if resume {
+			verb = "resumed"
+		}
+		http.Redirect(w, r, "/projections?"+verb+"="+k.String(), http.StatusSeeOther)
+	}
+}
+
+// confirmedAction checks that actions are enabled and that the form names a
+// projection and confirms it by its name; it answers the error itself.
+func (s *Server) confirmedAction(w http.ResponseWriter, r *http.Request, what string) (projection.Key, bool) {
+	if !s.cfg.AllowActions {
+		s.fail(w, http.StatusForbidden, fmt.Errorf("the console is read-only; start it with -allow-actions to %s", what))
+		return projection.Key{}, false
+	}
+	if err := r.ParseForm(); err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return projection.Key{}, false
+	}
+	version, _ := strconv.Atoi(r.PostForm.Get("version"))
+	k := projection.Key{Name: r.PostForm.Get("name"), Version: version}
+	if err := k.Validate(); err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return projection.Key{}, false
+	}
+	if r.PostForm.Get("confirm") != k.Name {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("type the projection's name (%s) in the confirmation field to %s", k.Name, what))
+		return projection.Key{}, false
+	}
+	return k, true
 }

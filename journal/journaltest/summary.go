@@ -234,6 +234,7 @@ func testReadByCorrelation(t *testing.T, h Harness) {
 	require.Equal(t, []uuid.UUID{r1[1].ID}, ids(collect(t, j.ReadByCorrelation(ctx, "c2"))))
 	require.Empty(t, collect(t, j.ReadByCorrelation(ctx, "c3")))
 	require.Empty(t, collect(t, j.ReadByCorrelation(ctx, "C1")), "correlation IDs are case-sensitive")
+	require.ErrorIs(t, drain(j.ReadByCorrelation(ctx, "")), journal.ErrInvalidQuery, "an empty correlation ID")
 }
 
 // testReadTypesInTimeRange: ReadTypes with From and To reads the types in

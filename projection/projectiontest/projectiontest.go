@@ -57,6 +57,10 @@ func Run[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) {
 		{"DeadLetterReplay", testDeadLetterReplay[Tx]},
 		{"DeadLetterReplayOnce", testDeadLetterReplayOnce[Tx]},
 		{"PublisherReplaysOnRequest", testPublisherReplaysOnRequest[Tx]},
+		{"RowsReadModel", testRowsReadModel[Tx]},
+		{"RebuildRowsDoesNotDoubleCount", testRebuildRows[Tx]},
+		{"RebuildClearsDeclaredReadModel", testRebuildClearsDeclaredReadModel[Tx]},
+		{"PauseAndResume", testPauseResume[Tx]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newHarness(t)) })
@@ -773,4 +777,43 @@ func testPublisherReplaysOnRequest[Tx any](t *testing.T, h Harness[Tx]) {
 	for _, r := range recs {
 		require.Equal(t, 1, got[r.ID], "event %s", r.ID)
 	}
+}
+
+// testPauseResume: a paused projection's runner stops applying (its lease is
+// fenced, claims fail with ErrPaused) and says so, the store reports it
+// paused, events appended meanwhile wait; after Resume the runner continues
+// from its checkpoint and applies everything exactly once.
+func testPauseResume[Tx any](t *testing.T, h Harness[Tx]) {
+	ctx := ctxT(t)
+	pauser, ok := h.Store.(projection.Pauser)
+	require.True(t, ok, "the store implements projection.Pauser")
+	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 20)
+	r, err := projection.NewRunner(h.Journal, h.Store, counting(h, "pause", 1), opts("a"))
+	require.NoError(t, err)
+	stop, _ := running(t, r)
+	defer func() { _ = stop() }()
+	require.NoError(t, r.WaitFor(ctx, recs[len(recs)-1].Position))
+
+	require.Error(t, pauser.Pause(ctx, projection.Key{Name: "never-ran", Version: 1}), "an unknown projection cannot be paused")
+	require.NoError(t, pauser.Pause(ctx, r.Key()))
+	require.NoError(t, pauser.Pause(ctx, r.Key()), "pausing twice changes nothing")
+	require.Eventually(t, func() bool { return r.Progress().State == projection.StatePaused }, 10*time.Second, 5*time.Millisecond,
+		"the runner notices the pause")
+	st, err := h.Store.Status(ctx, r.Key())
+	require.NoError(t, err)
+	require.Equal(t, projection.StatePaused, st.State)
+	require.Empty(t, st.Owner)
+	_, err = h.Store.Claim(ctx, r.Key(), "b", time.Minute)
+	require.ErrorIs(t, err, projection.ErrPaused)
+
+	more := appendN(t, ctx, h.Journal, "", "s:1", "E", 10)
+	st, err = h.Store.Status(ctx, r.Key())
+	require.NoError(t, err)
+	require.Equal(t, recs[len(recs)-1].Position, st.Checkpoint, "a paused projection applies nothing")
+	require.Equal(t, projection.StatePaused, r.Progress().State)
+
+	require.NoError(t, pauser.Resume(ctx, r.Key()))
+	require.NoError(t, r.WaitFor(ctx, more[len(more)-1].Position))
+	exactlyOnce(t, h, "pause@1", append(recs, more...))
+	require.Equal(t, projection.StateRunning, r.Progress().State)
 }
