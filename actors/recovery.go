@@ -135,6 +135,18 @@ func (h *Host) recoverState(parent trace.SpanContext, stream journal.StreamID, m
 	defer cancel()
 	h.tel.recoveries.Add(ctx, 1)
 	rec, err := h.doRecover(ctx, h.cfg.Journal, stream, model, base, snapCap)
+	if err == nil && rec.behind == nil && rec.version > 0 && rec.lastPos.IsZero() {
+		// A snapshot at the stream's head left no event to read the
+		// position from; a DCB reservation reports it (the append
+		// condition of commands deciding from states starts there).
+		sum, serr := h.cfg.Journal.TagSummary(ctx, stream)
+		switch {
+		case serr != nil:
+			err = fmt.Errorf("actors: reading the last position of stream %s: %w", stream, serr)
+		case sum.Version == rec.version:
+			rec.lastPos = sum.LastPosition
+		}
+	}
 	if err != nil {
 		failed(span, err)
 	}

@@ -45,36 +45,61 @@ type ReservationTimeoutError = tagconsistency.ReservationTimeoutError
 // aggregate commands consistently. A valid command therefore succeeds at its
 // first attempt: there is no retry loop anywhere.
 //
-// The state comes from FromStates when it is set (the aggregate states the
-// tags' actors already hold: no journal read, the fastest path), otherwise
-// from folding the query's events. Folds are cached per Name and Query and
-// continue from where they stopped, but a command whose tags vary a lot (a
-// transfer between any two of many accounts) mostly folds its tags' whole
-// history: prefer FromStates for tags owned by aggregates.
+// A definition takes one of two forms.
+//
+// Over aggregate streams (Uses set, S = DCBStates): the command decides from
+// the states of the aggregates listed in Uses, each stream's state folded by
+// its aggregate's own Evolve exactly as the stream's actor holds it (from
+// its newest usable snapshot, sealed ones included, and the journal; the
+// same fold as State). Decide reads them with the handles' typed accessors
+// (AggregateState.Of); DCBResult.States holds them after the appended
+// events. The Query names the streams, one item each and no types
+// (AggregateState.Items); Initial, Evolve and FromStates stay nil. This is
+// the form for tags owned by aggregates: no fold is written twice, and the
+// states come from the actors with no journal read (when an owner holds no
+// state, as a cluster member without the aggregate registered, the streams
+// are folded from the journal with the same aggregates' Evolve).
+//
+// Raw (Uses nil): the state S comes from FromStates when it is set (the
+// states the tags' actors hold, untyped), otherwise from folding the
+// query's events with Evolve: the form for tags no aggregate owns. Folds are
+// cached per Name and Query and continue from where they stopped, but a
+// command whose tags vary a lot mostly folds its tags' whole history.
+//
+// Every event type a Query names must be registered with RegisterEvent:
+// RegisterDCB checks the types of Query's answer for the zero command, and
+// Execute checks every command's query, so a misspelt type is an error
+// naming it rather than a query that silently matches nothing.
 type DCB[C, S any] struct {
 	// Name identifies the command type in errors, spans and metrics.
 	// Required.
 	Name string
 	// Query returns the events a command depends on: items of registered
 	// event type names (any of) and tags (all of). Every item must name at
-	// least one tag. Required.
+	// least one tag. With Uses, each item names one stream of a used
+	// aggregate and no types. Required.
 	Query func(command C) journal.Query
+	// Uses lists the aggregates (handles returned by runtime.Uses) whose
+	// states the command decides from; S must then be DCBStates, and
+	// Initial, Evolve and FromStates nil. Optional: nil is the raw form.
+	Uses []AggregateUse
 	// Tags returns further tags the decided events may carry beyond the
 	// query's (for example a fresh "transfer:<id>" tag); they are reserved
 	// too. Optional.
 	Tags func(command C) []journal.Tag
 	// Initial returns the state before any event. Optional: nil means the
-	// zero S.
+	// zero S. Raw form only.
 	Initial func(command C) S
 	// Evolve applies one matching event to the state, in the journal's
 	// order, and returns the new state. The runtime keeps folded states
 	// between commands with equal Name and Query, so Evolve and Initial may
-	// use only what the command's Query is made from. Required.
+	// use only what the command's Query is made from. Required in the raw
+	// form; nil with Uses.
 	Evolve func(command C, state S, event DCBEvent) S
 	// FromStates, when set, builds the state from the aggregate states the
 	// tags' stream actors hold (keyed by tag; nil for a tag whose group has
 	// no aggregate) instead of folding the query's events: no journal read.
-	// Returning false falls back to folding. Optional.
+	// Returning false falls back to folding. Optional; raw form only.
 	FromStates func(command C, states map[journal.Tag]any) (S, bool)
 	// Decide returns the events to append (values of registered event
 	// types, carrying their tags through the Tagged interface), none, or a
@@ -99,9 +124,10 @@ type DCBEvent struct {
 // DCBCommand is a DCB definition registered with a Runtime. Its Execute is
 // safe for concurrent use.
 type DCBCommand[C, S any] struct {
-	rt  *Runtime
-	def DCB[C, S]
-	x   *tagconsistency.Executor
+	rt   *Runtime
+	def  DCB[C, S]
+	aggs *dcbAggregates // nil in the raw form
+	x    *tagconsistency.Executor
 }
 
 // DCBResult is the outcome of an executed DCB command.
@@ -112,18 +138,45 @@ type DCBResult struct {
 	// Duplicate reports that the idempotency key had already been executed:
 	// Records are the first execution's records and nothing was decided.
 	Duplicate bool
+	// States, for a command with Uses that decided (Duplicate false), are
+	// the states of its used aggregates' streams after the decision: the
+	// states it decided from, each evolved by its aggregate's Evolve with
+	// the appended events that carry its tag, which is what the streams'
+	// actors hold once Execute returns (the versions are in Records). Read
+	// them with AggregateState.Of or Lookup. Empty for a duplicate, in the
+	// raw form (whose folded S the executor keeps for the next command, so
+	// it cannot be handed out), and when an aggregate's Evolve panicked on
+	// the appended events (they are stored all the same; the stream's actor
+	// reports the panic).
+	States DCBStates
 }
 
 // RegisterDCB registers a DCB command type and returns the handle that
-// executes it. The events it decides must be registered with RegisterEvent;
-// the aggregates owning the tags it writes (if any) must handle those events
-// in their Evolve, since their actors adopt them.
+// executes it. The events it decides and the event types its Query names
+// must be registered with RegisterEvent first: a Query that names an
+// unregistered type for the zero command fails registration with
+// ErrRegistration naming the type. The aggregates owning the tags it writes
+// (if any) must handle those events in their Evolve, since their actors
+// adopt them. With Uses, S must be DCBStates and the handles must come from
+// runtime.Uses on rt.
 func RegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) (*DCBCommand[C, S], error) {
 	if def.Name == "" {
 		return nil, regErr("DCB command has no Name; name it for errors, spans and metrics")
 	}
-	if def.Query == nil || def.Evolve == nil || def.Decide == nil {
-		return nil, regErr("DCB command %q: Query, Evolve and Decide are all required", def.Name)
+	var aggs *dcbAggregates
+	if len(def.Uses) > 0 {
+		var err error
+		if aggs, err = registerAggregateForm(rt, def); err != nil {
+			return nil, err
+		}
+	} else if def.Evolve == nil {
+		return nil, regErr("DCB command %q: Query, Evolve and Decide are all required (or Uses instead of Evolve, to decide from aggregates' states)", def.Name)
+	}
+	if def.Query == nil || def.Decide == nil {
+		return nil, regErr("DCB command %q: Query and Decide are both required", def.Name)
+	}
+	if err := checkDCBQuery(rt, def.Name, def.Query, aggs); err != nil {
+		return nil, err
 	}
 	x, err := tagconsistency.New(tagconsistency.Config{
 		Journal:        rt.cfg.Journal,
@@ -135,18 +188,20 @@ func RegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) (*DCBCommand[C, S], error
 	if err != nil {
 		return nil, fmt.Errorf("runtime: DCB command %q: %w", def.Name, err)
 	}
-	return &DCBCommand[C, S]{rt: rt, def: def, x: x}, nil
+	return &DCBCommand[C, S]{rt: rt, def: def, aggs: aggs, x: x}, nil
 }
 
 // decodeFailure carries an event decoding error out of Evolve (which cannot
 // return one) as a panic value the executor recovers.
 type decodeFailure struct{ err error }
 
-// Execute runs command once and returns its appended records, or:
+// Execute runs command once and returns its appended records (and, with
+// Uses, the states after the decision), or:
 //   - the domain error of Decide, as is;
 //   - a *ConflictError (ErrConflict) when events bypassed the tags' actors;
 //   - a *ReservationTimeoutError (ErrReservationTimeout) naming a busy tag;
-//   - ErrInvalidCommand or ErrUnknownEvent for a faulty definition, ErrPanic
+//   - ErrInvalidCommand or ErrUnknownEvent for a faulty definition (a query
+//     naming an unregistered event type matches both), ErrPanic
 //     (a *PanicError naming the command, with the value) when its
 //     Evolve, FromStates or Decide panicked (nothing was written), ErrShutdown
 //     after Shutdown;
@@ -173,22 +228,44 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 		defer cancel()
 	}
 	def, reg := d.def, d.rt.reg
-	var encodeErr error
+	query := def.Query(command)
+	if err := d.rt.checkQueryTypes(def.Name, query); err != nil {
+		return DCBResult{}, err
+	}
+	if d.aggs != nil {
+		if err := d.aggs.checkQuery(def.Name, query); err != nil {
+			return DCBResult{}, err
+		}
+	}
+	var (
+		encodeErr error
+		decided   S     // the state Decide ran on (it runs once)
+		values    []any // the events it decided
+	)
+	var extra []journal.Tag
+	if def.Tags != nil {
+		extra = def.Tags(command)
+	}
+	initial, evolve, fromStates := def.Initial, def.Evolve, def.FromStates
+	if d.aggs != nil {
+		initial, evolve, fromStates = aggregateForm[C, S](d.aggs, d.aggs.streamTags(query, extra))
+	}
 	cmd := tagconsistency.Command[S]{
 		Name:  def.Name,
-		Query: def.Query(command),
+		Query: query,
 		Evolve: func(s S, r journal.Record) S {
 			ev, erased, err := reg.decodeEvent(ctx, &r)
 			if err != nil {
 				panic(decodeFailure{err})
 			}
-			return def.Evolve(command, s, DCBEvent{Value: ev, Record: &r, Erased: erased})
+			return evolve(command, s, DCBEvent{Value: ev, Record: &r, Erased: erased})
 		},
 		Decide: func(s S) ([]journal.Event, error) {
 			evs, err := def.Decide(command, s)
 			if err != nil {
 				return nil, err
 			}
+			decided, values = s, evs
 			out := make([]journal.Event, len(evs))
 			for i, ev := range evs {
 				if out[i], encodeErr = reg.encodeEvent(ctx, md.Partition, "", ev); encodeErr != nil {
@@ -198,14 +275,12 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 			return out, nil
 		},
 	}
-	if def.Tags != nil {
-		cmd.Tags = def.Tags(command)
+	cmd.Tags = extra
+	if initial != nil {
+		cmd.Initial = func() S { return initial(command) }
 	}
-	if def.Initial != nil {
-		cmd.Initial = func() S { return def.Initial(command) }
-	}
-	if def.FromStates != nil {
-		cmd.FromStates = func(states map[journal.Tag]any) (S, bool) { return def.FromStates(command, states) }
+	if fromStates != nil {
+		cmd.FromStates = func(states map[journal.Tag]any) (S, bool) { return fromStates(command, states) }
 	}
 	res, err := tagconsistency.Execute(ctx, d.x, cmd, tagconsistency.Options{IdempotencyKey: md.IdempotencyKey, Metadata: md})
 	if err != nil {
@@ -221,5 +296,9 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 		}
 		return DCBResult{}, err
 	}
-	return DCBResult{Records: res.Records, Duplicate: res.Duplicate}, nil
+	out := DCBResult{Records: res.Records, Duplicate: res.Duplicate}
+	if d.aggs != nil && !res.Duplicate && len(values) == len(res.Records) {
+		out.States = d.aggs.afterDecision(any(decided).(DCBStates), values, res.Records)
+	}
+	return out, nil
 }

@@ -14,11 +14,14 @@ import (
 
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/runtime"
 )
 
 // BenchmarkDCBTransfers measures DCB transfers between 100 wallets from 32
 // goroutines, on the memory journal and on Postgres, deciding from the actors'
-// aggregate states ("states") or by folding the wallets' events ("events").
+// aggregate states through a raw FromStates ("states") or through Uses and
+// the wallet aggregate's handle ("uses"), or by folding the wallets' events
+// ("events").
 // It reports transfers/s:
 //
 //	go test -run '^$' -bench BenchmarkDCBTransfers -benchtime 20000x ./runtime
@@ -49,15 +52,22 @@ func BenchmarkDCBTransfers(b *testing.B) {
 		}},
 	}
 	for _, be := range backends {
-		for _, mode := range []string{"states", "events"} {
+		for _, mode := range []string{"states", "uses", "events"} {
 			b.Run(be.name+"/"+mode, func(b *testing.B) {
 				const goroutines = 32
 				e := be.env(b)
 				a := startDCB(b, e)
 				a.openWallets(b, wallets, 1_000_000_000)
-				cmd := a.transfer
-				if mode == "events" {
-					cmd = a.fold
+				execute := func(ctx context.Context, t Transfer) error { _, err := a.transfer.Execute(ctx, t); return err }
+				switch mode {
+				case "events":
+					execute = func(ctx context.Context, t Transfer) error { _, err := a.fold.Execute(ctx, t); return err }
+				case "uses":
+					wallets, err := runtime.Uses[Wallet](a.rt, "wallet")
+					require.NoError(b, err)
+					uses, err := runtime.RegisterDCB(a.rt, walletTransferDCB(wallets))
+					require.NoError(b, err)
+					execute = func(ctx context.Context, t Transfer) error { _, err := uses.Execute(ctx, t); return err }
 				}
 				ctx := context.Background()
 				pj, _ := e.j.(*postgres.Journal)
@@ -74,7 +84,7 @@ func BenchmarkDCBTransfers(b *testing.B) {
 						for next.Add(1) <= int64(b.N) {
 							from := rand.IntN(wallets)
 							to := (from + 1 + rand.IntN(wallets-1)) % wallets
-							if _, err := cmd.Execute(ctx, Transfer{From: fmt.Sprint(from), To: fmt.Sprint(to), Amount: 1}); err != nil {
+							if err := execute(ctx, Transfer{From: fmt.Sprint(from), To: fmt.Sprint(to), Amount: 1}); err != nil {
 								failed.Store(err)
 								return
 							}

@@ -34,7 +34,7 @@ type bankServiceConfig struct {
 // stream actor; transfers are DCB commands over the two accounts' tags.
 type bankService struct {
 	rt       *runtime.Runtime
-	transfer *runtime.DCBCommand[transferRequest, bank.TransferState]
+	transfer transferCommand
 	journal  journal.Journal
 	keys     erasure.KeyStore
 	log      *slog.Logger

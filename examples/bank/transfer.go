@@ -13,55 +13,37 @@ import (
 // the derivation of idempotent event IDs.
 const transferCommandName = "Transfer"
 
-// transferRequest is one execution of the transfer DCB command. decided
-// receives the state the decision was made from (Decide runs once per
-// execution), so the response can report both balances right after the
-// transfer without reading again.
-type transferRequest struct {
-	bank.Transfer
-	decided *bank.TransferState
+// transferCommand is the transfer DCB command and the handle of the account
+// aggregate whose states it decides from.
+type transferCommand struct {
+	accounts runtime.AggregateState[bank.Account]
+	dcb      *runtime.DCBCommand[bank.Transfer, runtime.DCBStates]
 }
 
-// transferQuery is every event of either account: the executor reserves both
-// account tags at their stream actors, in sorted order.
-func transferQuery(r transferRequest) journal.Query {
-	return journal.Query{Items: []journal.QueryItem{
-		{Tags: []journal.Tag{bank.AccountTag(r.From)}},
-		{Tags: []journal.Tag{bank.AccountTag(r.To)}},
-	}}
-}
-
-// registerTransfer registers the transfer DCB command: it decides from both
-// accounts — the states their actors hold when available, otherwise the fold
-// of both streams — with bank.DecideTransfer, and appends one
-// MoneyTransferred event carrying both account tags.
-func registerTransfer(rt *runtime.Runtime) (*runtime.DCBCommand[transferRequest, bank.TransferState], error) {
-	return runtime.RegisterDCB(rt, runtime.DCB[transferRequest, bank.TransferState]{
-		Name:    transferCommandName,
-		Query:   transferQuery,
-		Initial: func(r transferRequest) bank.TransferState { return bank.NewTransferState(r.Transfer) },
-		Evolve: func(_ transferRequest, s bank.TransferState, ev runtime.DCBEvent) bank.TransferState {
-			if e, ok := ev.Value.(bank.Event); ok {
-				return s.Evolve(e)
-			}
-			return s
+// registerTransfer registers the transfer DCB command: it reserves both
+// account tags at their stream actors (in sorted order), decides from both
+// accounts' aggregate states with bank.DecideTransfer, and appends one
+// MoneyTransferred event carrying both account tags. The account aggregate
+// must be registered first.
+func registerTransfer(rt *runtime.Runtime) (transferCommand, error) {
+	accounts, err := runtime.Uses[bank.Account](rt, bank.TagGroupAccount)
+	if err != nil {
+		return transferCommand{}, err
+	}
+	dcb, err := runtime.RegisterDCB(rt, runtime.DCB[bank.Transfer, runtime.DCBStates]{
+		Name: transferCommandName,
+		Uses: []runtime.AggregateUse{accounts},
+		Query: func(t bank.Transfer) journal.Query {
+			return journal.Query{Items: accounts.Items(t.From, t.To)}
 		},
-		FromStates: func(r transferRequest, states map[journal.Tag]any) (bank.TransferState, bool) {
-			from, ok1 := states[bank.AccountTag(r.From)].(bank.Account)
-			to, ok2 := states[bank.AccountTag(r.To)].(bank.Account)
-			if !ok1 || !ok2 {
-				return bank.TransferState{}, false
-			}
+		Decide: func(t bank.Transfer, s runtime.DCBStates) ([]any, error) {
+			from, to := accounts.Of(s, t.From), accounts.Of(s, t.To)
 			// An account that was never opened has the zero state.
-			from.ID, to.ID = r.From, r.To
-			return bank.TransferState{From: from, To: to}, true
-		},
-		Decide: func(r transferRequest, s bank.TransferState) ([]any, error) {
-			events, err := bank.DecideTransfer(s, r.Transfer)
+			from.ID, to.ID = t.From, t.To
+			events, err := bank.DecideTransfer(bank.TransferState{From: from, To: to}, t)
 			if err != nil {
 				return nil, err
 			}
-			*r.decided = s
 			out := make([]any, len(events))
 			for i, e := range events {
 				out[i] = e
@@ -69,6 +51,10 @@ func registerTransfer(rt *runtime.Runtime) (*runtime.DCBCommand[transferRequest,
 			return out, nil
 		},
 	})
+	if err != nil {
+		return transferCommand{}, err
+	}
+	return transferCommand{accounts: accounts, dcb: dcb}, nil
 }
 
 // Transfer implements Service: a DCB command over the tags of both accounts.
@@ -77,8 +63,7 @@ func (s *bankService) Transfer(ctx context.Context, from, to string, amount int6
 	if err := t.Validate(); err != nil {
 		return TransferView{}, err
 	}
-	var decided bank.TransferState
-	res, err := s.transfer.Execute(ctx, transferRequest{Transfer: t, decided: &decided}, metadata(opts))
+	res, err := s.transfer.dcb.Execute(ctx, t, metadata(opts))
 	if err != nil {
 		return TransferView{}, classify(err)
 	}
@@ -98,14 +83,18 @@ func (s *bankService) Transfer(ctx context.Context, from, to string, amount int6
 		return TransferView{}, keyReused(opts.IdempotencyKey)
 	}
 	fromVersion, toVersion := rec.Version(bank.AccountTag(from)), rec.Version(bank.AccountTag(to))
-	if !res.Duplicate {
+	// Both accounts as the transfer left them: the result's states, held
+	// unless the transfer was a retry of an executed one (nothing decided).
+	fromAcc, okFrom := s.transfer.accounts.Lookup(res.States, from)
+	toAcc, okTo := s.transfer.accounts.Lookup(res.States, to)
+	if okFrom && okTo {
 		return TransferView{
 			ID:   stored.TransferID,
-			From: AccountView{ID: from, Balance: decided.From.Balance - amount, Version: fromVersion},
-			To:   AccountView{ID: to, Balance: decided.To.Balance + amount, Version: toVersion},
+			From: AccountView{ID: from, Balance: fromAcc.Balance, Version: fromVersion},
+			To:   AccountView{ID: to, Balance: toAcc.Balance, Version: toVersion},
 		}, nil
 	}
-	// A retry of an executed transfer: answer with both accounts right after it.
+	// A retry: read both accounts right after the transfer.
 	fv, err := s.accountAt(ctx, from, fromVersion)
 	if err != nil {
 		return TransferView{}, err
