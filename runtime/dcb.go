@@ -222,6 +222,9 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 	if md.CreatedAt.IsZero() {
 		md.CreatedAt = time.Now().UTC()
 	}
+	if md.IdempotencyKey != "" && md.CommandHash == "" {
+		md.CommandHash = commandHash(d.rt.cfg.Codec, command)
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.rt.cfg.RequestTimeout)
@@ -295,6 +298,14 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 			return DCBResult{}, fmt.Errorf("runtime: DCB command %q: %w", def.Name, encodeErr)
 		}
 		return DCBResult{}, err
+	}
+	if res.Duplicate && len(res.Records) > 0 {
+		// The one reused-key rule, as for aggregate commands: the same key
+		// with the same command answers the first result; with another
+		// command it is refused.
+		if stored := res.Records[0].Metadata.CommandHash; stored != "" && md.CommandHash != "" && stored != md.CommandHash {
+			return DCBResult{}, &KeyReusedError{Command: def.Name, Key: md.IdempotencyKey}
+		}
 	}
 	out := DCBResult{Records: res.Records, Duplicate: res.Duplicate}
 	if d.aggs != nil && !res.Duplicate && len(values) == len(res.Records) {

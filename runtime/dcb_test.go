@@ -738,6 +738,13 @@ func testDCBIdempotency(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, again.Duplicate)
 	require.Equal(t, first.Records[0].ID, again.Records[0].ID)
+	// The same key with another command is refused, as on an aggregate.
+	_, err = a.enrol.Execute(ctx, Enrol{Student: "s9", Course: "c"}, runtime.WithIdempotencyKey("k-1"))
+	require.ErrorIs(t, err, runtime.ErrIdempotencyKeyReused)
+	var kr *runtime.KeyReusedError
+	require.ErrorAs(t, err, &kr)
+	require.Equal(t, "k-1", kr.Key)
+	require.Contains(t, err.Error(), `by DCB command "Enrol"`)
 	_, err = a.enrol.Execute(ctx, Enrol{Student: "s2", Course: "c"}, runtime.WithIdempotencyKey("k-2"))
 	require.ErrorIs(t, err, errCourseIsFull)
 	n, err := a.rt.TagEventCount(ctx, journal.Stream(journal.NewTag("course", "c")))
@@ -754,6 +761,8 @@ func testDCBIdempotency(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, again.Duplicate)
 	require.Equal(t, first.Records[0].ID, again.Records[0].ID)
+	_, err = b.enrol.Execute(ctx, Enrol{Student: "s9", Course: "c"}, runtime.WithIdempotencyKey("k-1"))
+	require.ErrorIs(t, err, runtime.ErrIdempotencyKeyReused, "also after a restart")
 }
 
 // Hold occupies its gate stream's actor until Release is closed.

@@ -7,26 +7,35 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 )
 
-// ErrIdempotencyKeyReused is returned by Execute when the command's
-// idempotency key was already executed on the stream with a different
-// command (another type, or other content). Nothing was executed. It is not
+// ErrIdempotencyKeyReused is returned by Execute (of an aggregate command or
+// a DCB command alike) when the command's idempotency key was already
+// executed with a different command (another type, or other content) on the
+// same stream, or by the same DCB command. Nothing was executed. It is not
 // retryable: use a new key for a new command, and the same key only to retry
 // the identical command. A *KeyReusedError carries the details.
 var ErrIdempotencyKeyReused = errors.New("runtime: idempotency key reused for a different command")
 
 // KeyReusedError details ErrIdempotencyKeyReused.
 type KeyReusedError struct {
-	Stream journal.StreamID
-	Key    string
+	// Stream is the aggregate command's stream; Command the DCB command's
+	// name (one of them is set).
+	Stream  journal.StreamID
+	Command string
+	Key     string
 }
 
 func (e *KeyReusedError) Error() string {
-	return fmt.Sprintf("runtime: idempotency key %q was first used on stream %s for a different command; nothing was executed: use a new key for a new command, and the same key only to retry the identical command", e.Key, e.Stream)
+	where := "on stream " + e.Stream.String()
+	if e.Command != "" {
+		where = "by DCB command " + strconv.Quote(e.Command)
+	}
+	return fmt.Sprintf("runtime: idempotency key %q was first used %s for a different command; nothing was executed: use a new key for a new command, and the same key only to retry the identical command", e.Key, where)
 }
 
 // Is matches ErrIdempotencyKeyReused.

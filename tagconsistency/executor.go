@@ -666,6 +666,7 @@ func (x *Executor) prepare(ctx context.Context, command, partition string, strea
 		m.CausationID = cmp.Or(m.CausationID, d.CausationID)
 		m.UserID = cmp.Or(m.UserID, d.UserID)
 		m.IdempotencyKey = cmp.Or(m.IdempotencyKey, opts.IdempotencyKey, d.IdempotencyKey)
+		m.CommandHash = cmp.Or(m.CommandHash, d.CommandHash)
 		if m.Scopes == nil {
 			m.Scopes = d.Scopes
 		}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
@@ -57,13 +59,27 @@ func registerTransfer(rt *runtime.Runtime) (transferCommand, error) {
 	return transferCommand{accounts: accounts, dcb: dcb}, nil
 }
 
+// transferIDSpace is the UUIDv5 namespace of transfer IDs derived from
+// idempotency keys.
+var transferIDSpace = uuid.MustParse("3b0f6a52-7d1e-4c59-8a63-5f0b2e9d41c7")
+
 // Transfer implements Service: a DCB command over the tags of both accounts.
 func (s *bankService) Transfer(ctx context.Context, from, to string, amount int64, opts CommandOptions) (TransferView, error) {
-	t := bank.Transfer{TransferID: journal.NewEventID().String(), From: from, To: to, Amount: amount}
+	// A retry with the same Idempotency-Key is the same command (the runtime
+	// refuses a key reused for a different one), so its transfer ID derives
+	// from the key.
+	id := journal.NewEventID().String()
+	if opts.IdempotencyKey != "" {
+		id = uuid.NewSHA1(transferIDSpace, []byte(opts.IdempotencyKey)).String()
+	}
+	t := bank.Transfer{TransferID: id, From: from, To: to, Amount: amount}
 	if err := t.Validate(); err != nil {
 		return TransferView{}, err
 	}
 	res, err := s.transfer.dcb.Execute(ctx, t, metadata(opts))
+	if errors.Is(err, runtime.ErrIdempotencyKeyReused) {
+		return TransferView{}, keyReused(opts.IdempotencyKey)
+	}
 	if err != nil {
 		return TransferView{}, classify(err)
 	}
