@@ -208,8 +208,9 @@ type decodeFailure struct{ err error }
 //   - ctx's error when ctx ended before the append (nothing was written).
 //
 // Options: WithIdempotencyKey makes the execution idempotent per DCB command
-// name and partition (a repeat returns the first records with Duplicate set,
-// also after restarts; the event IDs are derived from the key);
+// name and partition (a repeat of the same command returns the first records
+// with Duplicate set, also after restarts; the event IDs are derived from the
+// key; the key with another command fails with ErrIdempotencyKeyReused);
 // WithMetadata sets the events' metadata. If ctx ends while the append is in
 // flight the outcome may be unknown (journal.ErrOutcomeUnknown): execute
 // again with the same idempotency key to find out. Without a deadline on
