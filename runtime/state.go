@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+
+	"github.com/scribe-es/scribe/journal"
 )
 
 // StateResult is an aggregate's state read by State.
@@ -78,6 +80,13 @@ func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...State
 		var seen uint64 // the version the last poll read
 		for polls := 0; ; polls++ {
 			sum, err := src.TagSummary(ctx, stream)
+			if err != nil && fallback != nil && ctx.Err() == nil {
+				// The replica cannot answer yet (it may not have replayed
+				// the schema's creation, or be unreachable): it has not
+				// reached the version; wait for it up to ReplicaWait like
+				// for a lagging replay, then read Journal.
+				sum, err = journal.TagSummary{}, nil
+			}
 			if err != nil {
 				if polls > 0 && ctx.Err() != nil {
 					// ctx ended during a poll, not between two: it is the
