@@ -157,14 +157,10 @@ func (h *hub) follow(ctx context.Context, j *postgres.Journal, lags func(context
 // live is the server-sent event stream of the feed: "event" messages for new
 // events, "tick" messages each second, "gap" when this view fell behind.
 func (s *Server) live(w http.ResponseWriter, r *http.Request) {
-	fl, ok := w.(http.Flusher)
+	fl, ok := startEvents(w)
 	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
 	c := s.hub.subscribe()
 	defer s.hub.unsubscribe(c)
 	fmt.Fprint(w, ": connected\n\n")
@@ -189,4 +185,18 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 	s.hub.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(tk)
+}
+
+// startEvents starts a server-sent event stream on w; it answers 500 and
+// returns false when w cannot stream.
+func startEvents(w http.ResponseWriter) (http.Flusher, bool) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return nil, false
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	return fl, true
 }

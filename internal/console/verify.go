@@ -42,14 +42,11 @@ type verifyBreak struct {
 // streams progress as server-sent "progress" messages, at most every 100 ms,
 // the last one with finished set. The run ends when the page is closed.
 func (s *Server) verifyRun(w http.ResponseWriter, r *http.Request) {
-	fl, ok := w.(http.Flusher)
+	fl, ok := startEvents(w)
 	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
 	ctx := r.Context()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
 	send := func(p verifyProgress) bool {
 		b, _ := json.Marshal(p)
 		if _, err := fmt.Fprintf(w, "event: progress\ndata: %s\n\n", b); err != nil {
