@@ -286,7 +286,7 @@ func TestHarnessOnPostgres(t *testing.T) {
 	unique := pgtest.SchemaName(t) // ends in a random hex suffix
 	prefix := "benchtest_" + unique[len(unique)-12:] + "_"
 	stdout, stderr := runHarness(t, "-db", url, "-pool", "4", "-schema-prefix", prefix,
-		"-scenario", "hot", "-writers", "2", "-duration", "400ms", "-runs", "1", "-warmup", "50ms",
+		"-scenario", "hot", "-writers", "2", "-duration", "2s", "-runs", "1", "-warmup", "200ms",
 		"-progress", "0", "-json")
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(strings.NewReader(stdout))
