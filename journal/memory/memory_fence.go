@@ -50,7 +50,7 @@ func (m *Journal) duplicateLocked(events []journal.Event) (journal.AppendResult,
 	out := make([]journal.Record, len(events))
 	for i := range events {
 		r := m.records.at(m.byID[events[i].ID])
-		if !journal.SameContent(&events[i], &r.Event) {
+		if !backend.SameContent(&events[i], &r.Event) {
 			return journal.AppendResult{}, true, fmt.Errorf("%w: event %s (index %d) is already stored with different content (stored type %q); an event ID names one event: give a different event a new ID",
 				journal.ErrDuplicateMismatch, events[i].ID, i, r.Type)
 		}

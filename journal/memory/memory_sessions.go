@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/backend"
 	"time"
 )
 
 // OpenNode implements Sessions. The session expires timeout after now by the
 // configured clock unless renewed.
 func (m *Journal) OpenNode(ctx context.Context, nodeID string, timeout time.Duration) (journal.NodeSession, error) {
-	if err := journal.ValidateNodeSession(nodeID, timeout); err != nil {
+	if err := backend.ValidateNodeSession(nodeID, timeout); err != nil {
 		return journal.NodeSession{}, fmt.Errorf("journal: OpenNode: %w", err)
 	}
 	if err := m.lock(ctx); err != nil {
