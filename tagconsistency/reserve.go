@@ -1,0 +1,118 @@
+package tagconsistency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/journal"
+)
+
+func (x *Executor) reserve(ctx context.Context, command string, s journal.StreamID) (*actors.Reservation, error) {
+	ctx, span := x.tel.tracer.Start(ctx, SpanReserve, trace.WithAttributes(
+		attribute.String("scribe.stream", s.String()),
+	))
+	defer span.End()
+	// How long a reservation may wait is the owner's rule (TagOwners), enforced
+	// there once: the executor adds no timer of its own.
+	start := time.Now()
+	r, err := x.owners.Reserve(ctx, s)
+	waited := time.Since(start)
+	span.SetAttributes(attribute.Float64("scribe.reservation.wait_ms", float64(waited.Microseconds())/1000))
+	x.tel.reservationWait.Record(ctx, waited.Seconds(), metric.WithAttributes(attribute.String("scribe.tag.group", s.Tag.Group())))
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			err = fmt.Errorf("tagconsistency: command %q not executed while reserving tag %s: %w", command, s, ctx.Err())
+		case errors.Is(err, ErrReservationTimeout):
+			err = &ReservationTimeoutError{Command: command, Stream: s, Waited: waited}
+		default:
+			err = fmt.Errorf("tagconsistency: command %q: reserving tag %s: %w", command, s, err)
+		}
+		markFailed(span, err)
+		return nil, err
+	}
+	if r.Grantor == nil {
+		err := fmt.Errorf("tagconsistency: owner granted stream %s without a Grantor to end the reservation", s)
+		markFailed(span, err)
+		return nil, err
+	}
+	if r.Stream.Normalize() != s {
+		// An owner that grants another stream than asked is a bug in the
+		// owner; release what it granted and refuse to write.
+		_ = r.Grantor.Cancel(context.WithoutCancel(ctx), nil)
+		err := fmt.Errorf("tagconsistency: owner granted stream %s for a reservation of %s", r.Stream, s)
+		markFailed(span, err)
+		return nil, err
+	}
+	span.SetAttributes(attribute.Int64("scribe.stream.version", int64(r.Version)))
+	return r, nil
+}
+
+// confirmAll hands every owner the appended records that carry its tag. The
+// records are durable whatever Confirm returns: a failed confirm is recorded
+// on the span (the owner reloads before writing again, and the journal fences
+// it meanwhile), not returned to the caller.
+func (x *Executor) confirmAll(ctx context.Context, held []*actors.Reservation, records []journal.Record) {
+	ctx, span := x.tel.tracer.Start(ctx, SpanConfirm, trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
+	defer span.End()
+	x.release(ctx, span, held, "confirming", func(ctx context.Context, r *actors.Reservation) error {
+		var mine []journal.Record
+		for _, rec := range records {
+			if rec.HasTag(r.Stream.Tag) {
+				mine = append(mine, rec)
+			}
+		}
+		return r.Grantor.Confirm(ctx, mine)
+	})
+}
+
+// cancelAll releases every reservation. cause is passed to the owners (nil:
+// nothing was written and their view is exact).
+func (x *Executor) cancelAll(ctx context.Context, held []*actors.Reservation, cause error) {
+	if len(held) == 0 {
+		return
+	}
+	ctx, span := x.tel.tracer.Start(ctx, SpanCancel, trace.WithAttributes(
+		attribute.Int("scribe.dcb.tags", len(held)),
+		attribute.Bool("scribe.dcb.reload", cause != nil),
+	))
+	defer span.End()
+	x.release(ctx, span, held, "cancelling", func(ctx context.Context, r *actors.Reservation) error {
+		return r.Grantor.Cancel(ctx, cause)
+	})
+}
+
+// release runs end (a Confirm or Cancel) for every reservation at once, so
+// that every tag is freed one owner round trip after the command finished,
+// each with its own ReleaseTimeout and regardless of the caller's context.
+// Failures are recorded on span.
+func (x *Executor) release(ctx context.Context, span trace.Span, held []*actors.Reservation, verb string, end func(context.Context, *actors.Reservation) error) {
+	ctx = context.WithoutCancel(ctx)
+	errs := make([]error, len(held))
+	one := func(i int) {
+		cctx, cancel := context.WithTimeout(ctx, x.releaseTimeout)
+		defer cancel()
+		if err := end(cctx, held[i]); err != nil {
+			errs[i] = fmt.Errorf("tagconsistency: %s %s: %w", verb, held[i].Stream, err)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(held); i++ {
+		wg.Go(func() { one(i) })
+	}
+	one(0)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			markFailed(span, err)
+		}
+	}
+}
