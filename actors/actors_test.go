@@ -13,18 +13,19 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/snapshots"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type fixture struct {
-	mem   *journal.Memory
+	mem   *memory.Journal
 	snaps *snapshots.Memory
 }
 
 func newFixture() *fixture {
-	return &fixture{mem: journal.NewMemory(), snaps: snapshots.NewMemory()}
+	return &fixture{mem: memory.New(), snaps: snapshots.NewMemory()}
 }
 
 // host starts a Host on the fixture's journal; it is shut down at cleanup.
@@ -91,7 +92,7 @@ func TestExecuteAppendsAndReturnsState(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
-	mem := journal.NewMemory()
+	mem := memory.New()
 	_, err := actors.NewHost(context.Background(), actors.Config{Sessions: mem, Resolve: func(string) actors.Model { return nil }, NodeID: "n"})
 	require.ErrorContains(t, err, "Journal is nil")
 	_, err = actors.NewHost(context.Background(), actors.Config{Journal: mem, Sessions: mem, Resolve: func(string) actors.Model { return nil }})
@@ -465,7 +466,7 @@ func TestFencedAppendStopsTheActor(t *testing.T) {
 	now := time.Now()
 	var clock atomic.Int64
 	clock.Store(now.UnixNano())
-	mem := journal.NewMemoryWithConfig(journal.MemoryConfig{Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
+	mem := memory.NewWithConfig(memory.Config{Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
 	f := &fixture{mem: mem, snaps: snapshots.NewMemory()}
 	a := f.host(t, func(c *actors.Config) { c.NodeID = "a" })
 	s := stream("fenced")
@@ -485,7 +486,7 @@ func TestLostNodeSessionStopsActorsAndReopens(t *testing.T) {
 	t.Parallel()
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
-	mem := journal.NewMemoryWithConfig(journal.MemoryConfig{Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
+	mem := memory.NewWithConfig(memory.Config{Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
 	f := &fixture{mem: mem, snaps: snapshots.NewMemory()}
 	// The journal's clock is the test's; the host's own lease clock is real
 	// time. The timeout only sets how often the host renews (every second),

@@ -117,7 +117,7 @@ type Config struct {
 func (c *Config) setDefaults() error {
 	switch {
 	case c.Journal == nil:
-		return errors.New("actors: Config.Journal is nil; pass a journal (journal.NewMemory() or a postgres journal)")
+		return errors.New("actors: Config.Journal is nil; pass a journal (memory.New() or a postgres journal)")
 	case c.Sessions == nil:
 		return errors.New("actors: Config.Sessions is nil; pass the journal's session service")
 	case c.Resolve == nil:

@@ -12,12 +12,13 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 // gated wraps the memory journal: ReadStream and Append calls wait at a gate
 // the test opens one call at a time, and the wrapper counts calls in flight.
 type gated struct {
-	*journal.Memory
+	*memory.Journal
 	mu          sync.Mutex
 	gateReads   bool
 	gateAppends bool
@@ -33,8 +34,8 @@ type gated struct {
 // openGate lets every call through from now on (idempotent).
 func (g *gated) openGate() { g.openOnce.Do(func() { close(g.release) }) }
 
-func newGated(mem *journal.Memory) *gated {
-	return &gated{Memory: mem, release: make(chan struct{})}
+func newGated(mem *memory.Journal) *gated {
+	return &gated{Journal: mem, release: make(chan struct{})}
 }
 
 func (g *gated) enter() {
@@ -61,13 +62,13 @@ func (g *gated) ReadStream(ctx context.Context, s journal.StreamID, from uint64,
 	gate := g.gateReads
 	g.mu.Unlock()
 	if !gate {
-		return g.Memory.ReadStream(ctx, s, from, limit)
+		return g.Journal.ReadStream(ctx, s, from, limit)
 	}
 	return func(yield func(journal.Record, error) bool) {
 		g.enter()
 		defer g.leave()
 		<-g.release
-		for r, err := range g.Memory.ReadStream(ctx, s, from, limit) {
+		for r, err := range g.Journal.ReadStream(ctx, s, from, limit) {
 			if !yield(r, err) {
 				return
 			}
@@ -93,7 +94,7 @@ func (g *gated) Append(ctx context.Context, events []journal.Event, opts journal
 			return journal.AppendResult{}, fail
 		}
 	}
-	return g.Memory.Append(ctx, events, opts)
+	return g.Journal.Append(ctx, events, opts)
 }
 
 func TestRecoveryConcurrencyIsBounded(t *testing.T) {

@@ -13,32 +13,33 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 // countingSessions counts the stream leases a host acquires.
 type countingSessions struct {
-	*journal.Memory
+	*memory.Journal
 	acquires atomic.Int32
 }
 
 func (c *countingSessions) Acquire(ctx context.Context, node journal.NodeSession, s journal.StreamID, wait time.Duration) (journal.Lease, error) {
 	c.acquires.Add(1)
-	return c.Memory.Acquire(ctx, node, s, wait)
+	return c.Journal.Acquire(ctx, node, s, wait)
 }
 
 // probeGate holds the first gated calls of TagSummary (an actor's read of
 // its stream's version without a lease) until the test releases each: it
 // reports the call's number on entered, then waits for release.
 type probeGate struct {
-	*journal.Memory
+	*memory.Journal
 	gated   int32
 	calls   atomic.Int32
 	entered chan int32
 	release chan struct{}
 }
 
-func newProbeGate(mem *journal.Memory, gated int32) *probeGate {
-	return &probeGate{Memory: mem, gated: gated, entered: make(chan int32, gated), release: make(chan struct{})}
+func newProbeGate(mem *memory.Journal, gated int32) *probeGate {
+	return &probeGate{Journal: mem, gated: gated, entered: make(chan int32, gated), release: make(chan struct{})}
 }
 
 func (p *probeGate) TagSummary(ctx context.Context, s journal.StreamID) (journal.TagSummary, error) {
@@ -50,7 +51,7 @@ func (p *probeGate) TagSummary(ctx context.Context, s journal.StreamID) (journal
 			return journal.TagSummary{}, ctx.Err()
 		}
 	}
-	return p.Memory.TagSummary(ctx, s)
+	return p.Journal.TagSummary(ctx, s)
 }
 
 func (p *probeGate) waitEntered(t *testing.T, want int32) {
@@ -83,7 +84,7 @@ func goExec(h *actors.Host, s journal.StreamID, cmd any) <-chan execOutcome {
 func TestUnknownStreamsTakeNoLeaseAndKeepNoActor(t *testing.T) {
 	t.Parallel()
 	f := newFixture()
-	sess := &countingSessions{Memory: f.mem}
+	sess := &countingSessions{Journal: f.mem}
 	h := f.host(t, func(c *actors.Config) { c.Sessions = sess })
 	const n = 500
 	var wg sync.WaitGroup
@@ -116,7 +117,7 @@ func TestUnknownStreamsTakeNoLeaseAndKeepNoActor(t *testing.T) {
 func TestCreateQueuedBehindGhostTakesTheLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture()
-	sess := &countingSessions{Memory: f.mem}
+	sess := &countingSessions{Journal: f.mem}
 	gate := newProbeGate(f.mem, 1)
 	h := f.host(t, func(c *actors.Config) { c.Sessions = sess; c.Journal = gate })
 	s := stream("created")
@@ -148,7 +149,7 @@ func TestCreateQueuedBehindGhostTakesTheLease(t *testing.T) {
 func TestCreateWhileGhostStopsTakesTheLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture()
-	sess := &countingSessions{Memory: f.mem}
+	sess := &countingSessions{Journal: f.mem}
 	gate := newProbeGate(f.mem, 2)
 	h := f.host(t, func(c *actors.Config) { c.Sessions = sess; c.Journal = gate })
 	s := stream("stopping")
@@ -200,7 +201,7 @@ func TestGhostNeverHidesAnotherNodesWrite(t *testing.T) {
 func TestReserveOnEmptyStreamTakesTheLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture()
-	sess := &countingSessions{Memory: f.mem}
+	sess := &countingSessions{Journal: f.mem}
 	h := f.host(t, func(c *actors.Config) { c.Sessions = sess })
 	s := stream("reserved")
 	res, err := h.Reserve(context.Background(), s)

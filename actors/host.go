@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 const shardCount = 64
@@ -70,7 +71,7 @@ type Host struct {
 	// hooks is nil in production; only the package's tests set it
 	// (export_test.go).
 	hooks *hostHooks
-	// inlineAppend: the journal is exactly *journal.Memory, whose Append is
+	// inlineAppend: the journal is exactly *memory.Journal, whose Append is
 	// in-process work under its mutex (no I/O, network or timer), so the
 	// actors call it on their own goroutine instead of handing it to ioPool
 	// and back: two goroutine hand-offs per batch. A wrapper of Memory (a
@@ -152,7 +153,7 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 	if l, ok := cfg.Journal.(journal.Limited); ok {
 		h.limits = l.Limits()
 	}
-	_, h.inlineAppend = cfg.Journal.(*journal.Memory)
+	_, h.inlineAppend = cfg.Journal.(*memory.Journal)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.lease.init(cfg.NodeID, cfg.SessionTimeout, opened)
 	h.node.Store(&node)

@@ -165,7 +165,7 @@ func TestPipelineVersionMismatchKeepsTheOrder(t *testing.T) {
 	require.Equal(t, 1, recv(t, seenA, "decision of the first command"))
 	b := executeAsync(h, s, actors.Command{Payload: observe{N: 100, Seen: seenB}})
 	require.Equal(t, 11, recv(t, seenB, "decision ahead of the second command"))
-	_, err := g.Memory.Append(context.Background(), []journal.Event{{
+	_, err := g.Journal.Append(context.Background(), []journal.Event{{
 		ID: journal.NewEventID(), Type: "Added", SchemaVersion: 1, Tags: []journal.Tag{s.Tag}, Data: []byte(`{"n":1000}`),
 	}}, journal.AppendOptions{})
 	require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 // backend is one measurement's storage: a fresh journal (and, on Postgres, the
@@ -32,7 +33,7 @@ func openBackend(ctx context.Context, o options) (*backend, error) {
 	if o.DB != "" {
 		return openPostgres(ctx, o)
 	}
-	m := journal.NewMemory()
+	m := memory.New()
 	return &backend{Journal: m, Sessions: m, closers: []func(context.Context) error{
 		func(context.Context) error { return m.Close() },
 	}}, nil

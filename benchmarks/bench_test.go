@@ -12,6 +12,7 @@ import (
 
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 // Go benchmarks of the hot paths every mode shares. Run them with
@@ -83,7 +84,7 @@ func BenchmarkEventCodec(b *testing.B) {
 func BenchmarkMemoryAppend(b *testing.B) {
 	ctx := context.Background()
 	b.Run("one-stream", func(b *testing.B) {
-		j := journal.NewMemory()
+		j := memory.New()
 		defer j.Close()
 		tag := counterTag(0)
 		var st counterState
@@ -100,7 +101,7 @@ func BenchmarkMemoryAppend(b *testing.B) {
 		}
 	})
 	b.Run("parallel-streams", func(b *testing.B) {
-		j := journal.NewMemory()
+		j := memory.New()
 		defer j.Close()
 		var next atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
@@ -126,7 +127,7 @@ func BenchmarkMemoryAppend(b *testing.B) {
 // BenchmarkOCCFastHotStream measures the occ-fast loop of one writer on one
 // stream of the memory journal (read tail, decide, append with expectation).
 func BenchmarkOCCFastHotStream(b *testing.B) {
-	j := journal.NewMemory()
+	j := memory.New()
 	defer j.Close()
 	w := (&occMode{j: j, scenario: scenarioHot, fast: true}).newWorker(0)
 	ctx := context.Background()
@@ -141,7 +142,7 @@ func BenchmarkOCCFastHotStream(b *testing.B) {
 // memory journal: each parallel goroutine owns one stream (spread).
 func BenchmarkActorExecute(b *testing.B) {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	defer j.Close()
 	m, err := newActorMode(ctx, cell{Scenario: scenarioSpread}, &backend{Journal: j, Sessions: j})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 func TestMain(m *testing.M) {
@@ -189,7 +190,7 @@ func TestSummarizeTakesMediansAndPerRunRatios(t *testing.T) {
 func TestOCCLoopsLoseNoCommand(t *testing.T) {
 	t.Parallel()
 	for _, fast := range []bool{false, true} {
-		j := journal.NewMemory()
+		j := memory.New()
 		defer j.Close()
 		m := &occMode{j: j, scenario: scenarioHot, fast: fast}
 		const writers, each = 6, 40
@@ -228,7 +229,7 @@ func TestOCCLoopsLoseNoCommand(t *testing.T) {
 func TestOCCTransfersConserveMoney(t *testing.T) {
 	t.Parallel()
 	for _, fast := range []bool{false, true} {
-		j := journal.NewMemory()
+		j := memory.New()
 		defer j.Close()
 		m := &occMode{j: j, scenario: scenarioTransfer, fast: fast}
 		const writers, each, accounts = 4, 30, 3

@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 // cutJournal is a memory journal whose stream has a cut: ReadStream below it
 // fails as an archiving backend's does, ReadStreamWithArchive reads it all,
 // and TagSummary reports the checkpoint.
 type cutJournal struct {
-	*journal.Memory
+	*memory.Journal
 	cut journal.Checkpoint
 }
 
@@ -27,15 +28,15 @@ func (c *cutJournal) ReadStream(ctx context.Context, s journal.StreamID, from ui
 			yield(journal.Record{}, &journal.ArchivedError{Stream: s, CutVersion: c.cut.Version, CutPosition: c.cut.Position, FromVersion: from})
 		}
 	}
-	return c.Memory.ReadStream(ctx, s, from, limit)
+	return c.Journal.ReadStream(ctx, s, from, limit)
 }
 
 func (c *cutJournal) ReadStreamWithArchive(ctx context.Context, s journal.StreamID, from uint64, limit int) iter.Seq2[journal.Record, error] {
-	return c.Memory.ReadStream(ctx, s, from, limit)
+	return c.Journal.ReadStream(ctx, s, from, limit)
 }
 
 func (c *cutJournal) TagSummary(ctx context.Context, s journal.StreamID) (journal.TagSummary, error) {
-	sum, err := c.Memory.TagSummary(ctx, s)
+	sum, err := c.Journal.TagSummary(ctx, s)
 	sum.Cut = c.cut
 	return sum, err
 }
@@ -44,14 +45,14 @@ func (c *cutJournal) TagSummary(ctx context.Context, s journal.StreamID) (journa
 // version cut, and the records.
 func cutAt(t *testing.T, n, cut int) (*cutJournal, []journal.Record) {
 	t.Helper()
-	m := journal.NewMemory()
+	m := memory.New()
 	var recs []journal.Record
 	for i := range n {
 		res, err := m.Append(t.Context(), []journal.Event{{ID: journal.NewEventID(), Type: "T", Tags: []journal.Tag{"s:1"}, Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}, journal.AppendOptions{})
 		require.NoError(t, err)
 		recs = append(recs, res.Records...)
 	}
-	c := &cutJournal{Memory: m}
+	c := &cutJournal{Journal: m}
 	if cut > 0 {
 		r := recs[cut-1]
 		c.cut = journal.Checkpoint{Version: uint64(cut), Hash: r.Links[0].Hash, Position: r.Position}

@@ -27,8 +27,8 @@
 // implements both; the in-memory journal keeps every event, never archives
 // and has no tombstones (its cuts are always zero).
 //
-// Backends implement [Journal] and [Sessions]. [NewMemory] is a complete,
-// concurrency-safe in-memory implementation; package postgres holds the durable
-// one. Both pass the conformance suite in package journaltest; package
+// Backends implement [Journal] and [Sessions]. Package journal/memory holds
+// the complete, concurrency-safe in-memory implementation; package postgres
+// holds the durable one. Both pass the conformance suite in package journaltest; package
 // journal/backend holds the helpers backends share beyond this contract.
 package journal

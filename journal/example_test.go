@@ -7,13 +7,14 @@ import (
 	"fmt"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 // Append events to an aggregate stream (the tag "account:42") with an expected
 // version, then read the stream back.
-func ExampleMemory_ReadStream() {
+func Example_readStream() {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	defer j.Close()
 
 	account := journal.Tag("account:42")
@@ -52,7 +53,7 @@ func ExampleMemory_ReadStream() {
 // then append on condition that no new event matched it since the read.
 func ExampleAppendCondition() {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	defer j.Close()
 
 	// "Usernames are unique": the boundary is every event tagged with the name.
@@ -122,7 +123,7 @@ func ExampleParsePosition() {
 // partition's untagged chain for that type, which verifies like a stream.
 func ExampleUntaggedChain() {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	defer j.Close()
 
 	for _, rate := range []string{`{"eur":1.08}`, `{"eur":1.09}`} {

@@ -118,18 +118,6 @@ func ChainHash(prev Hash, canonical []byte) Hash {
 	return out
 }
 
-// linkCanonical fills r.Links as backend.LinkRecord does, for a record whose
-// canonical bytes are already known (canonical must equal CanonicalBytes(r)).
-// It reuses r.Links' array when that has room for every chain tag.
-func linkCanonical(r *Record, canonical []byte, heads func(Tag) (version uint64, head Hash)) {
-	links := r.Links[:0]
-	for _, t := range ChainTags(&r.Event) {
-		v, head := heads(t)
-		links = append(links, StreamLink{Tag: t, Version: v + 1, PrevHash: head, Hash: ChainHash(head, canonical)})
-	}
-	r.Links = links
-}
-
 // VerifyStream walks stream through rd from its checkpoint and checks that
 // versions run on without gaps, that each link's PrevHash equals the previous
 // event's Hash, and that each Hash equals ChainHash(PrevHash,

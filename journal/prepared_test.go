@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 func TestPreparedAppendStoresThePreparedCopies(t *testing.T) {
 	t.Parallel()
-	mem := journal.NewMemory()
+	mem := memory.New()
 	a, b := validEvent(), validEvent()
 	a.Data = json.RawMessage(`{ "owner" : "ada" }`)
 	pa, err := journal.Prepare([]journal.Event{a}, mem.Limits())
@@ -32,7 +33,7 @@ func TestPreparedAppendStoresThePreparedCopies(t *testing.T) {
 
 func TestPreparedIsIgnoredUnlessItMatchesTheEvents(t *testing.T) {
 	t.Parallel()
-	mem := journal.NewMemory()
+	mem := memory.New()
 	good := validEvent()
 	p, err := journal.Prepare([]journal.Event{good}, mem.Limits())
 	require.NoError(t, err)
@@ -50,7 +51,7 @@ func TestPreparedIsIgnoredUnlessItMatchesTheEvents(t *testing.T) {
 	requireInvalid(t, err, -1, "Expect", "empty tag")
 
 	// Prepared under looser limits than the journal's: validated again.
-	strict := journal.NewMemoryWithConfig(journal.MemoryConfig{MaxDataSize: 8})
+	strict := memory.NewWithConfig(memory.Config{MaxDataSize: 8})
 	loose, err := journal.Prepare([]journal.Event{good}, journal.Limits{})
 	require.NoError(t, err)
 	_, err = strict.Append(t.Context(), []journal.Event{good}, journal.AppendOptions{Prepared: loose})

@@ -2,11 +2,7 @@ package journal
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Sessions grant and fence single-writer leases on streams.
@@ -64,23 +60,3 @@ type Lease struct {
 
 // MaxNodeIDLength bounds a node ID, in bytes.
 const MaxNodeIDLength = 256
-
-// ValidateNodeSession checks the arguments of Sessions.OpenNode the same way
-// for every backend: a node ID of 1 to MaxNodeIDLength bytes of UTF-8 text
-// without NUL or control characters, and a positive timeout of at least a
-// microsecond. The error wraps ErrInvalidSession and says what to use instead.
-func ValidateNodeSession(nodeID string, timeout time.Duration) error {
-	switch {
-	case nodeID == "":
-		return fmt.Errorf("%w: the node ID is empty; give every runtime a stable node ID (e.g. the pod or host name)", ErrInvalidSession)
-	case len(nodeID) > MaxNodeIDLength:
-		return fmt.Errorf("%w: the node ID is %d bytes long, over the limit of %d; use a shorter node ID", ErrInvalidSession, len(nodeID), MaxNodeIDLength)
-	case !utf8.ValidString(nodeID):
-		return fmt.Errorf("%w: the node ID is not valid UTF-8; use UTF-8 text", ErrInvalidSession)
-	case strings.IndexFunc(nodeID, unicode.IsControl) >= 0:
-		return fmt.Errorf("%w: the node ID %q contains a NUL or control character; use printable text", ErrInvalidSession, nodeID)
-	case timeout < time.Microsecond:
-		return fmt.Errorf("%w: the node session timeout %s is not positive; use a timeout such as one minute", ErrInvalidSession, timeout)
-	}
-	return nil
-}

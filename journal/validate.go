@@ -328,31 +328,6 @@ func checkOptions(opts AppendOptions, partition string) error {
 	return nil
 }
 
-// SameContent reports whether two events prepared by PrepareAppend carry the
-// same content: ID, type, schema version, tags, data and metadata. Backends use
-// it to tell a retried append from a different event reusing a stored ID.
-func SameContent(a, b *Event) bool {
-	return a.ID == b.ID &&
-		a.Type == b.Type &&
-		a.SchemaVersion == b.SchemaVersion &&
-		slices.Equal(a.Tags, b.Tags) &&
-		bytes.Equal(a.Data, b.Data) &&
-		sameMetadata(&a.Metadata, &b.Metadata)
-}
-
-func sameMetadata(a, b *Metadata) bool {
-	return a.CorrelationID == b.CorrelationID &&
-		a.CausationID == b.CausationID &&
-		a.UserID == b.UserID &&
-		a.IdempotencyKey == b.IdempotencyKey &&
-		slices.Equal(a.Scopes, b.Scopes) &&
-		partitionOrDefault(a.Partition) == partitionOrDefault(b.Partition) &&
-		a.CreatedAt.Equal(b.CreatedAt) &&
-		a.TraceParent == b.TraceParent &&
-		a.TraceState == b.TraceState &&
-		a.CommandHash == b.CommandHash
-}
-
 func partitionOrDefault(p string) string {
 	if p == "" {
 		return DefaultPartition

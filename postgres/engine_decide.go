@@ -89,8 +89,8 @@ func (j *Journal) decide(batch []*appendReq, st *batchState) decision {
 }
 
 // checkClaims checks r's leases and expected versions against the running
-// stream states, by the journal's fence rule (journal.CheckLease,
-// journal.CheckExpected). With nodes nil (a direct attempt) leases are left to
+// stream states, by the journal's fence rule (backend.CheckLease,
+// backend.CheckExpected). With nodes nil (a direct attempt) leases are left to
 // the database. A claim of a retired stream fails with a
 // *journal.StreamRetiredError, whatever else it carries.
 func checkClaims(r *appendReq, keys map[streamKey]*fastStream, nodes map[string]fastNode) error {
@@ -103,7 +103,7 @@ func checkClaims(r *appendReq, keys map[streamKey]*fastStream, nodes map[string]
 			continue
 		}
 		if l := c.lease; l != nil && nodes != nil {
-			st := journal.LeaseState{Acquired: s.exists && s.node != nil, Epoch: uint64(s.epoch), Released: s.released}
+			st := backend.LeaseState{Acquired: s.exists && s.node != nil, Epoch: uint64(s.epoch), Released: s.released}
 			if s.node != nil {
 				st.NodeID = *s.node
 			}
@@ -111,14 +111,14 @@ func checkClaims(r *appendReq, keys map[streamKey]*fastStream, nodes map[string]
 				st.Incarnation = uint64(*s.inc)
 			}
 			nr, found := nodes[l.NodeID]
-			ns := journal.NodeState{Found: found, Incarnation: uint64(nr.inc), Closed: nr.closed, Live: nr.live}
-			if err := journal.CheckLease(*l, st, ns); err != nil {
+			ns := backend.NodeState{Found: found, Incarnation: uint64(nr.inc), Closed: nr.closed, Live: nr.live}
+			if err := backend.CheckLease(*l, st, ns); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 		}
 		if c.expect >= 0 {
-			if err := journal.CheckExpected(id, uint64(c.expect), s.version); err != nil {
+			if err := backend.CheckExpected(id, uint64(c.expect), s.version); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -148,7 +148,7 @@ func (j *Journal) recordsByID(ctx context.Context, db querier, events []journal.
 		if !ok {
 			return nil, fmt.Errorf("%w: event %s vanished while its duplicate was read", journal.ErrDuplicateMismatch, events[i].ID)
 		}
-		if !journal.SameContent(&r.Event, &events[i]) {
+		if !backend.SameContent(&r.Event, &events[i]) {
 			return nil, fmt.Errorf("%w: event ID %s is already stored with different content (type %q, tags %v); give new events fresh IDs", journal.ErrDuplicateMismatch, r.ID, r.Type, r.Tags)
 		}
 		out[i] = r

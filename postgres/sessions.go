@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/backend"
 )
 
 // OpenNode starts a new incarnation of nodeID; see journal.Sessions. The
@@ -20,7 +21,7 @@ func (j *Journal) OpenNode(ctx context.Context, nodeID string, timeout time.Dura
 	if err := j.writable("OpenNode"); err != nil {
 		return journal.NodeSession{}, err
 	}
-	if err := journal.ValidateNodeSession(nodeID, timeout); err != nil {
+	if err := backend.ValidateNodeSession(nodeID, timeout); err != nil {
 		return journal.NodeSession{}, fmt.Errorf("postgres: OpenNode: %w", err)
 	}
 	var inc int64

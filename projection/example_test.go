@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -15,7 +16,7 @@ import (
 // the read model with the pgx.Tx the handler receives.
 func ExampleRunner() {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	defer j.Close()
 
 	var mu sync.Mutex
@@ -70,7 +71,7 @@ func ExampleRunner() {
 // so the replay does not count twice.
 func ExampleRowProjection() {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	defer j.Close()
 
 	type count struct{ N int }

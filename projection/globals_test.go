@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -35,7 +36,7 @@ func TestRunnerLeavesGlobalsAlone(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	j := journal.NewMemory()
+	j := memory.New()
 	res, err := j.Append(ctx, []journal.Event{{ID: journal.NewEventID(), Type: "Noted", SchemaVersion: 1, Tags: []journal.Tag{"note:1"}, Data: []byte(`{}`)}}, journal.AppendOptions{})
 	require.NoError(t, err)
 	var calls atomic.Int32

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/projection"
 	"github.com/scribe-es/scribe/projection/projectiontest"
 )
@@ -22,7 +23,7 @@ func TestMemoryStore(t *testing.T) {
 	projectiontest.Run(t, func(t *testing.T) projectiontest.Harness[projection.NoTx] {
 		m := &memModel{counts: map[string]map[uuid.UUID]int{}}
 		return projectiontest.Harness[projection.NoTx]{
-			Journal: journal.NewMemory(),
+			Journal: memory.New(),
 			Store:   projection.NewMemoryStore(),
 			Apply: func(_ context.Context, _ projection.NoTx, model string, recs []journal.Record) error {
 				m.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -73,7 +74,7 @@ func evolveStock(s Stock, ev any) Stock {
 // holds both states after the order.
 func ExampleUses() {
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), NodeID: "shop"})
+	rt, err := runtime.New(ctx, runtime.Config{Journal: memory.New(), NodeID: "shop"})
 	if err != nil {
 		panic(err)
 	}

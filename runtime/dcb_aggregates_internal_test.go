@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 type boxAdded struct {
@@ -50,7 +51,7 @@ func evolveBox(b box, ev any) box {
 // the aggregates' Evolve: that fold equals the aggregate's own (FoldFrom).
 func TestDCBAggregateFoldFallback(t *testing.T) {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	rt, err := New(ctx, Config{Journal: j, NodeID: "fallback"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -44,7 +45,7 @@ var errSoldOut = errors.New("workshop is sold out")
 // touches them, so the limit holds without any retry loop.
 func ExampleRegisterDCB() {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	rt, err := runtime.New(ctx, runtime.Config{Journal: j, NodeID: "example"})
 	if err != nil {
 		panic(err)

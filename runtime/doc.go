@@ -4,7 +4,7 @@
 // command to the single actor that owns its stream, so callers never write
 // retry loops. protoactor-go types never appear here.
 //
-//	store, err := postgres.Open(ctx, url)          // or journal.NewMemory()
+//	store, err := postgres.Open(ctx, url)          // or memory.New()
 //	rt, err := runtime.New(ctx, runtime.Config{Journal: store.Journal, Snapshots: store.Snapshots, NodeID: podName})
 //	runtime.MustRegisterEvent[AccountOpened](rt, "AccountOpened", 1)
 //	runtime.MustRegisterAggregate(rt, runtime.Aggregate[Account]{Name: "account", Initial: …, Decide: …, Evolve: …})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -14,7 +15,7 @@ import (
 // the customer is erased, then a zero value, while the chain still verifies.
 func ExampleWithPersonalData() {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	rt, err := runtime.New(ctx, runtime.Config{Journal: j, NodeID: "example", KeyStore: erasure.NewMemoryKeyStore(erasure.MemoryKeyStoreConfig{})})
 	if err != nil {
 		log.Fatal(err)

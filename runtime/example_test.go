@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -66,7 +66,7 @@ func evolveAccount(s Account, ev any) Account {
 
 func Example() {
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), NodeID: "example"})
+	rt, err := runtime.New(ctx, runtime.Config{Journal: memory.New(), NodeID: "example"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func Example() {
 // the stream's events decoded into their registered Go types.
 func ExampleState() {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	rt, err := runtime.New(ctx, runtime.Config{Journal: j, NodeID: "reader-example"})
 	if err != nil {
 		log.Fatal(err)

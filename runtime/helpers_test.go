@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/snapshots"
 )
@@ -82,7 +83,7 @@ type env struct {
 }
 
 func memoryEnv() *env {
-	m := journal.NewMemory()
+	m := memory.New()
 	return &env{j: m, s: m, snaps: snapshots.NewMemory()}
 }
 

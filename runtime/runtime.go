@@ -43,7 +43,7 @@ type Config struct {
 	Journal journal.Journal
 	// Sessions grants the node session and the stream leases that fence every
 	// append. Default: Journal, when it implements journal.Sessions (both
-	// journal.Memory and the Postgres journal do).
+	// memory.Journal and the Postgres journal do).
 	Sessions journal.Sessions
 	// Snapshots stores state snapshots. Default nil: no snapshots (streams are
 	// replayed from version 1 on activation).
@@ -189,7 +189,7 @@ type Runtime struct {
 // same database failure is an outage: Execute reports it retryable.
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Journal == nil {
-		return nil, errors.New("runtime: Config.Journal is nil; pass journal.NewMemory() or a Postgres journal (postgres.NewJournal)")
+		return nil, errors.New("runtime: Config.Journal is nil; pass memory.New() or a Postgres journal (postgres.NewJournal)")
 	}
 	if cfg.Sessions == nil {
 		s, ok := cfg.Journal.(journal.Sessions)

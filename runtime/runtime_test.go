@@ -16,6 +16,7 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -24,10 +25,10 @@ func TestNewValidatesConfig(t *testing.T) {
 	ctx := context.Background()
 	_, err := runtime.New(ctx, runtime.Config{})
 	require.ErrorContains(t, err, "Config.Journal is nil")
-	_, err = runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), OpenTimeout: -1})
+	_, err = runtime.New(ctx, runtime.Config{Journal: memory.New(), OpenTimeout: -1})
 	require.ErrorContains(t, err, "OpenTimeout is negative")
 
-	rt, err := runtime.New(ctx, runtime.Config{Journal: journal.NewMemory()})
+	rt, err := runtime.New(ctx, runtime.Config{Journal: memory.New()})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, rt.Shutdown(ctx)) }()
 	cfg := rt.Config()
@@ -42,7 +43,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	require.Equal(t, runtime.DefaultQueueDelayInterval, cfg.QueueDelayInterval)
 	require.Equal(t, uint64(100), cfg.SnapshotPolicy.Every)
 
-	_, err = runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), QueueDelayTarget: time.Second})
+	_, err = runtime.New(ctx, runtime.Config{Journal: memory.New(), QueueDelayTarget: time.Second})
 	require.ErrorContains(t, err, "QueueDelayTarget (1s) is not shorter than Config.QueueDelayInterval (100ms)", "passed to the stream actors and validated")
 }
 

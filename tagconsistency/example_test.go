@@ -8,6 +8,7 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
@@ -84,7 +85,7 @@ func exampleDefineCourse(course string, capacity int) tagconsistency.Command[boo
 // stream actors serialize every command that touches their tags.
 func Example() {
 	ctx := context.Background()
-	j := journal.NewMemory()
+	j := memory.New()
 	host, err := actors.NewHost(ctx, actors.Config{
 		Journal:  j,
 		Sessions: j,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
@@ -32,7 +33,7 @@ func defineCourse(t *testing.T, e env, course string, seats int) {
 
 func TestNewValidatesConfig(t *testing.T) {
 	t.Parallel()
-	j := journal.NewMemory()
+	j := memory.New()
 	owners, err := newLockOwners(context.Background(), j, "n")
 	require.NoError(t, err)
 	_, err = tagconsistency.New(tagconsistency.Config{Owners: owners})
@@ -587,18 +588,18 @@ func TestTailCacheServesReadsAndMissesForeignWrites(t *testing.T) {
 
 // countingReads counts ReadEvent calls (the idempotency lookup).
 type countingReads struct {
-	*journal.Memory
+	*memory.Journal
 	readEvents atomic.Int64
 }
 
 func (c *countingReads) ReadEvent(ctx context.Context, id uuid.UUID) (journal.Record, error) {
 	c.readEvents.Add(1)
-	return c.Memory.ReadEvent(ctx, id)
+	return c.Journal.ReadEvent(ctx, id)
 }
 
 func TestIdempotencyKeyLooksUpOnlyWhenTheAnswerCouldDiffer(t *testing.T) {
 	t.Parallel()
-	j := &countingReads{Memory: journal.NewMemory()}
+	j := &countingReads{Journal: memory.New()}
 	t.Cleanup(func() { _ = j.Close() })
 	e := setup(t, backend{name: "counting", open: func(*testing.T) store { return j }})
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
@@ -26,7 +27,7 @@ type backend struct {
 func backends() []backend {
 	return []backend{
 		{"memory", func(t *testing.T) store {
-			m := journal.NewMemory()
+			m := memory.New()
 			t.Cleanup(func() { _ = m.Close() })
 			return m
 		}},

@@ -39,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/runtime"
 )
@@ -169,7 +170,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		switch b {
 		case "memory":
 			backends = append(backends, backend{name: "memory", open: func(context.Context) (journal.Journal, func(), error) {
-				return journal.NewMemory(), func() {}, nil
+				return memory.New(), func() {}, nil
 			}})
 		case "postgres":
 			if o.db == "" {
@@ -352,8 +353,8 @@ func (h *held) Append(ctx context.Context, evs []journal.Event, o journal.Append
 // stream whose appends are held, and measures how many were queued, how many
 // were refused at once and the RSS they cost while held.
 func pendingCell(ctx context.Context, n int) (accepted, rejected int64, rss float64, err error) {
-	h := &held{Journal: journal.NewMemory(), release: make(chan struct{})}
-	mem := h.Journal.(*journal.Memory)
+	h := &held{Journal: memory.New(), release: make(chan struct{})}
+	mem := h.Journal.(*memory.Journal)
 	rt, err := runtime.New(ctx, runtime.Config{Journal: h, Sessions: mem, NodeID: "pending"})
 	if err != nil {
 		return 0, 0, 0, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/snapshots"
 )
@@ -48,7 +49,7 @@ func (b *backend) Close() {
 // is traced to tp (postgres.Tracer: db.* spans).
 func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logger, tp trace.TracerProvider) (*backend, error) {
 	if databaseURL == "" {
-		mem := journal.NewMemory()
+		mem := memory.New()
 		log.Info("no -db and no SCRIBE_DATABASE_URL: using the in-memory journal; every account is lost when the process exits (pass -db postgres://… for durable storage)")
 		return &backend{
 			Journal:     mem,

@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/projection"
 	"github.com/scribe-es/scribe/runtime"
@@ -32,7 +32,7 @@ func main() {
 // open starts the shop on Postgres (url, in schema) or in memory (url
 // empty): the only code that differs between the two. done stops it.
 func open(ctx context.Context, url, schema string) (shop *Shop, done func(), err error) {
-	cfg := runtime.Config{Journal: journal.NewMemory(), NodeID: "shop-1"}
+	cfg := runtime.Config{Journal: memory.New(), NodeID: "shop-1"}
 	var store *postgres.Store
 	if url != "" {
 		if store, err = postgres.Open(ctx, url, postgres.WithSchema(schema)); err != nil {

@@ -2,12 +2,12 @@ package backend
 
 import (
 	"encoding/json"
+
+	"github.com/scribe-es/scribe/journal"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/scribe-es/scribe/journal"
 )
 
 // AppendMetadataJSON and DecodeMetadataJSON replace json.Marshal and

@@ -3,13 +3,13 @@ package backend
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/scribe-es/scribe/journal"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/scribe-es/scribe/journal"
 )
 
 // The tests here hold metadata.go to encoding/json: AppendMetadataJSON to

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/projection"
 	"github.com/scribe-es/scribe/projection/natssink"
 )
@@ -128,7 +129,7 @@ func TestPublish(t *testing.T) {
 	st, prefix := newStream(t, js)
 	sink, err := natssink.New(js, natssink.Config{SubjectPrefix: prefix})
 	require.NoError(t, err)
-	recs := records(t, journal.NewMemory(), "MoneyDeposited", 3)
+	recs := records(t, memory.New(), "MoneyDeposited", 3)
 	ctx := t.Context()
 	for _, r := range recs {
 		require.NoError(t, sink.Publish(ctx, r))
@@ -151,7 +152,7 @@ func TestPublish(t *testing.T) {
 	require.NoError(t, err)
 	fixed, err := natssink.New(js, natssink.Config{Subject: prefix + ".all", Stream: info.Config.Name})
 	require.NoError(t, err)
-	require.NoError(t, fixed.Publish(ctx, records(t, journal.NewMemory(), "Other", 1)[0]))
+	require.NoError(t, fixed.Publish(ctx, records(t, memory.New(), "Other", 1)[0]))
 	msgs = streamMessages(t, st)
 	require.Len(t, msgs, 4)
 	require.Equal(t, prefix+".all", msgs[3].Subject())
@@ -165,7 +166,7 @@ func TestPublishErrors(t *testing.T) {
 	t.Parallel()
 	nc, js := connect(t)
 	_, prefix := newStream(t, js)
-	rec := records(t, journal.NewMemory(), "E", 1)[0]
+	rec := records(t, memory.New(), "E", 1)[0]
 	ctx := t.Context()
 
 	nowhere, err := natssink.NewFromConn(nc, natssink.Config{SubjectPrefix: "scribetest.nostream." + strings.ReplaceAll(rec.ID.String(), "-", "")})
@@ -216,7 +217,7 @@ func TestPublisherToJetStream(t *testing.T) {
 	st, prefix := newStream(t, js)
 	sink, err := natssink.New(js, natssink.Config{SubjectPrefix: prefix})
 	require.NoError(t, err)
-	j := journal.NewMemory()
+	j := memory.New()
 	recs := records(t, j, "E", 50)
 	huge, err := j.Append(context.Background(), []journal.Event{{ID: journal.NewEventID(), Type: "Huge", SchemaVersion: 1,
 		Data: []byte(`{"x":"` + strings.Repeat("x", int(nc.MaxPayload())-20) + `"}`)}}, journal.AppendOptions{})

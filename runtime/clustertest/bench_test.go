@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 // BenchmarkClusterExecute compares Execute on streams hosted by the calling
@@ -27,7 +27,7 @@ import (
 //
 //	go test -run '^$' -bench ClusterExecute -benchtime 20000x ./runtime/clustertest/
 func BenchmarkClusterExecute(b *testing.B) {
-	j := journal.NewMemory()
+	j := memory.New()
 	rts := startInProcess(b, 2, j)
 	ctx := context.Background()
 	var local, remote []string

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scribe-es/scribe/internal/clusterprovider"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/runtime/cluster"
 	"github.com/scribe-es/scribe/runtime/cluster/automanaged"
@@ -52,7 +53,7 @@ func TestClusterConfigValidation(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			cfg := c.cfg
-			rt, err := runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), NodeID: "n", Cluster: &cfg})
+			rt, err := runtime.New(ctx, runtime.Config{Journal: memory.New(), NodeID: "n", Cluster: &cfg})
 			require.Nil(t, rt)
 			require.ErrorContains(t, err, c.want)
 		})
@@ -64,7 +65,7 @@ func TestSingleNodeHasNoCluster(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rt, err := runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), NodeID: "n"})
+	rt, err := runtime.New(ctx, runtime.Config{Journal: memory.New(), NodeID: "n"})
 	require.NoError(t, err)
 	require.NoError(t, registerLedger(rt))
 	require.Nil(t, rt.ClusterMembers())
@@ -116,7 +117,7 @@ func TestFailedProviderStartReleasesThePort(t *testing.T) {
 	require.NoError(t, l.Close())
 
 	var shutdowns atomic.Int32
-	rt, err := runtime.New(ctx, runtime.Config{Journal: journal.NewMemory(), NodeID: "n", Cluster: &cluster.Config{
+	rt, err := runtime.New(ctx, runtime.Config{Journal: memory.New(), NodeID: "n", Cluster: &cluster.Config{
 		Name: "failing", Port: port, Provider: failingProvider{&shutdowns},
 	}})
 	require.Nil(t, rt)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -23,7 +23,7 @@ import (
 // at their hosting members' actors, so money is conserved, no balance goes
 // negative, and each account's state equals the fold of its events.
 func TestInProcessDCBAcrossMembers(t *testing.T) {
-	j := journal.NewMemory()
+	j := memory.New()
 	rts := startInProcess(t, 2, j)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

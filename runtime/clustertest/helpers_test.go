@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/runtime/cluster"
 	"github.com/scribe-es/scribe/runtime/cluster/automanaged"
@@ -57,7 +57,7 @@ func allocate(t testing.TB, n int) ([]memberPorts, []string) {
 
 // startInProcess starts n cluster members in this process on one memory
 // journal and waits until each sees all n.
-func startInProcess(t testing.TB, n int, j *journal.Memory, adjust ...func(*runtime.Config)) []*runtime.Runtime {
+func startInProcess(t testing.TB, n int, j *memory.Journal, adjust ...func(*runtime.Config)) []*runtime.Runtime {
 	t.Helper()
 	ms, peers := allocate(t, n)
 	name := clusterName()
@@ -80,7 +80,7 @@ func waitAllMembers(t testing.TB, rts []*runtime.Runtime, n int) {
 
 // startMember starts member i of cluster name on journal j (node ID
 // "node-<i+1>", session timeout 3 s), shut down at the test's end.
-func startMember(t testing.TB, name string, i int, mp memberPorts, peers []string, j *journal.Memory, adjust ...func(*runtime.Config)) *runtime.Runtime {
+func startMember(t testing.TB, name string, i int, mp memberPorts, peers []string, j *memory.Journal, adjust ...func(*runtime.Config)) *runtime.Runtime {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/runtime/cluster"
 )
@@ -28,7 +29,7 @@ import (
 // Two members on one journal: every command, sent to either member, is
 // executed by the one actor of its stream, on the member that hosts it.
 func TestInProcessRoutingAndTypedErrors(t *testing.T) {
-	j := journal.NewMemory()
+	j := memory.New()
 	rts := startInProcess(t, 2, j)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -147,7 +148,7 @@ func hostedBy(t *testing.T, ctx context.Context, host, other *runtime.Runtime) s
 // caller's deadline, and a domain error decided just before the deadline
 // comes back as the domain error, not as a timeout.
 func TestInProcessDeadlines(t *testing.T) {
-	j := journal.NewMemory()
+	j := memory.New()
 	rts := startInProcess(t, 2, j)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -174,7 +175,7 @@ func TestInProcessDeadlines(t *testing.T) {
 // another member, sent to the stopped grain's PID, comes back undelivered
 // and is routed again to a fresh activation: it is executed exactly once.
 func TestInProcessIdleGrainReactivates(t *testing.T) {
-	j := journal.NewMemory()
+	j := memory.New()
 	rts := startInProcess(t, 2, j, func(c *runtime.Config) { c.IdleTimeout = 300 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -193,7 +194,7 @@ func TestInProcessIdleGrainReactivates(t *testing.T) {
 // The trace context crosses members: the hosting member's execute span
 // belongs to the caller's trace, as a child of the caller's span.
 func TestInProcessTraceCrossesMembers(t *testing.T) {
-	j := journal.NewMemory()
+	j := memory.New()
 	recs := []*tracetest.SpanRecorder{tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()}
 	tps := []*sdktrace.TracerProvider{
 		sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recs[0])),
@@ -221,7 +222,7 @@ func TestInProcessTraceCrossesMembers(t *testing.T) {
 // A caller's cancellation crosses members: a command waiting at the
 // hosting member when its caller cancels is never executed there.
 func TestInProcessCancellationCrossesMembers(t *testing.T) {
-	j := journal.NewMemory()
+	j := memory.New()
 	rts := startInProcess(t, 2, j)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -279,7 +280,7 @@ func TestInProcessCancellationCrossesMembers(t *testing.T) {
 // over at once (their previous hosts passivate them and release their
 // leases) instead of failing until those actors go idle.
 func TestInProcessScaleOutHandsStreamsOver(t *testing.T) {
-	j := journal.NewMemory()
+	j := memory.New()
 	ms, peers := allocate(t, 3)
 	name := clusterName()
 	short := func(c *runtime.Config) { c.OpenTimeout = 2 * time.Second } // IdleTimeout stays 2 min

@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/runtime/cluster"
 	"github.com/scribe-es/scribe/runtime/cluster/kubernetes"
@@ -77,7 +77,7 @@ func freePort(t *testing.T) int {
 // startMember starts the member of cluster "orders" running in podName,
 // with the fake API server client and journal j; it is shut down at the
 // test's end.
-func startMember(t *testing.T, client *fake.Clientset, podName string, j *journal.Memory) *runtime.Runtime {
+func startMember(t *testing.T, client *fake.Clientset, podName string, j *memory.Journal) *runtime.Runtime {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -113,7 +113,7 @@ func startMember(t *testing.T, client *fake.Clientset, podName string, j *journa
 // both.
 func startPair(t *testing.T, client *fake.Clientset) (a, b *runtime.Runtime) {
 	t.Helper()
-	j := journal.NewMemory()
+	j := memory.New()
 	a = startMember(t, client, "pod-a", j)
 	b = startMember(t, client, "pod-b", j)
 	both := []string{a.ClusterAddress(), b.ClusterAddress()}

@@ -1,19 +1,22 @@
-package journal
+package memory
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/backend"
 	"time"
 )
 
 // OpenNode implements Sessions. The session expires timeout after now by the
 // configured clock unless renewed.
-func (m *Memory) OpenNode(ctx context.Context, nodeID string, timeout time.Duration) (NodeSession, error) {
-	if err := ValidateNodeSession(nodeID, timeout); err != nil {
-		return NodeSession{}, fmt.Errorf("journal: OpenNode: %w", err)
+func (m *Journal) OpenNode(ctx context.Context, nodeID string, timeout time.Duration) (journal.NodeSession, error) {
+	if err := backend.ValidateNodeSession(nodeID, timeout); err != nil {
+		return journal.NodeSession{}, fmt.Errorf("journal: OpenNode: %w", err)
 	}
 	if err := m.lock(ctx); err != nil {
-		return NodeSession{}, err
+		return journal.NodeSession{}, err
 	}
 	defer m.mu.Unlock()
 	n := m.nodes[nodeID]
@@ -27,34 +30,34 @@ func (m *Memory) OpenNode(ctx context.Context, nodeID string, timeout time.Durat
 	n.closed = false
 	// The previous incarnation's leases are now free for anyone.
 	m.leasesChangedLocked()
-	return NodeSession{NodeID: nodeID, Incarnation: n.incarnation, Timeout: timeout, ExpiresAt: n.expiresAt}, nil
+	return journal.NodeSession{NodeID: nodeID, Incarnation: n.incarnation, Timeout: timeout, ExpiresAt: n.expiresAt}, nil
 }
 
 // nodeErrLocked reports why node is not the live session of its node ID.
-func (m *Memory) nodeErrLocked(node NodeSession, now time.Time) error {
+func (m *Journal) nodeErrLocked(node journal.NodeSession, now time.Time) error {
 	n := m.nodes[node.NodeID]
 	switch {
 	case n == nil:
-		return fmt.Errorf("%w: node %q has no session; open one with OpenNode", ErrInvalidSession, node.NodeID)
+		return fmt.Errorf("%w: node %q has no session; open one with OpenNode", journal.ErrInvalidSession, node.NodeID)
 	case n.incarnation != node.Incarnation:
-		return fmt.Errorf("%w (%w): node %q incarnation %d was superseded by incarnation %d; this process must stop writing", ErrInvalidSession, ErrNodeSuperseded, node.NodeID, node.Incarnation, n.incarnation)
+		return fmt.Errorf("%w (%w): node %q incarnation %d was superseded by incarnation %d; this process must stop writing", journal.ErrInvalidSession, journal.ErrNodeSuperseded, node.NodeID, node.Incarnation, n.incarnation)
 	case n.closed:
-		return fmt.Errorf("%w: node %q incarnation %d was closed; open a new node session", ErrInvalidSession, node.NodeID, node.Incarnation)
+		return fmt.Errorf("%w: node %q incarnation %d was closed; open a new node session", journal.ErrInvalidSession, node.NodeID, node.Incarnation)
 	case !now.Before(n.expiresAt):
-		return fmt.Errorf("%w: node %q incarnation %d expired at %s; open a new node session and renew it well before its timeout", ErrSessionExpired, node.NodeID, node.Incarnation, n.expiresAt.Format(time.RFC3339Nano))
+		return fmt.Errorf("%w: node %q incarnation %d expired at %s; open a new node session and renew it well before its timeout", journal.ErrSessionExpired, node.NodeID, node.Incarnation, n.expiresAt.Format(time.RFC3339Nano))
 	}
 	return nil
 }
 
 // RenewNode implements Sessions.
-func (m *Memory) RenewNode(ctx context.Context, node NodeSession) (NodeSession, error) {
+func (m *Journal) RenewNode(ctx context.Context, node journal.NodeSession) (journal.NodeSession, error) {
 	if err := m.lock(ctx); err != nil {
-		return NodeSession{}, err
+		return journal.NodeSession{}, err
 	}
 	defer m.mu.Unlock()
 	now := m.now()
 	if err := m.nodeErrLocked(node, now); err != nil {
-		return NodeSession{}, err
+		return journal.NodeSession{}, err
 	}
 	n := m.nodes[node.NodeID]
 	n.expiresAt = now.Add(n.timeout)
@@ -65,14 +68,14 @@ func (m *Memory) RenewNode(ctx context.Context, node NodeSession) (NodeSession, 
 
 // CloseNode implements Sessions. Closing a session that is already closed or
 // superseded is not an error; an unknown node ID is (ErrInvalidSession).
-func (m *Memory) CloseNode(ctx context.Context, node NodeSession) error {
+func (m *Journal) CloseNode(ctx context.Context, node journal.NodeSession) error {
 	if err := m.lock(ctx); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
 	n := m.nodes[node.NodeID]
 	if n == nil || node.Incarnation == 0 || node.Incarnation > n.incarnation {
-		return fmt.Errorf("%w: CloseNode: node %q incarnation %d was never opened", ErrInvalidSession, node.NodeID, node.Incarnation)
+		return fmt.Errorf("%w: CloseNode: node %q incarnation %d was never opened", journal.ErrInvalidSession, node.NodeID, node.Incarnation)
 	}
 	if n.incarnation == node.Incarnation {
 		n.closed = true
@@ -86,7 +89,7 @@ func (m *Memory) CloseNode(ctx context.Context, node NodeSession) error {
 	return nil
 }
 
-func (m *Memory) leasesChangedLocked() {
+func (m *Journal) leasesChangedLocked() {
 	close(m.leaseChanged)
 	m.leaseChanged = make(chan struct{})
 }
@@ -95,20 +98,20 @@ func (m *Memory) leasesChangedLocked() {
 // woken by releases and closed or superseded sessions and re-checking the
 // holder's expiry by the configured clock every few milliseconds; after wait
 // it fails with an error wrapping ErrOpenTimeout that names the holder.
-func (m *Memory) Acquire(ctx context.Context, node NodeSession, stream StreamID, wait time.Duration) (Lease, error) {
+func (m *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream journal.StreamID, wait time.Duration) (journal.Lease, error) {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
-		return Lease{}, fmt.Errorf("journal: Acquire: the stream's tag is empty; name the stream to lease")
+		return journal.Lease{}, fmt.Errorf("journal: Acquire: the stream's tag is empty; name the stream to lease")
 	}
 	deadline := time.Now().Add(wait)
 	for {
 		if err := m.lock(ctx); err != nil {
-			return Lease{}, err
+			return journal.Lease{}, err
 		}
 		now := m.now()
 		if err := m.checkNodeLocked(stream, node.NodeID, node.Incarnation, now); err != nil {
 			m.mu.Unlock()
-			return Lease{}, err
+			return journal.Lease{}, err
 		}
 		l := m.leases[stream]
 		if l == nil {
@@ -125,7 +128,7 @@ func (m *Memory) Acquire(ctx context.Context, node NodeSession, stream StreamID,
 			// an empty stream: no earlier lease of it can match.
 			m.epochs++
 			l.epoch = m.epochs
-			lease := Lease{Stream: stream, NodeID: node.NodeID, Incarnation: node.Incarnation, Epoch: l.epoch}
+			lease := journal.Lease{Stream: stream, NodeID: node.NodeID, Incarnation: node.Incarnation, Epoch: l.epoch}
 			m.mu.Unlock()
 			return lease, nil
 		}
@@ -136,8 +139,8 @@ func (m *Memory) Acquire(ctx context.Context, node NodeSession, stream StreamID,
 
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			return Lease{}, fmt.Errorf("%w: stream %s is held by node %q incarnation %d, whose session is live; waited %s. Retry later, or raise the open timeout",
-				ErrOpenTimeout, stream, holder, holderInc, max(wait, 0))
+			return journal.Lease{}, fmt.Errorf("%w: stream %s is held by node %q incarnation %d, whose session is live; waited %s. Retry later, or raise the open timeout",
+				journal.ErrOpenTimeout, stream, holder, holderInc, max(wait, 0))
 		}
 		timer := time.NewTimer(min(remaining, memLeasePoll))
 		select {
@@ -151,7 +154,7 @@ func (m *Memory) Acquire(ctx context.Context, node NodeSession, stream StreamID,
 }
 
 // Release implements Sessions.
-func (m *Memory) Release(ctx context.Context, lease Lease) error {
+func (m *Journal) Release(ctx context.Context, lease journal.Lease) error {
 	stream := lease.Stream.Normalize()
 	if err := m.lock(ctx); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package journal_test
+package memory_test
 
 import (
 	"context"
@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/scribe-es/scribe/journal"
+	"github.com/stretchr/testify/require"
 )
 
 func requireSessionErr(t *testing.T, err, sentinel error, stream journal.StreamID) {

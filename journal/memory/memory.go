@@ -1,4 +1,4 @@
-package journal
+package memory
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/scribe-es/scribe/journal"
 )
 
-// Compile-time checks that *Memory is a complete backend.
+// Compile-time checks that *Journal is a complete backend.
 var (
-	_ Journal  = (*Memory)(nil)
-	_ Sessions = (*Memory)(nil)
+	_ journal.Journal  = (*Journal)(nil)
+	_ journal.Sessions = (*Journal)(nil)
 )
 
 const (
@@ -27,17 +29,17 @@ const (
 	memLeasePoll = 5 * time.Millisecond
 )
 
-// MemoryConfig configures NewMemoryWithConfig. The zero value is valid.
-type MemoryConfig struct {
+// Config configures NewWithConfig. The zero value is valid.
+type Config struct {
 	// Clock returns the current time. It stamps RecordedAt and judges node
 	// session expiry. Default: time.Now.
 	Clock func() time.Time
 	// MaxDataSize is the largest Data an event may carry, in bytes after
-	// compaction. Default (0): DefaultMaxDataSize.
+	// compaction. Default (0): journal.DefaultMaxDataSize.
 	MaxDataSize int
 }
 
-// Memory is a complete, concurrency-safe in-memory Journal and Sessions. It
+// Journal is a complete, concurrency-safe in-memory Journal and Sessions. It
 // keeps everything in process memory, so it suits tests, examples and
 // benchmarks, not durable storage.
 //
@@ -48,10 +50,10 @@ type MemoryConfig struct {
 // Appends are applied by one of their callers at a time, in arrival order,
 // each on its own (see Append); a caller's Append returns only once its own
 // append is applied or refused. Readers copy records in pages under the lock
-// and never hold it while the consumer runs. Memory starts no goroutines.
-type Memory struct {
+// and never hold it while the consumer runs. A Journal starts no goroutines.
+type Journal struct {
 	clock  func() time.Time
-	limits Limits
+	limits journal.Limits
 
 	mu     sync.Mutex
 	closed atomic.Bool   // set by Close, under mu; read with or without it
@@ -59,7 +61,7 @@ type Memory struct {
 
 	records       recordLog // position order; records.at(i).Position.Seq == i+1
 	byID          map[uuid.UUID]int
-	streams       map[StreamID]*memStream
+	streams       map[journal.StreamID]*memStream
 	byType        map[string][]int
 	byCorrelation map[string][]int
 	commit        uint64
@@ -77,14 +79,14 @@ type Memory struct {
 	hooks *memHooks
 
 	nodes        map[string]*memNode
-	leases       map[StreamID]*memLease
+	leases       map[journal.StreamID]*memLease
 	epochs       uint64        // the highest epoch ever granted
 	leaseChanged chan struct{} // closed and replaced when a lease may have become free
 }
 
 // memHooks are what the package's tests steer and observe in the append
-// combiner (memory_internal_test.go sets them). A production Memory has none:
-// Memory.hooks is nil.
+// combiner (memory_internal_test.go sets them). A production Journal has none:
+// Journal.hooks is nil.
 type memHooks struct {
 	combineMax int    // used instead of memCombineMax
 	handovers  uint64 // times the combiner role passed to a queued caller
@@ -95,7 +97,7 @@ type memHooks struct {
 // which TagSummary reports and VerifyStream checks the records against.
 type memStream struct {
 	records []int // record index of version v at v-1
-	head    Hash
+	head    journal.Hash
 	version uint64
 	last    int
 }
@@ -114,27 +116,27 @@ type memLease struct {
 	epoch       uint64
 }
 
-// NewMemory returns an empty in-memory journal with the default configuration.
-func NewMemory() *Memory { return NewMemoryWithConfig(MemoryConfig{}) }
+// New returns an empty in-memory journal with the default configuration.
+func New() *Journal { return NewWithConfig(Config{}) }
 
-// NewMemoryWithConfig returns an empty in-memory journal configured by cfg;
+// NewWithConfig returns an empty in-memory journal configured by cfg;
 // zero fields take their documented defaults.
-func NewMemoryWithConfig(cfg MemoryConfig) *Memory {
+func NewWithConfig(cfg Config) *Journal {
 	clock := cfg.Clock
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Memory{
+	return &Journal{
 		clock:         clock,
-		limits:        Limits{MaxDataSize: cfg.MaxDataSize},
+		limits:        journal.Limits{MaxDataSize: cfg.MaxDataSize},
 		done:          make(chan struct{}),
 		byID:          make(map[uuid.UUID]int),
-		streams:       make(map[StreamID]*memStream),
+		streams:       make(map[journal.StreamID]*memStream),
 		byType:        make(map[string][]int),
 		byCorrelation: make(map[string][]int),
 		appended:      make(chan struct{}),
 		nodes:         make(map[string]*memNode),
-		leases:        make(map[StreamID]*memLease),
+		leases:        make(map[journal.StreamID]*memLease),
 		leaseChanged:  make(chan struct{}),
 	}
 }
@@ -142,7 +144,7 @@ func NewMemoryWithConfig(cfg MemoryConfig) *Memory {
 // Close closes the journal. Afterwards every call fails with ErrStoreNotOpen,
 // running subscriptions end with it and waiting Acquires fail with it. Close
 // is idempotent and always returns nil.
-func (m *Memory) Close() error {
+func (m *Journal) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.closed.Load() {
@@ -153,12 +155,12 @@ func (m *Memory) Close() error {
 }
 
 func errClosed() error {
-	return fmt.Errorf("%w: the in-memory journal is closed; create a new one with NewMemory", ErrStoreNotOpen)
+	return fmt.Errorf("%w: the in-memory journal is closed; create a new one with New", journal.ErrStoreNotOpen)
 }
 
 // lock takes the mutex and fails when the journal is closed or ctx has ended.
 // On success the caller must unlock.
-func (m *Memory) lock(ctx context.Context) error {
+func (m *Journal) lock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -170,17 +172,17 @@ func (m *Memory) lock(ctx context.Context) error {
 	return nil
 }
 
-func (m *Memory) now() time.Time { return m.clock().UTC().Truncate(time.Microsecond) }
+func (m *Journal) now() time.Time { return m.clock().UTC().Truncate(time.Microsecond) }
 
 // Limits returns the limits Append validates with (journal.Limited).
-func (m *Memory) Limits() Limits { return m.limits }
+func (m *Journal) Limits() journal.Limits { return m.limits }
 
 // recordLog is the journal's records in position order, kept in chunks of
 // fixed size: appending never copies earlier records (a single growing
 // slice copies the whole log each time it doubles, inside the journal's
 // lock), and a pointer to a record stays valid.
 type recordLog struct {
-	chunks [][]Record
+	chunks [][]journal.Record
 	n      int
 }
 
@@ -189,11 +191,11 @@ const recordChunk = 1 << 12
 func (l *recordLog) len() int { return l.n }
 
 // at returns record i (0-based); i must be below len.
-func (l *recordLog) at(i int) *Record { return &l.chunks[i/recordChunk][i%recordChunk] }
+func (l *recordLog) at(i int) *journal.Record { return &l.chunks[i/recordChunk][i%recordChunk] }
 
-func (l *recordLog) push(r Record) {
+func (l *recordLog) push(r journal.Record) {
 	if l.n%recordChunk == 0 {
-		l.chunks = append(l.chunks, make([]Record, 0, recordChunk))
+		l.chunks = append(l.chunks, make([]journal.Record, 0, recordChunk))
 	}
 	c := &l.chunks[len(l.chunks)-1]
 	*c = append(*c, r)

@@ -1,22 +1,24 @@
-package journal
+package memory
 
 import (
 	"context"
+
+	"github.com/scribe-es/scribe/journal"
 	"slices"
 )
 
 // TagSummary implements Inspector.
-func (m *Memory) TagSummary(ctx context.Context, stream StreamID) (TagSummary, error) {
+func (m *Journal) TagSummary(ctx context.Context, stream journal.StreamID) (journal.TagSummary, error) {
 	stream = stream.Normalize()
 	if err := m.lock(ctx); err != nil {
-		return TagSummary{}, err
+		return journal.TagSummary{}, err
 	}
 	defer m.mu.Unlock()
 	return m.summaryLocked(stream, m.streams[stream]), nil
 }
 
-func (m *Memory) summaryLocked(id StreamID, s *memStream) TagSummary {
-	sum := TagSummary{Stream: id}
+func (m *Journal) summaryLocked(id journal.StreamID, s *memStream) journal.TagSummary {
+	sum := journal.TagSummary{Stream: id}
 	if s == nil || len(s.records) == 0 {
 		return sum
 	}
@@ -28,19 +30,21 @@ func (m *Memory) summaryLocked(id StreamID, s *memStream) TagSummary {
 }
 
 // TagsOfGroup implements Inspector. An empty partition means DefaultPartition.
-func (m *Memory) TagsOfGroup(ctx context.Context, partition, group string) ([]TagSummary, error) {
-	partition = partitionOrDefault(partition)
+func (m *Journal) TagsOfGroup(ctx context.Context, partition, group string) ([]journal.TagSummary, error) {
+	if partition == "" {
+		partition = journal.DefaultPartition
+	}
 	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer m.mu.Unlock()
-	var out []TagSummary
+	var out []journal.TagSummary
 	for id, s := range m.streams {
 		if id.Partition == partition && id.Tag.Group() == group {
 			out = append(out, m.summaryLocked(id, s))
 		}
 	}
-	slices.SortFunc(out, func(a, b TagSummary) int {
+	slices.SortFunc(out, func(a, b journal.TagSummary) int {
 		switch {
 		case a.Stream.Tag < b.Stream.Tag:
 			return -1
@@ -53,14 +57,14 @@ func (m *Memory) TagsOfGroup(ctx context.Context, partition, group string) ([]Ta
 }
 
 // TypeSummaries implements Inspector.
-func (m *Memory) TypeSummaries(ctx context.Context) ([]TypeSummary, error) {
+func (m *Journal) TypeSummaries(ctx context.Context) ([]journal.TypeSummary, error) {
 	if err := m.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer m.mu.Unlock()
-	out := make([]TypeSummary, 0, len(m.byType))
+	out := make([]journal.TypeSummary, 0, len(m.byType))
 	for ty, l := range m.byType {
-		ts := TypeSummary{Type: ty, Count: uint64(len(l))}
+		ts := journal.TypeSummary{Type: ty, Count: uint64(len(l))}
 		if len(l) > 0 {
 			ts.FirstPosition, ts.LastPosition = m.records.at(l[0]).Position, m.records.at(l[len(l)-1]).Position
 			for _, idx := range l {
@@ -75,7 +79,7 @@ func (m *Memory) TypeSummaries(ctx context.Context) ([]TypeSummary, error) {
 		}
 		out = append(out, ts)
 	}
-	slices.SortFunc(out, func(a, b TypeSummary) int {
+	slices.SortFunc(out, func(a, b journal.TypeSummary) int {
 		switch {
 		case a.Type < b.Type:
 			return -1
@@ -88,7 +92,7 @@ func (m *Memory) TypeSummaries(ctx context.Context) ([]TypeSummary, error) {
 }
 
 // CountAfter implements Inspector.
-func (m *Memory) CountAfter(ctx context.Context, after Position) (uint64, error) {
+func (m *Journal) CountAfter(ctx context.Context, after journal.Position) (uint64, error) {
 	if err := m.lock(ctx); err != nil {
 		return 0, err
 	}

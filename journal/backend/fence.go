@@ -1,7 +1,9 @@
-package journal
+package backend
 
 import (
 	"fmt"
+
+	"github.com/scribe-es/scribe/journal"
 	"time"
 )
 
@@ -50,14 +52,14 @@ type NodeState struct {
 // acquired, taken over, released, held by another node, or its node session
 // was superseded or closed) or ErrSessionExpired (the lease is current but its
 // node session expired). The first failing condition in that order decides.
-func CheckLease(l Lease, s LeaseState, n NodeState) error {
+func CheckLease(l journal.Lease, s LeaseState, n NodeState) error {
 	stream := l.Stream.Normalize()
 	invalid := func(format string, args ...any) error {
-		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf(format, args...)}
+		return &journal.SessionError{Stream: stream, Err: journal.ErrInvalidSession, Detail: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case !s.Acquired || s.Epoch == 0:
-		return invalid("the stream was never acquired; acquire it with Sessions.Acquire and append with that lease")
+		return invalid("the stream was never acquired; acquire it with journal.Sessions.Acquire and append with that lease")
 	case s.Epoch != l.Epoch:
 		return invalid("lease epoch %d is not the stream's current epoch %d: another writer acquired the stream; stop writing to it and reacquire", l.Epoch, s.Epoch)
 	case s.NodeID != l.NodeID || s.Incarnation != l.Incarnation:
@@ -65,36 +67,36 @@ func CheckLease(l Lease, s LeaseState, n NodeState) error {
 	case s.Released:
 		return invalid("lease epoch %d was released; acquire the stream again before writing", l.Epoch)
 	}
-	return checkNode(stream, l.NodeID, l.Incarnation, n)
+	return CheckNode(stream, l.NodeID, l.Incarnation, n)
 }
 
 // checkNode is the session half of CheckLease: nil when incarnation inc of
 // node nodeID is the node's live session, otherwise a *SessionError on stream
 // wrapping ErrInvalidSession (no session, superseded, closed) or
 // ErrSessionExpired.
-func checkNode(stream StreamID, nodeID string, inc uint64, n NodeState) error {
+func CheckNode(stream journal.StreamID, nodeID string, inc uint64, n NodeState) error {
 	switch {
 	case !n.Found:
-		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf("node %q has no session; open one with OpenNode", nodeID)}
+		return &journal.SessionError{Stream: stream, Err: journal.ErrInvalidSession, Detail: fmt.Sprintf("node %q has no session; open one with OpenNode", nodeID)}
 	case n.Incarnation != inc:
-		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was superseded by incarnation %d; this process must stop writing", nodeID, inc, n.Incarnation)}
+		return &journal.SessionError{Stream: stream, Err: journal.ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was superseded by incarnation %d; this process must stop writing", nodeID, inc, n.Incarnation)}
 	case n.Closed:
-		return &SessionError{Stream: stream, Err: ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was closed; open a new node session", nodeID, inc)}
+		return &journal.SessionError{Stream: stream, Err: journal.ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was closed; open a new node session", nodeID, inc)}
 	case !n.Live:
 		at := ""
 		if !n.ExpiresAt.IsZero() {
 			at = " at " + n.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		}
-		return &SessionError{Stream: stream, Err: ErrSessionExpired, Detail: fmt.Sprintf("node %q incarnation %d expired%s; renew the node session well before its timeout, or open a new one", nodeID, inc, at)}
+		return &journal.SessionError{Stream: stream, Err: journal.ErrSessionExpired, Detail: fmt.Sprintf("node %q incarnation %d expired%s; renew the node session well before its timeout, or open a new one", nodeID, inc, at)}
 	}
 	return nil
 }
 
 // CheckExpected is the fence rule for an expected version: nil when the
 // stream is at expected, otherwise a *VersionMismatchError.
-func CheckExpected(stream StreamID, expected, actual uint64) error {
+func CheckExpected(stream journal.StreamID, expected, actual uint64) error {
 	if expected != actual {
-		return &VersionMismatchError{Stream: stream, Expected: expected, Actual: actual}
+		return &journal.VersionMismatchError{Stream: stream, Expected: expected, Actual: actual}
 	}
 	return nil
 }

@@ -1,12 +1,13 @@
-package journal_test
+package memory_test
 
 import (
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
-	"testing"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
+	"sync/atomic"
+	"testing"
 )
 
 func benchEvent(tags ...journal.Tag) journal.Event {
@@ -17,7 +18,7 @@ func benchEvent(tags ...journal.Tag) journal.Event {
 // expected version: the actor path.
 func BenchmarkMemoryAppend(b *testing.B) {
 	ctx := b.Context()
-	m := journal.NewMemory()
+	m := memory.New()
 	defer m.Close()
 	var v uint64
 	for b.Loop() {
@@ -31,7 +32,7 @@ func BenchmarkMemoryAppend(b *testing.B) {
 // BenchmarkMemoryAppendParallel appends from many goroutines, each to its own stream.
 func BenchmarkMemoryAppendParallel(b *testing.B) {
 	ctx := b.Context()
-	m := journal.NewMemory()
+	m := memory.New()
 	defer m.Close()
 	var next atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
@@ -50,7 +51,7 @@ func BenchmarkMemoryAppendParallel(b *testing.B) {
 // condition; successive iterations visit the streams in turn.
 func BenchmarkMemoryConditionalAppend(b *testing.B) {
 	ctx := b.Context()
-	m := journal.NewMemory()
+	m := memory.New()
 	defer m.Close()
 	for i := range 10_000 {
 		if _, err := m.Append(ctx, []journal.Event{benchEvent(journal.NewTag("account", fmt.Sprint(i%1000)))}, journal.AppendOptions{}); err != nil {
@@ -80,7 +81,7 @@ func BenchmarkMemoryConditionalAppend(b *testing.B) {
 // BenchmarkMemoryReadStream replays a 100-event stream.
 func BenchmarkMemoryReadStream(b *testing.B) {
 	ctx := b.Context()
-	m := journal.NewMemory()
+	m := memory.New()
 	defer m.Close()
 	for range 100 {
 		if _, err := m.Append(ctx, []journal.Event{benchEvent("account:1"), benchEvent("account:2")}, journal.AppendOptions{}); err != nil {

@@ -1,8 +1,11 @@
-package journal
+package memory
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/backend"
 )
 
 // Append implements Appender. It does no I/O and waits on nothing but the
@@ -17,24 +20,24 @@ import (
 // applies every append queued meanwhile, one after another in queue order,
 // each exactly as if its own caller held the mutex, then wakes their callers.
 // So the mutex never sits idle while a woken appender waits for a CPU.
-func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions) (AppendResult, error) {
+func (m *Journal) Append(ctx context.Context, events []journal.Event, opts journal.AppendOptions) (journal.AppendResult, error) {
 	if err := ctx.Err(); err != nil {
-		return AppendResult{}, err
+		return journal.AppendResult{}, err
 	}
 	if m.closed.Load() {
-		return AppendResult{}, errClosed()
+		return journal.AppendResult{}, errClosed()
 	}
 
-	prepared, partition, err := PrepareAppend(events, opts, m.limits)
+	prepared, partition, err := journal.PrepareAppend(events, opts, m.limits)
 	if err != nil {
-		return AppendResult{}, err
+		return journal.AppendResult{}, err
 	}
 	a := &memAppend{ctx: ctx, prepared: prepared, partition: partition, opts: opts,
-		recs: make([]Record, len(prepared)), content: make([][]byte, len(prepared))}
+		recs: make([]journal.Record, len(prepared)), content: make([][]byte, len(prepared))}
 	for i := range prepared {
 		a.recs[i].Event = prepared[i]
-		a.content[i] = canonicalContent(&a.recs[i])
-		a.recs[i].Links = make([]StreamLink, max(1, len(a.recs[i].Tags)))
+		a.content[i] = backend.CanonicalContent(&a.recs[i])
+		a.recs[i].Links = make([]journal.StreamLink, max(1, len(a.recs[i].Tags)))
 	}
 	m.combine(a)
 	if a.err != nil || a.res.Duplicate {
@@ -45,20 +48,20 @@ func (m *Memory) Append(ctx context.Context, events []Event, opts AppendOptions)
 	for i := range a.recs {
 		a.recs[i] = cloneRecord(&a.recs[i])
 	}
-	return AppendResult{Records: a.recs}, nil
+	return journal.AppendResult{Records: a.recs}, nil
 }
 
 // memAppend is one Append on its way through combine: its prepared input,
 // and its outcome once applied.
 type memAppend struct {
 	ctx       context.Context
-	prepared  []Event
+	prepared  []journal.Event
 	partition string
-	opts      AppendOptions
-	recs      []Record // the records to store, completed when applied
-	content   [][]byte // canonicalContent of each record
+	opts      journal.AppendOptions
+	recs      []journal.Record // the records to store, completed when applied
+	content   [][]byte         // backend.CanonicalContent of each record
 
-	res  AppendResult // set with Duplicate, or left for Append to fill from recs
+	res  journal.AppendResult // set with Duplicate, or left for Append to fill from recs
 	err  error
 	done chan bool // receives once: false when a is applied; true when a is still queued and its caller takes over combining
 }
@@ -70,7 +73,7 @@ const memCombineMax = 32
 
 // combine applies a: queued behind the appends already waiting, and applied by
 // whichever caller is combining, or by this one when none is.
-func (m *Memory) combine(a *memAppend) {
+func (m *Journal) combine(a *memAppend) {
 	m.qmu.Lock()
 	if m.combining {
 		a.done = make(chan bool, 1)
@@ -121,7 +124,7 @@ func (m *Memory) combine(a *memAppend) {
 
 // passRole ends this caller's turn as the combiner: the first queued caller
 // takes the role over, or, with none queued, the next Append takes it.
-func (m *Memory) passRole() {
+func (m *Journal) passRole() {
 	m.qmu.Lock()
 	if len(m.queue) == 0 {
 		m.combining = false
@@ -140,7 +143,7 @@ func (m *Memory) passRole() {
 // them panics (the configured Clock is the only caller code it runs, before
 // anything is changed), the appends before it keep their outcomes, it and the
 // rest fail without being applied, and the panic value is returned.
-func (m *Memory) applyBatch(batch []*memAppend) (panicked any) {
+func (m *Journal) applyBatch(batch []*memAppend) (panicked any) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	i := 0
@@ -148,7 +151,7 @@ func (m *Memory) applyBatch(batch []*memAppend) (panicked any) {
 		if p := recover(); p != nil {
 			panicked = p
 			for _, b := range batch[i:] {
-				b.res, b.err = AppendResult{}, fmt.Errorf("journal: the in-memory append was not applied: MemoryConfig.Clock panicked while it or an append queued with it was applied (%v); fix the clock, then append again", p)
+				b.res, b.err = journal.AppendResult{}, fmt.Errorf("journal: the in-memory append was not applied: Config.Clock panicked while it or an append queued with it was applied (%v); fix the clock, then append again", p)
 			}
 			m.signalLocked()
 		}
@@ -161,7 +164,7 @@ func (m *Memory) applyBatch(batch []*memAppend) (panicked any) {
 }
 
 // applyLocked applies a as one atomic append and records its outcome in a.
-func (m *Memory) applyLocked(a *memAppend) {
+func (m *Journal) applyLocked(a *memAppend) {
 	if m.closed.Load() {
 		a.err = errClosed()
 		return
@@ -184,16 +187,16 @@ func (m *Memory) applyLocked(a *memAppend) {
 	for i := range a.recs {
 		rec := &a.recs[i]
 		idx := m.records.len()
-		rec.Position = Position{Commit: m.commit, Seq: uint64(idx) + 1}
+		rec.Position = journal.Position{Commit: m.commit, Seq: uint64(idx) + 1}
 		rec.RecordedAt = now
-		linkCanonical(rec, appendTime(a.content[i], now), func(tag Tag) (uint64, Hash) {
-			if s := m.streams[StreamID{Partition: a.partition, Tag: tag}]; s != nil {
+		backend.LinkCanonical(rec, backend.SealCanonical(a.content[i], now), func(tag journal.Tag) (uint64, journal.Hash) {
+			if s := m.streams[journal.StreamID{Partition: a.partition, Tag: tag}]; s != nil {
 				return uint64(len(s.records)), s.head
 			}
-			return 0, Hash{}
+			return 0, journal.Hash{}
 		})
 		for _, l := range rec.Links {
-			id := StreamID{Partition: a.partition, Tag: l.Tag}
+			id := journal.StreamID{Partition: a.partition, Tag: l.Tag}
 			s := m.streams[id]
 			if s == nil {
 				s = &memStream{}
@@ -213,7 +216,7 @@ func (m *Memory) applyLocked(a *memAppend) {
 
 // signalLocked wakes the readers waiting for new records, if anything was
 // committed since the last signal and a reader waits.
-func (m *Memory) signalLocked() {
+func (m *Journal) signalLocked() {
 	if m.committed && m.appendWatched {
 		close(m.appended)
 		m.appended = make(chan struct{})

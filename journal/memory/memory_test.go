@@ -1,4 +1,4 @@
-package journal_test
+package memory_test
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
+	"github.com/stretchr/testify/require"
 )
 
-// fakeClock is a manually advanced clock for MemoryConfig.Clock.
+// fakeClock is a manually advanced clock for Config.Clock.
 type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -41,13 +42,13 @@ func (c *fakeClock) Advance(d time.Duration) {
 type memSetup struct {
 	ctx   context.Context
 	clock *fakeClock
-	mem   *journal.Memory
+	mem   *memory.Journal
 }
 
 func setup(t *testing.T) memSetup {
 	t.Helper()
 	clock := newFakeClock()
-	mem := journal.NewMemoryWithConfig(journal.MemoryConfig{Clock: clock.Now})
+	mem := memory.NewWithConfig(memory.Config{Clock: clock.Now})
 	t.Cleanup(func() { _ = mem.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -389,7 +390,7 @@ func TestMemoryTamperIsDetected(t *testing.T) {
 		require.NoError(t, err)
 	}
 	recs := drain(t, s.mem.ReadStream(s.ctx, journal.Stream("x:1"), 1, 0))
-	require.NoError(t, journal.TamperMemory(s.mem, recs[1].ID))
+	require.NoError(t, memory.TamperMemory(s.mem, recs[1].ID))
 	got, err := s.mem.ReadEvent(s.ctx, recs[1].ID)
 	require.NoError(t, err)
 	require.True(t, json.Valid(got.Data))
@@ -534,7 +535,7 @@ func TestMemorySubscribeHandsOverFromCatchUpToLive(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 	for _, q := range []journal.Query{journal.TagQuery("x"), {All: true}} {
-		mem := journal.NewMemory()
+		mem := memory.New()
 		defer mem.Close()
 		first, err := mem.Append(s.ctx, []journal.Event{ev("A", "x")}, journal.AppendOptions{})
 		require.NoError(t, err)
@@ -660,7 +661,7 @@ func TestMemoryClose(t *testing.T) {
 
 func TestMemoryDefaultConfig(t *testing.T) {
 	t.Parallel()
-	mem := journal.NewMemory()
+	mem := memory.New()
 	defer func() { _ = mem.Close() }()
 	before := time.Now().UTC().Truncate(time.Microsecond)
 	res, err := mem.Append(t.Context(), []journal.Event{ev("A", "misc:1")}, journal.AppendOptions{})
@@ -673,7 +674,7 @@ func TestMemoryDefaultConfig(t *testing.T) {
 	_, err = mem.Append(t.Context(), []journal.Event{big}, journal.AppendOptions{})
 	require.ErrorIs(t, err, journal.ErrInvalidEvent)
 
-	small := journal.NewMemoryWithConfig(journal.MemoryConfig{MaxDataSize: 16})
+	small := memory.NewWithConfig(memory.Config{MaxDataSize: 16})
 	defer func() { _ = small.Close() }()
 	_, err = small.Append(t.Context(), []journal.Event{{ID: journal.NewEventID(), Type: "A", Tags: []journal.Tag{"misc:1"}, Data: json.RawMessage(`{"a":"0123456789"}`)}}, journal.AppendOptions{})
 	require.ErrorIs(t, err, journal.ErrInvalidEvent)

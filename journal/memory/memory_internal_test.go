@@ -1,4 +1,4 @@
-package journal
+package memory
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scribe-es/scribe/journal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,17 +17,17 @@ import (
 func TestMemoryRecordLogAcrossChunks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	m := NewMemory()
+	m := New()
 	defer m.Close()
 	const batches, per = 25, 400 // 10,000 records: three chunk boundaries
-	tag := NewTag("counter", "1")
-	var ids []Event
+	tag := journal.NewTag("counter", "1")
+	var ids []journal.Event
 	for b := range batches {
-		evs := make([]Event, per)
+		evs := make([]journal.Event, per)
 		for i := range evs {
-			evs[i] = Event{ID: NewEventID(), Type: "Counted", Tags: []Tag{tag}, Data: []byte(`{"n":1}`)}
+			evs[i] = journal.Event{ID: journal.NewEventID(), Type: "Counted", Tags: []journal.Tag{tag}, Data: []byte(`{"n":1}`)}
 		}
-		_, err := m.Append(ctx, evs, AppendOptions{})
+		_, err := m.Append(ctx, evs, journal.AppendOptions{})
 		require.NoError(t, err, "batch %d", b)
 		ids = append(ids, evs...)
 	}
@@ -34,7 +35,7 @@ func TestMemoryRecordLogAcrossChunks(t *testing.T) {
 	boundary := m.records.at(recordChunk)
 
 	n := 0
-	for r, err := range m.ReadAll(ctx, Position{}, 0) {
+	for r, err := range m.ReadAll(ctx, journal.Position{}, 0) {
 		require.NoError(t, err)
 		require.Equal(t, uint64(n+1), r.Position.Seq)
 		require.Equal(t, ids[n].ID, r.ID)
@@ -52,13 +53,13 @@ func TestMemoryRecordLogAcrossChunks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(2*recordChunk+6), got.Position.Seq)
 	v := uint64(0)
-	for r, err := range m.ReadStream(ctx, Stream(tag), 1, 0) {
+	for r, err := range m.ReadStream(ctx, journal.Stream(tag), 1, 0) {
 		require.NoError(t, err)
 		v++
 		require.Equal(t, v, r.Version(tag))
 	}
 	require.Equal(t, uint64(batches*per), v)
-	verified, err := VerifyStream(ctx, m, Stream(tag))
+	verified, err := journal.VerifyStream(ctx, m, journal.Stream(tag))
 	require.NoError(t, err)
 	require.Equal(t, uint64(batches*per), verified)
 	cnt, err := m.CountAfter(ctx, m.records.at(recordChunk).Position)
@@ -82,7 +83,7 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 	ctx := context.Background()
 	hold := make(chan struct{})
 	var held atomic.Bool
-	m := NewMemoryWithConfig(MemoryConfig{Clock: func() time.Time {
+	m := NewWithConfig(Config{Clock: func() time.Time {
 		if held.CompareAndSwap(false, true) {
 			<-hold
 		}
@@ -92,16 +93,18 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 	m.hooks = &memHooks{combineMax: 0} // hand over after every batch
 
 	queued := func() int { return queuedAppends(m) }
-	appendOne := func(ctx context.Context, tag Tag) (AppendResult, error) { return appendCounted(ctx, m, tag) }
+	appendOne := func(ctx context.Context, tag journal.Tag) (journal.AppendResult, error) {
+		return appendCounted(ctx, m, tag)
+	}
 
 	// The first append becomes the combiner and stops in the clock.
 	type outcome struct {
-		res AppendResult
+		res journal.AppendResult
 		err error
 	}
 	first := make(chan outcome, 1)
 	go func() {
-		res, err := appendOne(ctx, NewTag("counter", "first"))
+		res, err := appendOne(ctx, journal.NewTag("counter", "first"))
 		first <- outcome{res, err}
 	}()
 	require.Eventually(t, held.Load, 30*time.Second, time.Millisecond)
@@ -110,7 +113,7 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	goneDone := make(chan outcome, 1)
 	go func() {
-		res, err := appendOne(gone, NewTag("counter", "gone"))
+		res, err := appendOne(gone, journal.NewTag("counter", "gone"))
 		goneDone <- outcome{res, err}
 	}()
 	require.Eventually(t, func() bool { return queued() == 1 }, 30*time.Second, time.Millisecond)
@@ -120,9 +123,9 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 	const n = 10
 	rest := make(chan outcome, n)
 	for i := range n {
-		tag := NewTag("counter", "shared")
+		tag := journal.NewTag("counter", "shared")
 		if i%2 == 1 {
-			tag = NewTag("counter", fmt.Sprint(i))
+			tag = journal.NewTag("counter", fmt.Sprint(i))
 		}
 		go func() {
 			res, err := appendOne(ctx, tag)
@@ -134,7 +137,7 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 
 	o := <-first
 	require.NoError(t, o.err)
-	require.Equal(t, Position{Commit: 1, Seq: 1}, o.res.Records[0].Position)
+	require.Equal(t, journal.Position{Commit: 1, Seq: 1}, o.res.Records[0].Position)
 	o = <-goneDone
 	require.ErrorIs(t, o.err, context.Canceled)
 	seen := map[uint64]bool{}
@@ -150,8 +153,8 @@ func TestMemoryCombinesQueuedAppends(t *testing.T) {
 
 	stored := storedTags(t, m)
 	require.Len(t, stored, n+1)
-	require.NotContains(t, stored, NewTag("counter", "gone"))
-	v, err := VerifyStream(ctx, m, StreamID{Tag: NewTag("counter", "shared")})
+	require.NotContains(t, stored, journal.NewTag("counter", "gone"))
+	v, err := journal.VerifyStream(ctx, m, journal.StreamID{Tag: journal.NewTag("counter", "shared")})
 	require.NoError(t, err)
 	require.EqualValues(t, n/2, v)
 }
@@ -165,7 +168,7 @@ func TestMemoryCombinerSurvivesAPanickingClock(t *testing.T) {
 	ctx := context.Background()
 	hold := make(chan struct{})
 	var calls atomic.Int64
-	m := NewMemoryWithConfig(MemoryConfig{Clock: func() time.Time {
+	m := NewWithConfig(Config{Clock: func() time.Time {
 		if calls.Add(1) == 1 {
 			<-hold
 			panic("clock broke")
@@ -174,7 +177,7 @@ func TestMemoryCombinerSurvivesAPanickingClock(t *testing.T) {
 	}})
 	defer m.Close()
 	appendOne := func(tag string) error {
-		_, err := appendCounted(ctx, m, NewTag("counter", tag))
+		_, err := appendCounted(ctx, m, journal.NewTag("counter", tag))
 		return err
 	}
 	queued := func() int { return queuedAppends(m) }
@@ -200,26 +203,26 @@ func TestMemoryCombinerSurvivesAPanickingClock(t *testing.T) {
 	require.NoError(t, appendOne("after"))
 	tags := storedTags(t, m)
 	require.Len(t, tags, n+1)
-	require.NotContains(t, tags, NewTag("counter", "first"))
+	require.NotContains(t, tags, journal.NewTag("counter", "first"))
 }
 
 // queuedAppends returns how many appends wait for m's combiner.
-func queuedAppends(m *Memory) int {
+func queuedAppends(m *Journal) int {
 	m.qmu.Lock()
 	defer m.qmu.Unlock()
 	return len(m.queue)
 }
 
 // appendCounted appends one event tagged tag to m.
-func appendCounted(ctx context.Context, m *Memory, tag Tag) (AppendResult, error) {
-	return m.Append(ctx, []Event{{ID: NewEventID(), Type: "Counted", Tags: []Tag{tag}, Data: []byte(`{"n":1}`)}}, AppendOptions{})
+func appendCounted(ctx context.Context, m *Journal, tag journal.Tag) (journal.AppendResult, error) {
+	return m.Append(ctx, []journal.Event{{ID: journal.NewEventID(), Type: "Counted", Tags: []journal.Tag{tag}, Data: []byte(`{"n":1}`)}}, journal.AppendOptions{})
 }
 
 // storedTags returns the tags of every record in m, in position order.
-func storedTags(t *testing.T, m *Memory) []Tag {
+func storedTags(t *testing.T, m *Journal) []journal.Tag {
 	t.Helper()
-	var tags []Tag
-	for r, err := range m.ReadAll(context.Background(), Position{}, 0) {
+	var tags []journal.Tag
+	for r, err := range m.ReadAll(context.Background(), journal.Position{}, 0) {
 		require.NoError(t, err)
 		tags = append(tags, r.Tags...)
 	}

@@ -1,4 +1,4 @@
-package journal_test
+package memory_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/journaltest"
+	"github.com/scribe-es/scribe/journal/memory"
 )
 
 // TestMemoryConformance runs the whole journal conformance suite against the
@@ -16,20 +17,20 @@ func TestMemoryConformance(t *testing.T) {
 	t.Parallel()
 	const maxData = 4 << 10
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
-		m := journal.NewMemoryWithConfig(journal.MemoryConfig{MaxDataSize: maxData})
+		m := memory.NewWithConfig(memory.Config{MaxDataSize: maxData})
 		t.Cleanup(func() { _ = m.Close() })
 		return journaltest.Harness{
 			Journal:     m,
 			Sessions:    m,
 			MaxDataSize: maxData,
 			Alter: func(_ context.Context, id uuid.UUID, what journaltest.Alteration) error {
-				return journal.AlterMemory(m, id, string(what))
+				return memory.AlterMemory(m, id, string(what))
 			},
 			Remove: func(_ context.Context, id uuid.UUID) error {
-				return journal.RemoveMemory(m, id)
+				return memory.RemoveMemory(m, id)
 			},
 			Swap: func(_ context.Context, stream journal.StreamID, v, w uint64) error {
-				return journal.SwapMemory(m, stream, v, w)
+				return memory.SwapMemory(m, stream, v, w)
 			},
 			// An in-memory store has exactly one handle: the peer is the
 			// journal itself.
@@ -38,12 +39,12 @@ func TestMemoryConformance(t *testing.T) {
 	})
 }
 
-// TestMemoryConformanceDefaults runs the suite against NewMemory, whose data
+// TestMemoryConformanceDefaults runs the suite against New, whose data
 // limit is journal.DefaultMaxDataSize.
 func TestMemoryConformanceDefaults(t *testing.T) {
 	t.Parallel()
 	journaltest.Run(t, func(t *testing.T) journaltest.Harness {
-		m := journal.NewMemory()
+		m := memory.New()
 		t.Cleanup(func() { _ = m.Close() })
 		return journaltest.Harness{Journal: m, Sessions: m}
 	})

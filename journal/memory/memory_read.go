@@ -1,4 +1,4 @@
-package journal
+package memory
 
 import (
 	"context"
@@ -6,17 +6,20 @@ import (
 	"iter"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/scribe-es/scribe/journal"
 )
 
 // firstAfterLocked returns the index of the first record with position > p.
-func (m *Memory) firstAfterLocked(p Position) int {
+func (m *Journal) firstAfterLocked(p journal.Position) int {
 	return sort.Search(m.records.len(), func(i int) bool { return m.records.at(i).Position.After(p) })
 }
 
 // firstFromLocked returns the index of the first record with position ≥ p.
-func (m *Memory) firstFromLocked(p Position) int {
+func (m *Journal) firstFromLocked(p journal.Position) int {
 	return sort.Search(m.records.len(), func(i int) bool { return m.records.at(i).Position.Compare(p) >= 0 })
 }
 
@@ -65,7 +68,7 @@ func (c *memCursor) exhausted() bool {
 // queryCursorLocked returns a cursor over the record indices in [lo, hi) that
 // may match q: from the tag and type indexes when every item names a tag or a
 // type, else every index. Callers still filter with q.Matches.
-func (m *Memory) queryCursorLocked(q Query, lo, hi int, desc bool) memCursor {
+func (m *Journal) queryCursorLocked(q journal.Query, lo, hi int, desc bool) memCursor {
 	list, indexed := m.candidatesLocked(q, lo, hi)
 	if !indexed {
 		return memCursor{all: true, lo: lo, hi: hi, desc: desc}
@@ -76,7 +79,7 @@ func (m *Memory) queryCursorLocked(q Query, lo, hi int, desc bool) memCursor {
 // candidatesLocked returns the ascending record indices in [lo, hi) that may
 // match q, and false when no index applies (q.All). Only the part of each index list inside [lo, hi) is merged, so the cost of a
 // condition check or a read from a recent position does not grow with history.
-func (m *Memory) candidatesLocked(q Query, lo, hi int) ([]int, bool) {
+func (m *Journal) candidatesLocked(q journal.Query, lo, hi int) ([]int, bool) {
 	window := func(l []int) []int {
 		return l[sort.SearchInts(l, lo):sort.SearchInts(l, hi)]
 	}
@@ -90,7 +93,7 @@ func (m *Memory) candidatesLocked(q Query, lo, hi int) ([]int, bool) {
 			// Every tag must be present: the shortest stream bounds the matches.
 			var best []int
 			for k, t := range it.Tags {
-				s := m.streams[StreamID{Partition: partition, Tag: t}]
+				s := m.streams[journal.StreamID{Partition: partition, Tag: t}]
 				if s == nil {
 					best = nil
 					break
@@ -134,7 +137,7 @@ func unionSorted(lists [][]int) []int {
 	return slices.Compact(out)
 }
 
-func cloneRecord(r *Record) Record {
+func cloneRecord(r *journal.Record) journal.Record {
 	c := *r
 	c.Tags = slices.Clone(r.Tags)
 	c.Data = slices.Clone(r.Data)
@@ -149,24 +152,24 @@ func cloneRecord(r *Record) Record {
 // lock released. It ends when the cursor is exhausted, unless the cursor
 // follows the record log: then it waits for the next commit and goes on, until
 // ctx ends, the journal closes or the consumer stops.
-func (m *Memory) read(ctx context.Context, open func() (memCursor, error), keep func(*Record) bool, limit int) iter.Seq2[Record, error] {
-	return func(yield func(Record, error) bool) {
+func (m *Journal) read(ctx context.Context, open func() (memCursor, error), keep func(*journal.Record) bool, limit int) iter.Seq2[journal.Record, error] {
+	return func(yield func(journal.Record, error) bool) {
 		var (
 			cur    memCursor
 			opened bool
 			n      int
-			page   []Record
+			page   []journal.Record
 		)
 		for {
 			if err := m.lock(ctx); err != nil {
-				yield(Record{}, err)
+				yield(journal.Record{}, err)
 				return
 			}
 			if !opened {
 				var err error
 				if cur, err = open(); err != nil {
 					m.mu.Unlock()
-					yield(Record{}, err)
+					yield(journal.Record{}, err)
 					return
 				}
 				opened = true
@@ -196,7 +199,7 @@ func (m *Memory) read(ctx context.Context, open func() (memCursor, error), keep 
 			m.mu.Unlock()
 			for _, r := range page {
 				if err := ctx.Err(); err != nil {
-					yield(Record{}, err)
+					yield(journal.Record{}, err)
 					return
 				}
 				if !yield(r, nil) {
@@ -209,7 +212,7 @@ func (m *Memory) read(ctx context.Context, open func() (memCursor, error), keep 
 				}
 				select {
 				case <-wake:
-				case <-done: // the next lock reports ErrStoreNotOpen
+				case <-done: // the next lock reports journal.ErrStoreNotOpen
 				case <-ctx.Done(): // the next lock reports ctx.Err()
 				}
 			}
@@ -217,18 +220,18 @@ func (m *Memory) read(ctx context.Context, open func() (memCursor, error), keep 
 	}
 }
 
-func yieldErr(err error) iter.Seq2[Record, error] {
-	return func(yield func(Record, error) bool) { yield(Record{}, err) }
+func yieldErr(err error) iter.Seq2[journal.Record, error] {
+	return func(yield func(journal.Record, error) bool) { yield(journal.Record{}, err) }
 }
 
 // ReadStream implements Reader. A fromVersion of 0 reads from version 1.
-func (m *Memory) ReadStream(ctx context.Context, stream StreamID, fromVersion uint64, limit int) iter.Seq2[Record, error] {
+func (m *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
-		return yieldErr(fmt.Errorf("%w: ReadStream: the stream's tag is empty; name the stream to read", ErrInvalidQuery))
+		return yieldErr(fmt.Errorf("%w: ReadStream: the stream's tag is empty; name the stream to read", journal.ErrInvalidQuery))
 	}
 	if limit < 0 {
-		return yieldErr(fmt.Errorf("%w: ReadStream: limit %d is negative; use 0 for no limit", ErrInvalidQuery, limit))
+		return yieldErr(fmt.Errorf("%w: ReadStream: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, limit))
 	}
 	if fromVersion == 0 {
 		fromVersion = 1
@@ -243,12 +246,12 @@ func (m *Memory) ReadStream(ctx context.Context, stream StreamID, fromVersion ui
 }
 
 // Read implements Reader.
-func (m *Memory) Read(ctx context.Context, q Query, opts ReadOptions) iter.Seq2[Record, error] {
+func (m *Journal) Read(ctx context.Context, q journal.Query, opts journal.ReadOptions) iter.Seq2[journal.Record, error] {
 	if err := q.Validate(); err != nil {
 		return yieldErr(err)
 	}
 	if opts.Limit < 0 {
-		return yieldErr(fmt.Errorf("%w: read limit %d is negative; use 0 for no limit", ErrInvalidQuery, opts.Limit))
+		return yieldErr(fmt.Errorf("%w: read limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, opts.Limit))
 	}
 	return m.read(ctx, func() (memCursor, error) {
 		lo, hi := 0, m.records.len()
@@ -263,9 +266,9 @@ func (m *Memory) Read(ctx context.Context, q Query, opts ReadOptions) iter.Seq2[
 }
 
 // ReadAll implements Reader.
-func (m *Memory) ReadAll(ctx context.Context, after Position, limit int) iter.Seq2[Record, error] {
+func (m *Journal) ReadAll(ctx context.Context, after journal.Position, limit int) iter.Seq2[journal.Record, error] {
 	if limit < 0 {
-		return yieldErr(fmt.Errorf("%w: ReadAll: limit %d is negative; use 0 for no limit", ErrInvalidQuery, limit))
+		return yieldErr(fmt.Errorf("%w: ReadAll: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, limit))
 	}
 	return m.read(ctx, func() (memCursor, error) {
 		return memCursor{all: true, lo: m.firstAfterLocked(after), hi: m.records.len()}, nil
@@ -273,34 +276,34 @@ func (m *Memory) ReadAll(ctx context.Context, after Position, limit int) iter.Se
 }
 
 // ReadEvent implements Reader.
-func (m *Memory) ReadEvent(ctx context.Context, id uuid.UUID) (Record, error) {
+func (m *Journal) ReadEvent(ctx context.Context, id uuid.UUID) (journal.Record, error) {
 	if err := m.lock(ctx); err != nil {
-		return Record{}, err
+		return journal.Record{}, err
 	}
 	defer m.mu.Unlock()
 	idx, ok := m.byID[id]
 	if !ok {
-		return Record{}, fmt.Errorf("%w: no event with ID %s", ErrNotFound, id)
+		return journal.Record{}, fmt.Errorf("%w: no event with ID %s", journal.ErrNotFound, id)
 	}
 	return cloneRecord(m.records.at(idx)), nil
 }
 
 // Head implements Reader.
-func (m *Memory) Head(ctx context.Context) (Position, error) {
+func (m *Journal) Head(ctx context.Context) (journal.Position, error) {
 	if err := m.lock(ctx); err != nil {
-		return Position{}, err
+		return journal.Position{}, err
 	}
 	defer m.mu.Unlock()
 	if m.records.len() == 0 {
-		return Position{}, nil
+		return journal.Position{}, nil
 	}
 	return m.records.at(m.records.len() - 1).Position, nil
 }
 
 // ReadByCorrelation implements Reader. An empty correlation ID yields ErrInvalidQuery.
-func (m *Memory) ReadByCorrelation(ctx context.Context, correlationID string) iter.Seq2[Record, error] {
+func (m *Journal) ReadByCorrelation(ctx context.Context, correlationID string) iter.Seq2[journal.Record, error] {
 	if correlationID == "" {
-		return yieldErr(fmt.Errorf("%w: ReadByCorrelation: the correlation ID is empty; pass the ID to look up", ErrInvalidQuery))
+		return yieldErr(fmt.Errorf("%w: ReadByCorrelation: the correlation ID is empty; pass the ID to look up", journal.ErrInvalidQuery))
 	}
 	return m.read(ctx, func() (memCursor, error) {
 		l := m.byCorrelation[correlationID]
@@ -309,7 +312,7 @@ func (m *Memory) ReadByCorrelation(ctx context.Context, correlationID string) it
 }
 
 // ReadTypes implements Reader.
-func (m *Memory) ReadTypes(ctx context.Context, q TypeQuery) iter.Seq2[Record, error] {
+func (m *Journal) ReadTypes(ctx context.Context, q journal.TypeQuery) iter.Seq2[journal.Record, error] {
 	if err := q.Validate(); err != nil {
 		return yieldErr(err)
 	}
@@ -336,14 +339,14 @@ func (m *Memory) ReadTypes(ctx context.Context, q TypeQuery) iter.Seq2[Record, e
 			}
 		}
 		return cur, nil
-	}, func(r *Record) bool { return q.inRange(r.RecordedAt) }, q.Limit)
+	}, func(r *journal.Record) bool { return inRange(q, r.RecordedAt) }, q.Limit)
 }
 
 // Subscribe implements Subscriber. It starts no goroutine: the consumer's own
 // goroutine waits for new commits. The records that exist when it starts are
 // found through the tag and type indexes where q allows; every later record
 // is examined in position order.
-func (m *Memory) Subscribe(ctx context.Context, q Query, after Position) iter.Seq2[Record, error] {
+func (m *Journal) Subscribe(ctx context.Context, q journal.Query, after journal.Position) iter.Seq2[journal.Record, error] {
 	if err := q.Validate(); err != nil {
 		return yieldErr(err)
 	}
@@ -357,4 +360,10 @@ func (m *Memory) Subscribe(ctx context.Context, q Query, after Position) iter.Se
 		cur.follow, cur.tail = &m.records, m.records.len()
 		return cur, nil
 	}, q.Matches, 0)
+}
+
+// inRange reports whether t is in q's time range [From, To), an unset bound
+// being open.
+func inRange(q journal.TypeQuery, t time.Time) bool {
+	return (q.From.IsZero() || !t.Before(q.From)) && (q.To.IsZero() || t.Before(q.To))
 }
