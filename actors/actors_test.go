@@ -519,3 +519,23 @@ func TestLostNodeSessionStopsActorsAndReopens(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, 2, res.State)
 }
+
+// slowJournal embeds the in-memory journal and makes Append slow: it must
+// not pass for an in-process journal.
+type slowJournal struct{ *memory.Journal }
+
+func (s slowJournal) Append(ctx context.Context, evs []journal.Event, o journal.AppendOptions) (journal.AppendResult, error) {
+	time.Sleep(time.Millisecond)
+	return s.Journal.Append(ctx, evs, o)
+}
+
+// TestInlineAppendOnlyForTheJournalItself: the in-memory journal's appends
+// run on the actors' goroutines; a type embedding it keeps the I/O path.
+func TestInlineAppendOnlyForTheJournalItself(t *testing.T) {
+	t.Parallel()
+	f := newFixture()
+	require.True(t, f.host(t).AppendsInline())
+	wrapped := f.host(t, func(c *actors.Config) { c.Journal, c.NodeID = slowJournal{f.mem}, "node-b" })
+	require.False(t, wrapped.AppendsInline(), "a wrapper's InlineAppend names the embedded journal, not itself")
+	require.EqualValues(t, 1, exec(t, wrapped, stream("w"), add{1}).Version, "and still appends")
+}

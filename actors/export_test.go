@@ -41,3 +41,7 @@ func (h *Host) Shedding(stream journal.StreamID) (bool, int) {
 	}
 	return false, 0
 }
+
+// AppendsInline reports whether h runs the journal's Append on the stream
+// actors' goroutines (journal.InlineAppender).
+func (h *Host) AppendsInline() bool { return h.inlineAppend }

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/journal/memory"
 )
 
 const shardCount = 64
@@ -71,11 +70,13 @@ type Host struct {
 	// hooks is nil in production; only the package's tests set it
 	// (export_test.go).
 	hooks *hostHooks
-	// inlineAppend: the journal is exactly *memory.Journal, whose Append is
-	// in-process work under its mutex (no I/O, network or timer), so the
-	// actors call it on their own goroutine instead of handing it to ioPool
-	// and back: two goroutine hand-offs per batch. A wrapper of Memory (a
-	// type of its own) is not trusted with this and keeps the I/O path.
+	// inlineAppend: the journal says its Append is in-process work
+	// (journal.InlineAppender, as the in-memory journal does: no I/O,
+	// network or timer), so the actors call it on their own goroutine
+	// instead of handing it to ioPool and back: two goroutine hand-offs per
+	// batch. A type embedding such a journal is not trusted with this (its
+	// InlineAppend names the embedded journal, not itself) and keeps the I/O
+	// path.
 	inlineAppend bool
 	system       *actor.ActorSystem
 	seed         maphash.Seed
@@ -153,7 +154,9 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 	if l, ok := cfg.Journal.(journal.Limited); ok {
 		h.limits = l.Limits()
 	}
-	_, h.inlineAppend = cfg.Journal.(*memory.Journal)
+	if ia, ok := cfg.Journal.(journal.InlineAppender); ok {
+		h.inlineAppend = ia.InlineAppend() == journal.Appender(cfg.Journal)
+	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.lease.init(cfg.NodeID, cfg.SessionTimeout, opened)
 	h.node.Store(&node)

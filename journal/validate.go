@@ -40,6 +40,16 @@ type Limited interface {
 	Limits() Limits
 }
 
+// InlineAppender is an optional capability of a journal whose Append is
+// bounded in-process work (no I/O, network or timer wait): a caller may run it
+// on its own goroutine instead of handing it to an I/O worker. InlineAppend
+// returns the journal that has the capability; a caller trusts it only when
+// that is the journal it appends to, so a type that embeds such a journal
+// (and may wrap Append in slower work) does not pass for one.
+type InlineAppender interface {
+	InlineAppend() Appender
+}
+
 // Limits bounds what an append may carry.
 type Limits struct {
 	// MaxDataSize is the largest Data an event may carry, in bytes, measured

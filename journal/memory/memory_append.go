@@ -8,6 +8,10 @@ import (
 	"github.com/scribe-es/scribe/journal/backend"
 )
 
+// InlineAppend implements journal.InlineAppender: Append is in-process
+// work under the journal's mutex.
+func (m *Journal) InlineAppend() journal.Appender { return m }
+
 // Append implements Appender. It does no I/O and waits on nothing but the
 // journal's mutex, so a caller may run it where it must not block for long (the
 // stream actors call it on their own goroutine).
