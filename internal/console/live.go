@@ -122,7 +122,12 @@ func (h *hub) follow(ctx context.Context, j *postgres.Journal, lags func(context
 				tk := tick{At: now.UTC(), Events: second, Seen: seen, Head: last.String()}
 				second = 0
 				mu.Unlock()
-				tk.Lags = lags(ctx)
+				h.mu.Lock()
+				watched := len(h.clients) > 0
+				h.mu.Unlock()
+				if watched { // the lags cost a read per projection: only for open views
+					tk.Lags = lags(ctx)
+				}
 				h.mu.Lock()
 				h.last = tk
 				h.mu.Unlock()
