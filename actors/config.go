@@ -13,103 +13,96 @@ import (
 	"github.com/scribe-es/scribe/snapshots"
 )
 
-// Defaults of Config.
-const (
-	DefaultSessionTimeout      = time.Minute
-	DefaultOpenTimeout         = 5 * time.Second
-	DefaultIdleTimeout         = 2 * time.Minute
-	DefaultRequestTimeout      = 30 * time.Second
-	DefaultReservationTimeout  = 10 * time.Second
-	DefaultReservationHold     = 10 * time.Second
-	DefaultRecoveryConcurrency = 64
-	DefaultMaxBatch            = 1000
-	DefaultMaxQueue            = 5000
-	DefaultMaxPending          = 50000
-	DefaultQueueDelayTarget    = 10 * time.Millisecond
-	DefaultQueueDelayInterval  = 100 * time.Millisecond
-)
+// DefaultLimits returns the Limits a zero field takes: SessionTimeout 1 min,
+// OpenTimeout 5 s, IdleTimeout 2 min, RequestTimeout 30 s,
+// ReservationTimeout and ReservationHold 10 s, RecoveryConcurrency 64,
+// MaxBatch 1000, MaxQueue 5000, MaxPending 50000, QueueDelayTarget 10 ms,
+// QueueDelayInterval 100 ms, shedding on.
+func DefaultLimits() Limits {
+	return Limits{
+		SessionTimeout:      time.Minute,
+		OpenTimeout:         5 * time.Second,
+		IdleTimeout:         2 * time.Minute,
+		RequestTimeout:      30 * time.Second,
+		ReservationTimeout:  10 * time.Second,
+		ReservationHold:     10 * time.Second,
+		RecoveryConcurrency: 64,
+		MaxBatch:            1000,
+		MaxQueue:            5000,
+		MaxPending:          50000,
+		QueueDelayTarget:    10 * time.Millisecond,
+		QueueDelayInterval:  100 * time.Millisecond,
+	}
+}
 
-// Config configures a Host. Zero durations and counts take the documented
-// defaults; NewHost validates the rest.
-type Config struct {
-	// Journal stores the events. Required.
-	Journal journal.Journal
-	// Sessions grants the node session and stream leases. Required.
-	Sessions journal.Sessions
-	// Snapshots stores state snapshots; nil disables snapshots.
-	Snapshots snapshots.Store
-	// SnapshotPolicy says when snapshots are saved; used as given (the zero
-	// Policy never snapshots).
-	SnapshotPolicy snapshots.Policy
-	// Resolve maps a stream's tag group to its aggregate Model. Required.
-	Resolve Resolver
-	// NodeID identifies this node across restarts. Required. A host opened
-	// with the NodeID of a crashed one takes over its leases at once.
-	NodeID string
-	// SessionTimeout is the node session's lifetime without renewal; the host
-	// renews it every SessionTimeout/3. Default DefaultSessionTimeout (1 min).
+// Limits are the stream engine's timeouts and bounds, the one place they are
+// defined (runtime.Config embeds them as runtime.Limits). A zero field takes
+// its value in DefaultLimits; a negative one is a configuration error.
+type Limits struct {
+	// SessionTimeout is the node session's lifetime without renewal; it is
+	// renewed every SessionTimeout/3, one call whatever the number of streams.
 	SessionTimeout time.Duration
-	// OpenTimeout bounds the wait for a stream lease held by another live
-	// node. Default DefaultOpenTimeout (5 s).
+	// OpenTimeout bounds the wait for a stream whose lease another live node
+	// holds; then the stream's queued commands fail with
+	// journal.ErrOpenTimeout.
 	OpenTimeout time.Duration
-	// IdleTimeout passivates an actor that received nothing for this long.
-	// Default DefaultIdleTimeout (2 min).
+	// IdleTimeout passivates a stream actor idle this long (snapshot if due,
+	// release the lease, stop).
 	IdleTimeout time.Duration
-	// RequestTimeout bounds every journal and snapshot call an actor makes.
-	// Default DefaultRequestTimeout (30 s).
+	// RequestTimeout bounds a command whose context has no deadline, and
+	// every journal and snapshot call of the actors.
 	RequestTimeout time.Duration
-	// ReservationTimeout bounds how long Reserve waits for a busy stream.
-	// Default DefaultReservationTimeout (10 s).
-	ReservationTimeout time.Duration
-	// ReservationHold bounds how long a granted reservation may be held; the
-	// actor then cancels it and re-reads its tail from the journal. Default
-	// DefaultReservationHold (10 s).
-	ReservationHold time.Duration
-	// RecoveryConcurrency bounds how many actors of this host load snapshots
-	// and replay at the same time. Default DefaultRecoveryConcurrency (64).
+	// ReservationTimeout bounds how long a DCB reservation waits for a busy
+	// stream; ReservationHold how long a granted one may be held before the
+	// stream's actor cancels it and re-reads its tail.
+	ReservationTimeout, ReservationHold time.Duration
+	// RecoveryConcurrency bounds how many streams load snapshots and replay
+	// at the same time, so a cold start does not stampede the database.
 	RecoveryConcurrency int
-	// MaxBatch caps the commands decided and appended in one journal call.
-	// Default DefaultMaxBatch (1000).
+	// MaxBatch caps the commands of one group commit.
 	MaxBatch int
-	// MaxQueue bounds the commands and reservations waiting at one stream's
-	// actor; past it Execute and Reserve fail at once with ErrOverloaded.
-	// Default DefaultMaxQueue (5000).
-	MaxQueue int
-	// MaxPending bounds the commands and reservations waiting at all actors
-	// of the host together; past it Execute and Reserve fail at once with
-	// ErrOverloaded. Default DefaultMaxPending (50000): about 4 KB each with
-	// their callers' contexts, so at most some 200 MB.
-	MaxPending int
-	// OnStoreRewound, when set, is called once for every stream found
-	// behind what this host had acknowledged (rewind.go: an asynchronous
-	// standby promoted, a backup restored), after the ERROR log and before
-	// the stream serves again. It runs on the stream actor's goroutine: it
-	// must return quickly and must not call the host. Default: nil.
-	OnStoreRewound func(StoreRewind)
-	// QueueDelayTarget and QueueDelayInterval shed a stream's commands by
-	// queueing delay, whatever their callers' deadlines (CoDel, see
-	// overload.go): when every batch the stream sent for a whole
-	// QueueDelayInterval had a command that waited longer than
-	// QueueDelayTarget before its append started, and callers gave up
-	// waiting during that interval, the stream refuses new
-	// commands at once with ErrOverloaded, undecided, whenever it already
-	// holds a cap of waiting commands, steered so its batches' oldest
-	// commands wait about the target; it accepts every command again once a
-	// batch's oldest command waited less than the target and nothing was
-	// refused for an interval. The stream raises the target to 1.5 times its
-	// fastest recent append when that is longer (a distant or busy
-	// database). Defaults DefaultQueueDelayTarget (10 ms) and
-	// DefaultQueueDelayInterval (100 ms); the target must be shorter than
-	// the interval.
-	QueueDelayTarget   time.Duration
-	QueueDelayInterval time.Duration
+	// MaxQueue bounds the commands and reservations waiting at one stream,
+	// MaxPending those of all streams together (about 4 KB each); past either
+	// a command fails at once with ErrOverloaded, undecided.
+	MaxQueue, MaxPending int
+	// QueueDelayTarget and QueueDelayInterval shed by queueing delay when
+	// callers send no deadline (CoDel, overload.go): when every group commit
+	// a stream sent for a whole interval had a command that waited longer
+	// than the target, and callers gave up meanwhile, the stream refuses new
+	// commands at once with ErrOverloaded beyond a cap steered to keep its
+	// waits near the target, until its waits are short and nothing was
+	// refused for an interval. A stream raises the target to 1.5 times its
+	// fastest recent append when that is longer. The target must be shorter
+	// than the interval.
+	QueueDelayTarget, QueueDelayInterval time.Duration
 	// DisableQueueDelayShedding turns queue-delay shedding off: commands are
 	// then refused only past MaxQueue or MaxPending, or by their deadline.
-	// Default false.
 	DisableQueueDelayShedding bool
-	// Logger receives operational logs. Default: discard.
-	Logger *slog.Logger
-	// TracerProvider and MeterProvider receive spans and metrics. Default: no-op.
+}
+
+// Config configures a Host. NewHost validates it and applies the defaults.
+type Config struct {
+	// Journal stores the events, Sessions grants the node session and the
+	// stream leases, Resolve maps a tag group to its aggregate Model, and
+	// NodeID names this node across restarts (a host opened with the NodeID
+	// of a crashed one takes over its leases at once). All required.
+	Journal  journal.Journal
+	Sessions journal.Sessions
+	Resolve  Resolver
+	NodeID   string
+	// Snapshots stores state snapshots (nil: none); SnapshotPolicy says when
+	// they are saved, used as given (the zero Policy never snapshots).
+	Snapshots      snapshots.Store
+	SnapshotPolicy snapshots.Policy
+	Limits
+	// OnStoreRewound, when set, is called once for every stream found
+	// behind what this host had acknowledged (rewind.go), after the ERROR log
+	// and before the stream serves again, on the stream actor's goroutine:
+	// it must return quickly and must not call the host.
+	OnStoreRewound func(StoreRewind)
+	// Logger receives operational logs (default: discard); TracerProvider
+	// and MeterProvider receive spans and metrics (default: no-op).
+	Logger         *slog.Logger
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 }
@@ -125,19 +118,20 @@ func (c *Config) setDefaults() error {
 	case c.NodeID == "":
 		return errors.New("actors: Config.NodeID is empty; give every node a stable ID")
 	}
+	def := DefaultLimits()
 	durations := []struct {
 		name string
 		d    *time.Duration
 		def  time.Duration
 	}{
-		{"SessionTimeout", &c.SessionTimeout, DefaultSessionTimeout},
-		{"OpenTimeout", &c.OpenTimeout, DefaultOpenTimeout},
-		{"IdleTimeout", &c.IdleTimeout, DefaultIdleTimeout},
-		{"RequestTimeout", &c.RequestTimeout, DefaultRequestTimeout},
-		{"ReservationTimeout", &c.ReservationTimeout, DefaultReservationTimeout},
-		{"ReservationHold", &c.ReservationHold, DefaultReservationHold},
-		{"QueueDelayTarget", &c.QueueDelayTarget, DefaultQueueDelayTarget},
-		{"QueueDelayInterval", &c.QueueDelayInterval, DefaultQueueDelayInterval},
+		{"SessionTimeout", &c.SessionTimeout, def.SessionTimeout},
+		{"OpenTimeout", &c.OpenTimeout, def.OpenTimeout},
+		{"IdleTimeout", &c.IdleTimeout, def.IdleTimeout},
+		{"RequestTimeout", &c.RequestTimeout, def.RequestTimeout},
+		{"ReservationTimeout", &c.ReservationTimeout, def.ReservationTimeout},
+		{"ReservationHold", &c.ReservationHold, def.ReservationHold},
+		{"QueueDelayTarget", &c.QueueDelayTarget, def.QueueDelayTarget},
+		{"QueueDelayInterval", &c.QueueDelayInterval, def.QueueDelayInterval},
 	}
 	for _, d := range durations {
 		if *d.d < 0 {
@@ -149,27 +143,27 @@ func (c *Config) setDefaults() error {
 	}
 	if c.QueueDelayTarget >= c.QueueDelayInterval {
 		return fmt.Errorf("actors: Config.QueueDelayTarget (%s) is not shorter than Config.QueueDelayInterval (%s); the target is a queueing delay tolerated, the interval how long it must persist before shedding: give a target well below the interval (defaults %s and %s)",
-			c.QueueDelayTarget, c.QueueDelayInterval, DefaultQueueDelayTarget, DefaultQueueDelayInterval)
+			c.QueueDelayTarget, c.QueueDelayInterval, def.QueueDelayTarget, def.QueueDelayInterval)
 	}
 	if c.RecoveryConcurrency < 0 {
-		return fmt.Errorf("actors: Config.RecoveryConcurrency is negative (%d); use 0 for the default (%d)", c.RecoveryConcurrency, DefaultRecoveryConcurrency)
+		return fmt.Errorf("actors: Config.RecoveryConcurrency is negative (%d); use 0 for the default (%d)", c.RecoveryConcurrency, def.RecoveryConcurrency)
 	}
 	if c.RecoveryConcurrency == 0 {
-		c.RecoveryConcurrency = DefaultRecoveryConcurrency
+		c.RecoveryConcurrency = def.RecoveryConcurrency
 	}
 	if c.MaxBatch < 0 {
-		return fmt.Errorf("actors: Config.MaxBatch is negative (%d); use 0 for the default (%d)", c.MaxBatch, DefaultMaxBatch)
+		return fmt.Errorf("actors: Config.MaxBatch is negative (%d); use 0 for the default (%d)", c.MaxBatch, def.MaxBatch)
 	}
 	if c.MaxBatch == 0 {
-		c.MaxBatch = DefaultMaxBatch
+		c.MaxBatch = def.MaxBatch
 	}
 	counts := []struct {
 		name string
 		n    *int
 		def  int
 	}{
-		{"MaxQueue", &c.MaxQueue, DefaultMaxQueue},
-		{"MaxPending", &c.MaxPending, DefaultMaxPending},
+		{"MaxQueue", &c.MaxQueue, def.MaxQueue},
+		{"MaxPending", &c.MaxPending, def.MaxPending},
 	}
 	for _, n := range counts {
 		if *n.n < 0 {

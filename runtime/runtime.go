@@ -20,21 +20,13 @@ import (
 	"github.com/scribe-es/scribe/snapshots"
 )
 
-// Defaults of Config.
-const (
-	DefaultSessionTimeout      = actors.DefaultSessionTimeout      // 1 min
-	DefaultOpenTimeout         = actors.DefaultOpenTimeout         // 5 s
-	DefaultIdleTimeout         = actors.DefaultIdleTimeout         // 2 min
-	DefaultRequestTimeout      = actors.DefaultRequestTimeout      // 30 s
-	DefaultReservationTimeout  = actors.DefaultReservationTimeout  // 10 s
-	DefaultReservationHold     = actors.DefaultReservationHold     // 10 s
-	DefaultRecoveryConcurrency = actors.DefaultRecoveryConcurrency // 64
-	DefaultMaxBatch            = actors.DefaultMaxBatch            // 1000
-	DefaultMaxQueue            = actors.DefaultMaxQueue            // 5000
-	DefaultMaxPending          = actors.DefaultMaxPending          // 50000
-	DefaultQueueDelayTarget    = actors.DefaultQueueDelayTarget    // 10 ms
-	DefaultQueueDelayInterval  = actors.DefaultQueueDelayInterval  // 100 ms
-)
+// Limits are the stream engine's timeouts and bounds (actors.Limits: each
+// field's meaning there); Config embeds them, and a zero field takes its value
+// in DefaultLimits.
+type Limits = actors.Limits
+
+// DefaultLimits returns the values zero Limits fields take.
+func DefaultLimits() Limits { return actors.DefaultLimits() }
 
 // Config configures a Runtime. Only Journal is required; every other zero
 // field takes the default its comment names.
@@ -74,60 +66,9 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// MeterProvider receives metrics (see package actors). Default: no-op.
 	MeterProvider metric.MeterProvider
-	// OpenTimeout bounds the wait for a stream held by another live node;
-	// then the stream's queued commands fail with journal.ErrOpenTimeout.
-	// Default DefaultOpenTimeout (5 s).
-	OpenTimeout time.Duration
-	// SessionTimeout is the node session's lifetime without renewal; it is
-	// renewed every SessionTimeout/3 (one call, whatever the number of
-	// streams). Default DefaultSessionTimeout (1 min).
-	SessionTimeout time.Duration
-	// IdleTimeout passivates a stream actor idle this long (snapshot if due,
-	// release the lease, stop). Default DefaultIdleTimeout (2 min).
-	IdleTimeout time.Duration
-	// RequestTimeout bounds an Execute whose context has no deadline, and
-	// every journal and snapshot call of the actors. Default
-	// DefaultRequestTimeout (30 s).
-	RequestTimeout time.Duration
-	// ReservationTimeout bounds how long a DCB reservation waits for a busy
-	// stream. Default DefaultReservationTimeout (10 s).
-	ReservationTimeout time.Duration
-	// ReservationHold bounds how long a DCB reservation may be held before
-	// the stream's actor cancels it. Default DefaultReservationHold (10 s).
-	ReservationHold time.Duration
-	// RecoveryConcurrency bounds how many streams load snapshots and replay at
-	// the same time, so a cold start does not stampede the database. Default
-	// DefaultRecoveryConcurrency (64).
-	RecoveryConcurrency int
-	// MaxBatch caps the commands of one group commit. Default DefaultMaxBatch (1000).
-	MaxBatch int
-	// MaxQueue bounds the commands (and DCB reservations) waiting at one
-	// stream; past it Execute fails at once with ErrOverloaded. Default
-	// DefaultMaxQueue (5000).
-	MaxQueue int
-	// MaxPending bounds the commands (and DCB reservations) waiting at all
-	// streams of this runtime; past it Execute fails at once with
-	// ErrOverloaded. Default DefaultMaxPending (50000).
-	MaxPending int
-	// QueueDelayTarget and QueueDelayInterval make a stream shed commands by
-	// queueing delay when its callers send no deadline (CoDel): when every
-	// group commit the stream sent during a whole QueueDelayInterval had a
-	// command that had waited longer than QueueDelayTarget, and callers gave
-	// up waiting (their contexts ended) during that interval, Execute fails at
-	// once with ErrOverloaded (undecided) whenever the stream already holds
-	// as many waiting commands as keep its waits about the target; the
-	// stream accepts every command again once its waits are below the target
-	// and nothing was refused for an interval. A stream raises the target to
-	// 1.5 times its fastest recent append when that is longer (a distant or
-	// busy database). Defaults DefaultQueueDelayTarget (10 ms) and
-	// DefaultQueueDelayInterval (100 ms); the target must be shorter than
-	// the interval.
-	QueueDelayTarget   time.Duration
-	QueueDelayInterval time.Duration
-	// DisableQueueDelayShedding turns queue-delay shedding off: Execute is
-	// then refused only past MaxQueue or MaxPending, or when its deadline is
-	// too near. Default false.
-	DisableQueueDelayShedding bool
+	// Limits bound the stream actors: session, open, idle, request and
+	// reservation timeouts, batch and queue sizes, queue-delay shedding.
+	Limits
 	// Codec encodes event payloads (to JSON objects) and snapshot states.
 	// Default JSONCodec.
 	Codec Codec
@@ -241,40 +182,24 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		snaps = sealedSnapshots{Store: snaps, keys: keys, journal: cfg.Journal}
 	}
 	hostCfg := actors.Config{
-		Journal:                   cfg.Journal,
-		Sessions:                  cfg.Sessions,
-		Snapshots:                 snaps,
-		SnapshotPolicy:            *cfg.SnapshotPolicy,
-		Resolve:                   rt.reg.model,
-		NodeID:                    cfg.NodeID,
-		SessionTimeout:            cfg.SessionTimeout,
-		OpenTimeout:               cfg.OpenTimeout,
-		IdleTimeout:               cfg.IdleTimeout,
-		RequestTimeout:            cfg.RequestTimeout,
-		ReservationTimeout:        cfg.ReservationTimeout,
-		ReservationHold:           cfg.ReservationHold,
-		RecoveryConcurrency:       cfg.RecoveryConcurrency,
-		MaxBatch:                  cfg.MaxBatch,
-		MaxQueue:                  cfg.MaxQueue,
-		MaxPending:                cfg.MaxPending,
-		QueueDelayTarget:          cfg.QueueDelayTarget,
-		QueueDelayInterval:        cfg.QueueDelayInterval,
-		DisableQueueDelayShedding: cfg.DisableQueueDelayShedding,
-		Logger:                    cfg.Logger,
-		OnStoreRewound:            cfg.OnStoreRewound,
-		TracerProvider:            cfg.TracerProvider,
-		MeterProvider:             cfg.MeterProvider,
+		Journal:        cfg.Journal,
+		Sessions:       cfg.Sessions,
+		Snapshots:      snaps,
+		SnapshotPolicy: *cfg.SnapshotPolicy,
+		Resolve:        rt.reg.model,
+		NodeID:         cfg.NodeID,
+		Limits:         cfg.Limits,
+		Logger:         cfg.Logger,
+		OnStoreRewound: cfg.OnStoreRewound,
+		TracerProvider: cfg.TracerProvider,
+		MeterProvider:  cfg.MeterProvider,
 	}
 	host, err := actors.NewHost(ctx, hostCfg)
 	if err != nil {
 		return nil, startError(ctx, cfg.NodeID, err)
 	}
 	rt.host = host
-	hc := host.Config()
-	cfg.SessionTimeout, cfg.OpenTimeout, cfg.IdleTimeout, cfg.RequestTimeout = hc.SessionTimeout, hc.OpenTimeout, hc.IdleTimeout, hc.RequestTimeout
-	cfg.ReservationTimeout, cfg.ReservationHold, cfg.RecoveryConcurrency, cfg.MaxBatch = hc.ReservationTimeout, hc.ReservationHold, hc.RecoveryConcurrency, hc.MaxBatch
-	cfg.MaxQueue, cfg.MaxPending = hc.MaxQueue, hc.MaxPending
-	cfg.QueueDelayTarget, cfg.QueueDelayInterval = hc.QueueDelayTarget, hc.QueueDelayInterval
+	cfg.Limits = host.Config().Limits
 	rt.cfg = cfg
 	if err := rt.watchErasures(ctx); err != nil {
 		return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))

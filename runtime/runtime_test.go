@@ -25,7 +25,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	ctx := context.Background()
 	_, err := runtime.New(ctx, runtime.Config{})
 	require.ErrorContains(t, err, "Config.Journal is nil")
-	_, err = runtime.New(ctx, runtime.Config{Journal: memory.New(), OpenTimeout: -1})
+	_, err = runtime.New(ctx, runtime.Config{Journal: memory.New(), Limits: runtime.Limits{OpenTimeout: -1}})
 	require.ErrorContains(t, err, "OpenTimeout is negative")
 
 	rt, err := runtime.New(ctx, runtime.Config{Journal: memory.New()})
@@ -34,16 +34,15 @@ func TestNewValidatesConfig(t *testing.T) {
 	cfg := rt.Config()
 	require.NotEmpty(t, cfg.NodeID, "defaults to the host name")
 	require.NotNil(t, cfg.Sessions, "defaults to the journal")
-	require.Equal(t, runtime.DefaultOpenTimeout, cfg.OpenTimeout)
-	require.Equal(t, runtime.DefaultSessionTimeout, cfg.SessionTimeout)
-	require.Equal(t, runtime.DefaultIdleTimeout, cfg.IdleTimeout)
-	require.Equal(t, runtime.DefaultRequestTimeout, cfg.RequestTimeout)
-	require.Equal(t, runtime.DefaultRecoveryConcurrency, cfg.RecoveryConcurrency)
-	require.Equal(t, runtime.DefaultQueueDelayTarget, cfg.QueueDelayTarget)
-	require.Equal(t, runtime.DefaultQueueDelayInterval, cfg.QueueDelayInterval)
+	require.Equal(t, runtime.DefaultLimits(), cfg.Limits, "every zero limit takes its default")
+	require.Equal(t, 5*time.Second, cfg.OpenTimeout, "the documented default")
+	require.Equal(t, time.Minute, cfg.SessionTimeout)
+	require.Equal(t, 2*time.Minute, cfg.IdleTimeout)
+	require.Equal(t, 1000, cfg.MaxBatch)
+	require.Equal(t, 10*time.Millisecond, cfg.QueueDelayTarget)
 	require.Equal(t, uint64(100), cfg.SnapshotPolicy.Every)
 
-	_, err = runtime.New(ctx, runtime.Config{Journal: memory.New(), QueueDelayTarget: time.Second})
+	_, err = runtime.New(ctx, runtime.Config{Journal: memory.New(), Limits: runtime.Limits{QueueDelayTarget: time.Second}})
 	require.ErrorContains(t, err, "QueueDelayTarget (1s) is not shorter than Config.QueueDelayInterval (100ms)", "passed to the stream actors and validated")
 }
 

@@ -60,7 +60,7 @@ func newBankService(ctx context.Context, cfg bankServiceConfig) (*bankService, e
 		TracerProvider: cfg.TracerProvider,
 		MeterProvider:  cfg.MeterProvider,
 		Cluster:        cfg.Cluster,
-		SessionTimeout: cfg.SessionTimeout,
+		Limits:         runtime.Limits{SessionTimeout: cfg.SessionTimeout},
 		KeyStore:       cfg.Backend.KeyStore,
 	})
 	if err != nil {

@@ -39,7 +39,7 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.IntVar(&f.healthPort, "cluster-health-port", 0, "cluster mode: this member's health endpoint port (automanaged provider)")
 	fs.StringVar(&f.peers, "cluster-peers", "", "cluster mode: every member's health endpoint, this one included, comma-separated host:port")
 	fs.DurationVar(&f.refresh, "cluster-refresh", automanaged.DefaultRefreshInterval, "cluster mode: how often members poll each other's health endpoints")
-	fs.DurationVar(&f.session, "session-timeout", runtime.DefaultSessionTimeout, "node session timeout: a dead member's accounts move to the others after at most this long")
+	fs.DurationVar(&f.session, "session-timeout", runtime.DefaultLimits().SessionTimeout, "node session timeout: a dead member's accounts move to the others after at most this long")
 	return f
 }
 

@@ -85,10 +85,9 @@ func startMember(t testing.TB, name string, i int, mp memberPorts, peers []strin
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := runtime.Config{
-		Journal:        j,
-		NodeID:         fmt.Sprintf("node-%d", i+1),
-		SessionTimeout: 3 * time.Second,
-		OpenTimeout:    5 * time.Second,
+		Journal: j,
+		NodeID:  fmt.Sprintf("node-%d", i+1),
+		Limits:  runtime.Limits{SessionTimeout: 3 * time.Second, OpenTimeout: 5 * time.Second},
 		Cluster: &cluster.Config{
 			Name:     name,
 			Port:     mp.remote,

@@ -124,12 +124,14 @@ func runNode(raw string) int {
 		return exitFailed
 	}
 	rt, err := runtime.New(ctx, runtime.Config{
-		Journal:        j,
-		NodeID:         cfg.NodeID,
-		Logger:         log,
-		SessionTimeout: dur(cfg.SessionTimeout),
-		OpenTimeout:    dur(cfg.OpenTimeout),
-		IdleTimeout:    dur(cfg.IdleTimeout),
+		Journal: j,
+		NodeID:  cfg.NodeID,
+		Logger:  log,
+		Limits: runtime.Limits{
+			SessionTimeout: dur(cfg.SessionTimeout),
+			OpenTimeout:    dur(cfg.OpenTimeout),
+			IdleTimeout:    dur(cfg.IdleTimeout),
+		},
 		Cluster: &cluster.Config{
 			Name:     cfg.Cluster,
 			Port:     cfg.RemotePort,

@@ -82,10 +82,9 @@ func startMember(t *testing.T, client *fake.Clientset, podName string, j *memory
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rt, err := runtime.New(ctx, runtime.Config{
-		Journal:        j,
-		NodeID:         podName,
-		SessionTimeout: 3 * time.Second,
-		OpenTimeout:    5 * time.Second,
+		Journal: j,
+		NodeID:  podName,
+		Limits:  runtime.Limits{SessionTimeout: 3 * time.Second, OpenTimeout: 5 * time.Second},
 		Cluster: &cluster.Config{
 			Name: "orders",
 			Port: freePort(t),
