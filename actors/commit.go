@@ -52,13 +52,13 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 	b.entries = slices.Grow(b.entries, len(cmds))
 	for i, r := range cmds {
 		if r.abandoned() {
-			h.tel.commands.Add(context.Background(), 1, h.tel.outcomeOpts[OutcomeCanceled])
+			h.tel.commands.Add(context.Background(), 1, h.tel.outcomeOpts[otelx.OutcomeCanceled])
 			continue
 		}
 		if err := r.ctx.Err(); err != nil {
 			// Not decided: the caller learns it was not executed.
 			r.abandon()
-			a.reply(r, Result{}, err, OutcomeCanceled)
+			a.reply(r, Result{}, err, otelx.OutcomeCanceled)
 			continue
 		}
 		if !r.take() {
@@ -77,7 +77,7 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 			}
 		}
 		if a.model == nil {
-			a.reply(r, Result{}, fmt.Errorf("%w: stream %s (tag group %q); register an aggregate named %q to execute commands on it", ErrNoAggregate, a.stream, a.stream.Tag.Group(), a.stream.Tag.Group()), OutcomeError)
+			a.reply(r, Result{}, fmt.Errorf("%w: stream %s (tag group %q); register an aggregate named %q to execute commands on it", ErrNoAggregate, a.stream, a.stream.Tag.Group(), a.stream.Tag.Group()), otelx.OutcomeError)
 			continue
 		}
 		evs, err := a.decideOne(r, working)
@@ -162,8 +162,8 @@ func (a *streamActor) decideOne(r *commandReq, state any) (evs []any, err error)
 		err = safe(a.stream, "decide", func() (err error) { evs, err = a.model.Decide(state, r.cmd.Payload); return err })
 		return evs, err
 	}
-	_, span := a.host.tel.tracer.Start(r.ctx, SpanDecide, trace.WithAttributes(
-		AttrStream.String(a.stream.String()), AttrAggregate.String(a.model.Name()), AttrVersion.Int64(int64(a.version))))
+	_, span := a.host.tel.tracer.Start(r.ctx, otelx.SpanStreamDecide, trace.WithAttributes(
+		otelx.AttrStream.String(a.stream.String()), otelx.AttrAggregate.String(a.model.Name()), otelx.AttrVersion.Int64(int64(a.version))))
 	defer func() {
 		var pe *PanicError
 		switch {
@@ -172,7 +172,7 @@ func (a *streamActor) decideOne(r *commandReq, state any) (evs []any, err error)
 		case err != nil:
 			rejected(span, err)
 		}
-		span.SetAttributes(AttrEvents.Int(len(evs)))
+		span.SetAttributes(otelx.AttrEvents.Int(len(evs)))
 		span.End()
 	}()
 	err = safe(a.stream, "decide", func() (err error) { evs, err = a.model.Decide(state, r.cmd.Payload); return err })
@@ -219,7 +219,7 @@ func (a *streamActor) stamp(je *journal.Event, r *commandReq, key string, index 
 // rebuilds the state from the journal before serving again.
 func (a *streamActor) onPanic(r *commandReq, pe *PanicError, b *batch, rest []*commandReq) {
 	a.host.cfg.Logger.Error("user code panicked; failing the command and rebuilding the stream's state", "stream", a.stream.String(), "phase", pe.Phase, "panic", fmt.Sprint(pe.Value))
-	a.reply(r, Result{}, pe, OutcomeError)
+	a.reply(r, Result{}, pe, otelx.OutcomeError)
 	requeue := make([]any, 0, len(b.entries)+len(rest)+len(a.queue))
 	for _, e := range b.entries {
 		requeue = append(requeue, e.req)
@@ -237,7 +237,7 @@ func (a *streamActor) replyDuplicate(r *commandReq, recs []journal.Record) {
 	if len(recs) > 0 {
 		res.Version = recs[len(recs)-1].Version(a.stream.Tag)
 	}
-	a.reply(r, res, nil, OutcomeDuplicate)
+	a.reply(r, res, nil, otelx.OutcomeDuplicate)
 }
 
 func (a *streamActor) startAppend(b *batch) {
@@ -268,9 +268,9 @@ func (a *streamActor) startAppend(b *batch) {
 	run := func(ctx context.Context) {
 		span := noSpan()
 		if h.tel.tracing {
-			ctx, span = h.tel.tracer.Start(trace.ContextWithSpanContext(ctx, parent), SpanAppend,
+			ctx, span = h.tel.tracer.Start(trace.ContextWithSpanContext(ctx, parent), otelx.SpanStreamAppend,
 				trace.WithLinks(links...),
-				trace.WithAttributes(AttrStream.String(stream.String()), AttrBatchSize.Int(commands), AttrEvents.Int(len(events))))
+				trace.WithAttributes(otelx.AttrStream.String(stream.String()), otelx.AttrBatchSize.Int(commands), otelx.AttrEvents.Int(len(events))))
 		}
 		start := time.Now()
 		res, err := h.append(ctx, b, journal.AppendOptions{Expect: expect, Leases: []journal.Lease{lease}})
@@ -394,24 +394,24 @@ func (a *streamActor) settle(b *batch, res journal.AppendResult, failure error) 
 		e := &b.entries[i]
 		switch {
 		case failure != nil:
-			a.reply(e.req, Result{}, failure, OutcomeError)
+			a.reply(e.req, Result{}, failure, otelx.OutcomeError)
 		case e.err != nil:
-			outcome := OutcomeError
+			outcome := otelx.OutcomeError
 			if e.domain {
-				outcome = OutcomeDomainError
+				outcome = otelx.OutcomeDomainError
 			}
 			a.reply(e.req, Result{}, e.err, outcome)
 		case e.dupOf >= 0:
 			o := b.entries[e.dupOf]
 			if !ok {
-				a.reply(e.req, Result{}, fmt.Errorf("actors: stream %s: the journal returned %d records for %d events", a.stream, len(res.Records), len(b.events)), OutcomeError)
+				a.reply(e.req, Result{}, fmt.Errorf("actors: stream %s: the journal returned %d records for %d events", a.stream, len(res.Records), len(b.events)), otelx.OutcomeError)
 				continue
 			}
 			a.replyDuplicate(e.req, res.Records[o.from:o.to])
 		case e.to == e.from:
-			a.reply(e.req, Result{Version: b.startVersion + uint64(e.to), State: e.stateOr(a.state)}, nil, OutcomeOK)
+			a.reply(e.req, Result{Version: b.startVersion + uint64(e.to), State: e.stateOr(a.state)}, nil, otelx.OutcomeOK)
 		case !ok:
-			a.reply(e.req, Result{}, fmt.Errorf("actors: stream %s: the journal returned %d records for %d events", a.stream, len(res.Records), len(b.events)), OutcomeError)
+			a.reply(e.req, Result{}, fmt.Errorf("actors: stream %s: the journal returned %d records for %d events", a.stream, len(res.Records), len(b.events)), otelx.OutcomeError)
 		default:
 			recs := res.Records[e.from:e.to]
 			if key := e.req.cmd.Metadata.IdempotencyKey; key != "" {
@@ -421,9 +421,9 @@ func (a *streamActor) settle(b *batch, res journal.AppendResult, failure error) 
 				a.keys.put(key, recs)
 			}
 			res := Result{Records: recs, Version: recs[len(recs)-1].Version(tag), State: e.state, Duplicate: res.Duplicate}
-			outcome := OutcomeOK
+			outcome := otelx.OutcomeOK
 			if res.Duplicate {
-				outcome = OutcomeDuplicate
+				outcome = otelx.OutcomeDuplicate
 			}
 			a.reply(e.req, res, nil, outcome)
 		}

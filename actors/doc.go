@@ -1,10 +1,25 @@
-// Package actors implements the stream actor on protoactor-go: the single writer
-// of one tag stream. It holds the stream's lease and version counter, recovers
-// state from a snapshot and the journal, decides commands in arrival order,
-// persists them with group commit, serves DCB reservations, and passivates when
-// idle. protoactor-go types never leave this package: its API (Host, Command,
-// Result, Reservation, Model) is plain Go, used by package runtime and package
-// tagconsistency.
+// Package actors is Scribe's stream engine: one protoactor-go actor per tag
+// stream, the single writer that holds the stream's lease and version counter,
+// recovers state from a snapshot and the journal, decides commands in arrival
+// order, persists them with group commit, serves DCB reservations and
+// passivates when idle.
+//
+// Services do not use this package: they use package runtime, which builds a
+// Host from runtime.Config and registered aggregates. The API here (Host,
+// Command, Result, Model, Reservation, Grantor, Limits) exists for runtime, its
+// cluster mode (runtime/cluster) and the DCB executor (package tagconsistency);
+// protoactor-go types never leave it. Its guarantees are runtime's, listed in
+// the README's "Guarantees" section: one writer per stream, no reply before
+// durability, every append fenced by the stream's lease, a command whose
+// context ended before it was decided never executed.
+//
+// How the engine keeps them (sessions, activation, group commit and
+// pipelining, failure isolation, backpressure and shedding, idempotency,
+// reservations, store rewinds, telemetry) is written down for maintainers in
+// this file, below the package clause.
+package actors
+
+// Engine notes (for maintainers; not part of the package documentation).
 //
 // # Host and sessions
 //
@@ -144,7 +159,7 @@
 // decides its waiting commands again. A stream whose actor had stopped is
 // compared on its next activation with what that actor knew. Each loss is
 // logged once as an ERROR with the lost versions and both chain heads, counted
-// (MetricRewoundStreams, MetricLostVersions), summarised by Host.Rewinds and
+// (scribe.store.rewound_streams, scribe.store.lost_versions), summarised by Host.Rewinds and
 // passed to Config.OnStoreRewound (rewind.go).
 //
 // # Observability
@@ -162,4 +177,3 @@
 // (recovery replays; DCB folds record it too), scribe.actors.active,
 // scribe.actors.activations, scribe.actors.passivations,
 // scribe.actors.recoveries, scribe.fence.rejections.
-package actors

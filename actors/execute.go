@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -32,20 +33,20 @@ func (h *Host) Execute(ctx context.Context, stream journal.StreamID, cmd Command
 		res, _, _, err := h.execute(ctx, stream, cmd)
 		return res, err
 	}
-	ctx, span := h.tel.tracer.Start(ctx, SpanExecute, trace.WithAttributes(
-		AttrStream.String(stream.String()), AttrAggregate.String(stream.Tag.Group())))
+	ctx, span := h.tel.tracer.Start(ctx, otelx.SpanStreamExecute, trace.WithAttributes(
+		otelx.AttrStream.String(stream.String()), otelx.AttrAggregate.String(stream.Tag.Group())))
 	defer span.End()
 	res, wait, outcome, err := h.execute(ctx, stream, cmd)
-	span.SetAttributes(AttrMailboxWait.Float64(float64(wait) / float64(time.Millisecond)))
+	span.SetAttributes(otelx.AttrMailboxWait.Float64(float64(wait) / float64(time.Millisecond)))
 	if err != nil {
-		if outcome == OutcomeDomainError {
+		if outcome == otelx.OutcomeDomainError {
 			rejected(span, err)
 		} else {
 			failed(span, err)
 		}
 		return res, err
 	}
-	span.SetAttributes(AttrVersion.Int64(int64(res.Version)), AttrEvents.Int(len(res.Records)), AttrDuplicate.Bool(res.Duplicate))
+	span.SetAttributes(otelx.AttrVersion.Int64(int64(res.Version)), otelx.AttrEvents.Int(len(res.Records)), otelx.AttrDuplicate.Bool(res.Duplicate))
 	return res, nil
 }
 

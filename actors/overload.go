@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"log/slog"
 	"math"
 	"slices"
@@ -379,7 +380,7 @@ func (a *streamActor) shed(r *commandReq, left, need time.Duration) {
 		return
 	}
 	a.reply(r, Result{}, fmt.Errorf("%w: the command on stream %s has %s left before its deadline, less than the stream's appends take now (about %s); it was not decided: retry after a back-off or with a longer deadline",
-		ErrOverloaded, a.stream, left.Round(time.Microsecond), need.Round(time.Microsecond)), OutcomeOverloaded)
+		ErrOverloaded, a.stream, left.Round(time.Microsecond), need.Round(time.Microsecond)), otelx.OutcomeOverloaded)
 }
 
 // batchLimit is the most commands the next batch may take: Config.MaxBatch,
@@ -401,7 +402,7 @@ func (a *streamActor) requeue(b *batch, mismatch bool, failure error) int {
 		if mismatch {
 			e.req.retries++
 			if e.req.retries > maxDecideRetries {
-				a.reply(e.req, Result{}, failure, OutcomeError)
+				a.reply(e.req, Result{}, failure, otelx.OutcomeError)
 				continue
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"log/slog"
 	"math"
 	"time"
@@ -128,8 +129,8 @@ func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
 // base checks the stream's summary: when the store is behind base (or holds
 // another head), rec.behind reports it and nothing is adopted.
 func (h *Host) recoverState(parent trace.SpanContext, stream journal.StreamID, model Model, base *recovered, snapCap uint64) (recovered, error) {
-	ctx, span := h.tel.tracer.Start(trace.ContextWithSpanContext(h.ctx, parent), SpanRecovery,
-		trace.WithAttributes(AttrStream.String(stream.String())))
+	ctx, span := h.tel.tracer.Start(trace.ContextWithSpanContext(h.ctx, parent), otelx.SpanStreamRecover,
+		trace.WithAttributes(otelx.AttrStream.String(stream.String())))
 	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.RequestTimeout)
 	defer cancel()
@@ -150,7 +151,7 @@ func (h *Host) recoverState(parent trace.SpanContext, stream journal.StreamID, m
 	if err != nil {
 		failed(span, err)
 	}
-	span.SetAttributes(AttrVersion.Int64(int64(rec.version)))
+	span.SetAttributes(otelx.AttrVersion.Int64(int64(rec.version)))
 	return rec, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"sync/atomic"
 	"time"
 
@@ -73,13 +74,13 @@ type actorGrant struct {
 // or with ctx's error; a reservation that was not granted leaves no trace.
 func (h *Host) Reserve(ctx context.Context, stream journal.StreamID) (*Reservation, error) {
 	stream = stream.Normalize()
-	ctx, span := h.tel.tracer.Start(ctx, SpanReserve, trace.WithAttributes(AttrStream.String(stream.String())))
+	ctx, span := h.tel.tracer.Start(ctx, otelx.SpanStreamReserve, trace.WithAttributes(otelx.AttrStream.String(stream.String())))
 	defer span.End()
 	res, err := h.reserve(ctx, stream)
 	if err != nil {
 		failed(span, err)
 	} else {
-		span.SetAttributes(AttrVersion.Int64(int64(res.Version)))
+		span.SetAttributes(otelx.AttrVersion.Int64(int64(res.Version)))
 	}
 	return res, err
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,19 +37,13 @@ import (
 //     bounded memory, maxHighWater streams), so a stream reloaded after its
 //     node session was lost, or after passivation, is compared as well.
 //   - Each detection is logged once as an ERROR naming the lost versions and
-//     both chain heads, counted (MetricRewoundStreams, MetricLostVersions),
+//     both chain heads, counted (otelx.MetricRewoundStreams, otelx.MetricLostVersions),
 //     summarised by Host.Rewinds, passed to Config.OnStoreRewound, and raises
 //     Host.StoreEpoch, so caches of answers kept outside the host (an HTTP
 //     replay cache) know to re-validate.
 //
 // Versions lost this way are reused by the next appends: that cannot be
 // avoided (the store no longer has them), but it is never silent.
-
-// Metric names of store rewinds.
-const (
-	MetricRewoundStreams = "scribe.store.rewound_streams"
-	MetricLostVersions   = "scribe.store.lost_versions"
-)
 
 // maxHighWater bounds the streams whose last known version the host keeps
 // after their actors stopped; past it the oldest are forgotten.
@@ -116,10 +111,10 @@ func (r *rewinds) init(j journal.Journal, m metric.Meter) error {
 	r.marks = map[journal.StreamID]highWater{}
 	r.watch, _ = j.(journal.ServerWatcher)
 	var err error
-	if r.counts.streams, err = m.Int64Counter(MetricRewoundStreams, metric.WithDescription("Streams found behind what this node had acknowledged (an asynchronous standby promoted, a backup restored)."), metric.WithUnit("{stream}")); err != nil {
+	if r.counts.streams, err = m.Int64Counter(otelx.MetricRewoundStreams, metric.WithDescription("Streams found behind what this node had acknowledged (an asynchronous standby promoted, a backup restored)."), metric.WithUnit("{stream}")); err != nil {
 		return err
 	}
-	r.counts.versions, err = m.Int64Counter(MetricLostVersions, metric.WithDescription("Acknowledged stream versions the store no longer held when a rewind was detected."), metric.WithUnit("{version}"))
+	r.counts.versions, err = m.Int64Counter(otelx.MetricLostVersions, metric.WithDescription("Acknowledged stream versions the store no longer held when a rewind was detected."), metric.WithUnit("{version}"))
 	return err
 }
 

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"runtime/debug"
 	"time"
 
@@ -282,7 +283,7 @@ func (a *streamActor) trimAbandoned() {
 				a.queue = a.queue[i:]
 				return
 			}
-			a.host.tel.commands.Add(context.Background(), 1, a.host.tel.outcomeOpts[OutcomeCanceled])
+			a.host.tel.commands.Add(context.Background(), 1, a.host.tel.outcomeOpts[otelx.OutcomeCanceled])
 		case *reserveReq:
 			if !r.abandoned() {
 				a.queue = a.queue[i:]
@@ -298,7 +299,7 @@ func (a *streamActor) failRequest(r any, err error) {
 	switch r := r.(type) {
 	case *commandReq:
 		if r.take() {
-			a.reply(r, Result{}, err, OutcomeError)
+			a.reply(r, Result{}, err, otelx.OutcomeError)
 		}
 	case *reserveReq:
 		if r.take() {

@@ -1,6 +1,8 @@
 package runtime
 
-import "github.com/scribe-es/scribe/actors"
+import (
+	"github.com/scribe-es/scribe/actors"
+)
 
 // StoreRewind reports one stream found behind what this runtime had
 // acknowledged: the store lost versions Found+1 … Known (an asynchronous
@@ -12,13 +14,6 @@ type StoreRewind = actors.StoreRewind
 // RewindSummary sums up the store rewinds a runtime detected since it
 // started (see Runtime.Rewinds).
 type RewindSummary = actors.RewindSummary
-
-// Metric names of store rewinds: streams found rewound, and acknowledged
-// versions they had lost.
-const (
-	MetricRewoundStreams = actors.MetricRewoundStreams
-	MetricLostVersions   = actors.MetricLostVersions
-)
 
 // Rewinds returns what this runtime detected of a store that went back in
 // time: how many streams, how many acknowledged versions they lost, and the

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
@@ -185,62 +185,62 @@ func TestTelemetry(t *testing.T) {
 	for _, s := range ended {
 		byName[s.Name()] = append(byName[s.Name()], s)
 	}
-	require.Len(t, byName[actors.SpanExecute], 2)
-	require.Len(t, byName[actors.SpanDecide], 2)
-	require.Len(t, byName[actors.SpanAppend], 1, "the rejected command appends nothing")
-	require.Len(t, byName[actors.SpanRecovery], 1)
+	require.Len(t, byName[otelx.SpanStreamExecute], 2)
+	require.Len(t, byName[otelx.SpanStreamDecide], 2)
+	require.Len(t, byName[otelx.SpanStreamAppend], 1, "the rejected command appends nothing")
+	require.Len(t, byName[otelx.SpanStreamRecover], 1)
 
-	exec := byName[actors.SpanExecute][0]
+	exec := byName[otelx.SpanStreamExecute][0]
 	attrs := map[attribute.Key]attribute.Value{}
 	for _, kv := range exec.Attributes() {
 		attrs[kv.Key] = kv.Value
 	}
-	require.Equal(t, "default/counter:otel", attrs[actors.AttrStream].AsString())
-	require.Equal(t, "counter", attrs[actors.AttrAggregate].AsString())
-	require.Contains(t, attrs, actors.AttrMailboxWait)
-	require.GreaterOrEqual(t, attrs[actors.AttrMailboxWait].AsFloat64(), 0.0)
-	require.Equal(t, int64(1), attrs[actors.AttrVersion].AsInt64())
+	require.Equal(t, "default/counter:otel", attrs[otelx.AttrStream].AsString())
+	require.Equal(t, "counter", attrs[otelx.AttrAggregate].AsString())
+	require.Contains(t, attrs, otelx.AttrMailboxWait)
+	require.GreaterOrEqual(t, attrs[otelx.AttrMailboxWait].AsFloat64(), 0.0)
+	require.Equal(t, int64(1), attrs[otelx.AttrVersion].AsInt64())
 
-	for _, child := range []sdktrace.ReadOnlySpan{byName[actors.SpanDecide][0], byName[actors.SpanAppend][0], byName[actors.SpanRecovery][0]} {
+	for _, child := range []sdktrace.ReadOnlySpan{byName[otelx.SpanStreamDecide][0], byName[otelx.SpanStreamAppend][0], byName[otelx.SpanStreamRecover][0]} {
 		require.Equal(t, exec.SpanContext().SpanID(), child.Parent().SpanID(), "%s is a child of the first execute", child.Name())
 		require.Equal(t, exec.SpanContext().TraceID(), child.SpanContext().TraceID())
 	}
-	require.Equal(t, byName[actors.SpanExecute][1].SpanContext().SpanID(), byName[actors.SpanDecide][1].Parent().SpanID())
+	require.Equal(t, byName[otelx.SpanStreamExecute][1].SpanContext().SpanID(), byName[otelx.SpanStreamDecide][1].Parent().SpanID())
 	// The rejected command (a domain error) is not a failure of the system:
 	// its spans keep status Unset and carry the rejection as an event.
-	for _, s := range []sdktrace.ReadOnlySpan{byName[actors.SpanExecute][1], byName[actors.SpanDecide][1]} {
+	for _, s := range []sdktrace.ReadOnlySpan{byName[otelx.SpanStreamExecute][1], byName[otelx.SpanStreamDecide][1]} {
 		require.Equal(t, codes.Unset, s.Status().Code, s.Name())
-		require.Contains(t, s.Attributes(), actors.AttrRejected.Bool(true), s.Name())
+		require.Contains(t, s.Attributes(), otelx.AttrRejected.Bool(true), s.Name())
 		require.Len(t, s.Events(), 1, s.Name())
-		require.Equal(t, actors.EventRejection, s.Events()[0].Name)
+		require.Equal(t, otelx.EventRejection, s.Events()[0].Name)
 	}
 	// The event carries the trace context of its command.
 	require.Contains(t, res.Records[0].Metadata.TraceParent, exec.SpanContext().TraceID().String())
 
 	rm := collect()
-	require.Equal(t, int64(2), sumOf(t, rm, actors.MetricCommands))
-	require.Equal(t, int64(1), sumOf(t, rm, actors.MetricActivations))
-	require.Equal(t, int64(1), sumOf(t, rm, actors.MetricRecoveries))
-	require.Equal(t, int64(1), sumOf(t, rm, actors.MetricActiveActors))
+	require.Equal(t, int64(2), sumOf(t, rm, otelx.MetricCommands))
+	require.Equal(t, int64(1), sumOf(t, rm, otelx.MetricActivations))
+	require.Equal(t, int64(1), sumOf(t, rm, otelx.MetricRecoveries))
+	require.Equal(t, int64(1), sumOf(t, rm, otelx.MetricActiveActors))
 	outcomes := map[string]int64{}
-	m, _ := findMetric(rm, actors.MetricCommands)
+	m, _ := findMetric(rm, otelx.MetricCommands)
 	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-		v, _ := dp.Attributes.Value(actors.AttrOutcome)
+		v, _ := dp.Attributes.Value(otelx.AttrOutcome)
 		outcomes[v.AsString()] += dp.Value
 	}
-	require.Equal(t, map[string]int64{actors.OutcomeOK: 1, actors.OutcomeDomainError: 1}, outcomes)
-	lat, ok := findMetric(rm, actors.MetricAppendLatency)
+	require.Equal(t, map[string]int64{otelx.OutcomeOK: 1, otelx.OutcomeDomainError: 1}, outcomes)
+	lat, ok := findMetric(rm, otelx.MetricAppendLatency)
 	require.True(t, ok)
 	require.Equal(t, uint64(1), lat.Data.(metricdata.Histogram[float64]).DataPoints[0].Count)
-	require.Equal(t, int64(1), sumOf(t, rm, actors.MetricAppendedEvents), "write throughput counts the stored events")
-	read, ok := findMetric(rm, actors.MetricReadLatency)
+	require.Equal(t, int64(1), sumOf(t, rm, otelx.MetricAppendedEvents), "write throughput counts the stored events")
+	read, ok := findMetric(rm, otelx.MetricReadLatency)
 	require.True(t, ok)
 	require.Equal(t, uint64(1), read.Data.(metricdata.Histogram[float64]).DataPoints[0].Count, "the recovery's replay is one read")
 
 	require.NoError(t, rt.Shutdown(ctx))
 	rm = collect()
-	require.Equal(t, int64(1), sumOf(t, rm, actors.MetricPassivations))
-	require.Equal(t, int64(0), sumOf(t, rm, actors.MetricActiveActors))
+	require.Equal(t, int64(1), sumOf(t, rm, otelx.MetricPassivations))
+	require.Equal(t, int64(0), sumOf(t, rm, otelx.MetricActiveActors))
 }
 
 func TestShutdownPassivatesAndRejects(t *testing.T) {

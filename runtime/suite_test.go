@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +14,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/snapshots"
@@ -92,7 +92,7 @@ func testCounter64x1000(t *testing.T, e *env) {
 	requireGapFree(t, e.j, target.Stream(), callers*each)
 
 	rm := collect()
-	m, ok := findMetric(rm, actors.MetricBatchSize)
+	m, ok := findMetric(rm, otelx.MetricBatchSize)
 	require.True(t, ok)
 	h := m.Data.(metricdata.Histogram[int64])
 	var count uint64
@@ -107,7 +107,7 @@ func testCounter64x1000(t *testing.T, e *env) {
 	// that group commit takes the whole queue is asserted deterministically
 	// by GroupCommitTakesTheQueue (faults_test.go).
 	t.Logf("%d commands in %d appends: mean batch size %.1f", sum, count, mean)
-	require.Equal(t, int64(callers*each+1), sumOf(t, rm, actors.MetricCommands))
+	require.Equal(t, int64(callers*each+1), sumOf(t, rm, otelx.MetricCommands))
 }
 
 func testRestartWithoutSnapshots(t *testing.T, e *env) {
@@ -264,7 +264,7 @@ func testForcedLeaseExpiry(t *testing.T, e *env) {
 	// expired: every actor stops (a fence rejection) and it opens a new one.
 	wrap.frozen.Store(false)
 	require.Eventually(t, func() bool { return stale.ActiveStreams() == 0 && stale.Ready() == nil }, 5*time.Second, 5*time.Millisecond)
-	require.GreaterOrEqual(t, sumOf(t, collect(), actors.MetricFenceRejections), int64(1))
+	require.GreaterOrEqual(t, sumOf(t, collect(), otelx.MetricFenceRejections), int64(1))
 
 	sum, err := e.j.TagSummary(context.Background(), target.Stream())
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"iter"
 	"slices"
 	"time"
@@ -187,7 +188,7 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 	}
 	streams := streamsOf(cmd.Query, cmd.Tags)
 
-	ctx, span := x.tel.tracer.Start(ctx, SpanExecute, trace.WithAttributes(
+	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBExecute, trace.WithAttributes(
 		attribute.String("scribe.command", cmd.Name),
 		attribute.Int("scribe.dcb.tags", len(streams)),
 	))

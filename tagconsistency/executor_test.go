@@ -3,6 +3,7 @@ package tagconsistency_test
 import (
 	"context"
 	"errors"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -399,7 +400,7 @@ func TestFoldCacheSeesEventsOfOtherWriters(t *testing.T) {
 func readSources(e env) []string {
 	var out []string
 	for _, s := range e.spans.Ended() {
-		if s.Name() != tagconsistency.SpanRead {
+		if s.Name() != otelx.SpanDCBRead {
 			continue
 		}
 		for _, kv := range s.Attributes() {
@@ -433,7 +434,7 @@ func TestSpansAndMetrics(t *testing.T) {
 	spans := e.spans.Ended()
 	var root sdktrace.ReadOnlySpan
 	for _, s := range spans {
-		if s.Name() == tagconsistency.SpanExecute {
+		if s.Name() == otelx.SpanDCBExecute {
 			root = s
 		}
 	}
@@ -444,14 +445,14 @@ func TestSpansAndMetrics(t *testing.T) {
 	for _, s := range spans {
 		if s.Parent().SpanID() == root.SpanContext().SpanID() {
 			children = append(children, s.Name())
-			if s.Name() == tagconsistency.SpanReserve {
+			if s.Name() == otelx.SpanDCBReserve {
 				w, ok := attr(s, "scribe.reservation.wait_ms")
 				require.True(t, ok, "reserve span has the wait time")
 				require.GreaterOrEqual(t, w.AsFloat64(), 0.0)
 			}
 		}
 	}
-	require.Equal(t, []string{tagconsistency.SpanReserve, tagconsistency.SpanReserve, tagconsistency.SpanRead, tagconsistency.SpanDecide, tagconsistency.SpanAppend, tagconsistency.SpanConfirm}, children)
+	require.Equal(t, []string{otelx.SpanDCBReserve, otelx.SpanDCBReserve, otelx.SpanDCBRead, otelx.SpanDCBDecide, otelx.SpanDCBAppend, otelx.SpanDCBConfirm}, children)
 	// The event carries the trace context of the execution.
 	require.Contains(t, res.Records[0].Metadata.TraceParent, root.SpanContext().TraceID().String())
 
@@ -469,7 +470,7 @@ func TestSpansAndMetrics(t *testing.T) {
 	require.ErrorIs(t, err, errInsufficient)
 	var cancels int
 	for _, s := range e.spans.Ended() {
-		if s.Name() == tagconsistency.SpanCancel {
+		if s.Name() == otelx.SpanDCBCancel {
 			cancels++
 		}
 	}
@@ -479,7 +480,7 @@ func TestSpansAndMetrics(t *testing.T) {
 	// decide spans keep status Unset and carry the rejection as an event.
 	var marked []string
 	for _, s := range e.spans.Ended() {
-		if s.Name() != tagconsistency.SpanExecute && s.Name() != tagconsistency.SpanDecide {
+		if s.Name() != otelx.SpanDCBExecute && s.Name() != otelx.SpanDCBDecide {
 			continue
 		}
 		if v, ok := attr(s, "scribe.rejected"); !ok || !v.AsBool() {
@@ -490,7 +491,7 @@ func TestSpansAndMetrics(t *testing.T) {
 		require.Equal(t, "scribe.rejection", s.Events()[0].Name)
 		marked = append(marked, s.Name())
 	}
-	require.ElementsMatch(t, []string{tagconsistency.SpanExecute, tagconsistency.SpanDecide}, marked)
+	require.ElementsMatch(t, []string{otelx.SpanDCBExecute, otelx.SpanDCBDecide}, marked)
 }
 
 // transferFromStates is transfer deciding from the owners' balances.
@@ -544,7 +545,7 @@ func TestFromStates(t *testing.T) {
 func tailHits(e env) int64 {
 	var n int64
 	for _, s := range e.spans.Ended() {
-		if v, ok := attr(s, "scribe.dcb.tail_hits"); ok && s.Name() == tagconsistency.SpanRead {
+		if v, ok := attr(s, "scribe.dcb.tail_hits"); ok && s.Name() == otelx.SpanDCBRead {
 			n += v.AsInt64()
 		}
 	}

@@ -3,6 +3,7 @@ package tagconsistency
 import (
 	"context"
 	"fmt"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"slices"
 	"time"
 
@@ -29,7 +30,7 @@ import (
 // first version it has not seen; otherwise from the owners' complete record
 // caches when they cover the query; otherwise from version 1.
 func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []*actors.Reservation, key string) (state S, after journal.Position, err error) {
-	ctx, span := x.tel.tracer.Start(ctx, SpanRead)
+	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBRead)
 	defer span.End()
 	fail := func(err error) (S, journal.Position, error) {
 		markFailed(span, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"sync"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 )
 
 func (x *Executor) reserve(ctx context.Context, command string, s journal.StreamID) (*actors.Reservation, error) {
-	ctx, span := x.tel.tracer.Start(ctx, SpanReserve, trace.WithAttributes(
+	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBReserve, trace.WithAttributes(
 		attribute.String("scribe.stream", s.String()),
 	))
 	defer span.End()
@@ -61,7 +62,7 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 // on the span (the owner reloads before writing again, and the journal fences
 // it meanwhile), not returned to the caller.
 func (x *Executor) confirmAll(ctx context.Context, held []*actors.Reservation, records []journal.Record) {
-	ctx, span := x.tel.tracer.Start(ctx, SpanConfirm, trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
+	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBConfirm, trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
 	defer span.End()
 	x.release(ctx, span, held, "confirming", func(ctx context.Context, r *actors.Reservation) error {
 		var mine []journal.Record
@@ -80,7 +81,7 @@ func (x *Executor) cancelAll(ctx context.Context, held []*actors.Reservation, ca
 	if len(held) == 0 {
 		return
 	}
-	ctx, span := x.tel.tracer.Start(ctx, SpanCancel, trace.WithAttributes(
+	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBCancel, trace.WithAttributes(
 		attribute.Int("scribe.dcb.tags", len(held)),
 		attribute.Bool("scribe.dcb.reload", cause != nil),
 	))

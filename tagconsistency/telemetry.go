@@ -17,22 +17,6 @@ import (
 // instrumentationName names the tracer and meter of this package.
 const instrumentationName = "github.com/scribe-es/scribe/tagconsistency"
 
-// Span names of a DCB command's execution, after Scribe's scheme
-// scribe.<component>.<operation> (component "dcb"): execute is the parent
-// of one reserve per tag, read (the fold), decide, append, and confirm or
-// cancel. A command Decide rejects (a domain error) leaves its spans'
-// status Unset, with scribe.rejected=true and a scribe.rejection event;
-// only infrastructure failures set status Error, with error.type.
-const (
-	SpanExecute = "scribe.dcb.execute"
-	SpanReserve = "scribe.dcb.reserve"
-	SpanRead    = "scribe.dcb.read"
-	SpanDecide  = "scribe.dcb.decide"
-	SpanAppend  = "scribe.dcb.append"
-	SpanConfirm = "scribe.dcb.confirm"
-	SpanCancel  = "scribe.dcb.cancel"
-)
-
 type telemetry struct {
 	tracer          trace.Tracer
 	commands        metric.Int64Counter
@@ -52,17 +36,17 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, 
 	var t telemetry
 	var err error
 	t.tracer = tp.Tracer(instrumentationName)
-	if t.commands, err = m.Int64Counter("scribe.dcb.commands",
+	if t.commands, err = m.Int64Counter(otelx.MetricDCBCommands,
 		metric.WithDescription("DCB commands executed, by outcome (ok, duplicate, rejected, conflict, error)."),
 		metric.WithUnit("{command}")); err != nil {
 		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
 	}
-	if t.reservationWait, err = m.Float64Histogram("scribe.dcb.reservation.wait",
+	if t.reservationWait, err = m.Float64Histogram(otelx.MetricDCBWait,
 		metric.WithDescription("Time a DCB command waited for one tag's reservation."),
 		metric.WithUnit("s")); err != nil {
 		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
 	}
-	if t.conflicts, err = m.Int64Counter("scribe.dcb.conflicts",
+	if t.conflicts, err = m.Int64Counter(otelx.MetricDCBConflicts,
 		metric.WithDescription("DCB appends rejected because events bypassed the tags' owners."),
 		metric.WithUnit("{conflict}")); err != nil {
 		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)

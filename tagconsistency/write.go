@@ -20,7 +20,7 @@ import (
 
 // decide runs cmd.Decide; rejected reports that err is Decide's own (domain) error.
 func decide[S any](ctx context.Context, x *Executor, cmd Command[S], state S) (events []journal.Event, rejected bool, err error) {
-	_, span := x.tel.tracer.Start(ctx, SpanDecide)
+	_, span := x.tel.tracer.Start(ctx, otelx.SpanDCBDecide)
 	defer span.End()
 	var derr error
 	if err := guard(cmd.Name, "decide", func() { events, derr = cmd.Decide(state) }); err != nil {
@@ -102,7 +102,7 @@ func (x *Executor) stamp(ctx context.Context, command, partition string, streams
 // append writes the events once, fenced by the owners' leases and versions,
 // with the DCB condition as a backstop.
 func (x *Executor) append(ctx context.Context, command string, q journal.Query, held []*actors.Reservation, events []journal.Event, after journal.Position) (journal.AppendResult, error) {
-	ctx, span := x.tel.tracer.Start(ctx, SpanAppend, trace.WithAttributes(
+	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBAppend, trace.WithAttributes(
 		attribute.Int("scribe.dcb.events", len(events)),
 	))
 	defer span.End()

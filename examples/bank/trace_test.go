@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,9 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/internal/pgtest"
-	"github.com/scribe-es/scribe/tagconsistency"
 )
 
 // spanTree indexes the ended spans of one trace.
@@ -132,7 +131,7 @@ func TestTransferSpanTree(t *testing.T) {
 	// DCB: the command under the request.
 	var dcb sdktrace.ReadOnlySpan
 	for _, s := range tr.descendants(root) {
-		if s.Name() == tagconsistency.SpanExecute {
+		if s.Name() == otelx.SpanDCBExecute {
 			dcb = s
 		}
 	}
@@ -140,21 +139,21 @@ func TestTransferSpanTree(t *testing.T) {
 
 	// Tag actors: one reservation per account tag (and the transfer's own
 	// tag), each served by the tag's stream actor.
-	reserves := tr.named(dcb, tagconsistency.SpanReserve)
+	reserves := tr.named(dcb, otelx.SpanDCBReserve)
 	require.GreaterOrEqual(t, len(reserves), 2)
 	streams := map[string]bool{}
 	for _, r := range reserves {
 		v, _ := attrOf(r, "scribe.stream")
 		streams[v.AsString()] = true
-		require.Len(t, tr.named(r, actors.SpanReserve), 1, "the reservation of %s is served by its stream actor", v.AsString())
+		require.Len(t, tr.named(r, otelx.SpanStreamReserve), 1, "the reservation of %s is served by its stream actor", v.AsString())
 	}
 	require.True(t, streams["default/account:alice"] && streams["default/account:bob"], "both accounts are reserved: %v", streams)
-	for _, name := range []string{tagconsistency.SpanDecide, tagconsistency.SpanAppend, tagconsistency.SpanConfirm} {
+	for _, name := range []string{otelx.SpanDCBDecide, otelx.SpanDCBAppend, otelx.SpanDCBConfirm} {
 		require.Len(t, tr.named(dcb, name), 1, name)
 	}
 
 	// Postgres: the append's statements are db.* client spans below it.
-	appendSpan := tr.named(dcb, tagconsistency.SpanAppend)[0]
+	appendSpan := tr.named(dcb, otelx.SpanDCBAppend)[0]
 	var db []sdktrace.ReadOnlySpan
 	for _, s := range tr.descendants(appendSpan) {
 		if sys, ok := attrOf(s, "db.system.name"); ok {
@@ -179,7 +178,7 @@ func TestTransferSpanTree(t *testing.T) {
 	for _, s := range tr.spans {
 		require.NotEqual(t, codes.Error, s.Status().Code, "%s of a rejected transfer", s.Name())
 		for _, ev := range s.Events() {
-			if ev.Name == "bank.rejection" || ev.Name == actors.EventRejection {
+			if ev.Name == "bank.rejection" || ev.Name == otelx.EventRejection {
 				sawRejection = true
 			}
 		}

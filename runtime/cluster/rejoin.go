@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -73,7 +74,7 @@ func newMember(ctx context.Context, node membership.Node, cfg Config) (*member, 
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
-	rejoins, err := mp.Meter(actors.InstrumentationName).Int64Counter(MetricRejoins,
+	rejoins, err := mp.Meter(otelx.InstrumentationName).Int64Counter(MetricRejoins,
 		metric.WithDescription("Times a cluster member left its cluster (node session lost, or dropped from the topology) and joined it again."),
 		metric.WithUnit("{rejoin}"))
 	if err != nil {
