@@ -24,7 +24,7 @@ func (a *streamActor) decide(cmds []*commandReq) {
 
 // newBatch starts a batch on top of the confirmed state, or, while an append
 // is in flight, on top of the state that append leads to (pipelining: its
-// commands are decided now and appended after it; see prepare).
+// commands are decided now and appended after it; see decideAhead).
 func (a *streamActor) newBatch() *batch {
 	if f := a.inflight; f != nil {
 		return &batch{startVersion: f.startVersion + uint64(len(f.events)), state: f.state}

@@ -122,14 +122,14 @@ func (a *streamActor) serveGhost(c actor.Context) {
 // acquires the lease and recovers; carried (nil when none) is appended once
 // the lease is held (pump).
 func (a *streamActor) upgrade(carried *batch) {
-	a.releaseHeld()
+	a.answerGhostBatches()
 	a.ghost, a.ready, a.carried = false, false, carried
 	a.activate(false)
 }
 
-// releaseHeld answers the commands of the ghost's batches, which appended
+// answerGhostBatches answers the commands of the ghost's batches, which appended
 // nothing.
-func (a *streamActor) releaseHeld() {
+func (a *streamActor) answerGhostBatches() {
 	for _, b := range a.answers {
 		a.settle(b, journal.AppendResult{}, nil)
 	}

@@ -220,5 +220,5 @@ func (a *streamActor) onStopped() {
 	a.host.removed(a.stream, a.entry)
 	// A ghost's answers leave after the actor: when its callers return, the
 	// host holds no actor for the stream.
-	a.releaseHeld()
+	a.answerGhostBatches()
 }

@@ -31,9 +31,9 @@ package actors
 // still count toward Config.MaxQueue and MaxPending until it is sent, so the
 // bounds hold as before.
 
-// prepare decides the commands at the head of the queue into the open batch,
+// decideAhead decides the commands at the head of the queue into the open batch,
 // when the actor may decide ahead.
-func (a *streamActor) prepare() {
+func (a *streamActor) decideAhead() {
 	if a.host.inlineAppend {
 		// The in-memory journal appends on the actor's own goroutine: there
 		// is no I/O to overlap, and deciding command by command as they
@@ -88,7 +88,7 @@ func (a *streamActor) prepare() {
 	before := len(a.open.entries)
 	if !a.decideInto(a.open, cmds) {
 		// onPanic put the open batch's commands back in the queue.
-		a.release(a.openHeld)
+		a.uncount(a.openHeld)
 		a.open, a.openHeld = nil, 0
 		return
 	}
@@ -102,7 +102,7 @@ func (a *streamActor) prepare() {
 // commands toward the queue bounds.
 func (a *streamActor) takeOpen() *batch {
 	b := a.open
-	a.release(a.openHeld)
+	a.uncount(a.openHeld)
 	a.open, a.openHeld = nil, 0
 	return b
 }
@@ -115,8 +115,8 @@ func (a *streamActor) dissolveOpen() {
 	}
 }
 
-// release stops counting n decided commands toward the queue bounds.
-func (a *streamActor) release(n int) {
+// uncount stops counting n decided commands toward the queue bounds.
+func (a *streamActor) uncount(n int) {
 	if n > 0 {
 		a.entry.queued.Add(-int64(n))
 		a.host.pending.Add(-int64(n))

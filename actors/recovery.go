@@ -110,7 +110,7 @@ func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
 		a.ghost, a.probedAt, a.ready = true, m.probedAt, true
 		return
 	}
-	a.releaseHeld()
+	a.answerGhostBatches()
 	a.ghost = false
 	a.state, a.version, a.lastPos, a.head, a.snapVersion, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.head, m.rec.snapVersion, m.rec.keys
 	a.ready = true

@@ -55,7 +55,7 @@ type streamActor struct {
 	reserved     *heldReservation
 	// inflight is the batch whose append is in flight (busyAppend); open
 	// holds the commands decided on top of it (or during a completion
-	// linger), appended once it is confirmed (prepare, pipeline.go).
+	// linger), appended once it is confirmed (decideAhead, pipeline.go).
 	inflight *batch
 	open     *batch
 	openHeld int // open's commands counted back into the queue bounds
@@ -216,14 +216,14 @@ func (a *streamActor) pump(c actor.Context) {
 				continue
 			}
 			if a.lingering() {
-				a.prepare()
+				a.decideAhead()
 				return
 			}
 			if err := a.host.lease.check(); err != nil {
 				a.failQueue(fmt.Errorf("actors: stream %s: %w", a.stream, err))
 				return
 			}
-			a.prepare()
+			a.decideAhead()
 			if b := a.takeOpen(); b != nil {
 				a.sendBatch(b)
 			}
@@ -255,7 +255,7 @@ func (a *streamActor) pump(c actor.Context) {
 			a.grant(r)
 		case *commandReq:
 			if a.lingering() {
-				a.prepare()
+				a.decideAhead()
 				return
 			}
 			cmds := a.nextBatch(a.batchLimit())
@@ -270,7 +270,7 @@ func (a *streamActor) pump(c actor.Context) {
 		}
 	}
 	if a.busy == busyAppend {
-		a.prepare()
+		a.decideAhead()
 	}
 }
 

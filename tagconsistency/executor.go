@@ -26,8 +26,8 @@ type Journal interface {
 	ReadEvent(ctx context.Context, id uuid.UUID) (journal.Record, error)
 }
 
-// DefaultReleaseTimeout is the default of Config.ReleaseTimeout.
-const DefaultReleaseTimeout = 5 * time.Second
+// DefaultEndTimeout is the default of Config.EndTimeout.
+const DefaultEndTimeout = 5 * time.Second
 
 // Config configures an Executor.
 type Config struct {
@@ -36,10 +36,10 @@ type Config struct {
 	// Owners grants reservations of tag streams (in Scribe: the stream
 	// actors). Required.
 	Owners TagOwners
-	// ReleaseTimeout bounds each Confirm and Cancel call. They run even when
+	// EndTimeout bounds each Confirm and Cancel call. They run even when
 	// the caller's context has ended, because the owners must learn the
-	// outcome. Default 5 s (DefaultReleaseTimeout).
-	ReleaseTimeout time.Duration
+	// outcome. Default 5 s (DefaultEndTimeout).
+	EndTimeout time.Duration
 	// TracerProvider receives the spans execute, reserve (one per tag, with
 	// the wait time), read, decide, append, confirm and cancel. Default: no
 	// tracing.
@@ -65,7 +65,7 @@ type Config struct {
 type Executor struct {
 	journal        Journal
 	owners         TagOwners
-	releaseTimeout time.Duration
+	endTimeout time.Duration
 	cache          *foldCache
 	tails          *tailCache
 	tel            telemetry
@@ -79,11 +79,11 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Owners == nil {
 		return nil, errors.New("tagconsistency: Config.Owners is nil; pass the tag owners (the runtime's stream actors)")
 	}
-	if cfg.ReleaseTimeout < 0 {
-		return nil, fmt.Errorf("tagconsistency: Config.ReleaseTimeout is negative (%s); use 0 for the default (%s) or a positive duration", cfg.ReleaseTimeout, DefaultReleaseTimeout)
+	if cfg.EndTimeout < 0 {
+		return nil, fmt.Errorf("tagconsistency: Config.EndTimeout is negative (%s); use 0 for the default (%s) or a positive duration", cfg.EndTimeout, DefaultEndTimeout)
 	}
-	if cfg.ReleaseTimeout == 0 {
-		cfg.ReleaseTimeout = DefaultReleaseTimeout
+	if cfg.EndTimeout == 0 {
+		cfg.EndTimeout = DefaultEndTimeout
 	}
 	if cfg.FoldCacheSize == 0 {
 		cfg.FoldCacheSize = DefaultFoldCacheSize
@@ -95,7 +95,7 @@ func New(cfg Config) (*Executor, error) {
 	return &Executor{
 		journal:        cfg.Journal,
 		owners:         cfg.Owners,
-		releaseTimeout: cfg.ReleaseTimeout,
+		endTimeout: cfg.EndTimeout,
 		cache:          newFoldCache(cfg.FoldCacheSize),
 		tails:          newTailCache(cfg.FoldCacheSize > 0),
 		tel:            tel,

@@ -41,7 +41,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	require.ErrorContains(t, err, "Journal")
 	_, err = tagconsistency.New(tagconsistency.Config{Journal: j})
 	require.ErrorContains(t, err, "Owners")
-	_, err = tagconsistency.New(tagconsistency.Config{Journal: j, Owners: owners, ReleaseTimeout: -time.Second})
+	_, err = tagconsistency.New(tagconsistency.Config{Journal: j, Owners: owners, EndTimeout: -time.Second})
 	require.ErrorContains(t, err, "negative")
 	_, err = tagconsistency.New(tagconsistency.Config{Journal: j, Owners: owners})
 	require.NoError(t, err)

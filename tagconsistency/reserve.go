@@ -64,7 +64,7 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 func (x *Executor) confirmAll(ctx context.Context, held []*actors.Reservation, records []journal.Record) {
 	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBConfirm, trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
 	defer span.End()
-	x.release(ctx, span, held, "confirming", func(ctx context.Context, r *actors.Reservation) error {
+	x.endReservations(ctx, span, held, "confirming", func(ctx context.Context, r *actors.Reservation) error {
 		var mine []journal.Record
 		for _, rec := range records {
 			if rec.HasTag(r.Stream.Tag) {
@@ -75,7 +75,7 @@ func (x *Executor) confirmAll(ctx context.Context, held []*actors.Reservation, r
 	})
 }
 
-// cancelAll releases every reservation. cause is passed to the owners (nil:
+// cancelAll cancels every reservation. cause is passed to the owners (nil:
 // nothing was written and their view is exact).
 func (x *Executor) cancelAll(ctx context.Context, held []*actors.Reservation, cause error) {
 	if len(held) == 0 {
@@ -86,20 +86,20 @@ func (x *Executor) cancelAll(ctx context.Context, held []*actors.Reservation, ca
 		attribute.Bool("scribe.dcb.reload", cause != nil),
 	))
 	defer span.End()
-	x.release(ctx, span, held, "cancelling", func(ctx context.Context, r *actors.Reservation) error {
+	x.endReservations(ctx, span, held, "cancelling", func(ctx context.Context, r *actors.Reservation) error {
 		return r.Grantor.Cancel(ctx, cause)
 	})
 }
 
-// release runs end (a Confirm or Cancel) for every reservation at once, so
+// endReservations runs end (a Confirm or Cancel) for every reservation at once, so
 // that every tag is freed one owner round trip after the command finished,
-// each with its own ReleaseTimeout and regardless of the caller's context.
+// each with its own EndTimeout and regardless of the caller's context.
 // Failures are recorded on span.
-func (x *Executor) release(ctx context.Context, span trace.Span, held []*actors.Reservation, verb string, end func(context.Context, *actors.Reservation) error) {
+func (x *Executor) endReservations(ctx context.Context, span trace.Span, held []*actors.Reservation, verb string, end func(context.Context, *actors.Reservation) error) {
 	ctx = context.WithoutCancel(ctx)
 	errs := make([]error, len(held))
 	one := func(i int) {
-		cctx, cancel := context.WithTimeout(ctx, x.releaseTimeout)
+		cctx, cancel := context.WithTimeout(ctx, x.endTimeout)
 		defer cancel()
 		if err := end(cctx, held[i]); err != nil {
 			errs[i] = fmt.Errorf("tagconsistency: %s %s: %w", verb, held[i].Stream, err)

@@ -237,7 +237,7 @@ func (c *clusterNode) serveReserve(ctx context.Context, sender *actor.PID, m *cl
 	c.mu.Unlock()
 	if !slices.Contains(c.memberAddrs(), sender.Address) {
 		// The holder left while the reservation waited: nobody will end it.
-		c.releaseHeldBy(sender.Address)
+		c.cancelHeldBy(sender.Address)
 		reply.Error = c.encodeError(fmt.Errorf("%w: member %s left the cluster before its reservation of %s was granted", runtime.ErrNodeUnavailable, sender.Address, stream))
 		return reply
 	}
@@ -273,8 +273,8 @@ func (c *clusterNode) serveEndReservation(m *clusterpb.EndReservationRequest) *c
 	return reply
 }
 
-// releaseHeldBy cancels the reservations granted to a member that left.
-func (c *clusterNode) releaseHeldBy(addr string) {
+// cancelHeldBy cancels the reservations granted to a member that left.
+func (c *clusterNode) cancelHeldBy(addr string) {
 	var rs []*actors.Reservation
 	c.mu.Lock()
 	for id, h := range c.held {
@@ -291,8 +291,8 @@ func (c *clusterNode) releaseHeldBy(addr string) {
 	}
 }
 
-// releaseAllHeld cancels every reservation this member granted (shutdown).
-func (c *clusterNode) releaseAllHeld() {
+// cancelAllHeld cancels every reservation this member granted (shutdown).
+func (c *clusterNode) cancelAllHeld() {
 	c.mu.Lock()
 	held := c.held
 	c.held = map[uint64]heldReservation{}

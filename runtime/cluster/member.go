@@ -210,7 +210,7 @@ func (c *clusterNode) shutdown(reason error) {
 		}
 		c.mu.Unlock()
 		c.serving.Wait()
-		c.releaseAllHeld()
+		c.cancelAllHeld()
 		c.system.EventStream.Unsubscribe(c.topoSub)
 		c.leave()
 	})

@@ -59,7 +59,7 @@ func (c *clusterNode) onEvent(ev any) {
 			}
 		}
 		c.mu.Unlock()
-		c.serveAsync(func() { c.releaseHeldBy(addr) })
+		c.serveAsync(func() { c.cancelHeldBy(addr) })
 	}
 }
 
