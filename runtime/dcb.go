@@ -181,7 +181,7 @@ func RegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) (*DCBCommand[C, S], error
 	x, err := tagconsistency.New(tagconsistency.Config{
 		Journal:        rt.cfg.Journal,
 		Owners:         rt.tagOwners(),
-		EndTimeout: rt.cfg.RequestTimeout,
+		EndTimeout:     rt.cfg.RequestTimeout,
 		TracerProvider: rt.cfg.TracerProvider,
 		MeterProvider:  rt.cfg.MeterProvider,
 	})

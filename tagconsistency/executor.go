@@ -63,12 +63,12 @@ type Config struct {
 // confirm or cancel. Safe for concurrent use; commands on disjoint tags run in
 // parallel, commands sharing a tag queue at that tag's owner.
 type Executor struct {
-	journal        Journal
-	owners         TagOwners
+	journal    Journal
+	owners     TagOwners
 	endTimeout time.Duration
-	cache          *foldCache
-	tails          *tailCache
-	tel            telemetry
+	cache      *foldCache
+	tails      *tailCache
+	tel        telemetry
 }
 
 // New validates cfg, applies its defaults and returns an Executor.
@@ -93,12 +93,12 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	return &Executor{
-		journal:        cfg.Journal,
-		owners:         cfg.Owners,
+		journal:    cfg.Journal,
+		owners:     cfg.Owners,
 		endTimeout: cfg.EndTimeout,
-		cache:          newFoldCache(cfg.FoldCacheSize),
-		tails:          newTailCache(cfg.FoldCacheSize > 0),
-		tel:            tel,
+		cache:      newFoldCache(cfg.FoldCacheSize),
+		tails:      newTailCache(cfg.FoldCacheSize > 0),
+		tel:        tel,
 	}, nil
 }
 
