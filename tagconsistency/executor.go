@@ -206,16 +206,25 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		}
 		held = append(held, r)
 	}
+	// From here on the reservations end exactly once: confirmed with the
+	// appended records at the end, or cancelled by this deferred call on
+	// every other return (with cause when the append failed, so the owners
+	// re-read their tails).
+	var cause error
+	confirmed := false
+	defer func() {
+		if !confirmed {
+			x.cancelAll(ctx, held, cause)
+		}
+	}()
 
-	// From here on exactly one of confirm or cancelAll ends the reservations.
-	//
 	// An earlier execution with the same idempotency key is looked up only
 	// where its result could differ from this one's: the events this
 	// execution decides carry IDs derived from the key, so appending them
 	// finds an earlier execution's events (Duplicate when they are the same,
 	// ErrDuplicateMismatch when they differ); a decision that appends
-	// nothing looks it up before it answers. A keyed command that is new
-	// (the common case) costs no lookup.
+	// nothing or rejects the command looks it up before it answers. A keyed
+	// command that is new (the common case) costs no lookup.
 	earlier := func() (Result, bool, error) {
 		if opts.IdempotencyKey == "" {
 			return Result{}, false, nil
@@ -224,7 +233,6 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		if err != nil || !found {
 			return Result{}, false, err
 		}
-		x.cancelAll(ctx, held, nil)
 		outcome = outcomeDuplicate
 		return Result{Records: prior, Duplicate: true}, true, nil
 	}
@@ -232,49 +240,32 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 	key := foldKey(cmd.Name, cmd.Query)
 	state, after, err := fold(ctx, x, cmd, held, key)
 	if err != nil {
-		x.cancelAll(ctx, held, nil)
 		return Result{}, err
 	}
 
 	events, rejected, err := decide(ctx, x, cmd, state)
-	if err != nil && rejected {
+	if rejected || (err == nil && len(events) == 0) {
 		if res, found, lerr := earlier(); lerr != nil || found {
-			if lerr != nil {
-				x.cancelAll(ctx, held, nil)
-			}
-			return res, lerr
-		}
-	}
-	if err != nil {
-		if rejected {
-			outcome = outcomeRejected
-			if cmd.FromStates == nil {
-				x.cache.put(foldEntry{key: key, state: state, after: after, versions: versionsOf(held)})
-			}
-		}
-		x.cancelAll(ctx, held, nil)
-		return Result{}, err
-	}
-	if len(events) == 0 {
-		if res, found, lerr := earlier(); lerr != nil || found {
-			if lerr != nil {
-				x.cancelAll(ctx, held, nil)
-			}
 			return res, lerr
 		}
 		if cmd.FromStates == nil {
 			x.cache.put(foldEntry{key: key, state: state, after: after, versions: versionsOf(held)})
 		}
-		x.cancelAll(ctx, held, nil)
+	}
+	if err != nil {
+		if rejected {
+			outcome = outcomeRejected
+		}
+		return Result{}, err
+	}
+	if len(events) == 0 {
 		outcome = outcomeOK
 		return Result{}, nil
 	}
 	if err := x.stamp(ctx, cmd.Name, cmd.Query.PartitionOrDefault(), streams, events, opts); err != nil {
-		x.cancelAll(ctx, held, nil)
 		return Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		x.cancelAll(ctx, held, nil)
 		return Result{}, fmt.Errorf("tagconsistency: command %q not executed: %w", cmd.Name, err)
 	}
 
@@ -283,9 +274,6 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		// The key's earlier execution stored other events than this one
 		// decided: its result is the answer.
 		if res, found, lerr := earlier(); lerr != nil || found {
-			if lerr != nil {
-				x.cancelAll(ctx, held, nil)
-			}
 			return res, lerr
 		}
 	}
@@ -293,7 +281,7 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		if errors.Is(err, ErrConflict) {
 			outcome = outcomeConflict
 		}
-		x.cancelAll(ctx, held, err)
+		cause = err
 		return Result{}, err
 	}
 	if appended.Duplicate {
@@ -301,7 +289,6 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 		// Every event ID was stored before this execution reserved anything
 		// (an idempotent re-run with caller-chosen IDs): the owners already
 		// hold these records.
-		x.cancelAll(ctx, held, nil)
 		return Result{Records: appended.Records, Duplicate: true}, nil
 	}
 	// Cache the advanced fold and the new tails before the tags are freed, so
@@ -318,6 +305,7 @@ func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Optio
 			x.tails.add(r.Stream, mine)
 		}
 	}
+	confirmed = true
 	x.confirmAll(ctx, held, appended.Records)
 	outcome = outcomeOK
 	return Result{Records: appended.Records}, nil
