@@ -174,3 +174,7 @@ func LoadMigrationsForTest(fsys fs.FS, dir string) ([][2]int, error) {
 	}
 	return out, err
 }
+
+// GateWriterSQL is gateWriterSQL, what a running append's widened ID f adds
+// to the gate given xm (the CTE named xm with column v).
+const GateWriterSQL = gateWriterSQL

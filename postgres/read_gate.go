@@ -29,9 +29,14 @@ const gateSQL = `current_setting('scribe.gate')::bigint`
 //
 // pg_locks shows transaction IDs as 32-bit xids, while positions hold the
 // 64-bit IDs of pg_current_xact_id() (epoch and xid). Each xid is widened with
-// the epoch of the snapshot's xmax, one epoch less when that would put it at or
-// past xmax (a running transaction's ID is always below xmax, and within 2^31
-// of it). Comparing the bare 32-bit xid would put the gate below every
+// the epoch of the snapshot's xmax, one epoch less when that would put it 2^31
+// or more past xmax (a transaction that was running when the snapshot was
+// taken has an ID below xmax, within 2^31 of it). An append whose widened ID
+// is at or past xmax by less than 2^31 got its ID after the snapshot was taken
+// (pg_locks is read after it): it is ignored, since the gate is below its ID
+// anyway. Widening it into the previous epoch instead would put the gate 2^32
+// below every position, and readers would see nothing new until their next
+// wake-up. Comparing the bare 32-bit xid would put the gate below every
 // position once the database has used 2^32 transaction IDs, and readers would
 // see nothing new while any append is pending.
 const gateSetSQL = `WITH l AS MATERIALIZED (
@@ -45,7 +50,14 @@ const gateSetSQL = `WITH l AS MATERIALIZED (
 	  AND r.relation = '__S__.events'::regclass AND r.mode = 'RowExclusiveLock' AND r.granted
 )
 SELECT set_config('scribe.gate', least((SELECT v FROM xm),
-	(SELECT min(CASE WHEN f >= (SELECT v FROM xm) THEN f - 4294967296 ELSE f END) FROM w))::text, false)`
+	(SELECT min(` + gateWriterSQL + `) FROM w))::text, false)`
+
+// gateWriterSQL is what a running append's widened ID f contributes to the
+// gate, given xm, the snapshot's xmax (see gateSetSQL): f itself, f one
+// epoch less, or nothing (NULL) for an append that got its ID after the
+// snapshot was taken.
+const gateWriterSQL = `CASE WHEN f >= (SELECT v FROM xm) + 2147483648 THEN f - 4294967296
+		WHEN f >= (SELECT v FROM xm) THEN NULL ELSE f END`
 
 // rangeScanSQL keeps the planner on ordered index range scans for the
 // following statement of the same batch (one implicit transaction, so the
