@@ -90,6 +90,9 @@ func TestScribeCLIOnARunningBank(t *testing.T) {
 
 	rep, err := runLoad(ctx, loadConfig{URL: ts.url, Workers: 4, Duration: time.Second, Accounts: 6, Initial: 1000, MaxAmount: 50, Prefix: "lg"})
 	require.NoError(t, err)
+	if len(rep.Invariant.ReadModelMismatch) > 0 {
+		explainReadModel(t, ts.srv.backend.Journal, rep.Invariant.ReadModelMismatch)
+	}
 	require.True(t, rep.InvariantOK, "loadgen invariants: %v", rep.Invariant.Problems)
 	t.Logf("loadgen: %d transfers", rep.OK+rep.Rejected)
 

@@ -514,6 +514,9 @@ func TestConcurrentTransfers(t *testing.T) {
 				Initial: 1000, MaxAmount: 300, Client: ts.client, Progress: &syncWriter{w: &progress},
 			})
 			require.NoError(t, err)
+			if len(rep.Invariant.ReadModelMismatch) > 0 {
+				explainReadModel(t, ts.srv.backend.Journal, rep.Invariant.ReadModelMismatch)
+			}
 			require.True(t, rep.InvariantOK, "%v", rep.Invariant.Problems)
 			require.Zero(t, rep.Failed)
 			require.Positive(t, rep.OK)
