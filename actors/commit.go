@@ -274,7 +274,7 @@ func (a *streamActor) startAppend(b *batch) {
 		}
 		start := time.Now()
 		res, err := h.append(ctx, b, journal.AppendOptions{Expect: expect, Leases: []journal.Lease{lease}})
-		h.tel.recordAppend(ctx, time.Since(start), len(res.Records), err)
+		h.tel.journal.Append(ctx, time.Since(start), len(res.Records), err)
 		if err != nil {
 			failed(span, err)
 		}

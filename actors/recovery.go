@@ -206,7 +206,7 @@ replay:
 				read, viaArchive = ar.ReadStreamWithArchive, true
 				goto replay
 			}
-			h.tel.recordRead(ctx, time.Since(start), err)
+			h.tel.journal.Read(ctx, time.Since(start), err)
 			return rec, fmt.Errorf("actors: replaying stream %s after version %d: %w", stream, rec.version, err)
 		}
 		link, _ := headOf(&r, stream.Tag)
@@ -231,7 +231,7 @@ replay:
 		rec.state, rec.version, rec.lastPos, rec.head = st, v, r.Position, link.Hash
 		col.add(r)
 	}
-	h.tel.recordRead(ctx, time.Since(start), nil)
+	h.tel.journal.Read(ctx, time.Since(start), nil)
 	col.flush()
 	if base != nil && rec.version == base.version && base.version > 0 {
 		// Nothing follows the cached version: make sure the store is not

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -70,16 +69,6 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		t.outcomeOpts[o] = metric.WithAttributeSet(attribute.NewSet(otelx.AttrOutcome.String(o)))
 	}
 	return t, nil
-}
-
-// recordAppend records one journal append of a stream actor.
-func (t *telemetry) recordAppend(ctx context.Context, took time.Duration, events int, err error) {
-	t.journal.Append(ctx, took, events, err)
-}
-
-// recordRead records one journal read of a stream recovery.
-func (t *telemetry) recordRead(ctx context.Context, took time.Duration, err error) {
-	t.journal.Read(ctx, took, err)
 }
 
 // failed and rejected mark spans (see package internal/telemetry).

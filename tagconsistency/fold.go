@@ -33,7 +33,7 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []*actor
 	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBRead)
 	defer span.End()
 	fail := func(err error) (S, journal.Position, error) {
-		markFailed(span, err)
+		otelx.Failed(span, err)
 		return state, after, err
 	}
 
@@ -103,12 +103,12 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []*actor
 			start := time.Now()
 			for rec, rerr := range x.journal.ReadStream(ctx, r.Stream, v+1, 0) {
 				if rerr != nil {
-					x.tel.recordRead(ctx, time.Since(start), rerr)
+					x.tel.journal.Read(ctx, time.Since(start), rerr)
 					return fail(fmt.Errorf("tagconsistency: command %q: reading stream %s: %w", cmd.Name, r.Stream, rerr))
 				}
 				recs = append(recs, rec)
 			}
-			x.tel.recordRead(ctx, time.Since(start), nil)
+			x.tel.journal.Read(ctx, time.Since(start), nil)
 			x.tails.add(r.Stream, recs)
 		}
 		for i := range recs {

@@ -37,12 +37,12 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 		default:
 			err = fmt.Errorf("tagconsistency: command %q: reserving tag %s: %w", command, s, err)
 		}
-		markFailed(span, err)
+		otelx.Failed(span, err)
 		return nil, err
 	}
 	if r.Grantor == nil {
 		err := fmt.Errorf("tagconsistency: owner granted stream %s without a Grantor to end the reservation", s)
-		markFailed(span, err)
+		otelx.Failed(span, err)
 		return nil, err
 	}
 	if r.Stream.Normalize() != s {
@@ -50,7 +50,7 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 		// owner; release what it granted and refuse to write.
 		_ = r.Grantor.Cancel(context.WithoutCancel(ctx), nil)
 		err := fmt.Errorf("tagconsistency: owner granted stream %s for a reservation of %s", r.Stream, s)
-		markFailed(span, err)
+		otelx.Failed(span, err)
 		return nil, err
 	}
 	span.SetAttributes(attribute.Int64("scribe.stream.version", int64(r.Version)))
@@ -113,7 +113,7 @@ func (x *Executor) endReservations(ctx context.Context, span trace.Span, held []
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			markFailed(span, err)
+			otelx.Failed(span, err)
 		}
 	}
 }

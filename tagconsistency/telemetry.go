@@ -3,7 +3,6 @@ package tagconsistency
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -57,19 +56,6 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, 
 	return t, nil
 }
 
-// recordAppend records one journal append of a DCB command.
-func (t telemetry) recordAppend(ctx context.Context, took time.Duration, events int, err error) {
-	t.journal.Append(ctx, took, events, err)
-}
-
-// recordRead records one journal read of a DCB fold.
-func (t telemetry) recordRead(ctx context.Context, took time.Duration, err error) {
-	t.journal.Read(ctx, took, err)
-}
-
-// markFailed and markRejected mark spans (see package internal/telemetry).
-var markFailed, markRejected = otelx.Failed, otelx.Rejected
-
 // Outcomes of a command, as the scribe.outcome attribute.
 const (
 	outcomeOK        = "ok"        // appended, or decided to append nothing
@@ -84,9 +70,9 @@ func (t telemetry) finishExecute(ctx context.Context, span trace.Span, command, 
 	span.SetAttributes(attribute.String("scribe.outcome", outcome))
 	switch {
 	case outcome == outcomeRejected:
-		markRejected(span, err)
+		otelx.Rejected(span, err)
 	case err != nil:
-		markFailed(span, err)
+		otelx.Failed(span, err)
 	}
 	span.End()
 	t.commands.Add(ctx, 1, metric.WithAttributes(attribute.String("scribe.command", command), attribute.String("scribe.outcome", outcome)))

@@ -24,11 +24,11 @@ func decide[S any](ctx context.Context, x *Executor, cmd Command[S], state S) (e
 	defer span.End()
 	var derr error
 	if err := guard(cmd.Name, "decide", func() { events, derr = cmd.Decide(state) }); err != nil {
-		markFailed(span, err)
+		otelx.Failed(span, err)
 		return nil, false, err
 	}
 	if derr != nil {
-		markRejected(span, derr)
+		otelx.Rejected(span, derr)
 		return nil, true, derr
 	}
 	span.SetAttributes(attribute.Int("scribe.dcb.decided", len(events)))
@@ -117,7 +117,7 @@ func (x *Executor) append(ctx context.Context, command string, q journal.Query, 
 	}
 	start := time.Now()
 	res, err := x.journal.Append(ctx, events, opts)
-	x.tel.recordAppend(ctx, time.Since(start), len(res.Records), err)
+	x.tel.journal.Append(ctx, time.Since(start), len(res.Records), err)
 	if err != nil {
 		if errors.Is(err, journal.ErrAppendConditionFailed) || errors.Is(err, journal.ErrVersionMismatch) {
 			streams := make([]journal.StreamID, len(held))
@@ -129,7 +129,7 @@ func (x *Executor) append(ctx context.Context, command string, q journal.Query, 
 		} else {
 			err = fmt.Errorf("tagconsistency: command %q: append: %w", command, err)
 		}
-		markFailed(span, err)
+		otelx.Failed(span, err)
 		return res, err
 	}
 	span.SetAttributes(attribute.String("scribe.position", res.Last().String()), attribute.Bool("scribe.duplicate", res.Duplicate))
