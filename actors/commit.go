@@ -357,7 +357,7 @@ func (a *streamActor) onAppendDone(m *appendDoneMsg) {
 		return
 	}
 	a.cost.observe(m.took, len(b.events))
-	a.qdelay.observeAppend(a.host.now(), m.took)
+	a.qdelay.observeAppend(a.host.queueClock(), m.took)
 	if len(m.res.Records) != len(b.events) || m.res.Duplicate {
 		a.stale = true
 	}

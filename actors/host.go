@@ -52,14 +52,6 @@ type hostHooks struct {
 	now func() time.Time
 }
 
-// now reads the clock queue delays are measured with.
-func (h *Host) now() time.Time {
-	if h.hooks != nil && h.hooks.now != nil {
-		return h.hooks.now()
-	}
-	return time.Now()
-}
-
 // Host runs the stream actors of one node: it owns the protoactor-go actor
 // system, the node session (renewed by one goroutine every SessionTimeout/3,
 // whatever the number of streams), and the map from stream to actor. Actors

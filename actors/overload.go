@@ -150,6 +150,15 @@ func (q *queueDelay) target(configured time.Duration) time.Duration {
 	return max(configured, fastest*3/2)
 }
 
+// queueClock reads the clock queue delays are measured with (a test's, when
+// its hooks set one).
+func (h *Host) queueClock() time.Time {
+	if h.hooks != nil && h.hooks.now != nil {
+		return h.hooks.now()
+	}
+	return time.Now()
+}
+
 // observeQueueDelay measures the sojourn of b's oldest command as b is sent,
 // and starts, steers or stops the shedding.
 func (a *streamActor) observeQueueDelay(b *batch) {
@@ -157,7 +166,7 @@ func (a *streamActor) observeQueueDelay(b *batch) {
 	if cfg.DisableQueueDelayShedding || len(b.entries) == 0 {
 		return
 	}
-	now := a.host.now()
+	now := a.host.queueClock()
 	oldest := b.entries[0].req.enqueued
 	for _, e := range b.entries[1:] {
 		if e.req.enqueued.Before(oldest) {
