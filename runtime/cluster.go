@@ -21,30 +21,6 @@ type Cluster interface {
 	Join(ctx context.Context, node membership.Node) (membership.Member, error)
 }
 
-var (
-	// ErrNodeUnavailable is returned by Execute in cluster mode when the
-	// member hosting the stream cannot be reached, left the cluster, or no
-	// longer hosts it. It is retryable: the stream moves to another member
-	// (after its lease expires when the member died). When the error also
-	// matches journal.ErrOutcomeUnknown the command may have been executed:
-	// retry with the same idempotency key.
-	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
-	// ErrNodeFenced is returned by Execute on a cluster member that left
-	// the cluster for good because another live process runs with its
-	// NodeID (the error also matches journal.ErrNodeSuperseded and
-	// ErrLeaseLost): it executes nothing more and ClusterFenced's channel is
-	// closed. Send commands to another member; give every process its own
-	// NodeID and restart this one. A member that merely lost its node
-	// session (paused or cut off from the database past the session
-	// timeout) is not fenced: it answers ErrLeaseLost while it rejoins the
-	// cluster on its own.
-	ErrNodeFenced = errors.New("runtime: cluster member fenced")
-	// ErrUnknownCommand is returned when a command must cross members but
-	// its type is not listed in the cluster configuration's Commands (on the
-	// caller or on the hosting member).
-	ErrUnknownCommand = errors.New("runtime: command type not registered for the cluster")
-)
-
 // IsRetryable reports whether err is a transient condition after which
 // executing the command again (with the same idempotency key when the
 // outcome is unknown) can succeed: ErrNodeUnavailable, ErrNodeFenced (on

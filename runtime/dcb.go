@@ -10,21 +10,6 @@ import (
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
-// Errors of DCB commands, matched with errors.Is.
-var (
-	// ErrConflict: a DCB command's append found events that reached one of
-	// its tags without passing through the tags' stream actors (something
-	// bypassed the runtime). It is never retried: the actors re-read their
-	// streams, and the caller decides whether to execute the command again.
-	ErrConflict = tagconsistency.ErrConflict
-	// ErrReservationTimeout: a tag stayed busy longer than
-	// Config.ReservationTimeout. The error names the tag.
-	ErrReservationTimeout = tagconsistency.ErrReservationTimeout
-	// ErrInvalidCommand: a DCB command or its decision is malformed (see the
-	// message); nothing was written.
-	ErrInvalidCommand = tagconsistency.ErrInvalidCommand
-)
-
 // ConflictError details ErrConflict: the command, its tags and the journal's
 // error (journal.ErrAppendConditionFailed or journal.ErrVersionMismatch).
 type ConflictError = tagconsistency.ConflictError

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,9 +9,6 @@ import (
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
 )
-
-// ErrNoKeyStore is returned by Erase on a runtime without Config.KeyStore.
-var ErrNoKeyStore = errors.New("runtime: no key store configured")
 
 // Erase erases a data subject's personal data (crypto-shredding, see
 // package erasure): it destroys the subject's data key in Config.KeyStore

@@ -6,54 +6,91 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/tagconsistency"
 )
 
+// Errors of the runtime, matched with errors.Is; IsRetryable says which of
+// them a retry can overcome.
 var (
-	// ErrShutdown is returned by Execute after Shutdown started.
-	ErrShutdown = actors.ErrShutdown
-	// ErrUnknownAggregate is returned by Execute for a target whose aggregate
-	// is not registered.
-	ErrUnknownAggregate = errors.New("runtime: unknown aggregate")
-	// ErrUnknownEvent is returned when an aggregate decides an event whose Go
-	// type is not registered, or a stored event's type name is unknown.
-	ErrUnknownEvent = errors.New("runtime: unknown event type")
-	// ErrRegistration matches every error of the Register functions.
+	// ErrConfiguration (journal.ErrConfiguration): New cannot start on the
+	// journal as configured: the database unreachable, the credentials
+	// refused, the database unknown, the schema not migrated or migrated by
+	// a newer incompatible build. Not retryable: the message says what to
+	// fix.
+	ErrConfiguration = journal.ErrConfiguration
+	// ErrRegistration matches every error of the Register functions and of
+	// Uses; the message names what is wrong.
 	ErrRegistration = errors.New("runtime: invalid registration")
-	// ErrPanic matches the error of a command whose user code panicked (a
-	// *PanicError carrying the panic value), aggregate or DCB command.
+	// ErrUnknownAggregate: the target names no registered aggregate.
+	ErrUnknownAggregate = errors.New("runtime: unknown aggregate")
+	// ErrUnknownEvent: a decided event's Go type, or a stored event's type
+	// name, is not registered.
+	ErrUnknownEvent = errors.New("runtime: unknown event type")
+	// ErrForeignTags: an aggregate command's events carry tags besides their
+	// stream's (see Tagged); nothing was appended. Append such events with a
+	// DCB command (RegisterDCB), which reserves every tag at its owner.
+	ErrForeignTags = actors.ErrForeignTags
+	// ErrPanic: the command's user code (aggregate or DCB) panicked; the
+	// error is a *PanicError.
 	ErrPanic = actors.ErrPanic
-	// ErrLeaseLost is returned when this runtime cannot prove it still holds
-	// its node session (paused past the session timeout, the database
-	// unreachable, or another live process with the same NodeID): nothing
-	// was decided, written or answered from a cache. Retryable.
-	ErrLeaseLost = actors.ErrLeaseLost
-	// ErrOverloaded is returned at once when a stream's queue or the
-	// runtime's pending commands are full (Config.MaxQueue,
-	// Config.MaxPending), when the command's deadline is too near to be
-	// met, or when the stream sheds by queueing delay
-	// (Config.QueueDelayTarget): nothing was decided. Retryable after a
+	// ErrIdempotencyKeyReused: the idempotency key was already executed with
+	// a different command (another type, or other content) on the same
+	// stream, or by the same DCB command; nothing was executed, and the
+	// error is a *KeyReusedError. Not retryable: use a new key for a new
+	// command, and the same key only to retry the identical command.
+	ErrIdempotencyKeyReused = errors.New("runtime: idempotency key reused for a different command")
+	// ErrOverloaded: refused at once, nothing decided, because the stream's
+	// queue or the runtime's pending commands are full (Config.MaxQueue,
+	// MaxPending), the deadline is too near to be met, or the stream sheds
+	// by queueing delay (Config.QueueDelayTarget). Retryable after a
 	// back-off.
 	ErrOverloaded = actors.ErrOverloaded
-	// ErrConfiguration is journal.ErrConfiguration: New could not start on
-	// the journal as configured (the database unreachable at start, the
-	// credentials refused, the database unknown, the schema not migrated or
-	// migrated by a newer incompatible build). Not retryable: the error says
-	// what to fix. The rule: a store that cannot be reached when New starts
-	// is a configuration error (fail fast); once New has returned, the same
-	// failure is an outage (journal.ErrUnavailable, retryable).
-	ErrConfiguration = journal.ErrConfiguration
-	// ErrForeignTags is returned for an aggregate command whose events carry
-	// tags besides the stream's own (a Tagged event type): those tags' owners
-	// would be bypassed. Append such events through a DCB command
-	// (RegisterDCB), which reserves every tag's owner. Nothing was appended.
-	ErrForeignTags = actors.ErrForeignTags
+	// ErrLeaseLost: this runtime cannot prove it still holds its node
+	// session (paused past the session timeout, the database unreachable,
+	// or another live process with its NodeID); nothing was decided, written
+	// or answered from a cache. Retryable.
+	ErrLeaseLost = actors.ErrLeaseLost
+	// ErrShutdown: Shutdown has started.
+	ErrShutdown = actors.ErrShutdown
+	// ErrConflict: a DCB command's append found events that reached one of
+	// its tags without passing through the tags' actors (something bypassed
+	// the runtime); the error is a *ConflictError. Never retried: the actors
+	// re-read their streams, and the caller decides whether to execute the
+	// command again.
+	ErrConflict = tagconsistency.ErrConflict
+	// ErrReservationTimeout: a tag stayed busy longer than
+	// Config.ReservationTimeout; a *ReservationTimeoutError names it.
+	ErrReservationTimeout = tagconsistency.ErrReservationTimeout
+	// ErrInvalidCommand: a DCB command or its decision is malformed (see the
+	// message); nothing was written.
+	ErrInvalidCommand = tagconsistency.ErrInvalidCommand
+	// ErrNodeUnavailable (cluster mode): the member hosting the stream cannot
+	// be reached, left the cluster or no longer hosts it. Retryable: the
+	// stream moves to another member (once its lease expires, if the member
+	// died). If the error also matches journal.ErrOutcomeUnknown, the command
+	// may have been executed: retry with the same idempotency key.
+	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
+	// ErrNodeFenced (cluster mode): this member left the cluster for good
+	// because another live process runs with its NodeID (the error also
+	// matches journal.ErrNodeSuperseded and ErrLeaseLost); it executes
+	// nothing more and closes ClusterFenced. Send commands to another member;
+	// give every process its own NodeID and restart this one. A member that
+	// merely lost its node session is not fenced: it answers ErrLeaseLost
+	// while it rejoins the cluster on its own.
+	ErrNodeFenced = errors.New("runtime: cluster member fenced")
+	// ErrUnknownCommand (cluster mode): a command that must cross members is
+	// of a type missing from the cluster configuration's Commands (on the
+	// caller or on the hosting member).
+	ErrUnknownCommand = errors.New("runtime: command type not registered for the cluster")
+	// ErrNoKeyStore: Erase on a runtime without Config.KeyStore.
+	ErrNoKeyStore = errors.New("runtime: no key store configured")
 )
 
-// PanicError is the error of a command whose user code panicked (an
-// aggregate's, with Stream set, or a DCB command's, with Command set): it
-// carries the panic value, the phase and the stack. Only that command failed
-// and nothing of it was written; an aggregate's actor rebuilt its state from
-// the journal before serving the others.
+// PanicError (ErrPanic) carries the panic value, phase and stack of a
+// command's user code: an aggregate's (Stream set) or a DCB command's
+// (Command set). Only that command failed, and nothing of it was written; an
+// aggregate's actor rebuilt its state from the journal before serving the
+// others.
 type PanicError = actors.PanicError
 
 // twinNodeError is every error of a runtime after another live process

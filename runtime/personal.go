@@ -6,16 +6,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
-)
-
-// Defaults of the erasure settings of Config.
-const (
-	DefaultKeyCacheSize        = 10000       // Config.KeyCacheSize
-	DefaultErasurePollInterval = time.Second // Config.ErasurePollInterval
 )
 
 // EventOption adjusts the registration of an event type (RegisterEvent).

@@ -30,9 +30,6 @@ type stateOptions struct {
 	poll       time.Duration
 }
 
-// DefaultReplicaWait is Config.ReplicaWait's default.
-const DefaultReplicaWait = 2 * time.Second
-
 // AtLeastVersion makes State wait until the stream has reached version v
 // before it folds (read your own writes: pass the Version an Execute
 // returned). It polls the stream's version, every millisecond at first and at
