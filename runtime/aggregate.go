@@ -8,32 +8,30 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// Aggregate defines an event-sourced aggregate type with state S as a
-// decider: pure functions the stream actor calls one command at a time. Its
-// streams are the tags "<Name>:<id>".
+// Aggregate defines an event-sourced aggregate with state S as a decider:
+// pure functions its streams' actors call one command at a time. Its streams
+// are tagged "<Name>:<id>".
 type Aggregate[S any] struct {
-	// Name is the aggregate's name and the tag group of its streams: non-empty,
-	// without ':'.
+	// Name, the tag group of its streams, is non-empty, without ':'.
 	Name string
 	// Initial returns the state of an empty stream.
 	Initial func() S
-	// Decide returns the events (values of registered event types) a command
-	// produces in state, or an error that Execute returns to the caller as is
-	// (errors.Is works). It must not mutate state.
+	// Decide returns the events (registered event values) a command produces
+	// in state, or an error that Execute returns as is. It must not mutate
+	// state.
 	Decide func(state S, command any) ([]any, error)
-	// Evolve applies one event (a value of a registered event type) to state
-	// and returns the new state. It must not mutate its input (copy maps and
-	// slices): the actor keeps the confirmed state while it decides a batch.
+	// Evolve returns state with one event applied. It must not mutate its
+	// input (copy maps and slices): the actor keeps the confirmed state while
+	// it decides a batch.
 	Evolve func(state S, event any) S
-	// SchemaVersion stamps snapshots of S; snapshots with another schema
-	// version are ignored and the stream is replayed. Bump it when S's
-	// encoding changes. 0 means 1.
+	// SchemaVersion stamps snapshots of S; a snapshot of another version is
+	// ignored and the stream replayed. Bump it when S's encoding changes.
+	// 0 means 1.
 	SchemaVersion int
 }
 
-// RegisterAggregate registers an aggregate definition. Its events must be
-// registered with RegisterEvent before commands produce them. An aggregate
-// name may be registered once.
+// RegisterAggregate registers an aggregate under its unique Name. Its events
+// must be registered before commands produce them.
 func RegisterAggregate[S any](rt *Runtime, a Aggregate[S]) error {
 	if err := validGroup(a.Name); err != nil {
 		return err

@@ -9,15 +9,13 @@ import (
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
-// Cluster makes a Runtime a member of a cluster of runtimes. Package
-// runtime/cluster implements it (*cluster.Config), and with its provider
-// packages holds all of cluster mode: a program that does not import them
-// compiles no cluster code. Its method's parameter is internal to Scribe,
-// so only Scribe's packages implement Cluster.
+// Cluster makes a Runtime a member of a cluster. Join takes a type internal
+// to Scribe, so only *cluster.Config implements it: package runtime/cluster
+// and its providers hold all of cluster mode, and a program that does not
+// import them compiles none.
 type Cluster interface {
-	// Join starts this runtime's membership once its stream actors run; New
-	// calls it once. A nil Member with a nil error means no cluster (a
-	// single node).
+	// Join, called once by New, starts the membership; a nil Member and
+	// error mean a single node.
 	Join(ctx context.Context, node membership.Node) (membership.Member, error)
 }
 
@@ -72,9 +70,9 @@ func (rt *Runtime) tagOwners() tagconsistency.TagOwners {
 	return tagconsistency.ActorOwners(rt.host)
 }
 
-// ClusterMembers returns the addresses ("host:port") of the cluster's
-// members as this runtime currently sees them, sorted; nil in single-node
-// mode and while this member is out of the cluster (rejoining, or fenced).
+// ClusterMembers returns the sorted addresses of the members this runtime
+// sees; nil in single-node mode and while this member is out of the cluster
+// (rejoining, or fenced).
 func (rt *Runtime) ClusterMembers() []string {
 	c := rt.cluster
 	if c == nil || c.FenceError() != nil {
@@ -83,8 +81,8 @@ func (rt *Runtime) ClusterMembers() []string {
 	return c.Members()
 }
 
-// ClusterAddress returns this member's address ("host:port"), the form
-// ClusterMembers and ClusterOwner use; "" in single-node mode.
+// ClusterAddress returns this member's address ("host:port"); "" in
+// single-node mode.
 func (rt *Runtime) ClusterAddress() string {
 	if rt.cluster == nil {
 		return ""
@@ -92,10 +90,10 @@ func (rt *Runtime) ClusterAddress() string {
 	return rt.cluster.Address()
 }
 
-// ClusterOwner returns the address of the member that hosts target's stream
-// in the topology this runtime sees now: Execute on target runs there. It
-// is "" in single-node mode, while this member is out of the cluster
-// (rejoining, or fenced), and while no member is known. The answer can change as members join and leave.
+// ClusterOwner returns the address of the member where Execute on target
+// runs, in the topology seen now (which changes as members come and go); ""
+// in single-node mode, while this member is out of the cluster, and while no
+// member is known.
 func (rt *Runtime) ClusterOwner(target Target) string {
 	c := rt.cluster
 	if c == nil || c.FenceError() != nil {
@@ -104,13 +102,10 @@ func (rt *Runtime) ClusterOwner(target Target) string {
 	return c.Owner(target.Stream())
 }
 
-// ClusterFenced returns a channel closed when this member left the cluster
-// for good: another live process runs with its NodeID (see ErrNodeFenced);
-// the process should then exit. A member that lost its node session
-// (paused, or cut off from the database, past the session timeout) does not
-// close it: it leaves, rejoins with a new incarnation and serves again on
-// its own, and Ready reports ErrLeaseLost meanwhile. nil in single-node
-// mode.
+// ClusterFenced returns a channel closed once this member is fenced
+// (ErrNodeFenced): the process should then exit. A member that lost its
+// node session does not close it: it rejoins with a new incarnation, and
+// Ready reports ErrLeaseLost meanwhile. nil in single-node mode.
 func (rt *Runtime) ClusterFenced() <-chan struct{} {
 	if rt.cluster == nil {
 		return nil

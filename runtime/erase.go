@@ -10,25 +10,20 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// Erase erases a data subject's personal data (crypto-shredding, see
-// package erasure): it destroys the subject's data key in Config.KeyStore
-// (recording by, who asked, and when), appends the erasure record (an
-// untagged erasure.RecordType event, the same for every repeat) to the
-// journal, deletes the snapshots of the streams bound to the subject and
-// stops their actors on this runtime without snapshotting them. Every other
-// runtime on the journal (every cluster member) does the same for its own
-// actors and key cache when the record reaches it through the journal feed;
-// so does this one, for erasures made elsewhere (another runtime, the
-// `scribe erase` command).
+// Erase crypto-shreds a data subject's personal data (see package erasure):
+// it destroys the subject's key in Config.KeyStore (recording by, who asked,
+// and when), appends an untagged erasure.RecordType event, deletes the
+// snapshots of the streams bound to the subject and stops their actors
+// without snapshotting them. Every runtime on the journal does the same for
+// its actors and key cache when the event reaches it, also for erasures made
+// elsewhere (another runtime, `scribe erase`). Subject and by are stored in
+// clear: they must be identifiers, not personal data.
 //
-// Afterwards the subject's events still load, verify and fold: their
-// personal fields decode to zero values (Decoded.Erased names them), and
-// executing a command that would store new personal data for the subject
-// fails with erasure.ErrSubjectErased.
-//
-// Erase is idempotent: a repeat returns the original erasure with Repeat
-// set. If it fails midway (the error says where), call it again. Subject
-// and by are identifiers, not personal data: they are stored in clear.
+// Afterwards the subject's events still load, verify and fold, with their
+// personal fields as zero values; a command that would store new personal
+// data for the subject fails with erasure.ErrSubjectErased. Erase is
+// idempotent (a repeat returns the original erasure with Repeat set): after
+// an error, which says where it stopped, call it again.
 func (rt *Runtime) Erase(ctx context.Context, subject, by string) (erasure.Erasure, error) {
 	if rt.cfg.KeyStore == nil {
 		return erasure.Erasure{}, fmt.Errorf("%w: set Config.KeyStore to the key store the subject's data was sealed with", ErrNoKeyStore)

@@ -13,13 +13,12 @@ import (
 // them a retry can overcome.
 var (
 	// ErrConfiguration (journal.ErrConfiguration): New cannot start on the
-	// journal as configured: the database unreachable, the credentials
-	// refused, the database unknown, the schema not migrated or migrated by
-	// a newer incompatible build. Not retryable: the message says what to
-	// fix.
+	// journal as configured (database unreachable or unknown, credentials
+	// refused, schema not migrated or from a newer incompatible build). Not
+	// retryable: the message says what to fix.
 	ErrConfiguration = journal.ErrConfiguration
-	// ErrRegistration matches every error of the Register functions and of
-	// Uses; the message names what is wrong.
+	// ErrRegistration: a Register function or Uses refused its arguments;
+	// the message names what is wrong.
 	ErrRegistration = errors.New("runtime: invalid registration")
 	// ErrUnknownAggregate: the target names no registered aggregate.
 	ErrUnknownAggregate = errors.New("runtime: unknown aggregate")
@@ -28,69 +27,60 @@ var (
 	ErrUnknownEvent = errors.New("runtime: unknown event type")
 	// ErrForeignTags: an aggregate command's events carry tags besides their
 	// stream's (see Tagged); nothing was appended. Append such events with a
-	// DCB command (RegisterDCB), which reserves every tag at its owner.
+	// DCB command.
 	ErrForeignTags = actors.ErrForeignTags
-	// ErrPanic: the command's user code (aggregate or DCB) panicked; the
-	// error is a *PanicError.
+	// ErrPanic: the command's user code panicked (see PanicError).
 	ErrPanic = actors.ErrPanic
-	// ErrIdempotencyKeyReused: the idempotency key was already executed with
-	// a different command (another type, or other content) on the same
-	// stream, or by the same DCB command; nothing was executed, and the
-	// error is a *KeyReusedError. Not retryable: use a new key for a new
-	// command, and the same key only to retry the identical command.
+	// ErrIdempotencyKeyReused: the key was already executed with another
+	// command (type or content) on the stream, or by the same DCB command;
+	// nothing was executed (see KeyReusedError). Not retryable: use a new key
+	// for a new command, the same key only to retry the identical command.
 	ErrIdempotencyKeyReused = errors.New("runtime: idempotency key reused for a different command")
-	// ErrOverloaded: refused at once, nothing decided, because the stream's
-	// queue or the runtime's pending commands are full (Config.MaxQueue,
-	// MaxPending), the deadline is too near to be met, or the stream sheds
-	// by queueing delay (Config.QueueDelayTarget). Retryable after a
-	// back-off.
+	// ErrOverloaded: refused at once, undecided, as the stream's queue or the
+	// runtime's pending commands are full (Config.MaxQueue, MaxPending), the
+	// deadline is too near to be met, or the stream sheds by queueing delay
+	// (QueueDelayTarget). Retryable after a back-off.
 	ErrOverloaded = actors.ErrOverloaded
-	// ErrLeaseLost: this runtime cannot prove it still holds its node
-	// session (paused past the session timeout, the database unreachable,
-	// or another live process with its NodeID); nothing was decided, written
-	// or answered from a cache. Retryable.
+	// ErrLeaseLost: the runtime cannot prove it holds its node session
+	// (paused past the session timeout, the database unreachable, or another
+	// live process with its NodeID); nothing was decided, written or
+	// answered from a cache. Retryable.
 	ErrLeaseLost = actors.ErrLeaseLost
 	// ErrShutdown: Shutdown has started.
 	ErrShutdown = actors.ErrShutdown
-	// ErrConflict: a DCB command's append found events that reached one of
-	// its tags without passing through the tags' actors (something bypassed
-	// the runtime); the error is a *ConflictError. Never retried: the actors
-	// re-read their streams, and the caller decides whether to execute the
-	// command again.
+	// ErrConflict: a DCB command's append found events that reached its tags
+	// bypassing their actors (see ConflictError). Never retried: the actors
+	// re-read their streams; the caller decides whether to execute again.
 	ErrConflict = tagconsistency.ErrConflict
 	// ErrReservationTimeout: a tag stayed busy longer than
-	// Config.ReservationTimeout; a *ReservationTimeoutError names it.
+	// Config.ReservationTimeout (see ReservationTimeoutError).
 	ErrReservationTimeout = tagconsistency.ErrReservationTimeout
 	// ErrInvalidCommand: a DCB command or its decision is malformed (see the
 	// message); nothing was written.
 	ErrInvalidCommand = tagconsistency.ErrInvalidCommand
 	// ErrNodeUnavailable (cluster mode): the member hosting the stream cannot
-	// be reached, left the cluster or no longer hosts it. Retryable: the
-	// stream moves to another member (once its lease expires, if the member
-	// died). If the error also matches journal.ErrOutcomeUnknown, the command
-	// may have been executed: retry with the same idempotency key.
+	// be reached, left or no longer hosts it. Retryable: the stream moves to
+	// another member (once its lease expires, if the member died); if the
+	// error matches journal.ErrOutcomeUnknown, retry with the same key.
 	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
-	// ErrNodeFenced (cluster mode): this member left the cluster for good
-	// because another live process runs with its NodeID (the error also
-	// matches journal.ErrNodeSuperseded and ErrLeaseLost); it executes
-	// nothing more and closes ClusterFenced. Send commands to another member;
-	// give every process its own NodeID and restart this one. A member that
-	// merely lost its node session is not fenced: it answers ErrLeaseLost
-	// while it rejoins the cluster on its own.
+	// ErrNodeFenced (cluster mode): this member left the cluster for good, as
+	// another live process runs with its NodeID (the error also matches
+	// journal.ErrNodeSuperseded and ErrLeaseLost); it executes nothing more.
+	// Send commands to another member; give every process its own NodeID
+	// and restart this one.
 	ErrNodeFenced = errors.New("runtime: cluster member fenced")
-	// ErrUnknownCommand (cluster mode): a command that must cross members is
-	// of a type missing from the cluster configuration's Commands (on the
-	// caller or on the hosting member).
+	// ErrUnknownCommand (cluster mode): a command that must cross members has
+	// a type missing from the Commands of the caller's or host's cluster
+	// configuration.
 	ErrUnknownCommand = errors.New("runtime: command type not registered for the cluster")
-	// ErrNoKeyStore: Erase on a runtime without Config.KeyStore.
+	// ErrNoKeyStore: Erase without Config.KeyStore.
 	ErrNoKeyStore = errors.New("runtime: no key store configured")
 )
 
-// PanicError (ErrPanic) carries the panic value, phase and stack of a
+// PanicError (ErrPanic) carries the value, phase and stack of a panic in a
 // command's user code: an aggregate's (Stream set) or a DCB command's
-// (Command set). Only that command failed, and nothing of it was written; an
-// aggregate's actor rebuilt its state from the journal before serving the
-// others.
+// (Command set). Only that command failed, writing nothing; an aggregate's
+// actor rebuilt its state from the journal before serving the others.
 type PanicError = actors.PanicError
 
 // twinNodeError is every error of a runtime after another live process

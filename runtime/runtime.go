@@ -40,30 +40,27 @@ type Config struct {
 	// Journal stores the events. Required.
 	Journal journal.Journal
 	// Sessions grants the node session and the stream leases that fence
-	// every append. Default: Journal, if it implements journal.Sessions (the
-	// memory and Postgres journals do).
+	// every append. Default: Journal, if a journal.Sessions (memory and
+	// Postgres journals are).
 	Sessions journal.Sessions
 	// Snapshots stores state snapshots, saved when SnapshotPolicy says.
-	// Defaults: no snapshots (a stream replays from version 1 on
-	// activation); snapshots.DefaultPolicy() (every 100 events and on
-	// passivation).
+	// Defaults: none (streams replay from version 1); snapshots.DefaultPolicy
+	// (every 100 events and on passivation).
 	Snapshots      snapshots.Store
 	SnapshotPolicy *snapshots.Policy
-	// NodeID identifies this runtime across restarts: restarted with the
-	// same NodeID, it takes over its streams at once, where another node
-	// waits for the session timeout. Two live runtimes with one NodeID fence
-	// each other: set it when a host runs several. Default: os.Hostname().
+	// NodeID identifies this runtime across restarts: with the same NodeID
+	// it takes its streams back at once, where others wait for the session
+	// timeout. Two live runtimes with one NodeID fence each other: set it
+	// when a host runs several. Default: os.Hostname().
 	NodeID string
 	// Logger receives operational logs. Default: discard.
 	Logger *slog.Logger
-	// OnStoreRewound, if set, is called once for every stream found behind
-	// what the runtime acknowledged (see StoreRewind), after the ERROR log
-	// and before the stream serves again. It runs on the stream's actor: it
-	// must return quickly and not call the runtime.
+	// OnStoreRewound, if set, gets each StoreRewind after its ERROR log and
+	// before the stream serves again, on the stream's actor: it must return
+	// quickly and not call the runtime.
 	OnStoreRewound func(StoreRewind)
-	// TracerProvider receives the spans (scribe.stream.* and scribe.dcb.*,
-	// see packages actors and tagconsistency), MeterProvider the metrics.
-	// Default: no-op; the global providers are never used.
+	// TracerProvider receives the spans (see packages actors and
+	// tagconsistency), MeterProvider the metrics. Default: no-op.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	// Limits: timeouts (session, open, idle, request, reservation), batch
@@ -72,30 +69,26 @@ type Config struct {
 	// Codec encodes event payloads (to JSON objects) and snapshot states.
 	// Default JSONCodec.
 	Codec Codec
-	// KeyStore keeps the data keys that seal personal fields
-	// (WithPersonalData) and destroys them on Erase. Snapshots of streams
-	// holding personal data are then sealed whole under their subjects' keys
-	// (once one is erased, the stream is replayed instead). Default nil:
-	// registering an event type with personal data fails.
+	// KeyStore keeps the data keys that seal personal fields and snapshots
+	// holding them, and destroys them on Erase (an erased subject's snapshots
+	// are unusable: the stream replays). Default nil: registering personal
+	// data fails.
 	KeyStore erasure.KeyStore
-	// ErasurePollInterval is how often the runtime reads the journal for
-	// erasures made elsewhere (another runtime, `scribe erase`), to drop
-	// what it holds of those subjects: it bounds how long they take to reach
-	// it. Default 1 s; used only with a KeyStore.
+	// ErasurePollInterval is how often, with a KeyStore, the runtime polls
+	// the journal for erasures made elsewhere (`scribe erase`, another
+	// runtime). Default 1 s.
 	ErasurePollInterval time.Duration
 	// KeyCacheSize bounds each of the caches of data keys, erasures and
 	// stream bindings. Default 10000.
 	KeyCacheSize int
-	// Replica, a read replica of the journal's database
-	// (postgres.NewReplica), serves State's reads; commands and appends
-	// still use Journal. State with AtLeastVersion waits up to ReplicaWait
-	// for the replica, then reads Journal. Defaults: nil (State reads
-	// Journal); 2 s.
+	// Replica, a read replica of the journal (postgres.NewReplica), serves
+	// State's reads, not the commands'. State with AtLeastVersion waits up
+	// to ReplicaWait for it, then reads Journal. Defaults: none (Journal
+	// serves State); 2 s.
 	Replica     journal.Journal
 	ReplicaWait time.Duration
-	// Cluster makes the runtime a member of a cluster (a *cluster.Config of
-	// package runtime/cluster). Default nil: a single node, no cluster code
-	// on any path.
+	// Cluster makes the runtime a cluster member (see Cluster). Default nil:
+	// a single node, no cluster code on any path.
 	Cluster Cluster
 }
 
@@ -112,11 +105,10 @@ type Runtime struct {
 }
 
 // New validates cfg, applies its defaults, opens the node session and
-// starts the actor system; call Shutdown when done. A journal that cannot be
-// reached or used at this point (say, a Postgres schema not migrated) is a
-// configuration error: the error matches ErrConfiguration, is not retryable
-// and says what to check. Once New has returned, the same failure is an
-// outage (journal.ErrUnavailable, retryable).
+// starts the actor system; call Shutdown when done. It fails fast with
+// ErrConfiguration on a journal it cannot reach or use; once New has
+// returned, the same failure is an outage (journal.ErrUnavailable,
+// retryable).
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Journal == nil {
 		return nil, errors.New("runtime: Config.Journal is nil; pass memory.New() or a Postgres journal (postgres.NewJournal)")
@@ -224,13 +216,12 @@ func startError(ctx context.Context, node string, err error) error {
 func (rt *Runtime) Config() Config { return rt.cfg }
 
 // Ready, a readiness probe without I/O, returns nil while the node session
-// was confirmed less than SessionTimeout (minus a safety margin) ago and, in
-// cluster mode, the member is in the cluster. Otherwise it returns the error
-// Execute would return: ErrLeaseLost, which clears itself once a renewal
-// succeeds and the member has rejoined, unless another live process opened
-// the same NodeID: then the error also matches journal.ErrNodeSuperseded
-// (and ErrNodeFenced in cluster mode) for good; restart the process with its
-// own NodeID.
+// was confirmed less than SessionTimeout (minus a margin) ago and, in cluster
+// mode, the member is in the cluster. Otherwise it returns the error Execute
+// would: ErrLeaseLost until a renewal succeeds and the member rejoined, or,
+// for good once another live process opened the same NodeID, one also
+// matching journal.ErrNodeSuperseded (and ErrNodeFenced): restart the
+// process with its own NodeID.
 func (rt *Runtime) Ready() error {
 	if rt.cluster != nil {
 		if err := rt.cluster.FenceError(); err != nil {
