@@ -14,19 +14,16 @@ import (
 type Aggregate[S any] struct {
 	// Name, the tag group of its streams, is non-empty, without ':'.
 	Name string
-	// Initial returns the state of an empty stream.
+	// Initial returns an empty stream's state; Decide the events (registered
+	// event values) a command produces in a state, or an error that Execute
+	// returns as is; Evolve a state with one event applied. Decide and
+	// Evolve must not mutate the state they get (Evolve copies maps and
+	// slices): the actor keeps the confirmed state while it decides a batch.
 	Initial func() S
-	// Decide returns the events (registered event values) a command produces
-	// in state, or an error that Execute returns as is. It must not mutate
-	// state.
-	Decide func(state S, command any) ([]any, error)
-	// Evolve returns state with one event applied. It must not mutate its
-	// input (copy maps and slices): the actor keeps the confirmed state while
-	// it decides a batch.
-	Evolve func(state S, event any) S
-	// SchemaVersion stamps snapshots of S; a snapshot of another version is
-	// ignored and the stream replayed. Bump it when S's encoding changes.
-	// 0 means 1.
+	Decide  func(state S, command any) ([]any, error)
+	Evolve  func(state S, event any) S
+	// SchemaVersion (0 means 1) stamps snapshots of S: bump it when S's
+	// encoding changes; snapshots of another version are ignored (replay).
 	SchemaVersion int
 }
 

@@ -9,22 +9,20 @@ import (
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
-// Cluster makes a Runtime a member of a cluster. Join takes a type internal
-// to Scribe, so only *cluster.Config implements it: package runtime/cluster
-// and its providers hold all of cluster mode, and a program that does not
-// import them compiles none.
+// Cluster makes a Runtime a cluster member. Join takes a type internal to
+// Scribe: only *cluster.Config implements it, and a program that does not
+// import runtime/cluster (or its providers) compiles no cluster code.
 type Cluster interface {
 	// Join, called once by New, starts the membership; a nil Member and
 	// error mean a single node.
 	Join(ctx context.Context, node membership.Node) (membership.Member, error)
 }
 
-// IsRetryable reports whether err is a transient condition after which
-// executing the command again (with the same idempotency key when the
-// outcome is unknown) can succeed: ErrNodeUnavailable, ErrNodeFenced (on
-// another member), ErrLeaseLost, ErrOverloaded, journal.ErrUnavailable,
-// journal.ErrOpenTimeout, journal.ErrSessionExpired,
-// journal.ErrInvalidSession and journal.ErrOutcomeUnknown.
+// IsRetryable reports whether executing the command again (with the same
+// idempotency key if the outcome is unknown) can succeed after err:
+// ErrNodeUnavailable, ErrNodeFenced (on another member), ErrLeaseLost,
+// ErrOverloaded, and journal's ErrUnavailable, ErrOpenTimeout,
+// ErrSessionExpired, ErrInvalidSession and ErrOutcomeUnknown.
 func IsRetryable(err error) bool {
 	for _, s := range retryable {
 		if errors.Is(err, s) {
@@ -91,9 +89,8 @@ func (rt *Runtime) ClusterAddress() string {
 }
 
 // ClusterOwner returns the address of the member where Execute on target
-// runs, in the topology seen now (which changes as members come and go); ""
-// in single-node mode, while this member is out of the cluster, and while no
-// member is known.
+// runs as the topology looks now; "" in single-node mode, while this member
+// is out of the cluster, and while no member is known.
 func (rt *Runtime) ClusterOwner(target Target) string {
 	c := rt.cluster
 	if c == nil || c.FenceError() != nil {

@@ -10,60 +10,46 @@ import (
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
-// ConflictError details ErrConflict: the command, its tags and the journal's
-// error (journal.ErrAppendConditionFailed or journal.ErrVersionMismatch).
-type ConflictError = tagconsistency.ConflictError
-
-// ReservationTimeoutError details ErrReservationTimeout: the busy tag.
-type ReservationTimeoutError = tagconsistency.ReservationTimeoutError
-
 // DCB defines a Dynamic Consistency Boundary command type C: it decides from
 // the events of several tags, folded into a state S, and appends its events
-// atomically across those tags. Its functions must be pure and safe for
-// concurrent use.
+// atomically across them. Its functions must be pure and safe for concurrent
+// use.
 //
-// Execute reserves every tag of the command at its stream actor, in sorted
-// order (so concurrent commands never deadlock, and a busy tag queues the
-// command rather than failing it), folds, decides, appends fenced by the
-// actors' leases and versions, and hands the new events to the actors, which
-// go on serving their aggregates consistently. A valid command succeeds at
-// its first attempt: there is no retry loop anywhere.
+// Execute reserves the command's tags at their actors in sorted order (no
+// deadlock; a busy tag queues the command), folds, decides, appends fenced by
+// the actors' leases and versions, and hands the events to the actors, which
+// stay consistent: a valid command succeeds at its first attempt, no retry.
 //
-// With Uses (S = DCBStates), for tags owned by aggregates, Decide reads each
-// used aggregate stream's state (AggregateState.Of) as its actor holds it:
-// no fold is written twice, and the journal is not read. Where an owner holds
-// no state (a cluster member without the aggregate, say), the aggregate's
-// Evolve folds it from the newest usable snapshot, sealed ones included, and
-// the journal, as State does.
-//
-// Raw (Uses nil), for tags no aggregate owns: S comes from FromStates if set,
-// otherwise from folding the query's events with Evolve. Folds are cached per
-// Name and Query and continue where they stopped, but a command whose tags
-// vary a lot mostly folds its tags' whole history.
+// With Uses (S = DCBStates), for tags owned by aggregates, Decide reads the
+// streams' states as their actors hold them, with no journal read; where an
+// actor holds none (on a cluster member without the aggregate, say), the
+// aggregate's Evolve folds it as State does. Raw (Uses nil), for tags no
+// aggregate owns, S comes from FromStates if set, else from folding the
+// query's events with Evolve; folds are cached per Name and Query and resume
+// where they stopped, so a command whose tags vary a lot mostly folds their
+// whole history.
 type DCB[C, S any] struct {
 	// Name names the command type in errors, spans and metrics. Required.
 	Name string
 	// Query returns the events a command depends on: items of event types
-	// (any of) and tags (all of), each naming at least one tag; with Uses,
-	// each naming one stream of a used aggregate (AggregateState.Items) and
-	// no types. Required.
+	// (any of) and tags (all of, at least one); with Uses, one stream of a
+	// used aggregate per item and no types (AggregateState.Items). Required.
 	Query func(command C) journal.Query
-	// Uses lists the aggregates (handles from runtime.Uses on the same
-	// runtime) the command decides from; S is then DCBStates, and Initial,
-	// Evolve and FromStates nil. Nil is the raw form.
+	// Uses lists the handles (runtime.Uses on this runtime) of the
+	// aggregates the command decides from; S is then DCBStates, and
+	// Initial, Evolve and FromStates nil. Nil is the raw form.
 	Uses []AggregateUse
-	// Tags returns further tags the decided events may carry, such as a
-	// fresh "transfer:<id>"; they are reserved too. Optional.
+	// Tags returns further tags its events may carry (a fresh
+	// "transfer:<id>", say), reserved too. Optional.
 	Tags func(command C) []journal.Tag
-	// Initial returns the state before any event (nil: the zero S); Evolve,
-	// required in the raw form, applies one matching event, in journal
-	// order. Folded states are kept between commands of equal Name and
-	// Query, so both may use only what Query is made from.
-	Initial func(command C) S
-	Evolve  func(command C, state S, event DCBEvent) S
-	// FromStates, if set in the raw form, builds the state from the
-	// aggregate states the tags' actors hold (by tag; nil for a tag of no
-	// aggregate), with no journal read; false falls back to folding.
+	// Raw form: Initial returns the state before any event (nil: zero S);
+	// Evolve, required, applies one matching event in journal order;
+	// FromStates, if set, builds the state from the aggregate states the
+	// tags' actors hold (by tag; nil for a tag of no aggregate), false
+	// falling back to folding. Folded states are kept between commands of
+	// equal Name and Query: Initial and Evolve may use only what Query uses.
+	Initial    func(command C) S
+	Evolve     func(command C, state S, event DCBEvent) S
 	FromStates func(command C, states map[journal.Tag]any) (S, bool)
 	// Decide returns the events to append (registered event values carrying
 	// their tags through Tagged), none, or a domain error that Execute
@@ -73,10 +59,10 @@ type DCB[C, S any] struct {
 
 // DCBEvent is an event matching a DCB command's query, as Evolve sees it.
 type DCBEvent struct {
-	// Value is the event as its registered Go type, upcast; Record is the
-	// event as stored, Evolve's only during the call; Erased names Value's
-	// personal fields that read as zero values because their subject was
-	// erased (nil when none).
+	// Value is the event as its registered Go type, upcast; Record as
+	// stored, Evolve's only during the call; Erased names Value's personal
+	// fields read as zero values because their subject was erased (nil:
+	// none).
 	Value  any
 	Record *journal.Record
 	Erased []string
@@ -94,25 +80,23 @@ type DCBCommand[C, S any] struct {
 // DCBResult is the outcome of an executed DCB command.
 type DCBResult struct {
 	// Records are the appended events as stored (none if Decide returned
-	// none). Duplicate reports that the idempotency key was already
-	// executed: Records are the first execution's, and nothing was decided.
+	// none); Duplicate reports a repeat of an executed idempotency key:
+	// Records are the first execution's, and nothing was decided.
 	Records   []journal.Record
 	Duplicate bool
-	// States, with Uses, are the used aggregates' stream states after the
-	// appended events: what their actors hold once Execute returns. Empty
-	// for a duplicate, in the raw form (its folded S stays with the
-	// executor), and when an aggregate's Evolve panicked on the appended
-	// events (they are stored all the same; the stream's actor reports it).
+	// States, with Uses, are the used streams' states after the appended
+	// events, as their actors hold them. Empty for a duplicate, in the raw
+	// form, and when an aggregate's Evolve panicked on the appended events
+	// (stored all the same; the stream's actor reports it).
 	States DCBStates
 }
 
-// RegisterDCB registers a DCB command type and returns the handle that
-// executes it. The event types it decides and its Query names must be
-// registered first: RegisterDCB checks the Query of the zero command
-// (ErrRegistration names a missing type) and Execute every command's, so a
-// misspelt type is an error, not a query that silently matches nothing. The
-// aggregates owning the tags it writes must handle its events in their
-// Evolve, since their actors adopt them.
+// RegisterDCB registers a DCB command type and returns its handle. The event
+// types it decides and its Query names must be registered first: it checks
+// the zero command's Query (ErrRegistration) and Execute every query, so a
+// misspelt type is an error, not a query silently matching nothing. The
+// aggregates owning the tags it writes must handle its events in Evolve:
+// their actors adopt them.
 func RegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) (*DCBCommand[C, S], error) {
 	if def.Name == "" {
 		return nil, regErr("DCB command has no Name; name it for errors, spans and metrics")
@@ -150,20 +134,15 @@ func RegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) (*DCBCommand[C, S], error
 type decodeFailure struct{ err error }
 
 // Execute runs command once and returns the records it appended (with Uses,
-// also the states after them). Without a deadline on ctx it waits at most
-// Config.RequestTimeout; the options work as for Runtime.Execute, the
-// idempotency key being scoped to the command's name and partition (the
-// event IDs derive from it). Errors:
-//   - Decide's domain error, as is;
-//   - ErrConflict when events bypassed the tags' actors;
-//   - ErrReservationTimeout naming a busy tag;
+// also the states after them). Context and options work as for
+// Runtime.Execute. Errors:
+//   - Decide's domain error, as is; ErrConflict; ErrReservationTimeout;
 //   - ErrInvalidCommand or ErrUnknownEvent for a faulty definition (a query
-//     naming an unregistered event type matches both);
-//   - ErrPanic when Evolve, FromStates or Decide panicked (nothing was
-//     written); ErrShutdown;
-//   - ctx's error when ctx ended before the append (nothing was written);
-//     if it ended during the append, the outcome may be unknown
-//     (journal.ErrOutcomeUnknown): execute again with the same key.
+//     naming an unregistered event type matches both); ErrShutdown;
+//   - ErrPanic from Evolve, FromStates or Decide, or ctx's error when ctx
+//     ended before the append: nothing was written;
+//   - possibly journal.ErrOutcomeUnknown when ctx ended during the append:
+//     execute again with the same idempotency key to find out.
 func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...ExecuteOption) (DCBResult, error) {
 	var md journal.Metadata
 	for _, o := range opts {

@@ -20,8 +20,7 @@ import (
 // DCBStates as its state type and no Initial, Evolve or FromStates: the
 // runtime builds the states.
 
-// AggregateUse is an aggregate listed in DCB.Uses; only AggregateState
-// implements it.
+// AggregateUse is a DCB.Uses entry; only AggregateState implements it.
 type AggregateUse interface {
 	usedAggregate() usedAggregate
 }
@@ -33,11 +32,10 @@ type usedAggregate struct {
 	model actors.Model
 }
 
-// AggregateState is the typed handle of a registered aggregate with state S
-// for DCB commands: list it in DCB.Uses, name its streams in Query (Items),
-// read their states in Decide and in the result (Of, Lookup). It belongs to
-// the runtime Uses was called on and is safe for concurrent use; the zero
-// value is not usable.
+// AggregateState is a registered aggregate's typed handle for DCB commands:
+// list it in DCB.Uses, name its streams in Query (Items), read their states
+// (Of, Lookup). Safe for concurrent use, it belongs to the runtime Uses was
+// called on; the zero value is unusable.
 type AggregateState[S any] struct {
 	rt   *Runtime
 	name string
@@ -90,8 +88,7 @@ func (a AggregateState[S]) Items(ids ...string) []journal.QueryItem {
 }
 
 // Lookup returns the state of stream id held by states, and whether they
-// hold it: they hold every stream of a used aggregate the command reserved
-// (its Query's tags and its Tags).
+// hold it, as they do for every used stream the command reserved.
 func (a AggregateState[S]) Lookup(states DCBStates, id string) (S, bool) {
 	v, ok := states.m[a.Tag(id)]
 	if !ok {
@@ -114,10 +111,9 @@ func (a AggregateState[S]) Of(states DCBStates, id string) S {
 	return s
 }
 
-// DCBStates are the states of the used aggregates' streams a DCB command
-// reserved, read through the handles (AggregateState.Of, Lookup). They are
-// shared with the streams' actors: treat them as read-only, as
-// Aggregate.Evolve treats its input. The zero DCBStates holds none.
+// DCBStates are the states of the used streams a DCB command reserved, read
+// with AggregateState.Of and Lookup. Shared with the streams' actors, they
+// are read-only, as for Aggregate.Evolve. The zero DCBStates holds none.
 type DCBStates struct {
 	m map[journal.Tag]any
 }

@@ -15,22 +15,21 @@ import (
 
 // Decoded is a stored record with its decoded event value.
 type Decoded struct {
-	// Record is the stored record; Value the event's registered Go value
-	// (not a pointer), upcast; Erased the sorted JSON names of Value's
-	// personal fields that read as zero values because their subject was
-	// erased (nil when none).
+	// Record is the stored record; Value its registered Go value (not a
+	// pointer), upcast; Erased the sorted JSON names of Value's personal
+	// fields read as zero values because their subject was erased (nil:
+	// none).
 	Record journal.Record
 	Value  any
 	Erased []string
 }
 
 // Decode returns the registered Go value of a stored record, upcast to the
-// registered schema version; it reads no event and takes no lease. It fails
-// with ErrUnknownEvent for an unregistered type, and with an error naming the
-// record when its schema version is newer than registered, an upcaster is
-// missing or fails, or the data does not decode. Sealed personal fields are
-// opened (a key store lookup within Config.RequestTimeout, unless the key is
-// cached); those of erased subjects decode to zero values.
+// registered schema version, reading no event and taking no lease. It fails
+// with ErrUnknownEvent for an unregistered type, otherwise with an error
+// naming the record (newer schema version, upcaster missing or failing, bad
+// data). Sealed personal fields are opened (a key store lookup within
+// Config.RequestTimeout unless cached); erased ones decode as zero values.
 func (rt *Runtime) Decode(rec journal.Record) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.RequestTimeout)
 	defer cancel()
@@ -76,10 +75,9 @@ func DecodeAs[E any](rt *Runtime, rec journal.Record) (E, error) {
 	return e, nil
 }
 
-// Decoding wraps a journal iterator (j.ReadStream(ctx, stream, 1, 0), say) to
-// yield each record decoded. A read error is passed on as is; a record that
-// does not decode comes with its error and Value nil, and iteration goes on
-// if the caller does.
+// Decoding wraps a journal iterator (j.ReadStream(ctx, s, 1, 0), say) to
+// yield each record decoded. A read error is passed on; a record that does
+// not decode comes with its error, Value nil, and iteration goes on.
 func (rt *Runtime) Decoding(records iter.Seq2[journal.Record, error]) iter.Seq2[Decoded, error] {
 	return func(yield func(Decoded, error) bool) {
 		for rec, err := range records {

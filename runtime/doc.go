@@ -1,7 +1,7 @@
 // Package runtime is Scribe's public entry point. A service embeds one
 // Runtime, registers event types and aggregates, and calls Execute: each
-// command goes to the single actor that owns its stream, so callers write no
-// retry loops. protoactor-go types never appear here.
+// command goes to the one actor owning its stream, so callers write no retry
+// loops. protoactor-go types never appear here.
 //
 //	store, err := postgres.Open(ctx, url)          // or memory.New()
 //	rt, err := runtime.New(ctx, runtime.Config{Journal: store.Journal, Snapshots: store.Snapshots, NodeID: podName})
@@ -9,12 +9,9 @@
 //	runtime.MustRegisterAggregate(rt, runtime.Aggregate[Account]{Name: "account", Initial: …, Decide: …, Evolve: …})
 //	res, err := runtime.ExecuteTyped[Account](ctx, rt, runtime.Target{Aggregate: "account", ID: "42"}, Deposit{100})
 //
-// An aggregate named "account" owns the streams tagged "account:<id>". A DCB
-// command (RegisterDCB) decides from several tags and appends events that
-// carry several. Events are encoded by the Codec, upcast by RegisterUpcaster
-// and sealed per subject when declared personal (WithPersonalData, Erase).
-// Reads need no actor: Decode and Decoding turn journal records into the
-// registered values; State folds an aggregate's state on any node.
+// An aggregate named "account" owns the streams tagged "account:<id>"; a DCB
+// command (RegisterDCB) decides across several tags. Reads need no actor:
+// Decode turns records into registered values, State folds a state.
 //
 // Guarantees (in full in the README's "Guarantees" section):
 //
@@ -23,13 +20,12 @@
 //     the events are durable; every append is fenced by the stream's lease.
 //   - A command whose context ends before it is decided is never executed;
 //     after, it may or may not be stored (journal.ErrOutcomeUnknown): Execute
-//     it again with the same idempotency key to get the first result. A key
-//     reused for another command fails with ErrIdempotencyKeyReused.
-//   - Domain errors from Decide are returned as is; a panic in user code
-//     fails only its command (ErrPanic).
+//     it again with the same idempotency key for the first result; a key
+//     reused for another command fails (ErrIdempotencyKeyReused).
+//   - Decide's domain errors are returned as is; a panic in user code fails
+//     only its command (ErrPanic).
 //   - One node session per Runtime (Config.NodeID); a lost session stops the
 //     stream actors and opens a new one. Idle streams passivate; Shutdown
 //     leaves no goroutine behind.
-//   - Spans and metrics go only to Config's providers, never to the
-//     OpenTelemetry globals.
+//   - Spans and metrics go only to Config's providers, never to globals.
 package runtime

@@ -11,19 +11,16 @@ import (
 )
 
 // Erase crypto-shreds a data subject's personal data (see package erasure):
-// it destroys the subject's key in Config.KeyStore (recording by, who asked,
-// and when), appends an untagged erasure.RecordType event, deletes the
-// snapshots of the streams bound to the subject and stops their actors
-// without snapshotting them. Every runtime on the journal does the same for
-// its actors and key cache when the event reaches it, also for erasures made
-// elsewhere (another runtime, `scribe erase`). Subject and by are stored in
-// clear: they must be identifiers, not personal data.
+// it destroys the subject's key in Config.KeyStore, recording by (who asked)
+// and when, appends an untagged erasure.RecordType event, and drops the
+// cached key and the snapshots and actors (unsnapshotted) of the subject's
+// streams, as every runtime on the journal does when the event reaches it.
+// Subject and by are stored in clear: use identifiers.
 //
-// Afterwards the subject's events still load, verify and fold, with their
-// personal fields as zero values; a command that would store new personal
-// data for the subject fails with erasure.ErrSubjectErased. Erase is
-// idempotent (a repeat returns the original erasure with Repeat set): after
-// an error, which says where it stopped, call it again.
+// The subject's events still load, verify and fold, their personal fields
+// zero; a command storing new personal data for it fails with
+// erasure.ErrSubjectErased. Erase is idempotent (a repeat returns the first
+// erasure, Repeat set): after an error, which says where it stopped, retry.
 func (rt *Runtime) Erase(ctx context.Context, subject, by string) (erasure.Erasure, error) {
 	if rt.cfg.KeyStore == nil {
 		return erasure.Erasure{}, fmt.Errorf("%w: set Config.KeyStore to the key store the subject's data was sealed with", ErrNoKeyStore)

@@ -9,8 +9,8 @@ import (
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
-// Errors of the runtime, matched with errors.Is; IsRetryable says which of
-// them a retry can overcome.
+// Errors of the runtime, matched with errors.Is; IsRetryable tells which a
+// retry can overcome.
 var (
 	// ErrConfiguration (journal.ErrConfiguration): New cannot start on the
 	// journal as configured (database unreachable or unknown, credentials
@@ -22,65 +22,60 @@ var (
 	ErrRegistration = errors.New("runtime: invalid registration")
 	// ErrUnknownAggregate: the target names no registered aggregate.
 	ErrUnknownAggregate = errors.New("runtime: unknown aggregate")
-	// ErrUnknownEvent: a decided event's Go type, or a stored event's type
-	// name, is not registered.
+	// ErrUnknownEvent: an event's Go type or stored type name is unregistered.
 	ErrUnknownEvent = errors.New("runtime: unknown event type")
-	// ErrForeignTags: an aggregate command's events carry tags besides their
-	// stream's (see Tagged); nothing was appended. Append such events with a
-	// DCB command.
+	// ErrForeignTags: an aggregate's events carry tags besides their stream's
+	// (see Tagged); nothing was appended. Append them with a DCB command.
 	ErrForeignTags = actors.ErrForeignTags
 	// ErrPanic: the command's user code panicked (see PanicError).
 	ErrPanic = actors.ErrPanic
 	// ErrIdempotencyKeyReused: the key was already executed with another
-	// command (type or content) on the stream, or by the same DCB command;
-	// nothing was executed (see KeyReusedError). Not retryable: use a new key
-	// for a new command, the same key only to retry the identical command.
+	// command (type or content) on the stream, or by the DCB command; nothing
+	// was executed (see KeyReusedError). Not retryable: use a new key for a
+	// new command, the same key only to retry the identical command.
 	ErrIdempotencyKeyReused = errors.New("runtime: idempotency key reused for a different command")
-	// ErrOverloaded: refused at once, undecided, as the stream's queue or the
+	// ErrOverloaded: refused at once, undecided: the stream's queue or the
 	// runtime's pending commands are full (Config.MaxQueue, MaxPending), the
 	// deadline is too near to be met, or the stream sheds by queueing delay
 	// (QueueDelayTarget). Retryable after a back-off.
 	ErrOverloaded = actors.ErrOverloaded
 	// ErrLeaseLost: the runtime cannot prove it holds its node session
-	// (paused past the session timeout, the database unreachable, or another
-	// live process with its NodeID); nothing was decided, written or
-	// answered from a cache. Retryable.
+	// (paused past the session timeout, database unreachable, twin NodeID);
+	// nothing was decided, written or answered from a cache. Retryable.
 	ErrLeaseLost = actors.ErrLeaseLost
 	// ErrShutdown: Shutdown has started.
 	ErrShutdown = actors.ErrShutdown
-	// ErrConflict: a DCB command's append found events that reached its tags
-	// bypassing their actors (see ConflictError). Never retried: the actors
+	// ErrConflict: a DCB append found events that reached its tags bypassing
+	// their actors (*tagconsistency.ConflictError). Never retried: the actors
 	// re-read their streams; the caller decides whether to execute again.
 	ErrConflict = tagconsistency.ErrConflict
-	// ErrReservationTimeout: a tag stayed busy longer than
-	// Config.ReservationTimeout (see ReservationTimeoutError).
+	// ErrReservationTimeout: a tag stayed busy past Config.ReservationTimeout
+	// (*tagconsistency.ReservationTimeoutError names it).
 	ErrReservationTimeout = tagconsistency.ErrReservationTimeout
-	// ErrInvalidCommand: a DCB command or its decision is malformed (see the
-	// message); nothing was written.
+	// ErrInvalidCommand: a DCB command or its decision is malformed, as the
+	// message says; nothing was written.
 	ErrInvalidCommand = tagconsistency.ErrInvalidCommand
-	// ErrNodeUnavailable (cluster mode): the member hosting the stream cannot
-	// be reached, left or no longer hosts it. Retryable: the stream moves to
+	// ErrNodeUnavailable (cluster): the member hosting the stream cannot be
+	// reached, left or no longer hosts it. Retryable: the stream moves to
 	// another member (once its lease expires, if the member died); if the
 	// error matches journal.ErrOutcomeUnknown, retry with the same key.
 	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
-	// ErrNodeFenced (cluster mode): this member left the cluster for good, as
+	// ErrNodeFenced (cluster): this member left the cluster for good, as
 	// another live process runs with its NodeID (the error also matches
-	// journal.ErrNodeSuperseded and ErrLeaseLost); it executes nothing more.
-	// Send commands to another member; give every process its own NodeID
-	// and restart this one.
+	// journal.ErrNodeSuperseded and ErrLeaseLost), and executes nothing more.
+	// Send commands to another member; restart this one with its own NodeID.
 	ErrNodeFenced = errors.New("runtime: cluster member fenced")
-	// ErrUnknownCommand (cluster mode): a command that must cross members has
-	// a type missing from the Commands of the caller's or host's cluster
-	// configuration.
+	// ErrUnknownCommand (cluster): a command crossing members has a type
+	// missing from the caller's or the host's cluster Commands.
 	ErrUnknownCommand = errors.New("runtime: command type not registered for the cluster")
 	// ErrNoKeyStore: Erase without Config.KeyStore.
 	ErrNoKeyStore = errors.New("runtime: no key store configured")
 )
 
-// PanicError (ErrPanic) carries the value, phase and stack of a panic in a
-// command's user code: an aggregate's (Stream set) or a DCB command's
-// (Command set). Only that command failed, writing nothing; an aggregate's
-// actor rebuilt its state from the journal before serving the others.
+// PanicError (ErrPanic) carries the value, phase and stack of a panic in an
+// aggregate's (Stream set) or DCB command's (Command set) user code. Only
+// that command failed, writing nothing; an aggregate's actor rebuilt its
+// state from the journal before serving the others.
 type PanicError = actors.PanicError
 
 // twinNodeError is every error of a runtime after another live process

@@ -16,9 +16,8 @@ import (
 type KeyReusedError struct {
 	// Stream is the aggregate command's stream; Command the DCB command's
 	// name (one of them is set).
-	Stream  journal.StreamID
-	Command string
-	Key     string
+	Stream       journal.StreamID
+	Command, Key string
 }
 
 func (e *KeyReusedError) Error() string {

@@ -18,23 +18,22 @@ type eventOptions struct {
 	personal *PersonalData
 }
 
-// PersonalData declares an event type's top-level JSON fields holding
-// personal data, and whose data it is (the subject).
+// PersonalData declares an event type's personal data and its subject.
 type PersonalData struct {
-	// Fields are the JSON names of the personal fields: sealed under the
-	// subject's data key before the event reaches the journal, they decode
-	// to zero values once the subject is erased. Required.
+	// Fields are the JSON names of the top-level personal fields, sealed
+	// under the subject's key before the journal, zero once it is erased.
+	// Required.
 	Fields []string
 	// Exactly one names the subject ID: SubjectField, a top-level string
-	// field that stays readable (the ID is not personal data), or
-	// SubjectTagGroup, a tag group whose value in the event's tags (the
-	// stream's own tag included) is the ID ("customer:42" gives "42").
+	// field, left readable (an ID is not personal data), or SubjectTagGroup,
+	// the group of the event's tag (the stream's own included) whose value
+	// is the ID ("customer:42" gives "42").
 	SubjectField    string
 	SubjectTagGroup string
 }
 
-// WithPersonalData declares the event type's personal data (sealed, and
-// erased by Runtime.Erase); it needs Config.KeyStore.
+// WithPersonalData declares the event type's personal data; it needs
+// Config.KeyStore.
 func WithPersonalData(p PersonalData) EventOption {
 	return func(o *eventOptions) {
 		p.Fields = slices.Clone(p.Fields)

@@ -19,10 +19,9 @@ import (
 type Upcaster func(data json.RawMessage) (json.RawMessage, error)
 
 // Tagged is implemented by event types that carry tags. A DCB command's
-// events carry exactly the tags Tags returns, each reserved at its owner. An
-// aggregate's events carry their stream's tag (always added) and no other:
-// its actor holds only that stream's lease, and writing behind another tag's
-// owner would fail that owner's next command (ErrForeignTags).
+// events carry exactly the tags Tags returns, each reserved at its owner; an
+// aggregate's, their stream's (added) and no other, for writing behind a
+// tag's owner would fail its next command (ErrForeignTags).
 type Tagged interface {
 	Tags() []journal.Tag
 }
@@ -59,10 +58,9 @@ func regErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrRegistration}, args...)...)
 }
 
-// RegisterEvent registers the Go type T, which must encode to a JSON object
-// (a struct or a map with string keys), as the event named name at schema
-// version schemaVersion (≥ 1): Decide returns T values and Evolve receives
-// them. A name or type may be registered once.
+// RegisterEvent registers T, encoding to a JSON object (a struct or a map
+// with string keys), as the event named name at schema version schemaVersion
+// (≥ 1), once per name and type: Decide returns T values, Evolve gets them.
 func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...EventOption) error {
 	typ := reflect.TypeFor[T]()
 	switch {
@@ -99,10 +97,10 @@ func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...E
 	return nil
 }
 
-// RegisterUpcaster registers fn to rewrite stored events named name from
-// schema version fromVersion to fromVersion+1, after the event itself. Stored
-// events are upcast step by step to the registered version; a missing step
-// fails the decode, naming it.
+// RegisterUpcaster registers fn to rewrite the registered event name from
+// schema version fromVersion to fromVersion+1. Stored events are upcast step
+// by step to the registered version; a missing step fails the decode,
+// naming it.
 func RegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) error {
 	if fn == nil {
 		return regErr("upcaster for event %q from version %d is nil", name, fromVersion)
@@ -273,17 +271,9 @@ func validGroup(name string) error {
 	return nil
 }
 
-// MustRegisterEvent is RegisterEvent that panics with its error, for a
-// service's start-up, where that error is a programming error.
+// MustRegisterEvent is RegisterEvent that panics with its error.
 func MustRegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...EventOption) {
 	if err := RegisterEvent[T](rt, name, schemaVersion, opts...); err != nil {
-		panic(err)
-	}
-}
-
-// MustRegisterUpcaster is RegisterUpcaster that panics with its error.
-func MustRegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) {
-	if err := RegisterUpcaster(rt, name, fromVersion, fn); err != nil {
 		panic(err)
 	}
 }

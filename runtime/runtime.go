@@ -39,9 +39,8 @@ const (
 type Config struct {
 	// Journal stores the events. Required.
 	Journal journal.Journal
-	// Sessions grants the node session and the stream leases that fence
-	// every append. Default: Journal, if a journal.Sessions (memory and
-	// Postgres journals are).
+	// Sessions grants the node session and the stream leases fencing every
+	// append. Default: Journal, if it implements journal.Sessions (ours do).
 	Sessions journal.Sessions
 	// Snapshots stores state snapshots, saved when SnapshotPolicy says.
 	// Defaults: none (streams replay from version 1); snapshots.DefaultPolicy
@@ -55,10 +54,10 @@ type Config struct {
 	NodeID string
 	// Logger receives operational logs. Default: discard.
 	Logger *slog.Logger
-	// OnStoreRewound, if set, gets each StoreRewind after its ERROR log and
-	// before the stream serves again, on the stream's actor: it must return
-	// quickly and not call the runtime.
-	OnStoreRewound func(StoreRewind)
+	// OnStoreRewound, if set, gets each stream found rewound (see Rewinds)
+	// after its ERROR log and before the stream serves again, on the
+	// stream's actor: it must return quickly and not call the runtime.
+	OnStoreRewound func(actors.StoreRewind)
 	// TracerProvider receives the spans (see packages actors and
 	// tagconsistency), MeterProvider the metrics. Default: no-op.
 	TracerProvider trace.TracerProvider
@@ -69,22 +68,19 @@ type Config struct {
 	// Codec encodes event payloads (to JSON objects) and snapshot states.
 	// Default JSONCodec.
 	Codec Codec
-	// KeyStore keeps the data keys that seal personal fields and snapshots
-	// holding them, and destroys them on Erase (an erased subject's snapshots
-	// are unusable: the stream replays). Default nil: registering personal
-	// data fails.
+	// KeyStore keeps the data keys sealing personal fields and the snapshots
+	// holding them, and destroys them on Erase (the streams then replay).
+	// Default nil: registering personal data fails.
 	KeyStore erasure.KeyStore
 	// ErasurePollInterval is how often, with a KeyStore, the runtime polls
 	// the journal for erasures made elsewhere (`scribe erase`, another
-	// runtime). Default 1 s.
+	// runtime); KeyCacheSize bounds each of its caches of data keys,
+	// erasures and stream bindings. Defaults: 1 s; 10000.
 	ErasurePollInterval time.Duration
-	// KeyCacheSize bounds each of the caches of data keys, erasures and
-	// stream bindings. Default 10000.
-	KeyCacheSize int
+	KeyCacheSize        int
 	// Replica, a read replica of the journal (postgres.NewReplica), serves
-	// State's reads, not the commands'. State with AtLeastVersion waits up
-	// to ReplicaWait for it, then reads Journal. Defaults: none (Journal
-	// serves State); 2 s.
+	// State's reads only; with AtLeastVersion, State waits up to ReplicaWait
+	// for it, then reads Journal. Defaults: none; 2 s.
 	Replica     journal.Journal
 	ReplicaWait time.Duration
 	// Cluster makes the runtime a cluster member (see Cluster). Default nil:
@@ -106,9 +102,8 @@ type Runtime struct {
 
 // New validates cfg, applies its defaults, opens the node session and
 // starts the actor system; call Shutdown when done. It fails fast with
-// ErrConfiguration on a journal it cannot reach or use; once New has
-// returned, the same failure is an outage (journal.ErrUnavailable,
-// retryable).
+// ErrConfiguration on a journal it cannot reach or use; afterwards that is
+// an outage (journal.ErrUnavailable, retryable).
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Journal == nil {
 		return nil, errors.New("runtime: Config.Journal is nil; pass memory.New() or a Postgres journal (postgres.NewJournal)")
@@ -217,11 +212,10 @@ func (rt *Runtime) Config() Config { return rt.cfg }
 
 // Ready, a readiness probe without I/O, returns nil while the node session
 // was confirmed less than SessionTimeout (minus a margin) ago and, in cluster
-// mode, the member is in the cluster. Otherwise it returns the error Execute
-// would: ErrLeaseLost until a renewal succeeds and the member rejoined, or,
-// for good once another live process opened the same NodeID, one also
-// matching journal.ErrNodeSuperseded (and ErrNodeFenced): restart the
-// process with its own NodeID.
+// mode, the member is in the cluster. Otherwise it returns Execute's error:
+// ErrLeaseLost until a renewal succeeds and the member rejoined; for good,
+// once another live process opened the same NodeID, also matching
+// journal.ErrNodeSuperseded (and ErrNodeFenced): restart with its own NodeID.
 func (rt *Runtime) Ready() error {
 	if rt.cluster != nil {
 		if err := rt.cluster.FenceError(); err != nil {
@@ -281,35 +275,33 @@ func (t Target) Stream() journal.StreamID {
 // ExecuteOption adjusts one Execute.
 type ExecuteOption func(*journal.Metadata)
 
-// WithIdempotencyKey makes the command execute at most once per stream
-// (per name and partition for a DCB command), also across restarts: a
-// repeat returns the first result with Duplicate set; the key with another
-// command fails with ErrIdempotencyKeyReused.
+// WithIdempotencyKey makes the command execute at most once per stream (per
+// name and partition for a DCB command, whose event IDs derive from the key),
+// also across restarts: a repeat returns the first result with Duplicate
+// set; the key with another command fails with ErrIdempotencyKeyReused.
 func WithIdempotencyKey(key string) ExecuteOption {
 	return func(m *journal.Metadata) { m.IdempotencyKey = key }
 }
 
 // WithMetadata sets the metadata stored with the command's events
-// (correlation, causation, user, scopes). The runtime sets the partition,
-// created-at (when zero) and the trace context; a key set with
-// WithIdempotencyKey wins over md.IdempotencyKey only when given after it.
+// (correlation, causation, user, scopes), replacing the key of an earlier
+// WithIdempotencyKey; the runtime sets partition, trace context and, if
+// zero, created-at.
 func WithMetadata(md journal.Metadata) ExecuteOption {
 	return func(m *journal.Metadata) { *m = md }
 }
 
 // Result is the outcome of an executed command.
 type Result[S any] struct {
-	// Stream is the command's stream.
-	Stream journal.StreamID
-	// Records are the appended events as stored (positions, per-tag
-	// versions, hash links), none if Decide returned none; Version and
-	// State are the stream's after them.
+	// Stream is the command's stream; Records the appended events as stored
+	// (positions, per-tag versions, hash links), none if Decide returned
+	// none; Version and State the stream's after them.
+	Stream  journal.StreamID
 	Records []journal.Record
 	Version uint64
 	State   S
-	// Duplicate reports that the idempotency key was already executed with
-	// this command: Records, Version and State are those of the first
-	// execution (its State rebuilt from the journal).
+	// Duplicate reports a repeat of an executed idempotency key: Records,
+	// Version and State are the first execution's (State from the journal).
 	Duplicate bool
 }
 
@@ -317,15 +309,14 @@ type Result[S any] struct {
 // decided and its events are durable, waiting at most Config.RequestTimeout
 // when ctx has no deadline. Decide's domain error is returned as is.
 //
-// If ctx ends before the command is decided, it is never executed and the
-// error is ctx.Err(). If ctx ends after, the events may or may not be
-// stored: the error matches ctx.Err() and journal.ErrOutcomeUnknown; Execute
-// again with the same idempotency key to find out (a stored first attempt
-// returns with Duplicate set).
+// If ctx ends before the command is decided, it is never executed (error
+// ctx.Err()); after, its events may be stored or not (the error matches
+// ctx.Err() and journal.ErrOutcomeUnknown): Execute again with the same
+// idempotency key to find out (a stored first attempt returns as Duplicate).
 //
 // Other errors: ErrUnknownAggregate; journal.ErrOpenTimeout (another live
-// node holds the stream); journal.ErrSessionExpired (the lease was lost; the
-// command was not acknowledged); ErrPanic; ErrShutdown.
+// node holds the stream); journal.ErrSessionExpired (the lease was lost, the
+// command not acknowledged); ErrPanic; ErrShutdown.
 func (rt *Runtime) Execute(ctx context.Context, target Target, command any, opts ...ExecuteOption) (Result[any], error) {
 	return execute[any](ctx, rt, target, command, opts)
 }

@@ -26,23 +26,21 @@ type stateOptions struct {
 	poll       time.Duration
 }
 
-// AtLeastVersion makes State wait until the stream reaches version v (pass
-// the Version an Execute returned to read your own writes), polling every
-// millisecond at first, every 50 ms at most. If ctx ends first, the error
-// wraps ctx's and names the version reached. With Config.Replica, State
-// polls the replica up to Config.ReplicaWait, then Journal, and folds from
-// the one that reached v.
+// AtLeastVersion makes State wait until the stream reaches version v (the
+// Version an Execute returned, to read your own writes), polling every 1 ms
+// at first, 50 ms at most; if ctx ends first, the error wraps ctx's and
+// names the version reached. With Config.Replica, State polls it up to
+// Config.ReplicaWait, then Journal, and folds from the one that reached v.
 func AtLeastVersion(v uint64) StateOption {
 	return func(o *stateOptions) { o.minVersion = v }
 }
 
-// State returns the state of target's stream, of the aggregate's state type
-// S, folded from its newest usable snapshot and the journal as its actor
-// recovers it, but without the actor: it takes no lease, writes nothing and
-// runs on any node, also while another node owns the stream. It includes
-// every append acknowledged before the call, except with Config.Replica,
-// whose reads are as current as its replay (AtLeastVersion reads your own
-// writes there).
+// State returns the state of target's stream (S is the aggregate's state
+// type) folded as its actor recovers it, from its newest usable snapshot and
+// the journal, but with no actor or lease: it writes nothing and runs on any
+// node, also while another owns the stream. It includes every append
+// acknowledged before the call; with Config.Replica, only those its replay
+// reached (AtLeastVersion reads your own writes there).
 func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...StateOption) (StateResult[S], error) {
 	if err := rt.checkTarget(target); err != nil {
 		return StateResult[S]{}, err
