@@ -9,8 +9,8 @@ import (
 )
 
 // Aggregate defines an event-sourced aggregate with state S as a decider:
-// pure functions its streams' actors call one command at a time. Its streams
-// are tagged "<Name>:<id>".
+// pure functions called one command at a time by the actor of each of its
+// streams, tagged "<Name>:<id>".
 type Aggregate[S any] struct {
 	// Name, the tag group of its streams, is non-empty, without ':'.
 	Name string

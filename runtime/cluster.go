@@ -89,7 +89,7 @@ func (rt *Runtime) ClusterAddress() string {
 }
 
 // ClusterOwner returns the address of the member where Execute on target
-// runs as the topology looks now; "" in single-node mode, while this member
+// runs, in the topology seen now; "" in single-node mode, while this member
 // is out of the cluster, and while no member is known.
 func (rt *Runtime) ClusterOwner(target Target) string {
 	c := rt.cluster
@@ -99,10 +99,10 @@ func (rt *Runtime) ClusterOwner(target Target) string {
 	return c.Owner(target.Stream())
 }
 
-// ClusterFenced returns a channel closed once this member is fenced
-// (ErrNodeFenced): the process should then exit. A member that lost its
-// node session does not close it: it rejoins with a new incarnation, and
-// Ready reports ErrLeaseLost meanwhile. nil in single-node mode.
+// ClusterFenced returns a channel (nil in single-node mode) closed once this
+// member is fenced (ErrNodeFenced): the process should then exit. A lost node
+// session does not close it: the member rejoins with a new incarnation, Ready
+// reporting ErrLeaseLost meanwhile.
 func (rt *Runtime) ClusterFenced() <-chan struct{} {
 	if rt.cluster == nil {
 		return nil

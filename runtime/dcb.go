@@ -18,16 +18,17 @@ import (
 // Execute reserves the command's tags at their actors in sorted order (no
 // deadlock; a busy tag queues the command), folds, decides, appends fenced by
 // the actors' leases and versions, and hands the events to the actors, which
-// stay consistent: a valid command succeeds at its first attempt, no retry.
+// stay consistent: a valid command succeeds at its first attempt, with no
+// retry loop.
 //
 // With Uses (S = DCBStates), for tags owned by aggregates, Decide reads the
-// streams' states as their actors hold them, with no journal read; where an
-// actor holds none (on a cluster member without the aggregate, say), the
-// aggregate's Evolve folds it as State does. Raw (Uses nil), for tags no
-// aggregate owns, S comes from FromStates if set, else from folding the
-// query's events with Evolve; folds are cached per Name and Query and resume
-// where they stopped, so a command whose tags vary a lot mostly folds their
-// whole history.
+// streams' states as their actors hold them, with no journal read (where an
+// actor holds none, as on a member without the aggregate, they are folded
+// as State does).
+// Raw (Uses nil), for tags no aggregate owns, S comes from FromStates if set,
+// else from folding the query's events with Evolve, cached per Name and
+// Query and resumed where it stopped: a command whose tags vary a lot mostly
+// folds their whole history.
 type DCB[C, S any] struct {
 	// Name names the command type in errors, spans and metrics. Required.
 	Name string
@@ -36,16 +37,15 @@ type DCB[C, S any] struct {
 	// used aggregate per item and no types (AggregateState.Items). Required.
 	Query func(command C) journal.Query
 	// Uses lists the handles (runtime.Uses on this runtime) of the
-	// aggregates the command decides from; S is then DCBStates, and
-	// Initial, Evolve and FromStates nil. Nil is the raw form.
+	// aggregates decided from, with S = DCBStates; nil is the raw form.
 	Uses []AggregateUse
 	// Tags returns further tags its events may carry (a fresh
 	// "transfer:<id>", say), reserved too. Optional.
 	Tags func(command C) []journal.Tag
-	// Raw form: Initial returns the state before any event (nil: zero S);
-	// Evolve, required, applies one matching event in journal order;
-	// FromStates, if set, builds the state from the aggregate states the
-	// tags' actors hold (by tag; nil for a tag of no aggregate), false
+	// Raw form only: Initial returns the state before any event (nil: the
+	// zero S); Evolve, required, applies one matching event in journal
+	// order; FromStates, if set, builds the state from the aggregate states
+	// the tags' actors hold (by tag; nil for a tag of no aggregate), false
 	// falling back to folding. Folded states are kept between commands of
 	// equal Name and Query: Initial and Evolve may use only what Query uses.
 	Initial    func(command C) S
@@ -60,16 +60,14 @@ type DCB[C, S any] struct {
 // DCBEvent is an event matching a DCB command's query, as Evolve sees it.
 type DCBEvent struct {
 	// Value is the event as its registered Go type, upcast; Record as
-	// stored, Evolve's only during the call; Erased names Value's personal
-	// fields read as zero values because their subject was erased (nil:
-	// none).
+	// stored, Evolve's only during the call; Erased, Value's personal fields
+	// read as zero values because their subject was erased (nil: none).
 	Value  any
 	Record *journal.Record
 	Erased []string
 }
 
-// DCBCommand is a DCB definition registered with a Runtime. Its Execute is
-// safe for concurrent use.
+// DCBCommand is a registered DCB command type, safe for concurrent use.
 type DCBCommand[C, S any] struct {
 	rt   *Runtime
 	def  DCB[C, S]

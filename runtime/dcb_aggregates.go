@@ -113,7 +113,7 @@ func (a AggregateState[S]) Of(states DCBStates, id string) S {
 
 // DCBStates are the states of the used streams a DCB command reserved, read
 // with AggregateState.Of and Lookup. Shared with the streams' actors, they
-// are read-only, as for Aggregate.Evolve. The zero DCBStates holds none.
+// must be treated as read-only, like Evolve's input. The zero value is empty.
 type DCBStates struct {
 	m map[journal.Tag]any
 }

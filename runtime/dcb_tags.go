@@ -31,9 +31,8 @@ func (rt *Runtime) TagEventCount(ctx context.Context, stream journal.StreamID) (
 	return s.Version, err
 }
 
-// TagsOfGroup returns, ordered by tag, the summaries of a partition's (""
-// means the default) tag streams whose group, the text before the first
-// colon, is group.
+// TagsOfGroup returns, ordered by tag, the summaries of the tag streams of
+// group group (the text before the first colon) in partition ("": default).
 func (rt *Runtime) TagsOfGroup(ctx context.Context, partition, group string) ([]journal.TagSummary, error) {
 	if partition == "" {
 		partition = journal.DefaultPartition

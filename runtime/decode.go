@@ -16,20 +16,19 @@ import (
 // Decoded is a stored record with its decoded event value.
 type Decoded struct {
 	// Record is the stored record; Value its registered Go value (not a
-	// pointer), upcast; Erased the sorted JSON names of Value's personal
-	// fields read as zero values because their subject was erased (nil:
-	// none).
+	// pointer), upcast; Erased, sorted, the JSON names of Value's personal
+	// fields read as zero values as their subject was erased (nil: none).
 	Record journal.Record
 	Value  any
 	Erased []string
 }
 
-// Decode returns the registered Go value of a stored record, upcast to the
-// registered schema version, reading no event and taking no lease. It fails
-// with ErrUnknownEvent for an unregistered type, otherwise with an error
-// naming the record (newer schema version, upcaster missing or failing, bad
-// data). Sealed personal fields are opened (a key store lookup within
-// Config.RequestTimeout unless cached); erased ones decode as zero values.
+// Decode returns the registered Go value of a stored record, upcast, with
+// no event read and no lease. It fails with ErrUnknownEvent for an
+// unregistered type, else with an error naming the record (a newer schema
+// version, an upcaster missing or failing, bad data). Sealed personal fields
+// are opened (a key store lookup within Config.RequestTimeout unless cached),
+// erased ones read as zero values.
 func (rt *Runtime) Decode(rec journal.Record) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.RequestTimeout)
 	defer cancel()

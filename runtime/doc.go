@@ -9,9 +9,8 @@
 //	runtime.MustRegisterAggregate(rt, runtime.Aggregate[Account]{Name: "account", Initial: …, Decide: …, Evolve: …})
 //	res, err := runtime.ExecuteTyped[Account](ctx, rt, runtime.Target{Aggregate: "account", ID: "42"}, Deposit{100})
 //
-// An aggregate named "account" owns the streams tagged "account:<id>"; a DCB
-// command (RegisterDCB) decides across several tags. Reads need no actor:
-// Decode turns records into registered values, State folds a state.
+// Beyond aggregates: DCB commands across several tags (RegisterDCB), reads
+// without an actor (Decode, State), erasure of personal data (Erase).
 //
 // Guarantees (in full in the README's "Guarantees" section):
 //
@@ -27,5 +26,6 @@
 //   - One node session per Runtime (Config.NodeID); a lost session stops the
 //     stream actors and opens a new one. Idle streams passivate; Shutdown
 //     leaves no goroutine behind.
-//   - Spans and metrics go only to Config's providers, never to globals.
+//   - Spans and metrics go only to Config's providers, never to the
+//     OpenTelemetry globals.
 package runtime

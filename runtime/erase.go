@@ -15,12 +15,11 @@ import (
 // and when, appends an untagged erasure.RecordType event, and drops the
 // cached key and the snapshots and actors (unsnapshotted) of the subject's
 // streams, as every runtime on the journal does when the event reaches it.
-// Subject and by are stored in clear: use identifiers.
-//
 // The subject's events still load, verify and fold, their personal fields
 // zero; a command storing new personal data for it fails with
-// erasure.ErrSubjectErased. Erase is idempotent (a repeat returns the first
-// erasure, Repeat set): after an error, which says where it stopped, retry.
+// erasure.ErrSubjectErased. Subject and by are stored in clear: use
+// identifiers. Erase is idempotent (a repeat returns the first erasure,
+// Repeat set): after an error, which says where it stopped, retry.
 func (rt *Runtime) Erase(ctx context.Context, subject, by string) (erasure.Erasure, error) {
 	if rt.cfg.KeyStore == nil {
 		return erasure.Erasure{}, fmt.Errorf("%w: set Config.KeyStore to the key store the subject's data was sealed with", ErrNoKeyStore)

@@ -17,8 +17,8 @@ var (
 	// refused, schema not migrated or from a newer incompatible build). Not
 	// retryable: the message says what to fix.
 	ErrConfiguration = journal.ErrConfiguration
-	// ErrRegistration: a Register function or Uses refused its arguments;
-	// the message names what is wrong.
+	// ErrRegistration matches every error of the Register functions and
+	// Uses; the message names what is wrong.
 	ErrRegistration = errors.New("runtime: invalid registration")
 	// ErrUnknownAggregate: the target names no registered aggregate.
 	ErrUnknownAggregate = errors.New("runtime: unknown aggregate")
@@ -34,14 +34,14 @@ var (
 	// was executed (see KeyReusedError). Not retryable: use a new key for a
 	// new command, the same key only to retry the identical command.
 	ErrIdempotencyKeyReused = errors.New("runtime: idempotency key reused for a different command")
-	// ErrOverloaded: refused at once, undecided: the stream's queue or the
-	// runtime's pending commands are full (Config.MaxQueue, MaxPending), the
-	// deadline is too near to be met, or the stream sheds by queueing delay
-	// (QueueDelayTarget). Retryable after a back-off.
+	// ErrOverloaded: refused at once, undecided, for a full queue
+	// (Config.MaxQueue, MaxPending), a deadline too near to be met, or
+	// shedding by queueing delay (QueueDelayTarget). Retry after a back-off.
 	ErrOverloaded = actors.ErrOverloaded
 	// ErrLeaseLost: the runtime cannot prove it holds its node session
-	// (paused past the session timeout, database unreachable, twin NodeID);
-	// nothing was decided, written or answered from a cache. Retryable.
+	// (paused past the session timeout, database unreachable, another live
+	// process with its NodeID); nothing was decided, written or answered
+	// from a cache. Retryable.
 	ErrLeaseLost = actors.ErrLeaseLost
 	// ErrShutdown: Shutdown has started.
 	ErrShutdown = actors.ErrShutdown
@@ -58,7 +58,8 @@ var (
 	// ErrNodeUnavailable (cluster): the member hosting the stream cannot be
 	// reached, left or no longer hosts it. Retryable: the stream moves to
 	// another member (once its lease expires, if the member died); if the
-	// error matches journal.ErrOutcomeUnknown, retry with the same key.
+	// error matches journal.ErrOutcomeUnknown, retry with the same
+	// idempotency key.
 	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
 	// ErrNodeFenced (cluster): this member left the cluster for good, as
 	// another live process runs with its NodeID (the error also matches

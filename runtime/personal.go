@@ -20,9 +20,9 @@ type eventOptions struct {
 
 // PersonalData declares an event type's personal data and its subject.
 type PersonalData struct {
-	// Fields are the JSON names of the top-level personal fields, sealed
-	// under the subject's key before the journal, zero once it is erased.
-	// Required.
+	// Fields are the JSON names of the top-level personal fields: sealed
+	// under the subject's key before they reach the journal, they read as
+	// zero values once the subject is erased. Required.
 	Fields []string
 	// Exactly one names the subject ID: SubjectField, a top-level string
 	// field, left readable (an ID is not personal data), or SubjectTagGroup,

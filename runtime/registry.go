@@ -99,8 +99,7 @@ func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...E
 
 // RegisterUpcaster registers fn to rewrite the registered event name from
 // schema version fromVersion to fromVersion+1. Stored events are upcast step
-// by step to the registered version; a missing step fails the decode,
-// naming it.
+// by step; a missing step fails the decode, naming it.
 func RegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) error {
 	if fn == nil {
 		return regErr("upcaster for event %q from version %d is nil", name, fromVersion)

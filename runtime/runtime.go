@@ -40,7 +40,7 @@ type Config struct {
 	// Journal stores the events. Required.
 	Journal journal.Journal
 	// Sessions grants the node session and the stream leases fencing every
-	// append. Default: Journal, if it implements journal.Sessions (ours do).
+	// append. Default: Journal, if it implements it (Scribe's journals do).
 	Sessions journal.Sessions
 	// Snapshots stores state snapshots, saved when SnapshotPolicy says.
 	// Defaults: none (streams replay from version 1); snapshots.DefaultPolicy
@@ -65,8 +65,7 @@ type Config struct {
 	// Limits: timeouts (session, open, idle, request, reservation), batch
 	// and queue sizes, queue-delay shedding; zero fields take DefaultLimits.
 	Limits
-	// Codec encodes event payloads (to JSON objects) and snapshot states.
-	// Default JSONCodec.
+	// Codec encodes event payloads and snapshot states. Default JSONCodec.
 	Codec Codec
 	// KeyStore keeps the data keys sealing personal fields and the snapshots
 	// holding them, and destroys them on Erase (the streams then replay).
@@ -307,16 +306,16 @@ type Result[S any] struct {
 
 // Execute sends command to target's stream actor and returns once it is
 // decided and its events are durable, waiting at most Config.RequestTimeout
-// when ctx has no deadline. Decide's domain error is returned as is.
+// when ctx has no deadline. If ctx ends before the command is decided, it is
+// never executed (error ctx.Err()); after, its events may be stored or not
+// (the error matches ctx.Err() and journal.ErrOutcomeUnknown): Execute again
+// with the same idempotency key to find out (a stored first attempt returns
+// as Duplicate).
 //
-// If ctx ends before the command is decided, it is never executed (error
-// ctx.Err()); after, its events may be stored or not (the error matches
-// ctx.Err() and journal.ErrOutcomeUnknown): Execute again with the same
-// idempotency key to find out (a stored first attempt returns as Duplicate).
-//
-// Other errors: ErrUnknownAggregate; journal.ErrOpenTimeout (another live
-// node holds the stream); journal.ErrSessionExpired (the lease was lost, the
-// command not acknowledged); ErrPanic; ErrShutdown.
+// Errors: Decide's domain error, as is; ErrUnknownAggregate;
+// journal.ErrOpenTimeout (another live node holds the stream);
+// journal.ErrSessionExpired (the lease was lost, the command not
+// acknowledged); ErrPanic; ErrShutdown.
 func (rt *Runtime) Execute(ctx context.Context, target Target, command any, opts ...ExecuteOption) (Result[any], error) {
 	return execute[any](ctx, rt, target, command, opts)
 }
