@@ -13,8 +13,8 @@ import (
 // Scribe: only *cluster.Config implements it, and a program that does not
 // import runtime/cluster (or its providers) compiles no cluster code.
 type Cluster interface {
-	// Join, called once by New, starts the membership; a nil Member and
-	// error mean a single node.
+	// Join, called once by New when the stream actors run, starts the
+	// membership; a nil Member and error mean a single node.
 	Join(ctx context.Context, node membership.Node) (membership.Member, error)
 }
 
@@ -79,8 +79,8 @@ func (rt *Runtime) ClusterMembers() []string {
 	return c.Members()
 }
 
-// ClusterAddress returns this member's address ("host:port"); "" in
-// single-node mode.
+// ClusterAddress returns this member's address ("host:port"), the form of
+// ClusterMembers and ClusterOwner; "" in single-node mode.
 func (rt *Runtime) ClusterAddress() string {
 	if rt.cluster == nil {
 		return ""

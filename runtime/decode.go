@@ -76,7 +76,8 @@ func DecodeAs[E any](rt *Runtime, rec journal.Record) (E, error) {
 
 // Decoding wraps a journal iterator (j.ReadStream(ctx, s, 1, 0), say) to
 // yield each record decoded. A read error is passed on; a record that does
-// not decode comes with its error, Value nil, and iteration goes on.
+// not decode comes with its error, Value nil, and iteration goes on if the
+// caller does.
 func (rt *Runtime) Decoding(records iter.Seq2[journal.Record, error]) iter.Seq2[Decoded, error] {
 	return func(yield func(Decoded, error) bool) {
 		for rec, err := range records {

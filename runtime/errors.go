@@ -34,9 +34,10 @@ var (
 	// was executed (see KeyReusedError). Not retryable: use a new key for a
 	// new command, the same key only to retry the identical command.
 	ErrIdempotencyKeyReused = errors.New("runtime: idempotency key reused for a different command")
-	// ErrOverloaded: refused at once, undecided, for a full queue
-	// (Config.MaxQueue, MaxPending), a deadline too near to be met, or
-	// shedding by queueing delay (QueueDelayTarget). Retry after a back-off.
+	// ErrOverloaded: refused at once, undecided, as the stream's queue or the
+	// runtime's pending commands are full (Config.MaxQueue, MaxPending), the
+	// deadline is too near to be met, or the stream sheds by queueing delay
+	// (QueueDelayTarget). Retry after a back-off.
 	ErrOverloaded = actors.ErrOverloaded
 	// ErrLeaseLost: the runtime cannot prove it holds its node session
 	// (paused past the session timeout, database unreachable, another live

@@ -97,9 +97,9 @@ func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...E
 	return nil
 }
 
-// RegisterUpcaster registers fn to rewrite the registered event name from
-// schema version fromVersion to fromVersion+1. Stored events are upcast step
-// by step; a missing step fails the decode, naming it.
+// RegisterUpcaster registers fn to rewrite stored events named name from
+// schema version fromVersion to fromVersion+1; register the event first.
+// Events are upcast step by step; a missing step fails the decode, naming it.
 func RegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) error {
 	if fn == nil {
 		return regErr("upcaster for event %q from version %d is nil", name, fromVersion)

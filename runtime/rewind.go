@@ -13,8 +13,8 @@ func (rt *Runtime) Rewinds() actors.RewindSummary { return rt.host.Rewinds() }
 
 // StoreEpoch returns a counter, never decreasing, read without I/O, that
 // grows whenever an earlier answer may no longer match the store (the
-// journal talks to another server or lost its connections, or a stream was
-// found rewound). A cache of answers outside the runtime should replay one
+// journal talks to another server or lost its connections, see
+// journal.ServerWatcher; or a stream was found rewound). A cache of answers outside the runtime should replay one
 // only under its epoch, else Execute again with the same idempotency key: a
 // command still stored returns as a duplicate, a lost one is decided again.
 func (rt *Runtime) StoreEpoch() uint64 { return rt.host.StoreEpoch() }
