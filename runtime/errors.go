@@ -57,10 +57,9 @@ var (
 	// message says; nothing was written.
 	ErrInvalidCommand = tagconsistency.ErrInvalidCommand
 	// ErrNodeUnavailable (cluster): the member hosting the stream cannot be
-	// reached, left or no longer hosts it. Retryable: the stream moves to
-	// another member (once its lease expires, if the member died); if the
-	// error matches journal.ErrOutcomeUnknown, retry with the same
-	// idempotency key.
+	// reached, left or no longer hosts it. Retryable (with the same
+	// idempotency key if the error matches journal.ErrOutcomeUnknown): the
+	// stream moves to another member (once its lease expires, if it died).
 	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
 	// ErrNodeFenced (cluster): this member left the cluster for good, as
 	// another live process runs with its NodeID (the error also matches

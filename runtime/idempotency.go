@@ -14,8 +14,7 @@ import (
 
 // KeyReusedError details ErrIdempotencyKeyReused.
 type KeyReusedError struct {
-	// Stream is the aggregate command's stream; Command the DCB command's
-	// name (one of them is set).
+	// Stream, of an aggregate command, or Command, a DCB command's name.
 	Stream       journal.StreamID
 	Command, Key string
 }

@@ -58,9 +58,10 @@ func regErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrRegistration}, args...)...)
 }
 
-// RegisterEvent registers T, encoding to a JSON object (a struct or a map
-// with string keys), as the event named name at schema version schemaVersion
-// (≥ 1), once per name and type: Decide returns T values, Evolve gets them.
+// RegisterEvent registers T, which must encode to a JSON object (a struct or
+// a map with string keys), as the event named name at schema version
+// schemaVersion (≥ 1), once per name and type: Decide returns T values and
+// Evolve gets them.
 func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...EventOption) error {
 	typ := reflect.TypeFor[T]()
 	switch {

@@ -211,10 +211,11 @@ func (rt *Runtime) Config() Config { return rt.cfg }
 
 // Ready, a readiness probe without I/O, returns nil while the node session
 // was confirmed less than SessionTimeout (minus a margin) ago and, in cluster
-// mode, the member is in the cluster. Otherwise it returns Execute's error:
-// ErrLeaseLost until a renewal succeeds and the member rejoined; for good,
-// once another live process opened the same NodeID, also matching
-// journal.ErrNodeSuperseded (and ErrNodeFenced): restart with its own NodeID.
+// mode, the member is in the cluster. Otherwise it returns the error Execute
+// would: ErrLeaseLost, until a renewal succeeds and the member rejoined;
+// once another live process opened the same NodeID, for good, and also
+// matching journal.ErrNodeSuperseded (and ErrNodeFenced): restart the
+// process with its own NodeID.
 func (rt *Runtime) Ready() error {
 	if rt.cluster != nil {
 		if err := rt.cluster.FenceError(); err != nil {
