@@ -12,8 +12,7 @@ import (
 
 // DCB defines a Dynamic Consistency Boundary command type C: it decides from
 // the events of several tags, folded into a state S, and appends its events
-// atomically across them. Its functions must be pure and safe for concurrent
-// use.
+// atomically. Its functions must be pure and safe for concurrent use.
 //
 // Execute reserves the command's tags at their actors in sorted order (no
 // deadlock; a busy tag queues the command), folds, decides, appends fenced by

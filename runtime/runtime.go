@@ -306,17 +306,16 @@ type Result[S any] struct {
 }
 
 // Execute sends command to target's stream actor and returns once it is
-// decided and its events are durable, waiting at most Config.RequestTimeout
-// when ctx has no deadline. If ctx ends before the command is decided, it is
-// never executed (error ctx.Err()); after, its events may be stored or not
-// (the error matches ctx.Err() and journal.ErrOutcomeUnknown): Execute again
-// with the same idempotency key to find out (a stored first attempt returns
-// as Duplicate).
-//
-// Errors: Decide's domain error, as is; ErrUnknownAggregate;
-// journal.ErrOpenTimeout (another live node holds the stream);
+// decided and its events are durable (within Config.RequestTimeout if ctx
+// has no deadline), or with Decide's domain error as is, ErrUnknownAggregate,
+// journal.ErrOpenTimeout (another live node holds the stream),
 // journal.ErrSessionExpired (the lease was lost, the command not
-// acknowledged); ErrPanic; ErrShutdown.
+// acknowledged), ErrPanic or ErrShutdown.
+//
+// If ctx ends before the command is decided, it is never executed (the error
+// is ctx.Err()); after, its events may be stored or not (the error matches
+// ctx.Err() and journal.ErrOutcomeUnknown): Execute again with the same
+// idempotency key to find out (a stored first attempt returns as Duplicate).
 func (rt *Runtime) Execute(ctx context.Context, target Target, command any, opts ...ExecuteOption) (Result[any], error) {
 	return execute[any](ctx, rt, target, command, opts)
 }

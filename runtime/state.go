@@ -11,8 +11,8 @@ import (
 
 // StateResult is an aggregate's state read by State.
 type StateResult[S any] struct {
-	// State is the folded state at Version; for a stream without events,
-	// Initial at 0 and Exists false.
+	// State is the folded state at Version; Exists reports Version > 0 (a
+	// stream without events has its aggregate's Initial at 0).
 	State   S
 	Version uint64
 	Exists  bool
