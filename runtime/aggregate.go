@@ -8,32 +8,27 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// Aggregate defines an event-sourced aggregate type with state S as a
-// decider: pure functions the stream actor calls one command at a time. Its
-// streams are the tags "<Name>:<id>".
+// Aggregate defines an event-sourced aggregate with state S as a decider:
+// pure functions called one command at a time by the actor of each of its
+// streams, tagged "<Name>:<id>".
 type Aggregate[S any] struct {
-	// Name is the aggregate's name and the tag group of its streams: non-empty,
-	// without ':'.
+	// Name, the tag group of its streams, is non-empty, without ':'.
 	Name string
-	// Initial returns the state of an empty stream.
-	Initial func() S
-	// Decide returns the events (values of registered event types) a command
-	// produces in state, or an error that Execute returns to the caller as is
-	// (errors.Is works). It must not mutate state.
-	Decide func(state S, command any) ([]any, error)
-	// Evolve applies one event (a value of a registered event type) to state
-	// and returns the new state. It must not mutate its input (copy maps and
+	// Initial returns an empty stream's state; Decide the events (registered
+	// event values) a command produces in a state, or an error that Execute
+	// returns as is; Evolve a state with one event applied. Decide and
+	// Evolve must not mutate the state they get (Evolve copies maps and
 	// slices): the actor keeps the confirmed state while it decides a batch.
-	Evolve func(state S, event any) S
-	// SchemaVersion stamps snapshots of S; snapshots with another schema
-	// version are ignored and the stream is replayed. Bump it when S's
-	// encoding changes. 0 means 1.
+	Initial func() S
+	Decide  func(state S, command any) ([]any, error)
+	Evolve  func(state S, event any) S
+	// SchemaVersion (0 means 1) stamps snapshots of S: bump it when S's
+	// encoding changes; snapshots of another version are ignored (replay).
 	SchemaVersion int
 }
 
-// RegisterAggregate registers an aggregate definition. Its events must be
-// registered with RegisterEvent before commands produce them. An aggregate
-// name may be registered once.
+// RegisterAggregate registers an aggregate under its unique Name. Its events
+// must be registered before commands produce them.
 func RegisterAggregate[S any](rt *Runtime, a Aggregate[S]) error {
 	if err := validGroup(a.Name); err != nil {
 		return err

@@ -9,48 +9,20 @@ import (
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
-// Cluster makes a Runtime a member of a cluster of runtimes. Package
-// runtime/cluster implements it (*cluster.Config), and with its provider
-// packages holds all of cluster mode: a program that does not import them
-// compiles no cluster code. Its method's parameter is internal to Scribe,
-// so only Scribe's packages implement Cluster.
+// Cluster makes a Runtime a cluster member. Join takes a type internal to
+// Scribe: only *cluster.Config implements it, and a program that does not
+// import runtime/cluster (or its providers) compiles no cluster code.
 type Cluster interface {
-	// Join starts this runtime's membership once its stream actors run; New
-	// calls it once. A nil Member with a nil error means no cluster (a
-	// single node).
+	// Join, called once by New when the stream actors run, starts the
+	// membership; a nil Member and error mean a single node.
 	Join(ctx context.Context, node membership.Node) (membership.Member, error)
 }
 
-var (
-	// ErrNodeUnavailable is returned by Execute in cluster mode when the
-	// member hosting the stream cannot be reached, left the cluster, or no
-	// longer hosts it. It is retryable: the stream moves to another member
-	// (after its lease expires when the member died). When the error also
-	// matches journal.ErrOutcomeUnknown the command may have been executed:
-	// retry with the same idempotency key.
-	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
-	// ErrNodeFenced is returned by Execute on a cluster member that left
-	// the cluster for good because another live process runs with its
-	// NodeID (the error also matches journal.ErrNodeSuperseded and
-	// ErrLeaseLost): it executes nothing more and ClusterFenced's channel is
-	// closed. Send commands to another member; give every process its own
-	// NodeID and restart this one. A member that merely lost its node
-	// session (paused or cut off from the database past the session
-	// timeout) is not fenced: it answers ErrLeaseLost while it rejoins the
-	// cluster on its own.
-	ErrNodeFenced = errors.New("runtime: cluster member fenced")
-	// ErrUnknownCommand is returned when a command must cross members but
-	// its type is not listed in the cluster configuration's Commands (on the
-	// caller or on the hosting member).
-	ErrUnknownCommand = errors.New("runtime: command type not registered for the cluster")
-)
-
-// IsRetryable reports whether err is a transient condition after which
-// executing the command again (with the same idempotency key when the
-// outcome is unknown) can succeed: ErrNodeUnavailable, ErrNodeFenced (on
-// another member), ErrLeaseLost, ErrOverloaded, journal.ErrUnavailable,
-// journal.ErrOpenTimeout, journal.ErrSessionExpired,
-// journal.ErrInvalidSession and journal.ErrOutcomeUnknown.
+// IsRetryable reports whether executing the command again (with the same
+// idempotency key if the outcome is unknown) can succeed after err:
+// ErrNodeUnavailable, ErrNodeFenced (on another member), ErrLeaseLost,
+// ErrOverloaded, and journal's ErrUnavailable, ErrOpenTimeout,
+// ErrSessionExpired, ErrInvalidSession and ErrOutcomeUnknown.
 func IsRetryable(err error) bool {
 	for _, s := range retryable {
 		if errors.Is(err, s) {
@@ -96,9 +68,9 @@ func (rt *Runtime) tagOwners() tagconsistency.TagOwners {
 	return tagconsistency.ActorOwners(rt.host)
 }
 
-// ClusterMembers returns the addresses ("host:port") of the cluster's
-// members as this runtime currently sees them, sorted; nil in single-node
-// mode and while this member is out of the cluster (rejoining, or fenced).
+// ClusterMembers returns the sorted addresses of the members this runtime
+// sees; nil in single-node mode and while this member is out of the cluster
+// (rejoining, or fenced).
 func (rt *Runtime) ClusterMembers() []string {
 	c := rt.cluster
 	if c == nil || c.FenceError() != nil {
@@ -107,8 +79,8 @@ func (rt *Runtime) ClusterMembers() []string {
 	return c.Members()
 }
 
-// ClusterAddress returns this member's address ("host:port"), the form
-// ClusterMembers and ClusterOwner use; "" in single-node mode.
+// ClusterAddress returns this member's address ("host:port"), the form of
+// ClusterMembers and ClusterOwner; "" in single-node mode.
 func (rt *Runtime) ClusterAddress() string {
 	if rt.cluster == nil {
 		return ""
@@ -116,10 +88,9 @@ func (rt *Runtime) ClusterAddress() string {
 	return rt.cluster.Address()
 }
 
-// ClusterOwner returns the address of the member that hosts target's stream
-// in the topology this runtime sees now: Execute on target runs there. It
-// is "" in single-node mode, while this member is out of the cluster
-// (rejoining, or fenced), and while no member is known. The answer can change as members join and leave.
+// ClusterOwner returns the address of the member where Execute on target
+// runs, in the topology seen now; "" in single-node mode, while this member
+// is out of the cluster, and while no member is known.
 func (rt *Runtime) ClusterOwner(target Target) string {
 	c := rt.cluster
 	if c == nil || c.FenceError() != nil {
@@ -128,13 +99,10 @@ func (rt *Runtime) ClusterOwner(target Target) string {
 	return c.Owner(target.Stream())
 }
 
-// ClusterFenced returns a channel closed when this member left the cluster
-// for good: another live process runs with its NodeID (see ErrNodeFenced);
-// the process should then exit. A member that lost its node session
-// (paused, or cut off from the database, past the session timeout) does not
-// close it: it leaves, rejoins with a new incarnation and serves again on
-// its own, and Ready reports ErrLeaseLost meanwhile. nil in single-node
-// mode.
+// ClusterFenced returns a channel (nil in single-node mode) closed once this
+// member is fenced (ErrNodeFenced): the process should then exit. A lost node
+// session does not close it: the member rejoins with a new incarnation, Ready
+// reporting ErrLeaseLost meanwhile.
 func (rt *Runtime) ClusterFenced() <-chan struct{} {
 	if rt.cluster == nil {
 		return nil

@@ -2,14 +2,11 @@ package runtime
 
 import "encoding/json"
 
-// Codec serializes event payloads and aggregate states. Event payloads must
-// encode to a JSON object (the journal stores event data as JSON); states
-// (snapshots) may use any format. Implementations must be safe for concurrent
-// use.
+// Codec serializes event payloads, which must encode to JSON objects, and
+// snapshot states, in any format. It must be safe for concurrent use.
 type Codec interface {
-	// Marshal encodes v.
+	// Marshal encodes v; Unmarshal decodes data into the value v points to.
 	Marshal(v any) ([]byte, error)
-	// Unmarshal decodes data into the value v points to.
 	Unmarshal(data []byte, v any) error
 }
 

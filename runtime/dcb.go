@@ -10,119 +10,63 @@ import (
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
-// Errors of DCB commands, matched with errors.Is.
-var (
-	// ErrConflict: a DCB command's append found events that reached one of
-	// its tags without passing through the tags' stream actors (something
-	// bypassed the runtime). It is never retried: the actors re-read their
-	// streams, and the caller decides whether to execute the command again.
-	ErrConflict = tagconsistency.ErrConflict
-	// ErrReservationTimeout: a tag stayed busy longer than
-	// Config.ReservationTimeout. The error names the tag.
-	ErrReservationTimeout = tagconsistency.ErrReservationTimeout
-	// ErrInvalidCommand: a DCB command or its decision is malformed (see the
-	// message); nothing was written.
-	ErrInvalidCommand = tagconsistency.ErrInvalidCommand
-)
-
-// ConflictError details ErrConflict: the command, its tags and the journal's
-// error (journal.ErrAppendConditionFailed or journal.ErrVersionMismatch).
-type ConflictError = tagconsistency.ConflictError
-
-// ReservationTimeoutError details ErrReservationTimeout: the busy tag.
-type ReservationTimeoutError = tagconsistency.ReservationTimeoutError
-
-// DCB defines a Dynamic Consistency Boundary command type C: a command that
-// decides from the events of several tags, folded into a state S, and
-// appends its events atomically across those tags. All functions must be
-// pure and safe for concurrent use.
+// DCB defines a Dynamic Consistency Boundary command type C: it decides from
+// the events of several tags, folded into a state S, and appends its events
+// atomically. Its functions must be pure and safe for concurrent use.
 //
-// Executing a DCB command reserves every tag its query names at that tag's
-// stream actor, in sorted tag order (so concurrent commands never deadlock,
-// and a busy tag queues the command instead of failing it), folds the
-// matching events, decides, appends once fenced by the actors' leases and
-// versions, and hands the new events to the actors, which keep serving their
-// aggregate commands consistently. A valid command therefore succeeds at its
-// first attempt: there is no retry loop anywhere.
+// Execute reserves the command's tags at their actors in sorted order (no
+// deadlock; a busy tag queues the command), folds, decides, appends fenced by
+// the actors' leases and versions, and hands the events to the actors, which
+// stay consistent: a valid command succeeds at its first attempt, with no
+// retry loop.
 //
-// A definition takes one of two forms.
-//
-// Over aggregate streams (Uses set, S = DCBStates): the command decides from
-// the states of the aggregates listed in Uses, each stream's state folded by
-// its aggregate's own Evolve exactly as the stream's actor holds it (from
-// its newest usable snapshot, sealed ones included, and the journal; the
-// same fold as State). Decide reads them with the handles' typed accessors
-// (AggregateState.Of); DCBResult.States holds them after the appended
-// events. The Query names the streams, one item each and no types
-// (AggregateState.Items); Initial, Evolve and FromStates stay nil. This is
-// the form for tags owned by aggregates: no fold is written twice, and the
-// states come from the actors with no journal read (when an owner holds no
-// state, as a cluster member without the aggregate registered, the streams
-// are folded from the journal with the same aggregates' Evolve).
-//
-// Raw (Uses nil): the state S comes from FromStates when it is set (the
-// states the tags' actors hold, untyped), otherwise from folding the
-// query's events with Evolve: the form for tags no aggregate owns. Folds are
-// cached per Name and Query and continue from where they stopped, but a
-// command whose tags vary a lot mostly folds its tags' whole history.
-//
-// Every event type a Query names must be registered with RegisterEvent:
-// RegisterDCB checks the types of Query's answer for the zero command, and
-// Execute checks every command's query, so a misspelt type is an error
-// naming it rather than a query that silently matches nothing.
+// With Uses (S = DCBStates), for tags owned by aggregates, Decide reads the
+// streams' states as their actors hold them, with no journal read (where an
+// actor holds none, as on a member without the aggregate, they are folded
+// as State does).
+// Raw (Uses nil), for tags no aggregate owns, S comes from FromStates if set,
+// else from folding the query's events with Evolve, cached per Name and
+// Query and resumed where it stopped: a command whose tags vary a lot mostly
+// folds their whole history.
 type DCB[C, S any] struct {
-	// Name identifies the command type in errors, spans and metrics.
-	// Required.
+	// Name names the command type in errors, spans and metrics. Required.
 	Name string
-	// Query returns the events a command depends on: items of registered
-	// event type names (any of) and tags (all of). Every item must name at
-	// least one tag. With Uses, each item names one stream of a used
-	// aggregate and no types. Required.
+	// Query returns the events a command depends on: items of event types
+	// (any of) and tags (all of, at least one); with Uses, one stream of a
+	// used aggregate per item and no types (AggregateState.Items). Required.
 	Query func(command C) journal.Query
-	// Uses lists the aggregates (handles returned by runtime.Uses) whose
-	// states the command decides from; S must then be DCBStates, and
-	// Initial, Evolve and FromStates nil. Optional: nil is the raw form.
+	// Uses lists the handles (runtime.Uses on this runtime) of the
+	// aggregates decided from, with S = DCBStates; nil is the raw form.
 	Uses []AggregateUse
-	// Tags returns further tags the decided events may carry beyond the
-	// query's (for example a fresh "transfer:<id>" tag); they are reserved
-	// too. Optional.
+	// Tags returns further tags its events may carry (a fresh
+	// "transfer:<id>", say), reserved too. Optional.
 	Tags func(command C) []journal.Tag
-	// Initial returns the state before any event. Optional: nil means the
-	// zero S. Raw form only.
-	Initial func(command C) S
-	// Evolve applies one matching event to the state, in the journal's
-	// order, and returns the new state. The runtime keeps folded states
-	// between commands with equal Name and Query, so Evolve and Initial may
-	// use only what the command's Query is made from. Required in the raw
-	// form; nil with Uses.
-	Evolve func(command C, state S, event DCBEvent) S
-	// FromStates, when set, builds the state from the aggregate states the
-	// tags' stream actors hold (keyed by tag; nil for a tag whose group has
-	// no aggregate) instead of folding the query's events: no journal read.
-	// Returning false falls back to folding. Optional; raw form only.
+	// Raw form only: Initial returns the state before any event (nil: the
+	// zero S); Evolve, required, applies one matching event in journal
+	// order; FromStates, if set, builds the state from the aggregate states
+	// the tags' actors hold (by tag; nil for a tag of no aggregate), false
+	// falling back to folding. Folded states are kept between commands of
+	// equal Name and Query: Initial and Evolve may use only what Query uses.
+	Initial    func(command C) S
+	Evolve     func(command C, state S, event DCBEvent) S
 	FromStates func(command C, states map[journal.Tag]any) (S, bool)
-	// Decide returns the events to append (values of registered event
-	// types, carrying their tags through the Tagged interface), none, or a
-	// domain error that Execute returns as is. It must not mutate state.
-	// Required.
+	// Decide returns the events to append (registered event values carrying
+	// their tags through Tagged), none, or a domain error that Execute
+	// returns as is. It must not mutate state. Required.
 	Decide func(command C, state S) ([]any, error)
 }
 
-// DCBEvent is one event matching a DCB command's query, as its Evolve sees it.
+// DCBEvent is an event matching a DCB command's query, as Evolve sees it.
 type DCBEvent struct {
-	// Value is the event as its registered Go type, upcast to the current
-	// schema version.
-	Value any
-	// Record is the event as stored: tags, position, per-tag versions,
-	// metadata. Owned by the callee for the duration of the call.
+	// Value is the event as its registered Go type, upcast; Record as
+	// stored, Evolve's only during the call; Erased, Value's personal fields
+	// read as zero values because their subject was erased (nil: none).
+	Value  any
 	Record *journal.Record
-	// Erased names the personal fields of Value that read as zero values
-	// because their subject was erased (nil when none).
 	Erased []string
 }
 
-// DCBCommand is a DCB definition registered with a Runtime. Its Execute is
-// safe for concurrent use.
+// DCBCommand is a registered DCB command type, safe for concurrent use.
 type DCBCommand[C, S any] struct {
 	rt   *Runtime
 	def  DCB[C, S]
@@ -132,33 +76,24 @@ type DCBCommand[C, S any] struct {
 
 // DCBResult is the outcome of an executed DCB command.
 type DCBResult struct {
-	// Records are the events the command appended (none if it decided
-	// none), as stored: positions, per-tag versions, hash links.
-	Records []journal.Record
-	// Duplicate reports that the idempotency key had already been executed:
-	// Records are the first execution's records and nothing was decided.
+	// Records are the appended events as stored (none if Decide returned
+	// none); Duplicate reports a repeat of an executed idempotency key:
+	// Records are the first execution's, and nothing was decided.
+	Records   []journal.Record
 	Duplicate bool
-	// States, for a command with Uses that decided (Duplicate false), are
-	// the states of its used aggregates' streams after the decision: the
-	// states it decided from, each evolved by its aggregate's Evolve with
-	// the appended events that carry its tag, which is what the streams'
-	// actors hold once Execute returns (the versions are in Records). Read
-	// them with AggregateState.Of or Lookup. Empty for a duplicate, in the
-	// raw form (whose folded S the executor keeps for the next command, so
-	// it cannot be handed out), and when an aggregate's Evolve panicked on
-	// the appended events (they are stored all the same; the stream's actor
-	// reports the panic).
+	// States, with Uses, are the used streams' states after the appended
+	// events, as their actors hold them. Empty for a duplicate, in the raw
+	// form, and when an aggregate's Evolve panicked on the appended events
+	// (stored all the same; the stream's actor reports it).
 	States DCBStates
 }
 
-// RegisterDCB registers a DCB command type and returns the handle that
-// executes it. The events it decides and the event types its Query names
-// must be registered with RegisterEvent first: a Query that names an
-// unregistered type for the zero command fails registration with
-// ErrRegistration naming the type. The aggregates owning the tags it writes
-// (if any) must handle those events in their Evolve, since their actors
-// adopt them. With Uses, S must be DCBStates and the handles must come from
-// runtime.Uses on rt.
+// RegisterDCB registers a DCB command type and returns its handle. The event
+// types it decides and its Query names must be registered first: it checks
+// the zero command's Query (ErrRegistration) and Execute every query, so a
+// misspelt type is an error, not a query silently matching nothing. The
+// aggregates owning the tags it writes must handle its events in Evolve:
+// their actors adopt them.
 func RegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) (*DCBCommand[C, S], error) {
 	if def.Name == "" {
 		return nil, regErr("DCB command has no Name; name it for errors, spans and metrics")
@@ -195,26 +130,16 @@ func RegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) (*DCBCommand[C, S], error
 // return one) as a panic value the executor recovers.
 type decodeFailure struct{ err error }
 
-// Execute runs command once and returns its appended records (and, with
-// Uses, the states after the decision), or:
-//   - the domain error of Decide, as is;
-//   - a *ConflictError (ErrConflict) when events bypassed the tags' actors;
-//   - a *ReservationTimeoutError (ErrReservationTimeout) naming a busy tag;
+// Execute runs command once and returns the records it appended (with Uses,
+// also the states after them). Context and options work as for
+// Runtime.Execute. Errors:
+//   - Decide's domain error, as is; ErrConflict; ErrReservationTimeout;
 //   - ErrInvalidCommand or ErrUnknownEvent for a faulty definition (a query
-//     naming an unregistered event type matches both), ErrPanic
-//     (a *PanicError naming the command, with the value) when its
-//     Evolve, FromStates or Decide panicked (nothing was written), ErrShutdown
-//     after Shutdown;
-//   - ctx's error when ctx ended before the append (nothing was written).
-//
-// Options: WithIdempotencyKey makes the execution idempotent per DCB command
-// name and partition (a repeat of the same command returns the first records
-// with Duplicate set, also after restarts; the event IDs are derived from the
-// key; the key with another command fails with ErrIdempotencyKeyReused);
-// WithMetadata sets the events' metadata. If ctx ends while the append is in
-// flight the outcome may be unknown (journal.ErrOutcomeUnknown): execute
-// again with the same idempotency key to find out. Without a deadline on
-// ctx, Execute waits at most Config.RequestTimeout.
+//     naming an unregistered event type matches both); ErrShutdown;
+//   - ErrPanic from Evolve, FromStates or Decide, or ctx's error when ctx
+//     ended before the append: nothing was written;
+//   - possibly journal.ErrOutcomeUnknown when ctx ended during the append:
+//     execute again with the same idempotency key to find out.
 func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...ExecuteOption) (DCBResult, error) {
 	var md journal.Metadata
 	for _, o := range opts {

@@ -20,8 +20,7 @@ import (
 // DCBStates as its state type and no Initial, Evolve or FromStates: the
 // runtime builds the states.
 
-// AggregateUse is an aggregate a DCB command decides from, listed in
-// DCB.Uses. AggregateState values implement it; no other type can.
+// AggregateUse is a DCB.Uses entry; only AggregateState implements it.
 type AggregateUse interface {
 	usedAggregate() usedAggregate
 }
@@ -33,20 +32,17 @@ type usedAggregate struct {
 	model actors.Model
 }
 
-// AggregateState is the typed handle of one registered aggregate, whose state
-// type is S, for DCB commands: list it in DCB.Uses, name its streams in the
-// command's Query (Items), and read the states in Decide and in the result
-// (Of, Lookup). A handle belongs to the runtime Uses was called on. The zero
-// AggregateState is not usable; values are safe for concurrent use.
+// AggregateState is a registered aggregate's typed handle for DCB commands:
+// list it in DCB.Uses, name its streams in Query (Items), read their states
+// (Of, Lookup). Safe for concurrent use, it belongs to the runtime Uses was
+// called on; the zero value is unusable.
 type AggregateState[S any] struct {
 	rt   *Runtime
 	name string
 }
 
-// Uses returns the handle of the aggregate registered as name on rt, whose
-// state type must be S. It fails with ErrRegistration when no aggregate of
-// that name is registered, or when its state type is not S (the message
-// names both).
+// Uses returns the handle of the aggregate registered as name. It fails with
+// ErrRegistration if there is none or its state type is not S.
 func Uses[S any](rt *Runtime, name string) (AggregateState[S], error) {
 	m := rt.reg.model(name)
 	if m == nil {
@@ -81,9 +77,8 @@ func (a AggregateState[S]) Name() string { return a.name }
 // Tag returns the tag of the aggregate's stream id ("<name>:<id>").
 func (a AggregateState[S]) Tag(id string) journal.Tag { return journal.NewTag(a.name, id) }
 
-// Items returns one query item per id, each naming that stream's tag alone
-// and no types: the form a DCB command with Uses gives the streams it
-// decides from.
+// Items returns one query item per id naming that stream's tag and no
+// types: how a DCB command with Uses names the streams it decides from.
 func (a AggregateState[S]) Items(ids ...string) []journal.QueryItem {
 	out := make([]journal.QueryItem, len(ids))
 	for i, id := range ids {
@@ -92,9 +87,8 @@ func (a AggregateState[S]) Items(ids ...string) []journal.QueryItem {
 	return out
 }
 
-// Lookup returns the state of the aggregate's stream id held by states, and
-// whether states hold it: they hold every stream of a used aggregate that the
-// command reserved (its Query's tags and its Tags).
+// Lookup returns the state of stream id held by states, and whether they
+// hold it, as they do for every used stream the command reserved.
 func (a AggregateState[S]) Lookup(states DCBStates, id string) (S, bool) {
 	v, ok := states.m[a.Tag(id)]
 	if !ok {
@@ -105,13 +99,10 @@ func (a AggregateState[S]) Lookup(states DCBStates, id string) (S, bool) {
 	return s, ok
 }
 
-// Of returns the state of the aggregate's stream id held by states: in
-// Decide, the state the decision is made from (the aggregate's Initial for a
-// stream without events). It panics, naming the stream, when states do not
-// hold it, that is when the command did not reserve the stream; inside
-// Decide that panic fails the command with ErrPanic and writes nothing. Use
-// Lookup where a missing state is expected (DCBResult.States of a
-// duplicate).
+// Of returns the state of stream id held by states: in Decide, the state
+// decided from (Initial for a stream without events). If the command did not
+// reserve the stream, Of panics naming it, which in Decide fails the command
+// with ErrPanic, writing nothing; use Lookup where a state may be missing.
 func (a AggregateState[S]) Of(states DCBStates, id string) S {
 	s, ok := a.Lookup(states, id)
 	if !ok {
@@ -120,12 +111,9 @@ func (a AggregateState[S]) Of(states DCBStates, id string) S {
 	return s
 }
 
-// DCBStates are the states of the aggregate streams a DCB command with Uses
-// decides from, one per reserved stream of a used aggregate, each folded by
-// that aggregate's Evolve. Read them through the aggregates' handles
-// (AggregateState.Of, Lookup). The values are shared with the streams'
-// actors: treat them as read-only, as Aggregate.Evolve treats its input. The
-// zero DCBStates holds no state.
+// DCBStates are the states of the used streams a DCB command reserved, read
+// with AggregateState.Of and Lookup. Shared with the streams' actors, they
+// must be treated as read-only, like Evolve's input. The zero value is empty.
 type DCBStates struct {
 	m map[journal.Tag]any
 }

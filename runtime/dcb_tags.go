@@ -8,9 +8,9 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// TagSummary returns what the journal knows of one tag stream: its latest
-// version (which is also its event count) and the positions of its first and
-// last events. An unknown tag has version 0 and zero positions.
+// TagSummary returns what the journal knows of a tag stream: its latest
+// version (also its event count) and its first and last events' positions;
+// zeros for an unknown tag.
 func (rt *Runtime) TagSummary(ctx context.Context, stream journal.StreamID) (journal.TagSummary, error) {
 	s, err := rt.cfg.Journal.TagSummary(ctx, stream.Normalize())
 	if err != nil {
@@ -31,9 +31,8 @@ func (rt *Runtime) TagEventCount(ctx context.Context, stream journal.StreamID) (
 	return s.Version, err
 }
 
-// TagsOfGroup lists the tag streams of a partition ("" means the default
-// one) whose group is group (the text before the tag's first colon), ordered
-// by tag, each with its event count (Version) and positions.
+// TagsOfGroup returns, ordered by tag, the summaries of the tag streams of
+// group group (the text before the first colon) in partition ("": default).
 func (rt *Runtime) TagsOfGroup(ctx context.Context, partition, group string) ([]journal.TagSummary, error) {
 	if partition == "" {
 		partition = journal.DefaultPartition
@@ -45,10 +44,10 @@ func (rt *Runtime) TagsOfGroup(ctx context.Context, partition, group string) ([]
 	return tags, nil
 }
 
-// TagEventsSince yields the events of a tag stream whose position is after
-// after (zero: from the first), in ascending position order, at most limit of
-// them (0: no limit). Like every catch-up read it never skips an event that
-// commits later with a lower position: resume from the last position seen.
+// TagEventsSince yields, in position order, up to limit (0: all) events of a
+// tag stream after position after (zero: from the first). Like every
+// catch-up read it never skips an event committing later at a lower
+// position: resume from the last position seen.
 func (rt *Runtime) TagEventsSince(ctx context.Context, stream journal.StreamID, after journal.Position, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	return func(yield func(journal.Record, error) bool) {

@@ -15,26 +15,20 @@ import (
 
 // Decoded is a stored record with its decoded event value.
 type Decoded struct {
-	// Record is the stored record (position, tags, metadata, raw data).
+	// Record is the stored record; Value its registered Go value (not a
+	// pointer), upcast; Erased, sorted, the JSON names of Value's personal
+	// fields read as zero values as their subject was erased (nil: none).
 	Record journal.Record
-	// Value is the registered Go value of the event (a value, not a
-	// pointer), after upcasting.
-	Value any
-	// Erased names the personal fields (JSON names) of Value that hold
-	// their zero value because their subject was erased, sorted; nil when
-	// none.
+	Value  any
 	Erased []string
 }
 
-// Decode returns the registered Go value of a stored record, upcast from its
-// stored schema version to the registered one. It fails with ErrUnknownEvent
-// when the record's type is not registered, and with an error naming the
-// record when its schema version is newer than the registered one, an
-// upcaster is missing or fails, or the data does not decode. It reads nothing
-// and takes no lease. Sealed personal fields are opened (a key store
-// lookup, bounded by Config.RequestTimeout, unless the key is cached);
-// those of erased subjects decode to zero values: use DecodeRecord to learn
-// which.
+// Decode returns the registered Go value of a stored record, upcast, with
+// no event read and no lease. It fails with ErrUnknownEvent for an
+// unregistered type, else with an error naming the record (a newer schema
+// version, an upcaster missing or failing, bad data). Sealed personal fields
+// are opened (a key store lookup within Config.RequestTimeout unless cached),
+// erased ones read as zero values.
 func (rt *Runtime) Decode(rec journal.Record) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.RequestTimeout)
 	defer cancel()
@@ -42,16 +36,14 @@ func (rt *Runtime) Decode(rec journal.Record) (any, error) {
 	return d.Value, err
 }
 
-// DecodeRecord is Decode with a context bounding the key store lookup, and
-// it reports the personal fields that read as zero values because their
-// subject was erased (Decoded.Erased). An erased subject is never an error.
+// DecodeRecord is Decode with a context bounding the key store lookup, also
+// naming the erased fields (an erased subject is never an error).
 func (rt *Runtime) DecodeRecord(ctx context.Context, rec journal.Record) (Decoded, error) {
 	v, erased, err := rt.reg.decodeEvent(ctx, &rec)
 	return Decoded{Record: rec, Value: v, Erased: erased}, err
 }
 
-// DecodeAsRecord is DecodeAs with a context, also returning the erased
-// personal fields (see DecodeRecord).
+// DecodeAsRecord is DecodeAs with DecodeRecord's context and erased fields.
 func DecodeAsRecord[E any](ctx context.Context, rt *Runtime, rec journal.Record) (E, []string, error) {
 	var zero E
 	d, err := rt.DecodeRecord(ctx, rec)
@@ -66,9 +58,8 @@ func DecodeAsRecord[E any](ctx context.Context, rt *Runtime, rec journal.Record)
 	return e, d.Erased, nil
 }
 
-// DecodeAs decodes rec (see Runtime.Decode) and returns it as E. A record of
-// another registered type is an error that names both types; use it when
-// the caller knows the stream or query yields only E.
+// DecodeAs is Runtime.Decode for a caller that knows the records are of
+// type E: a record of another type is an error naming both.
 func DecodeAs[E any](rt *Runtime, rec journal.Record) (E, error) {
 	var zero E
 	v, err := rt.Decode(rec)
@@ -83,10 +74,10 @@ func DecodeAs[E any](rt *Runtime, rec journal.Record) (E, error) {
 	return e, nil
 }
 
-// Decoding wraps a journal iterator (for example j.ReadStream(ctx, stream, 1,
-// 0)) so that it yields each record with its decoded value. A read error is
-// passed on as is; a record that does not decode yields its Decoded (Value
-// nil) with the decode error, and iteration continues if the caller does.
+// Decoding wraps a journal iterator (j.ReadStream(ctx, s, 1, 0), say) to
+// yield each record decoded. A read error is passed on; a record that does
+// not decode comes with its error, Value nil, and iteration goes on if the
+// caller does.
 func (rt *Runtime) Decoding(records iter.Seq2[journal.Record, error]) iter.Seq2[Decoded, error] {
 	return func(yield func(Decoded, error) bool) {
 		for rec, err := range records {

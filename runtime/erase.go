@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,28 +10,16 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// ErrNoKeyStore is returned by Erase on a runtime without Config.KeyStore.
-var ErrNoKeyStore = errors.New("runtime: no key store configured")
-
-// Erase erases a data subject's personal data (crypto-shredding, see
-// package erasure): it destroys the subject's data key in Config.KeyStore
-// (recording by, who asked, and when), appends the erasure record (an
-// untagged erasure.RecordType event, the same for every repeat) to the
-// journal, deletes the snapshots of the streams bound to the subject and
-// stops their actors on this runtime without snapshotting them. Every other
-// runtime on the journal (every cluster member) does the same for its own
-// actors and key cache when the record reaches it through the journal feed;
-// so does this one, for erasures made elsewhere (another runtime, the
-// `scribe erase` command).
-//
-// Afterwards the subject's events still load, verify and fold: their
-// personal fields decode to zero values (Decoded.Erased names them), and
-// executing a command that would store new personal data for the subject
-// fails with erasure.ErrSubjectErased.
-//
-// Erase is idempotent: a repeat returns the original erasure with Repeat
-// set. If it fails midway (the error says where), call it again. Subject
-// and by are identifiers, not personal data: they are stored in clear.
+// Erase crypto-shreds a data subject's personal data (see package erasure):
+// it destroys the subject's key in Config.KeyStore, recording by (who asked)
+// and when, appends an untagged erasure.RecordType event, and drops the
+// cached key and the snapshots and actors (unsnapshotted) of the subject's
+// streams, as every runtime on the journal does when the event reaches it.
+// The subject's events still load, verify and fold, their personal fields
+// zero; a command storing new personal data for it fails with
+// erasure.ErrSubjectErased. Subject and by are stored in clear: use
+// identifiers. Erase is idempotent (a repeat returns the first erasure,
+// Repeat set): after an error, which says where it stopped, retry.
 func (rt *Runtime) Erase(ctx context.Context, subject, by string) (erasure.Erasure, error) {
 	if rt.cfg.KeyStore == nil {
 		return erasure.Erasure{}, fmt.Errorf("%w: set Config.KeyStore to the key store the subject's data was sealed with", ErrNoKeyStore)

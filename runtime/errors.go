@@ -6,54 +6,77 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/tagconsistency"
 )
 
+// Errors of the runtime, matched with errors.Is; IsRetryable tells which a
+// retry can overcome.
 var (
-	// ErrShutdown is returned by Execute after Shutdown started.
-	ErrShutdown = actors.ErrShutdown
-	// ErrUnknownAggregate is returned by Execute for a target whose aggregate
-	// is not registered.
-	ErrUnknownAggregate = errors.New("runtime: unknown aggregate")
-	// ErrUnknownEvent is returned when an aggregate decides an event whose Go
-	// type is not registered, or a stored event's type name is unknown.
-	ErrUnknownEvent = errors.New("runtime: unknown event type")
-	// ErrRegistration matches every error of the Register functions.
-	ErrRegistration = errors.New("runtime: invalid registration")
-	// ErrPanic matches the error of a command whose user code panicked (a
-	// *PanicError carrying the panic value), aggregate or DCB command.
-	ErrPanic = actors.ErrPanic
-	// ErrLeaseLost is returned when this runtime cannot prove it still holds
-	// its node session (paused past the session timeout, the database
-	// unreachable, or another live process with the same NodeID): nothing
-	// was decided, written or answered from a cache. Retryable.
-	ErrLeaseLost = actors.ErrLeaseLost
-	// ErrOverloaded is returned at once when a stream's queue or the
-	// runtime's pending commands are full (Config.MaxQueue,
-	// Config.MaxPending), when the command's deadline is too near to be
-	// met, or when the stream sheds by queueing delay
-	// (Config.QueueDelayTarget): nothing was decided. Retryable after a
-	// back-off.
-	ErrOverloaded = actors.ErrOverloaded
-	// ErrConfiguration is journal.ErrConfiguration: New could not start on
-	// the journal as configured (the database unreachable at start, the
-	// credentials refused, the database unknown, the schema not migrated or
-	// migrated by a newer incompatible build). Not retryable: the error says
-	// what to fix. The rule: a store that cannot be reached when New starts
-	// is a configuration error (fail fast); once New has returned, the same
-	// failure is an outage (journal.ErrUnavailable, retryable).
+	// ErrConfiguration (journal.ErrConfiguration): New cannot start on the
+	// journal as configured (database unreachable or unknown, credentials
+	// refused, schema not migrated or from a newer incompatible build). Not
+	// retryable: the message says what to fix.
 	ErrConfiguration = journal.ErrConfiguration
-	// ErrForeignTags is returned for an aggregate command whose events carry
-	// tags besides the stream's own (a Tagged event type): those tags' owners
-	// would be bypassed. Append such events through a DCB command
-	// (RegisterDCB), which reserves every tag's owner. Nothing was appended.
+	// ErrRegistration matches every error of the Register functions and
+	// Uses; the message names what is wrong.
+	ErrRegistration = errors.New("runtime: invalid registration")
+	// ErrUnknownAggregate: the target names no registered aggregate.
+	ErrUnknownAggregate = errors.New("runtime: unknown aggregate")
+	// ErrUnknownEvent: an event's Go type or stored type name is unregistered.
+	ErrUnknownEvent = errors.New("runtime: unknown event type")
+	// ErrForeignTags: an aggregate's events carry tags besides their stream's
+	// (see Tagged); nothing was appended. Append them with a DCB command.
 	ErrForeignTags = actors.ErrForeignTags
+	// ErrPanic: the command's user code panicked (see PanicError).
+	ErrPanic = actors.ErrPanic
+	// ErrIdempotencyKeyReused: the key was already executed with another
+	// command (type or content) on the stream, or by the DCB command; nothing
+	// was executed (see KeyReusedError). Not retryable: use a new key for a
+	// new command, the same key only to retry the identical command.
+	ErrIdempotencyKeyReused = errors.New("runtime: idempotency key reused for a different command")
+	// ErrOverloaded: refused at once, undecided, as the stream's queue or the
+	// runtime's pending commands are full (Config.MaxQueue, MaxPending), the
+	// deadline is too near to be met, or the stream sheds by queueing delay
+	// (QueueDelayTarget). Retry after a back-off.
+	ErrOverloaded = actors.ErrOverloaded
+	// ErrLeaseLost: the runtime cannot prove it holds its node session
+	// (paused past the session timeout, database unreachable, another live
+	// process with its NodeID); nothing was decided, written or answered
+	// from a cache. Retryable.
+	ErrLeaseLost = actors.ErrLeaseLost
+	// ErrShutdown: Shutdown has started.
+	ErrShutdown = actors.ErrShutdown
+	// ErrConflict: a DCB append found events that reached its tags bypassing
+	// their actors (*tagconsistency.ConflictError). Never retried: the actors
+	// re-read their streams; the caller decides whether to execute again.
+	ErrConflict = tagconsistency.ErrConflict
+	// ErrReservationTimeout: a tag stayed busy past Config.ReservationTimeout
+	// (*tagconsistency.ReservationTimeoutError names it).
+	ErrReservationTimeout = tagconsistency.ErrReservationTimeout
+	// ErrInvalidCommand: a DCB command or its decision is malformed, as the
+	// message says; nothing was written.
+	ErrInvalidCommand = tagconsistency.ErrInvalidCommand
+	// ErrNodeUnavailable (cluster): the member hosting the stream cannot be
+	// reached, left or no longer hosts it. Retryable (with the same
+	// idempotency key if the error matches journal.ErrOutcomeUnknown): the
+	// stream moves to another member (once its lease expires, if it died).
+	ErrNodeUnavailable = errors.New("runtime: cluster member unavailable")
+	// ErrNodeFenced (cluster): this member left the cluster for good, as
+	// another live process runs with its NodeID (the error also matches
+	// journal.ErrNodeSuperseded and ErrLeaseLost), and executes nothing more.
+	// Send commands to another member; restart this one with its own NodeID.
+	ErrNodeFenced = errors.New("runtime: cluster member fenced")
+	// ErrUnknownCommand (cluster): a command crossing members has a type
+	// missing from the caller's or the host's cluster Commands.
+	ErrUnknownCommand = errors.New("runtime: command type not registered for the cluster")
+	// ErrNoKeyStore: Erase without Config.KeyStore.
+	ErrNoKeyStore = errors.New("runtime: no key store configured")
 )
 
-// PanicError is the error of a command whose user code panicked (an
-// aggregate's, with Stream set, or a DCB command's, with Command set): it
-// carries the panic value, the phase and the stack. Only that command failed
-// and nothing of it was written; an aggregate's actor rebuilt its state from
-// the journal before serving the others.
+// PanicError (ErrPanic) carries the value, phase and stack of a panic in an
+// aggregate's (Stream set) or DCB command's (Command set) user code. Only
+// that command failed, writing nothing; an aggregate's actor rebuilt its
+// state from the journal before serving the others.
 type PanicError = actors.PanicError
 
 // twinNodeError is every error of a runtime after another live process

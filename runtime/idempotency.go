@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -13,21 +12,11 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// ErrIdempotencyKeyReused is returned by Execute (of an aggregate command or
-// a DCB command alike) when the command's idempotency key was already
-// executed with a different command (another type, or other content) on the
-// same stream, or by the same DCB command. Nothing was executed. It is not
-// retryable: use a new key for a new command, and the same key only to retry
-// the identical command. A *KeyReusedError carries the details.
-var ErrIdempotencyKeyReused = errors.New("runtime: idempotency key reused for a different command")
-
 // KeyReusedError details ErrIdempotencyKeyReused.
 type KeyReusedError struct {
-	// Stream is the aggregate command's stream; Command the DCB command's
-	// name (one of them is set).
-	Stream  journal.StreamID
-	Command string
-	Key     string
+	// Stream, of an aggregate command, or Command, a DCB command's name.
+	Stream       journal.StreamID
+	Command, Key string
 }
 
 func (e *KeyReusedError) Error() string {

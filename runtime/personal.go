@@ -6,46 +6,34 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
 )
 
-// Defaults of the erasure settings of Config.
-const (
-	DefaultKeyCacheSize        = 10000       // Config.KeyCacheSize
-	DefaultErasurePollInterval = time.Second // Config.ErasurePollInterval
-)
-
-// EventOption adjusts the registration of an event type (RegisterEvent).
+// EventOption adjusts an event type's registration.
 type EventOption func(*eventOptions)
 
 type eventOptions struct {
 	personal *PersonalData
 }
 
-// PersonalData declares which top-level JSON fields of an event type hold
-// personal data and whose data it is (the subject). Exactly one of
-// SubjectField and SubjectTagGroup is set.
+// PersonalData declares an event type's personal data and its subject.
 type PersonalData struct {
-	// Fields are the JSON names of the top-level fields holding personal
-	// data. They are sealed (encrypted under the subject's data key, see
-	// package erasure) before the event reaches the journal, and decode to
-	// their zero value once the subject is erased. Required.
+	// Fields are the JSON names of the top-level personal fields: sealed
+	// under the subject's key before they reach the journal, they read as
+	// zero values once the subject is erased. Required.
 	Fields []string
-	// SubjectField is the JSON name of a top-level string field holding the
-	// subject ID (for example "customerId"). It stays readable: the subject
-	// ID is an identifier, not personal data.
-	SubjectField string
-	// SubjectTagGroup takes the subject ID from the value of the event's tag
-	// of this group (the tag "customer:42" gives subject "42"). For an
-	// aggregate's event the stream's own tag counts.
+	// Exactly one names the subject ID: SubjectField, a top-level string
+	// field, left readable (an ID is not personal data), or SubjectTagGroup,
+	// the group of the event's tag (the stream's own included) whose value
+	// is the ID ("customer:42" gives "42").
+	SubjectField    string
 	SubjectTagGroup string
 }
 
-// WithPersonalData declares the personal fields of the registered event
-// type and their subject (see PersonalData). It needs Config.KeyStore.
+// WithPersonalData declares the event type's personal data; it needs
+// Config.KeyStore.
 func WithPersonalData(p PersonalData) EventOption {
 	return func(o *eventOptions) {
 		p.Fields = slices.Clone(p.Fields)

@@ -18,13 +18,10 @@ import (
 // next. It must be pure and safe for concurrent use.
 type Upcaster func(data json.RawMessage) (json.RawMessage, error)
 
-// Tagged is implemented by event types that carry tags. Events decided by a
-// DCB command carry exactly the tags Tags returns (every one of them reserved
-// at its owner before the append). Events decided by an aggregate carry their
-// stream's tag (always added); if Tags returns any other tag, the command
-// fails with ErrForeignTags and appends nothing: an aggregate's actor holds
-// only its own stream's lease, and writing another tag's stream behind its
-// owner's back would make that owner fail its next command.
+// Tagged is implemented by event types that carry tags. A DCB command's
+// events carry exactly the tags Tags returns, each reserved at its owner; an
+// aggregate's, their stream's (added) and no other, for writing behind a
+// tag's owner would fail its next command (ErrForeignTags).
 type Tagged interface {
 	Tags() []journal.Tag
 }
@@ -61,14 +58,10 @@ func regErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrRegistration}, args...)...)
 }
 
-// RegisterEvent registers the Go type T as the event named name at schema
-// version schemaVersion (≥ 1). Aggregates return T values from Decide and
-// receive T values in Evolve; T must encode to a JSON object (a struct or a
-// map with string keys). A name or type may be registered once.
-//
-// Options: WithPersonalData declares the event's personal fields and their
-// subject; they are sealed before the event reaches the journal and read as
-// zero values once the subject is erased (Runtime.Erase).
+// RegisterEvent registers T, which must encode to a JSON object (a struct or
+// a map with string keys), as the event named name at schema version
+// schemaVersion (≥ 1), once per name and type: Decide returns T values and
+// Evolve gets them.
 func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...EventOption) error {
 	typ := reflect.TypeFor[T]()
 	switch {
@@ -106,9 +99,8 @@ func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...E
 }
 
 // RegisterUpcaster registers fn to rewrite stored events named name from
-// schema version fromVersion to fromVersion+1. Stored events are upcast step
-// by step to the registered version before they are decoded; a missing step
-// fails the decode with an error naming it. Register the event first.
+// schema version fromVersion to fromVersion+1; register the event first.
+// Events are upcast step by step; a missing step fails the decode, naming it.
 func RegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) error {
 	if fn == nil {
 		return regErr("upcaster for event %q from version %d is nil", name, fromVersion)
@@ -279,33 +271,21 @@ func validGroup(name string) error {
 	return nil
 }
 
-// MustRegisterEvent is RegisterEvent for a service's start-up, where a
-// registration error is a programming error: it panics with the error
-// RegisterEvent returns (matching ErrRegistration, naming what is wrong).
+// MustRegisterEvent is RegisterEvent that panics with its error.
 func MustRegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...EventOption) {
 	if err := RegisterEvent[T](rt, name, schemaVersion, opts...); err != nil {
 		panic(err)
 	}
 }
 
-// MustRegisterUpcaster is RegisterUpcaster that panics with its error.
-func MustRegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) {
-	if err := RegisterUpcaster(rt, name, fromVersion, fn); err != nil {
-		panic(err)
-	}
-}
-
-// MustRegisterAggregate is RegisterAggregate that panics with its error
-// (matching ErrRegistration, naming what is wrong).
+// MustRegisterAggregate is RegisterAggregate that panics with its error.
 func MustRegisterAggregate[S any](rt *Runtime, a Aggregate[S]) {
 	if err := RegisterAggregate(rt, a); err != nil {
 		panic(err)
 	}
 }
 
-// MustRegisterDCB is RegisterDCB that panics with its error (matching
-// ErrRegistration, naming what is wrong) and otherwise returns the command's
-// handle.
+// MustRegisterDCB is RegisterDCB that panics with its error.
 func MustRegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) *DCBCommand[C, S] {
 	d, err := RegisterDCB(rt, def)
 	if err != nil {

@@ -20,96 +20,75 @@ import (
 	"github.com/scribe-es/scribe/snapshots"
 )
 
-// Limits are the stream engine's timeouts and bounds (actors.Limits: each
-// field's meaning there); Config embeds them, and a zero field takes its value
-// in DefaultLimits.
+// Limits are the stream actors' timeouts and bounds, documented field by
+// field at actors.Limits.
 type Limits = actors.Limits
 
 // DefaultLimits returns the values zero Limits fields take.
 func DefaultLimits() Limits { return actors.DefaultLimits() }
 
-// Config configures a Runtime. Only Journal is required; every other zero
-// field takes the default its comment names.
+// Defaults of Config fields, stated in their comments.
+const (
+	defaultErasurePollInterval = time.Second
+	defaultKeyCacheSize        = 10000
+	defaultReplicaWait         = 2 * time.Second
+)
+
+// Config configures a Runtime. Only Journal is required; a zero field takes
+// the default its comment names.
 type Config struct {
 	// Journal stores the events. Required.
 	Journal journal.Journal
-	// Sessions grants the node session and the stream leases that fence every
-	// append. Default: Journal, when it implements journal.Sessions (both
-	// memory.Journal and the Postgres journal do).
+	// Sessions grants the node session and the stream leases fencing every
+	// append. Default: Journal, if it implements it (Scribe's journals do).
 	Sessions journal.Sessions
-	// Snapshots stores state snapshots. Default nil: no snapshots (streams are
-	// replayed from version 1 on activation).
-	Snapshots snapshots.Store
-	// SnapshotPolicy says when snapshots are saved. Default nil:
-	// snapshots.DefaultPolicy() (every 100 events and on passivation).
+	// Snapshots stores state snapshots, saved when SnapshotPolicy says.
+	// Defaults: none (streams replay from version 1); snapshots.DefaultPolicy
+	// (every 100 events and on passivation).
+	Snapshots      snapshots.Store
 	SnapshotPolicy *snapshots.Policy
-	// NodeID identifies this runtime across restarts: a runtime restarted with
-	// the same NodeID takes over its previous incarnation's streams at once,
-	// while other node IDs wait for the session timeout. Default: the host
-	// name (os.Hostname). Set it explicitly when one host runs several
-	// runtimes on the same journal: two live runtimes with one NodeID fence
-	// each other.
+	// NodeID identifies this runtime across restarts: with the same NodeID
+	// it takes its streams back at once, where others wait for the session
+	// timeout. Two live runtimes with one NodeID fence each other: set it
+	// when a host runs several. Default: os.Hostname().
 	NodeID string
 	// Logger receives operational logs. Default: discard.
 	Logger *slog.Logger
-	// OnStoreRewound, when set, is called once for every stream the runtime
-	// finds behind what it had acknowledged (an asynchronous standby
-	// promoted, a backup restored; see StoreRewind), after the ERROR log and
-	// before the stream serves again. It runs on the stream's actor: it must
-	// return quickly and must not call the runtime. Default: nil (the loss
-	// is still logged, counted and summarised by Rewinds).
-	OnStoreRewound func(StoreRewind)
-	// TracerProvider receives spans (scribe.stream.execute,
-	// scribe.stream.decide, scribe.stream.append, scribe.stream.recover,
-	// scribe.stream.reserve, scribe.dcb.*). Default: no-op. The runtime
-	// never uses the global provider.
+	// OnStoreRewound, if set, gets each stream found rewound (see Rewinds)
+	// after its ERROR log and before the stream serves again, on the
+	// stream's actor: it must return quickly and not call the runtime.
+	OnStoreRewound func(actors.StoreRewind)
+	// TracerProvider receives the spans (see packages actors and
+	// tagconsistency), MeterProvider the metrics. Default: no-op.
 	TracerProvider trace.TracerProvider
-	// MeterProvider receives metrics (see package actors). Default: no-op.
-	MeterProvider metric.MeterProvider
-	// Limits bound the stream actors: session, open, idle, request and
-	// reservation timeouts, batch and queue sizes, queue-delay shedding.
+	MeterProvider  metric.MeterProvider
+	// Limits: timeouts (session, open, idle, request, reservation), batch
+	// and queue sizes, queue-delay shedding; zero fields take DefaultLimits.
 	Limits
-	// Codec encodes event payloads (to JSON objects) and snapshot states.
-	// Default JSONCodec.
+	// Codec encodes event payloads and snapshot states. Default JSONCodec.
 	Codec Codec
-	// KeyStore keeps the data keys that seal the personal fields of event
-	// types registered WithPersonalData, and destroys them on Erase. With a
-	// KeyStore, the snapshots of streams holding personal data are sealed as
-	// a whole under their subjects' keys (and unusable once one of them is
-	// erased: the stream is then replayed). Default nil: registering an
-	// event type with personal data fails.
+	// KeyStore keeps the data keys sealing personal fields and the snapshots
+	// holding them, and destroys them on Erase (the streams then replay).
+	// Default nil: registering personal data fails.
 	KeyStore erasure.KeyStore
-	// ErasurePollInterval is how often the runtime reads the journal for
-	// erasure records made elsewhere (another runtime, `scribe erase`), to
-	// drop what it holds of the erased subjects; it bounds how long another
-	// runtime's erasure takes to reach this one. Only with a KeyStore.
-	// Default DefaultErasurePollInterval (1 s).
+	// ErasurePollInterval is how often, with a KeyStore, the runtime polls
+	// the journal for erasures made elsewhere (`scribe erase`, another
+	// runtime); KeyCacheSize bounds each of its caches of data keys,
+	// erasures and stream bindings. Defaults: 1 s; 10000.
 	ErasurePollInterval time.Duration
-	// KeyCacheSize bounds the data keys, erasures and stream bindings this
-	// runtime caches (each). Cached keys are dropped when the subject's
-	// erasure record reaches the runtime through the journal. Default
-	// DefaultKeyCacheSize (10000).
-	KeyCacheSize int
-	// Replica serves State's reads instead of Journal: a read replica of the
-	// journal's database (postgres.NewReplica). Commands, their actors and
-	// every append still use Journal. A State read from the replica is as
-	// current as its replay; with AtLeastVersion it waits for the replica up
-	// to ReplicaWait, then reads Journal. Default nil: State reads Journal.
-	Replica journal.Journal
-	// ReplicaWait bounds how long State with AtLeastVersion waits for Replica
-	// to reach the version before it reads Journal instead. Default
-	// DefaultReplicaWait (2 s).
+	KeyCacheSize        int
+	// Replica, a read replica of the journal (postgres.NewReplica), serves
+	// State's reads only; with AtLeastVersion, State waits up to ReplicaWait
+	// for it, then reads Journal. Defaults: none; 2 s.
+	Replica     journal.Journal
 	ReplicaWait time.Duration
-	// Cluster makes the runtime a member of a cluster: a *cluster.Config
-	// from package runtime/cluster. Default nil: a single node, no cluster
-	// code on any path.
+	// Cluster makes the runtime a cluster member (see Cluster). Default nil:
+	// a single node, no cluster code on any path.
 	Cluster Cluster
 }
 
-// Runtime is Scribe's entry point: register aggregates and event types, then
-// Execute commands; each stream's commands are decided by its single actor.
-// All methods and the generic functions taking a *Runtime are safe for
-// concurrent use.
+// Runtime runs the stream actors of the registered aggregates. Its methods
+// and the functions taking a *Runtime are safe for concurrent use.
 type Runtime struct {
 	cfg     Config
 	reg     *registry
@@ -121,13 +100,9 @@ type Runtime struct {
 }
 
 // New validates cfg, applies its defaults, opens the node session and
-// starts the actor system. Call Shutdown when done.
-//
-// New fails fast on configuration: when the journal cannot be reached or
-// is not usable (a Postgres schema not migrated) while New opens the node
-// session, the error matches ErrConfiguration and is not retryable
-// (IsRetryable false); it says what to check. After New returned, the
-// same database failure is an outage: Execute reports it retryable.
+// starts the actor system; call Shutdown when done. It fails fast with
+// ErrConfiguration on a journal it cannot reach or use; afterwards that is
+// an outage (journal.ErrUnavailable, retryable).
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Journal == nil {
 		return nil, errors.New("runtime: Config.Journal is nil; pass memory.New() or a Postgres journal (postgres.NewJournal)")
@@ -157,22 +132,22 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.ReplicaWait < 0 {
-		return nil, fmt.Errorf("runtime: Config.ReplicaWait is %s; use 0 for the default (%s) or a positive duration", cfg.ReplicaWait, DefaultReplicaWait)
+		return nil, fmt.Errorf("runtime: Config.ReplicaWait is %s; use 0 for the default (%s) or a positive duration", cfg.ReplicaWait, defaultReplicaWait)
 	}
 	if cfg.ReplicaWait == 0 {
-		cfg.ReplicaWait = DefaultReplicaWait
+		cfg.ReplicaWait = defaultReplicaWait
 	}
 	if cfg.ErasurePollInterval < 0 {
-		return nil, fmt.Errorf("runtime: Config.ErasurePollInterval is %s; use 0 for the default (%s) or a positive interval", cfg.ErasurePollInterval, DefaultErasurePollInterval)
+		return nil, fmt.Errorf("runtime: Config.ErasurePollInterval is %s; use 0 for the default (%s) or a positive interval", cfg.ErasurePollInterval, defaultErasurePollInterval)
 	}
 	if cfg.ErasurePollInterval == 0 {
-		cfg.ErasurePollInterval = DefaultErasurePollInterval
+		cfg.ErasurePollInterval = defaultErasurePollInterval
 	}
 	if cfg.KeyCacheSize < 0 {
-		return nil, fmt.Errorf("runtime: Config.KeyCacheSize is %d; use 0 for the default (%d) or a positive size", cfg.KeyCacheSize, DefaultKeyCacheSize)
+		return nil, fmt.Errorf("runtime: Config.KeyCacheSize is %d; use 0 for the default (%d) or a positive size", cfg.KeyCacheSize, defaultKeyCacheSize)
 	}
 	if cfg.KeyCacheSize == 0 {
-		cfg.KeyCacheSize = DefaultKeyCacheSize
+		cfg.KeyCacheSize = defaultKeyCacheSize
 	}
 	keys := newKeyring(cfg.KeyStore, cfg.KeyCacheSize)
 	rt := &Runtime{reg: newRegistry(cfg.Codec, keys)}
@@ -234,17 +209,13 @@ func startError(ctx context.Context, node string, err error) error {
 // Config returns the runtime's configuration with every default applied.
 func (rt *Runtime) Config() Config { return rt.cfg }
 
-// Ready returns nil while this runtime can serve commands: its node session
-// was confirmed by the database less than SessionTimeout (minus a safety
-// margin) ago, no other live process opened the same NodeID, and (in cluster
-// mode) the member is in the cluster. Otherwise it returns the reason, the
-// error Execute would return: ErrLeaseLost (paused past the session timeout,
-// the database unreachable, or a cluster member rejoining its cluster; it
-// clears itself once a renewal succeeds and the member has rejoined), which
-// also matches journal.ErrNodeSuperseded for a twin NodeID (permanent:
-// restart the process with its own NodeID; in cluster mode it matches
-// ErrNodeFenced too). Use it for a readiness probe. It does no I/O and is
-// safe for concurrent use.
+// Ready, a readiness probe without I/O, returns nil while the node session
+// was confirmed less than SessionTimeout (minus a margin) ago and, in cluster
+// mode, the member is in the cluster. Otherwise it returns the error Execute
+// would: ErrLeaseLost, until a renewal succeeds and the member rejoined;
+// once another live process opened the same NodeID, for good, and also
+// matching journal.ErrNodeSuperseded (and ErrNodeFenced): restart the
+// process with its own NodeID.
 func (rt *Runtime) Ready() error {
 	if rt.cluster != nil {
 		if err := rt.cluster.FenceError(); err != nil {
@@ -271,18 +242,17 @@ func (rt *Runtime) twin(err error) error {
 	return err
 }
 
-// ActiveStreams returns the number of stream actors currently alive.
+// ActiveStreams returns the number of stream actors alive.
 func (rt *Runtime) ActiveStreams() int { return rt.host.ActiveActors() }
 
 // Pending returns the number of commands queued at target's stream actor
-// (waiting behind the batch being decided or appended), 0 when the stream
-// has no active actor.
+// behind the batch in progress; 0 without an active actor.
 func (rt *Runtime) Pending(target Target) int { return rt.host.Pending(target.Stream()) }
 
 // Shutdown passivates every stream actor (snapshot if due, release its
-// lease), closes the node session and stops the actor system. Commands
-// executed afterwards fail with ErrShutdown. If ctx ends first, remaining
-// journal calls are cancelled and Shutdown returns an error wrapping ctx's.
+// lease), closes the node session and stops the actor system; later
+// commands fail with ErrShutdown. If ctx ends first, the remaining journal
+// calls are cancelled and the error wraps ctx's.
 func (rt *Runtime) Shutdown(ctx context.Context) error {
 	rt.erasures.stop()
 	if rt.cluster != nil {
@@ -291,12 +261,10 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 	return rt.host.Shutdown(ctx)
 }
 
-// Target names the stream a command goes to: the aggregate's stream with tag
+// Target names the stream a command goes to: the one tagged
 // "<Aggregate>:<ID>" in Partition ("" means journal.DefaultPartition).
 type Target struct {
-	Aggregate string
-	ID        string
-	Partition string
+	Aggregate, ID, Partition string
 }
 
 // Stream returns the target's stream ID.
@@ -307,56 +275,47 @@ func (t Target) Stream() journal.StreamID {
 // ExecuteOption adjusts one Execute.
 type ExecuteOption func(*journal.Metadata)
 
-// WithIdempotencyKey makes the command execute at most once per stream: a
-// repeat with the same key appends nothing and returns the first result
-// (Result.Duplicate set), also after restarts.
+// WithIdempotencyKey makes the command execute at most once per stream (per
+// name and partition for a DCB command, whose event IDs derive from the key),
+// also across restarts: a repeat returns the first result with Duplicate
+// set; the key with another command fails with ErrIdempotencyKeyReused.
 func WithIdempotencyKey(key string) ExecuteOption {
 	return func(m *journal.Metadata) { m.IdempotencyKey = key }
 }
 
 // WithMetadata sets the metadata stored with the command's events
-// (correlation, causation, user, scopes). The runtime sets the partition,
-// created-at (when zero) and the trace context; a key set with
-// WithIdempotencyKey wins over md.IdempotencyKey only when given after it.
+// (correlation, causation, user, scopes), replacing the key of an earlier
+// WithIdempotencyKey; the runtime sets partition, trace context and, if
+// zero, created-at.
 func WithMetadata(md journal.Metadata) ExecuteOption {
 	return func(m *journal.Metadata) { *m = md }
 }
 
 // Result is the outcome of an executed command.
 type Result[S any] struct {
-	// Stream is the command's stream.
-	Stream journal.StreamID
-	// Records are the events the command appended (none if it decided none),
-	// as stored: positions, per-tag versions, hash links.
+	// Stream is the command's stream; Records the appended events as stored
+	// (positions, per-tag versions, hash links), none if Decide returned
+	// none; Version and State the stream's after them.
+	Stream  journal.StreamID
 	Records []journal.Record
-	// Version is the stream's version after the command.
 	Version uint64
-	// State is the aggregate state after the command. For a duplicate it is
-	// the state right after the first execution (rebuilt from the journal).
-	State S
-	// Duplicate reports that the idempotency key had already been executed
-	// with the same command: Records, Version and State are the first
-	// execution's. The same key with a different command fails with
-	// ErrIdempotencyKeyReused instead.
+	State   S
+	// Duplicate reports a repeat of an executed idempotency key: Records,
+	// Version and State are the first execution's (State from the journal).
 	Duplicate bool
 }
 
-// Execute sends command to target's stream actor and waits until it is
-// decided and its events are durable. A domain error returned by the
-// aggregate's Decide is returned as is (errors.Is works).
+// Execute sends command to target's stream actor and returns once it is
+// decided and its events are durable (within Config.RequestTimeout if ctx
+// has no deadline), or with Decide's domain error as is, ErrUnknownAggregate,
+// journal.ErrOpenTimeout (another live node holds the stream),
+// journal.ErrSessionExpired (the lease was lost, the command not
+// acknowledged), ErrPanic or ErrShutdown.
 //
-// Context: if ctx ends before the command is decided, the command is never
-// executed and Execute returns ctx.Err(). If ctx ends after it was decided,
-// the caller cannot know whether its events were stored: the error matches
-// both ctx.Err() and journal.ErrOutcomeUnknown. Execute the command again with
-// the same idempotency key (WithIdempotencyKey) to find out: a stored first
-// attempt comes back with Duplicate set. Without a deadline on ctx, Execute
-// waits at most Config.RequestTimeout.
-//
-// Other errors: ErrUnknownAggregate; journal.ErrOpenTimeout (another live
-// node holds the stream); journal.ErrSessionExpired (the lease was lost; the
-// command was not acknowledged); ErrPanic (the aggregate's code panicked;
-// only this command failed); ErrShutdown.
+// If ctx ends before the command is decided, it is never executed (the error
+// is ctx.Err()); after, its events may be stored or not (the error matches
+// ctx.Err() and journal.ErrOutcomeUnknown): Execute again with the same
+// idempotency key to find out (a stored first attempt returns as Duplicate).
 func (rt *Runtime) Execute(ctx context.Context, target Target, command any, opts ...ExecuteOption) (Result[any], error) {
 	return execute[any](ctx, rt, target, command, opts)
 }

@@ -11,15 +11,11 @@ import (
 
 // StateResult is an aggregate's state read by State.
 type StateResult[S any] struct {
-	// State is the folded state: the aggregate's Initial for a stream
-	// without events.
-	State S
-	// Version is the stream's version the state includes; 0 when the stream
-	// has no events.
+	// State is the folded state at Version; Exists reports Version > 0 (a
+	// stream without events has its aggregate's Initial at 0).
+	State   S
 	Version uint64
-	// Exists reports whether the stream has events (Version > 0): false for
-	// an ID that was never used, whose State is the aggregate's Initial.
-	Exists bool
+	Exists  bool
 }
 
 // StateOption configures State.
@@ -30,29 +26,21 @@ type stateOptions struct {
 	poll       time.Duration
 }
 
-// DefaultReplicaWait is Config.ReplicaWait's default.
-const DefaultReplicaWait = 2 * time.Second
-
-// AtLeastVersion makes State wait until the stream has reached version v
-// before it folds (read your own writes: pass the Version an Execute
-// returned). It polls the stream's version, every millisecond at first and at
-// most every 50 ms, until the version is reached or ctx ends; then State
-// fails with an error wrapping ctx's error that names the version reached.
-// With Config.Replica, it polls the replica for up to Config.ReplicaWait and
-// then the primary (Journal), and folds from the one that reached v.
+// AtLeastVersion makes State wait until the stream reaches version v (the
+// Version an Execute returned, to read your own writes), polling every 1 ms
+// at first, 50 ms at most; if ctx ends first, the error wraps ctx's and
+// names the version reached. With Config.Replica, State polls it up to
+// Config.ReplicaWait, then Journal, and folds from the one that reached v.
 func AtLeastVersion(v uint64) StateOption {
 	return func(o *stateOptions) { o.minVersion = v }
 }
 
-// State returns the state of target's stream folded from its newest usable
-// snapshot and the journal, exactly as the stream's actor recovers it, but
-// without the actor: it takes no lease, starts no actor, writes nothing
-// (a stream without events stays without a row) and runs on any node, also
-// while another node owns the stream. The state is as current as the journal
-// when the read ran; an append acknowledged before State was called is
-// included, except with Config.Replica, whose reads are as current as the
-// replica's replay (pass AtLeastVersion to read your own writes there). S
-// must be the aggregate's state type.
+// State returns the state of target's stream (S is the aggregate's state
+// type) folded as its actor recovers it, from its newest usable snapshot and
+// the journal, but with no actor or lease: it writes nothing and runs on any
+// node, also while another owns the stream. It includes every append
+// acknowledged before the call; with Config.Replica, only those its replay
+// reached (AtLeastVersion reads your own writes there).
 func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...StateOption) (StateResult[S], error) {
 	if err := rt.checkTarget(target); err != nil {
 		return StateResult[S]{}, err
