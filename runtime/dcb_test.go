@@ -17,7 +17,6 @@ import (
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
-	"github.com/scribe-es/scribe/tagconsistency"
 )
 
 // The DCB done-when tests: course seats, unique usernames and wallet transfers
@@ -652,7 +651,7 @@ func testBypassIsAConflict(t *testing.T, e *env) {
 	_, err = a.transfer.Execute(ctx, Transfer{From: "0", To: "1", Amount: 20})
 	require.ErrorIs(t, err, runtime.ErrConflict)
 	require.True(t, errors.Is(err, journal.ErrAppendConditionFailed) || errors.Is(err, journal.ErrVersionMismatch), "%v", err)
-	var ce *tagconsistency.ConflictError
+	var ce *runtime.ConflictError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, []journal.StreamID{journal.Stream(walletTag("0")), journal.Stream(walletTag("1"))}, ce.Streams)
 	require.EqualValues(t, 1, a.conflicts(t))
@@ -814,7 +813,7 @@ func TestDCBReservationQueuesBehindCommandsAndTimesOut(t *testing.T) {
 	release, done := hold()
 	_, err = touch.Execute(ctx, Touch{Gate: "g"})
 	require.ErrorIs(t, err, runtime.ErrReservationTimeout)
-	var te *tagconsistency.ReservationTimeoutError
+	var te *runtime.ReservationTimeoutError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, journal.Stream("gate:g"), te.Stream)
 	release()

@@ -47,11 +47,11 @@ var (
 	// ErrShutdown: Shutdown has started.
 	ErrShutdown = actors.ErrShutdown
 	// ErrConflict: a DCB append found events that reached its tags bypassing
-	// their actors (*tagconsistency.ConflictError). Never retried: the actors
+	// their actors (*ConflictError). Never retried: the actors
 	// re-read their streams; the caller decides whether to execute again.
 	ErrConflict = tagconsistency.ErrConflict
 	// ErrReservationTimeout: a tag stayed busy past Config.ReservationTimeout
-	// (*tagconsistency.ReservationTimeoutError names it).
+	// (*ReservationTimeoutError names it).
 	ErrReservationTimeout = tagconsistency.ErrReservationTimeout
 	// ErrInvalidCommand: a DCB command or its decision is malformed, as the
 	// message says; nothing was written.
@@ -102,3 +102,10 @@ func (e *twinNodeError) Is(target error) bool {
 
 // Unwrap returns the error the runtime saw.
 func (e *twinNodeError) Unwrap() error { return e.cause }
+
+// ConflictError details ErrConflict, ReservationTimeoutError
+// ErrReservationTimeout (naming the tag).
+type (
+	ConflictError           = tagconsistency.ConflictError
+	ReservationTimeoutError = tagconsistency.ReservationTimeoutError
+)

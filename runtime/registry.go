@@ -98,6 +98,13 @@ func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...E
 	return nil
 }
 
+// MustRegisterUpcaster is RegisterUpcaster that panics with its error.
+func MustRegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) {
+	if err := RegisterUpcaster(rt, name, fromVersion, fn); err != nil {
+		panic(err)
+	}
+}
+
 // RegisterUpcaster registers fn to rewrite stored events named name from
 // schema version fromVersion to fromVersion+1; register the event first.
 // Events are upcast step by step; a missing step fails the decode, naming it.

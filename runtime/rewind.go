@@ -4,12 +4,18 @@ import (
 	"github.com/scribe-es/scribe/actors"
 )
 
+// StoreRewind reports a stream whose store lost versions Found+1 … Known.
+type StoreRewind = actors.StoreRewind
+
+// RewindSummary sums up the store rewinds a runtime detected (Rewinds).
+type RewindSummary = actors.RewindSummary
+
 // Rewinds sums up, without I/O, the streams found behind what this runtime
 // acknowledged: the store lost versions Found+1 … Known (an asynchronous
 // standby promoted, a backup restored). Each is logged, counted and passed
 // to Config.OnStoreRewound; its actor reloaded it, dropping its cached state
 // and idempotency keys; new appends reuse the lost version numbers.
-func (rt *Runtime) Rewinds() actors.RewindSummary { return rt.host.Rewinds() }
+func (rt *Runtime) Rewinds() RewindSummary { return rt.host.Rewinds() }
 
 // StoreEpoch returns a counter, never decreasing, read without I/O, that
 // grows whenever an earlier answer may no longer match the store (the

@@ -57,7 +57,7 @@ type Config struct {
 	// OnStoreRewound, if set, gets each stream found rewound (see Rewinds)
 	// after its ERROR log and before the stream serves again, on the
 	// stream's actor: it must return quickly and not call the runtime.
-	OnStoreRewound func(actors.StoreRewind)
+	OnStoreRewound func(StoreRewind)
 	// TracerProvider receives the spans (see packages actors and
 	// tagconsistency), MeterProvider the metrics. Default: no-op.
 	TracerProvider trace.TracerProvider
