@@ -34,6 +34,13 @@ type backend struct {
 	pool  *pgxpool.Pool
 	pgCfg postgres.Config
 	close func()
+	// partitions says which partition each account lives in; databases,
+	// with a second partition's database (-db2), are the two databases
+	// (read models run per database), and partition is the partition a
+	// database's read model follows ("" means the default partition).
+	partitions accountPartitions
+	databases  []*backend
+	partition  string
 }
 
 // Close releases the backend's resources (background goroutines, pool).
