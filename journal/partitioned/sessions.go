@@ -151,17 +151,37 @@ func (r *Router) CloseNode(ctx context.Context, node journal.NodeSession) error 
 }
 
 // Acquire takes the stream's lease in its partition's member, under the
-// node's session there. The lease is that member's.
+// node's session there. The lease is that member's. When the member answers
+// that the partition moved (journal.ErrPartitionMoved) to a member of this
+// router (PartitionMoveError.To is its Name), the router maps the partition
+// to that member from then on and acquires there: this is how a move
+// reaches a node whose configuration still names the old member.
 func (r *Router) Acquire(ctx context.Context, node journal.NodeSession, stream journal.StreamID, wait time.Duration) (journal.Lease, error) {
-	m, err := r.route(stream.Partition)
-	if err != nil {
-		return journal.Lease{}, err
-	}
 	set, ok := r.nodes.get(node)
 	if !ok {
 		return journal.Lease{}, r.unknownNode(node)
 	}
-	return m.Sessions.Acquire(ctx, set[m.index], stream, wait)
+	for range 2 {
+		m, err := r.route(stream.Partition)
+		if err != nil {
+			return journal.Lease{}, err
+		}
+		lease, err := m.Sessions.Acquire(ctx, set[m.index], stream, wait)
+		var moved *journal.PartitionMoveError
+		if err == nil || !errors.As(err, &moved) || !moved.Moved {
+			return lease, err
+		}
+		to, known := r.members[moved.To]
+		if !known || to == m {
+			return journal.Lease{}, fmt.Errorf("partitioned: %w (no member of this router is named %q: map the partition to the member holding it now)", err, moved.To)
+		}
+		r.mu.Lock()
+		if cur, ok := r.routes[partitionName(stream.Partition)]; !ok || cur == m {
+			r.routes[partitionName(stream.Partition)] = to
+		}
+		r.mu.Unlock()
+	}
+	return journal.Lease{}, fmt.Errorf("%w: partitioned: partition %q moved twice while acquiring %s; retry", journal.ErrUnavailable, partitionName(stream.Partition), stream)
 }
 
 // Release gives the lease up in its stream's partition's member.
