@@ -40,6 +40,10 @@ func (j *Journal) TagSummary(ctx context.Context, stream journal.StreamID) (jour
 	var sr summaryRow
 	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(sr.dest()...)
 	if err == pgx.ErrNoRows {
+		// An unknown stream: or one whose partition moved away.
+		if merr := j.movedAway(ctx, stream.Partition); merr != nil {
+			return journal.TagSummary{}, merr
+		}
 		return out, nil
 	}
 	if err != nil {

@@ -29,6 +29,20 @@ func (j *Journal) partitionFence(ctx context.Context, partition string) error {
 	return &journal.PartitionMoveError{Partition: partition, To: to, Moved: state == "moved"}
 }
 
+// movedAway returns the *journal.PartitionMoveError (ErrPartitionMoved) of a
+// partition this schema no longer holds since a move, nil otherwise. Reads
+// ask only when they found nothing (TagSummary of an unknown stream,
+// ReadStream of an empty one), so a reader that still sends the partition
+// here learns where it went instead of seeing it empty.
+func (j *Journal) movedAway(ctx context.Context, partition string) error {
+	err := j.partitionFence(ctx, partition)
+	var pm *journal.PartitionMoveError
+	if errors.As(err, &pm) && !pm.Moved {
+		return nil // still here while it moves
+	}
+	return err
+}
+
 // verify checks the copy on the target against the fenced source: equal
 // event counts, every stream at the source's version and chain head, and
 // every chain verified on the target.

@@ -227,6 +227,12 @@ func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromV
 		if err := j.checkCut(ctx, stream, from); err != nil {
 			return nil, err
 		}
+		if len(page) == 0 && from == 1 {
+			// An empty stream: or one whose partition moved away.
+			if err := j.movedAway(ctx, stream.Partition); err != nil {
+				return nil, err
+			}
+		}
 		return page, nil
 	})
 }

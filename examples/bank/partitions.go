@@ -83,8 +83,9 @@ func withSecondDatabase(ctx context.Context, first *backend, url, schema, partit
 	}
 	log.Info("partition on a second database", "partition", partition, "database", store.Address, "schema", schema)
 	firstClose := first.close
+	parts := accountPartitions{second: partition}
 	second := &backend{Journal: store.Journal, Sessions: store.Journal, Snapshots: store.Snapshots,
-		pool: store.Pool, pgCfg: store.Config, partition: partition}
+		pool: store.Pool, pgCfg: store.Config, router: router, member: "db2", partitions: parts, readAll: true}
 	return &backend{
 		Journal:     router,
 		Sessions:    router,
@@ -93,8 +94,10 @@ func withSecondDatabase(ctx context.Context, first *backend, url, schema, partit
 		Description: first.Description + "; partition " + partition + " on postgres " + store.Address + " schema " + schema,
 		pool:        first.pool,
 		pgCfg:       first.pgCfg,
-		partitions:  accountPartitions{second: partition},
-		databases:   []*backend{{Journal: first.Journal, Sessions: first.Sessions, Snapshots: first.Snapshots, pool: first.pool, pgCfg: first.pgCfg}, second},
+		partitions:  parts,
+		router:      router,
+		databases: []*backend{{Journal: first.Journal, Sessions: first.Sessions, Snapshots: first.Snapshots, pool: first.pool, pgCfg: first.pgCfg,
+			router: router, member: "db", partitions: parts, readAll: true}, second},
 		close: func() {
 			store.Close()
 			firstClose()
@@ -103,18 +106,45 @@ func withSecondDatabase(ctx context.Context, first *backend, url, schema, partit
 }
 
 // readModels runs one accounts read model per database (the feed is per
-// database) and serves them as one: list merges their pages by account ID
-// (each account is in one database); progress is the one furthest behind.
-type readModels []*readModel
+// database), each over every event of its database, and serves them as one:
+// an account's row comes from the read model of the database serving its
+// partition now (after a partition move, the old database's rows of it are
+// stale and left out); list merges the pages by account ID.
+type readModels struct {
+	models  []*readModel
+	members []string
+	router  *partitioned.Router
+	parts   accountPartitions
+}
 
-func (rs readModels) list(ctx context.Context, after string, limit int) ([]AccountView, error) {
+// serves reports whether the database named member serves account id now.
+func (rs *readModels) serves(member, id string) bool {
+	m, err := rs.router.MemberOf(rs.parts.of(id))
+	return err == nil && m == member
+}
+
+func (rs *readModels) list(ctx context.Context, after string, limit int) ([]AccountView, error) {
 	var all []AccountView
-	for _, r := range rs {
-		page, err := r.list(ctx, after, limit)
-		if err != nil {
-			return nil, err
+	for i, r := range rs.models {
+		// Page through this read model until it gave limit rows of
+		// accounts its database serves, or has no more.
+		cursor, kept := after, 0
+		for kept < limit {
+			page, err := r.list(ctx, cursor, limit)
+			if err != nil {
+				return nil, err
+			}
+			for _, a := range page {
+				if rs.serves(rs.members[i], a.ID) {
+					all = append(all, a)
+					kept++
+				}
+			}
+			if len(page) < limit {
+				break
+			}
+			cursor = page[len(page)-1].ID
 		}
-		all = append(all, page...)
 	}
 	slices.SortFunc(all, func(a, b AccountView) int { return strings.Compare(a.ID, b.ID) })
 	if len(all) > limit {
@@ -123,8 +153,8 @@ func (rs readModels) list(ctx context.Context, after string, limit int) ([]Accou
 	return all, nil
 }
 
-func (rs readModels) Stop() {
-	for _, r := range rs {
+func (rs *readModels) Stop() {
+	for _, r := range rs.models {
 		r.Stop()
 	}
 }
@@ -142,14 +172,15 @@ func (b *backend) feed() journal.Subscriber {
 // startReadModels starts one accounts read model per database, each over
 // its own partition's feed and projection store, and serves them as one.
 func startReadModels(ctx context.Context, dbs []*backend, svc *bankService, nodeID string, log *slog.Logger) (*readModel, error) {
-	var rs readModels
+	rs := &readModels{router: dbs[0].router, parts: dbs[0].partitions}
 	for _, db := range dbs {
 		r, err := startReadModel(ctx, db, svc, nodeID, log)
 		if err != nil {
 			rs.Stop()
 			return nil, err
 		}
-		rs = append(rs, r)
+		rs.models = append(rs.models, r)
+		rs.members = append(rs.members, db.member)
 	}
 	done := make(chan struct{})
 	close(done)
@@ -157,7 +188,7 @@ func startReadModels(ctx context.Context, dbs []*backend, svc *bankService, node
 		list: rs.list,
 		progress: func() projection.Progress {
 			var worst projection.Progress
-			for i, r := range rs {
+			for i, r := range rs.models {
 				p := r.progress()
 				if i == 0 || p.Error != "" && worst.Error == "" || p.Lag > worst.Lag && (p.Error == "") == (worst.Error == "") {
 					worst = p
@@ -165,9 +196,9 @@ func startReadModels(ctx context.Context, dbs []*backend, svc *bankService, node
 			}
 			return worst
 		},
-		waitFor: rs[0].waitFor,
+		waitFor: rs.models[0].waitFor,
 		rebuild: func(ctx context.Context) error {
-			for _, r := range rs {
+			for _, r := range rs.models {
 				if err := r.rebuild(ctx); err != nil {
 					return err
 				}

@@ -106,3 +106,79 @@ func TestPartitionMoveBankOnTwoServers(t *testing.T) {
 		t.Logf("scribe verify %s: %s", url, out)
 	}
 }
+
+// lineSignal is an io.Writer that signals once on its first write.
+type lineSignal struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (l *lineSignal) Write(p []byte) (int, error) {
+	l.once.Do(func() { close(l.ch) })
+	return len(p), nil
+}
+
+// TestPartitionMoveBankUnderLoad moves the bank's partition "east" from the
+// second server to the first with `scribe partition move` while the loadgen
+// drives transfers in both partitions: transfers to east get retryable 503s
+// during the cut-over and are retried with their Idempotency-Keys; afterwards
+// every loadgen invariant holds in both partitions (money conserved, every
+// balance the fold of its events, the read models agree), the bank finds
+// east on the first server by itself, the second server holds nothing of it,
+// and `scribe verify` exits 0 on both servers.
+func TestPartitionMoveBankUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a second Postgres server and builds cmd/scribe")
+	}
+	_, schema := pgSchema(t)
+	url1 := pgtest.URL(t)
+	url2 := throwawaypg.Start(t).URL()
+	bin := buildScribe(t)
+	ts := startTestServerWith(t, serverConfig{Addr: "127.0.0.1:0", NodeID: "move-node", Logger: testLogger(t),
+		DatabaseURL: url1, Schema: schema, SecondDatabaseURL: url2, SecondPartition: "east"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	reports := make([]*loadReport, 2)
+	errs := make([]error, 2)
+	running := &lineSignal{ch: make(chan struct{})}
+	for i, prefix := range []string{"west-mv", "east-mv"} {
+		cfg := loadConfig{URL: ts.url, Workers: 4, Duration: 4 * time.Second, Accounts: 6, Initial: 1000, MaxAmount: 50, Prefix: prefix}
+		if i == 1 {
+			cfg.Progress = running // its first line: east's transfers are running
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reports[i], errs[i] = runLoad(ctx, cfg)
+		}()
+	}
+	select {
+	case <-running.ch:
+	case <-ctx.Done():
+		t.Fatal("the loadgen never started its transfers")
+	}
+	out, code := runScribe(t, ctx, bin, "partition", "move", "-from", url2, "-to", url1, "-schema", schema, "-partition", "east", "-to-name", "db", "-batch", "100", "-confirm")
+	require.Zero(t, code, "scribe partition move: %s", out)
+	t.Logf("scribe partition move: %s", out)
+	require.Contains(t, out, "copy: ")
+	require.Contains(t, out, "retire: done")
+	wg.Wait()
+	for i, rep := range reports {
+		require.NoError(t, errs[i])
+		require.True(t, rep.InvariantOK, "loadgen invariants (%d): %v", i, rep.Invariant.Problems)
+		require.Positive(t, rep.OK)
+		t.Logf("loadgen %d: %d ok, %d insufficient funds, %d failed, %d retries", i, rep.OK, rep.Rejected, rep.Failed, rep.Retries)
+	}
+	member, err := ts.srv.backend.router.MemberOf("east")
+	require.NoError(t, err)
+	require.Equal(t, "db", member, "the bank found east on the first server")
+	require.Positive(t, countEvents(t, ctx, url1, schema, "east"))
+	require.Zero(t, countEvents(t, ctx, url2, schema, "east"))
+	for _, url := range []string{url1, url2} {
+		out, code := runScribe(t, ctx, bin, "-db", url, "-schema", schema, "verify")
+		require.Zero(t, code, "scribe verify on %s: %s", url, out)
+		t.Logf("scribe verify %s: %s", url, out)
+	}
+}

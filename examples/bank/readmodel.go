@@ -87,6 +87,9 @@ func foldBatch(ctx context.Context, svc *bankService, recs []journal.Record) (ma
 			erased = append(erased, d.Subject)
 			continue
 		}
+		if !slices.Contains(bank.EventTypes, rec.Type) {
+			continue // a read model over every event (readModelQueryOf)
+		}
 		ev, err := svc.decode(ctx, rec)
 		if err != nil {
 			return nil, nil, fmt.Errorf("event %s at %s: %w", rec.ID, rec.Position, err)
@@ -132,11 +135,13 @@ func customerView(ctx context.Context, svc *bankService, customerID string, seal
 
 var readModelQuery = journal.Query{Items: []journal.QueryItem{{Types: bank.EventTypes}, {Types: []string{erasure.RecordType}}}}
 
-// readModelQueryIn is readModelQuery in partition ("" means the default).
-func readModelQueryIn(partition string) journal.Query {
-	q := readModelQuery
-	q.Partition = partition
-	return q
+// readModelQueryOf is the query of b's read model: readModelQuery, or every
+// event of every partition for a database of several (see readModels).
+func readModelQueryOf(b *backend) journal.Query {
+	if b.readAll {
+		return journal.Query{All: true, AllPartitions: true}
+	}
+	return readModelQuery
 }
 
 // accountRow is an account's document in the read model's "accounts"
@@ -166,9 +171,9 @@ var (
 // projection runs on the memory store and on Postgres (rows in the
 // transaction that moves the checkpoint), and a rebuild empties its rows
 // with the checkpoint.
-func accountsProjection(svc *bankService, partition string) projection.RowProjection {
+func accountsProjection(svc *bankService, q journal.Query) projection.RowProjection {
 	return projection.RowProjection{
-		Name: readModelName, Version: readModelVersion, Query: readModelQueryIn(partition),
+		Name: readModelName, Version: readModelVersion, Query: q,
 		Handle: func(ctx context.Context, rows projection.Rows, batch projection.Batch) error {
 			deltas, erased, err := foldBatch(ctx, svc, batch.Records)
 			if err != nil {
@@ -231,18 +236,18 @@ func startReadModel(ctx context.Context, b *backend, svc *bankService, nodeID st
 	}
 	o := projection.Options{Owner: nodeID + "-" + journal.NewEventID().String()[24:], Logger: log, LeaseTTL: 5 * time.Second}
 	if b.pool == nil {
-		return runReadModel(ctx, b.Journal, projection.NewMemoryStore(), svc, b.partition, o, log)
+		return runReadModel(ctx, b.Journal, projection.NewMemoryStore(), svc, readModelQueryOf(b), o, log)
 	}
 	store, err := postgres.NewProjectionStore(b.pool, b.pgCfg)
 	if err != nil {
 		return nil, err
 	}
-	return runReadModel(ctx, b.Journal, store, svc, b.partition, o, log)
+	return runReadModel(ctx, b.Journal, store, svc, readModelQueryOf(b), o, log)
 }
 
 // runReadModel runs the accounts projection on store until Stop.
-func runReadModel[Tx any](ctx context.Context, src projection.Source, store projection.RowStore[Tx], svc *bankService, partition string, o projection.Options, log *slog.Logger) (*readModel, error) {
-	p := projection.Bind(store, accountsProjection(svc, partition))
+func runReadModel[Tx any](ctx context.Context, src projection.Source, store projection.RowStore[Tx], svc *bankService, q journal.Query, o projection.Options, log *slog.Logger) (*readModel, error) {
+	p := projection.Bind(store, accountsProjection(svc, q))
 	r, err := projection.NewRunner(src, store, p, o)
 	if err != nil {
 		return nil, err

@@ -75,13 +75,43 @@ func (r *Router) Append(ctx context.Context, events []journal.Event, opts journa
 	return m.Journal.Append(ctx, events, opts)
 }
 
-// ReadStream reads the stream from its partition's member.
+// ReadStream reads the stream from its partition's member; a member that
+// answers that the partition moved to another member is followed (see
+// Acquire).
 func (r *Router) ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
-	m, err := r.route(stream.Partition)
-	if err != nil {
-		return fail(err)
+	return r.followStream(stream.Partition, func(j journal.Journal) iter.Seq2[journal.Record, error] {
+		return j.ReadStream(ctx, stream, fromVersion, limit)
+	})
+}
+
+// followStream runs read on the partition's member; when its first result
+// is a journal.ErrPartitionMoved naming another member, the router maps the
+// partition there (follow) and reads again from it.
+func (r *Router) followStream(partition string, read func(journal.Journal) iter.Seq2[journal.Record, error]) iter.Seq2[journal.Record, error] {
+	return func(yield func(journal.Record, error) bool) {
+		for range 2 {
+			m, err := r.route(partition)
+			if err != nil {
+				yield(journal.Record{}, err)
+				return
+			}
+			first, again := true, false
+			for rec, err := range read(m.Journal) {
+				if first && err != nil && r.follow(partition, m, err) {
+					again = true
+					break
+				}
+				first = false
+				if !yield(rec, err) || err != nil {
+					return
+				}
+			}
+			if !again {
+				return
+			}
+		}
+		yield(journal.Record{}, fmt.Errorf("%w: partitioned: partition %q moved twice while reading; retry", journal.ErrUnavailable, partitionName(partition)))
 	}
-	return m.Journal.ReadStream(ctx, stream, fromVersion, limit)
 }
 
 // ReadStreamWithArchive implements journal.ArchiveReader on the stream's
@@ -95,7 +125,7 @@ func (r *Router) ReadStreamWithArchive(ctx context.Context, stream journal.Strea
 	if ar, ok := m.Journal.(journal.ArchiveReader); ok {
 		return ar.ReadStreamWithArchive(ctx, stream, fromVersion, limit)
 	}
-	return m.Journal.ReadStream(ctx, stream, fromVersion, limit)
+	return r.ReadStream(ctx, stream, fromVersion, limit)
 }
 
 // Read runs the DCB read on the query's partition's member. A query over
@@ -189,13 +219,20 @@ func (r *Router) ReadByCorrelation(ctx context.Context, correlationID string) it
 	}
 }
 
-// TagSummary summarises the stream in its partition's member.
+// TagSummary summarises the stream in its partition's member; a member
+// that answers that the partition moved to another member is followed.
 func (r *Router) TagSummary(ctx context.Context, stream journal.StreamID) (journal.TagSummary, error) {
-	m, err := r.route(stream.Partition)
-	if err != nil {
-		return journal.TagSummary{}, err
+	for range 2 {
+		m, err := r.route(stream.Partition)
+		if err != nil {
+			return journal.TagSummary{}, err
+		}
+		s, err := m.Journal.TagSummary(ctx, stream)
+		if err == nil || !r.follow(stream.Partition, m, err) {
+			return s, err
+		}
 	}
-	return m.Journal.TagSummary(ctx, stream)
+	return journal.TagSummary{}, fmt.Errorf("%w: partitioned: partition %q moved twice while reading; retry", journal.ErrUnavailable, partitionName(stream.Partition))
 }
 
 // TagsOfGroup lists the group's streams in the partition's member.

@@ -167,19 +167,9 @@ func (r *Router) Acquire(ctx context.Context, node journal.NodeSession, stream j
 			return journal.Lease{}, err
 		}
 		lease, err := m.Sessions.Acquire(ctx, set[m.index], stream, wait)
-		var moved *journal.PartitionMoveError
-		if err == nil || !errors.As(err, &moved) || !moved.Moved {
+		if err == nil || !r.follow(stream.Partition, m, err) {
 			return lease, err
 		}
-		to, known := r.members[moved.To]
-		if !known || to == m {
-			return journal.Lease{}, fmt.Errorf("partitioned: %w (no member of this router is named %q: map the partition to the member holding it now)", err, moved.To)
-		}
-		r.mu.Lock()
-		if cur, ok := r.routes[partitionName(stream.Partition)]; !ok || cur == m {
-			r.routes[partitionName(stream.Partition)] = to
-		}
-		r.mu.Unlock()
 	}
 	return journal.Lease{}, fmt.Errorf("%w: partitioned: partition %q moved twice while acquiring %s; retry", journal.ErrUnavailable, partitionName(stream.Partition), stream)
 }
@@ -191,4 +181,26 @@ func (r *Router) Release(ctx context.Context, lease journal.Lease) error {
 		return err
 	}
 	return m.Sessions.Release(ctx, lease)
+}
+
+// follow reports whether err says that partition moved from member m to
+// another member of this router, after mapping the partition there (unless
+// the map changed meanwhile). A move to a database this router does not
+// know is not followed: the error then names it, and the map must be fixed.
+func (r *Router) follow(partition string, m *member, err error) bool {
+	var moved *journal.PartitionMoveError
+	if !errors.As(err, &moved) || !moved.Moved {
+		return false
+	}
+	to, known := r.members[moved.To]
+	if !known || to == m {
+		return false
+	}
+	p := partitionName(partition)
+	r.mu.Lock()
+	if cur, ok := r.routes[p]; !ok || cur == m {
+		r.routes[p] = to
+	}
+	r.mu.Unlock()
+	return true
 }
