@@ -36,10 +36,25 @@
 // ReadByCorrelation ask every member, in the order of Config.Members.
 //
 // The partition map comes from configuration (Config.Partitions), the same
-// on every node. A partition move (Mover) switches it on the router that
-// runs it (SetPartition) and leaves a mark in the source database, so any
-// other node still sending the partition's streams to the source is refused
-// at Acquire with an error naming the new member (ErrPartitionMoved), and a
-// router that has that member switches its own map when it sees it; operators
-// then update every node's configuration before the next restart.
+// on every node; there is no map table to keep consistent. A partition move
+// (postgres.MovePartition, `scribe partition move`) reaches every node
+// through the source database: once moved, the source answers Acquire, and
+// TagSummary and ReadStream of the partition's streams, with
+// journal.ErrPartitionMoved naming the target (PartitionMove.To), and a
+// router that has a member of that name maps the partition to it from then
+// on (Acquire, TagSummary and ReadStream follow it at once). While the
+// partition moves, its Acquire fails with the retryable
+// journal.ErrPartitionMoving, so commands get a retryable error for the
+// cut-over. Update every node's configuration before its next restart (a
+// node restarted with the old map is redirected again by the same answer,
+// at the cost of one refused call per partition). SetPartition changes the
+// map by hand. In a cluster, commands are routed by stream as ever: the
+// node owning a stream's actor acquires its lease through its own router.
+//
+// Optional capabilities: the router implements journal.Limited (the
+// strictest member's limits), journal.ServerWatcher (the sum of the
+// members' epochs, so any member's failover makes the actors re-validate)
+// and journal.ArchiveReader (forwarded to the stream's member; a member
+// without an archive reads its hot events). It does not implement
+// journal.InlineAppender: its Append may do I/O on any member.
 package partitioned

@@ -113,15 +113,24 @@ func TestPartitionMoveUnderLoad(t *testing.T) {
 	d.waitAcked(t, ctx, 60)
 
 	var steps []string
+	var fenced, switched time.Time
+	start := time.Now()
 	rep, err := postgres.MovePartition(ctx, postgres.PartitionMove{
 		Partition: "p", Source: one.pool, SourceSchema: one.cfg.Schema, Target: two.pool, TargetSchema: two.cfg.Schema,
 		To: "two", BatchSize: 50,
 		Progress: func(p postgres.MoveProgress) {
 			steps = append(steps, fmt.Sprintf("%s %d/%d", p.Step, p.Copied, p.Total))
+			switch p.Step {
+			case postgres.MoveFence:
+				fenced = time.Now()
+			case postgres.MoveSwitch:
+				switched = time.Now()
+			}
 		},
 	})
 	require.NoError(t, err)
-	t.Logf("moved %d events, %d streams, %d snapshots; steps: %v", rep.Events, rep.Streams, rep.Snapshots, steps)
+	t.Logf("moved %d events, %d streams, %d snapshots in %s; fenced after %s, cut-over (fence to switch) %s; steps: %v",
+		rep.Events, rep.Streams, rep.Snapshots, time.Since(start), fenced.Sub(start), switched.Sub(fenced), steps)
 	movedAt := d.total.Load()
 	d.waitAcked(t, ctx, movedAt+60) // the load goes on, on the target
 	close(stop)
