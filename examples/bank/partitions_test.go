@@ -171,6 +171,19 @@ func TestPartitionMoveBankUnderLoad(t *testing.T) {
 		require.Positive(t, rep.OK)
 		t.Logf("loadgen %d: %d ok, %d insufficient funds, %d failed, %d retries", i, rep.OK, rep.Rejected, rep.Failed, rep.Retries)
 	}
+	// Every acknowledged transfer of east is stored once (on the first
+	// server now); a transfer that got no definite answer may or may not be.
+	var transfers, distinct int
+	conn, err := pgx.Connect(ctx, url1)
+	require.NoError(t, err)
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT convert_from(data, 'UTF8')::jsonb->>'transferId') FROM `+
+		pgx.Identifier{schema, "events"}.Sanitize()+` WHERE partition = 'east' AND type = 'MoneyTransferred'`).Scan(&transfers, &distinct))
+	require.NoError(t, conn.Close(ctx))
+	require.Equal(t, transfers, distinct, "no transfer is stored twice")
+	east := reports[1]
+	require.GreaterOrEqual(t, int64(transfers), east.OK, "every acknowledged transfer is stored")
+	require.LessOrEqual(t, int64(transfers), east.OK+east.Failed, "only acknowledged or undecided transfers are stored")
+
 	member, err := ts.srv.backend.router.MemberOf("east")
 	require.NoError(t, err)
 	require.Equal(t, "db", member, "the bank found east on the first server")
