@@ -159,7 +159,10 @@ func TestPartitionMoveBankUnderLoad(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the loadgen never started its transfers")
 	}
-	out, code := runScribe(t, ctx, bin, "partition", "move", "-from", url2, "-to", url1, "-schema", schema, "-partition", "east", "-to-name", "db", "-batch", "100", "-confirm")
+	out, code := runScribe(t, ctx, bin, "partition", "move", "-from", url2, "-to", url1, "-schema", schema, "-partition", "east")
+	require.Zero(t, code, "scribe partition move without -confirm: %s", out)
+	require.Contains(t, out, "-confirm would fence it")
+	out, code = runScribe(t, ctx, bin, "partition", "move", "-from", url2, "-to", url1, "-schema", schema, "-partition", "east", "-to-name", "db", "-batch", "100", "-confirm")
 	require.Zero(t, code, "scribe partition move: %s", out)
 	t.Logf("scribe partition move: %s", out)
 	require.Contains(t, out, "copy: ")

@@ -221,6 +221,11 @@ func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 	require.ErrorIs(t, err, journal.ErrPartitionMoving)
 	require.True(t, runtime.IsRetryable(err))
 	require.NoError(t, one.journal.CloseNode(ctx, node))
+	node, err = two.journal.OpenNode(ctx, "probe", time.Minute)
+	require.NoError(t, err)
+	_, err = two.journal.Acquire(ctx, node, journal.StreamID{Partition: "q", Tag: "account:0"}, 0)
+	require.ErrorIs(t, err, journal.ErrPartitionMoving, "the target refuses the partition until the move ends")
+	require.NoError(t, two.journal.CloseNode(ctx, node))
 
 	rep, err := postgres.MovePartition(ctx, spec)
 	require.NoError(t, err)
