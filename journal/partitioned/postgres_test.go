@@ -223,6 +223,12 @@ func TestPartitionMoveSeveralDatabasesServeOneRuntime(t *testing.T) {
 	for _, err := range r.ReadAll(ctx, journal.Position{}, 0) {
 		require.ErrorIs(t, err, partitioned.ErrPerDatabase)
 	}
+	// An append spanning the two partitions (two servers) is refused and
+	// writes nothing on either.
+	_, err = r.Append(ctx, []journal.Event{event("west", "Deposited", "account:9"), event("east", "Deposited", "account:9")}, journal.AppendOptions{})
+	require.ErrorIs(t, err, partitioned.ErrCrossPartition)
+	require.Zero(t, one.count(t, `SELECT count(*) FROM %s.events WHERE tags @> ARRAY['account:9']`))
+	require.Zero(t, two.count(t, `SELECT count(*) FROM %s.events WHERE tags @> ARRAY['account:9']`))
 	// The node holds a session on each server.
 	for _, db := range []*database{one, two} {
 		require.Equal(t, 1, db.count(t, `SELECT count(*) FROM %s.nodes WHERE node_id = 'node-1'`))
