@@ -44,13 +44,18 @@ type MoveStep string
 // context) resumes at the step it stopped in when MovePartition runs again
 // with the same partition, source and target.
 const (
-	// MoveFence: the target refuses the partition's leases ('incoming'),
-	// the source revokes every lease of the partition and refuses new
-	// ones ('outgoing'): commands to the partition get a retryable
-	// journal.ErrPartitionMoving until the switch.
+	// MovePrecopy: while the partition still serves commands (the target
+	// already refuses its leases: 'incoming'), its events are copied up to
+	// the source's read gate, so the fenced cut-over only copies the tail
+	// appended meanwhile.
+	MovePrecopy MoveStep = "precopy"
+	// MoveFence: the source revokes every lease of the partition and
+	// refuses new ones ('outgoing'): commands to the partition get a
+	// retryable journal.ErrPartitionMoving until the switch.
 	MoveFence MoveStep = "fence"
-	// MoveCopy: events are copied in the source's position order, a batch
-	// per transaction, the progress committed with each batch.
+	// MoveCopy: the events appended since the pre-copy are copied, in the
+	// source's position order, a batch per transaction, the progress
+	// committed with each batch.
 	MoveCopy MoveStep = "copy"
 	// MoveStreams: stream heads (version, chain head) and snapshots are
 	// copied.
@@ -113,11 +118,12 @@ func (mv *mover) progress(step MoveStep) {
 	}
 }
 
-// MovePartition moves a partition from the source to the target: it fences
-// the partition (MoveFence), copies its events in position order, its
-// streams' heads and its snapshots, verifies the copy, switches (the source
-// then answers journal.ErrPartitionMoved naming PartitionMove.To) and
-// deletes the source's copy. Commands to the partition meanwhile fail with
+// MovePartition moves a partition from the source to the target: it copies
+// its events in position order while the partition still serves commands
+// (MovePrecopy), fences it (MoveFence), copies the events appended
+// meanwhile, its streams' heads and its snapshots, verifies the copy,
+// switches (the source then answers journal.ErrPartitionMoved naming
+// PartitionMove.To) and deletes the source's copy. Commands to the partition meanwhile fail with
 // a retryable journal.ErrPartitionMoving (a lease taken before the fence is
 // refused at its next append with journal.ErrInvalidSession, also
 // retryable); nothing acknowledged is lost and nothing is stored twice. It
@@ -159,10 +165,12 @@ func MovePartition(ctx context.Context, m PartitionMove) (MoveReport, error) {
 	for state != MoveDone {
 		var next MoveStep
 		switch state {
+		case MovePrecopy:
+			next, err = MoveFence, mv.copyEvents(ctx, true)
 		case MoveFence:
 			next, err = MoveCopy, mv.fence(ctx)
 		case MoveCopy:
-			next, err = MoveStreams, mv.copyEvents(ctx)
+			next, err = MoveStreams, mv.copyEvents(ctx, false)
 		case MoveStreams:
 			next, err = MoveVerify, mv.copyStreams(ctx)
 		case MoveVerify:
@@ -180,7 +188,7 @@ func MovePartition(ctx context.Context, m PartitionMove) (MoveReport, error) {
 		if _, err := m.Target.Exec(ctx, mv.dstSQL(`UPDATE __S__.partition_moves SET state = $2, updated_at = now() WHERE partition = $1`), m.Partition, string(next)); err != nil {
 			return mv.report, fmt.Errorf("postgres: moving partition %q: recording step %s on the target: %w", m.Partition, next, err)
 		}
-		if state != MoveCopy {
+		if state != MoveCopy && state != MovePrecopy {
 			mv.progress(state)
 		}
 		state = next
@@ -237,13 +245,13 @@ func (mv *mover) begin(ctx context.Context, srcAddr string) (MoveStep, error) {
 		return "", err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, mv.dstSQL(`INSERT INTO __S__.partition_moves (partition, source, state) VALUES ($1, $2, $3)`), p, srcAddr, string(MoveFence)); err != nil {
+	if _, err := tx.Exec(ctx, mv.dstSQL(`INSERT INTO __S__.partition_moves (partition, source, state) VALUES ($1, $2, $3)`), p, srcAddr, string(MovePrecopy)); err != nil {
 		return "", err
 	}
 	if _, err := tx.Exec(ctx, mv.dstSQL(`INSERT INTO __S__.partition_fences (partition, state, moved_to) VALUES ($1, 'incoming', '')`), p); err != nil {
 		return "", err
 	}
-	return MoveFence, tx.Commit(ctx)
+	return MovePrecopy, tx.Commit(ctx)
 }
 
 func (mv *mover) countTotal(ctx context.Context) error {
@@ -286,18 +294,45 @@ func (mv *mover) fence(ctx context.Context) error {
 // copyEvents copies the partition's events after the recorded progress, in
 // the source's position order, one transaction per batch on the target
 // (which also records the progress): positions on the target keep the
-// source's order.
-func (mv *mover) copyEvents(ctx context.Context) error {
+// source's order. Gated (the pre-copy, while the partition takes appends),
+// it reads only below the source's read gate (gateSetSQL), below which no
+// later commit can add an event, and stops once a batch comes back short;
+// after the fence every append has ended and it reads to the end.
+func (mv *mover) copyEvents(ctx context.Context, gated bool) error {
 	p := mv.m.Partition
+	step := MoveCopy
+	read := mv.srcSQL(`SELECT commit_xid, seq, id, type, schema_version, tags, versions, prev_hashes, hashes,
+				data, metadata, correlation_id, recorded_at
+			FROM __S__.events WHERE partition = $1 AND (commit_xid, seq) > ($2, $3) ORDER BY commit_xid, seq LIMIT $4`)
+	var conn *pgxpool.Conn
+	if gated {
+		step = MovePrecopy
+		read = mv.srcSQL(`SELECT commit_xid, seq, id, type, schema_version, tags, versions, prev_hashes, hashes,
+				data, metadata, correlation_id, recorded_at
+			FROM __S__.events WHERE partition = $1 AND (commit_xid, seq) > ($2, $3) AND commit_xid < ` + gateSQL + `
+			ORDER BY commit_xid, seq LIMIT $4`)
+		var err error
+		if conn, err = mv.m.Source.Acquire(ctx); err != nil {
+			return err
+		}
+		defer conn.Release()
+	}
 	for {
 		var lastCommit, lastSeq int64
 		if err := mv.m.Target.QueryRow(ctx, mv.dstSQL(`SELECT last_commit, last_seq FROM __S__.partition_moves WHERE partition = $1`), p).Scan(&lastCommit, &lastSeq); err != nil {
 			return err
 		}
-		rows, err := mv.m.Source.Query(ctx, mv.srcSQL(`SELECT commit_xid, seq, id, type, schema_version, tags, versions, prev_hashes, hashes,
-				data, metadata, correlation_id, recorded_at
-			FROM __S__.events WHERE partition = $1 AND (commit_xid, seq) > ($2, $3) ORDER BY commit_xid, seq LIMIT $4`),
-			p, lastCommit, lastSeq, mv.m.BatchSize)
+		var rows pgx.Rows
+		var err error
+		if gated {
+			// The gate is a session setting: set and read on one connection.
+			if _, err := conn.Exec(ctx, mv.srcSQL(gateSetSQL)); err != nil {
+				return err
+			}
+			rows, err = conn.Query(ctx, read, p, lastCommit, lastSeq, mv.m.BatchSize)
+		} else {
+			rows, err = mv.m.Source.Query(ctx, read, p, lastCommit, lastSeq, mv.m.BatchSize)
+		}
 		if err != nil {
 			return err
 		}
@@ -364,7 +399,10 @@ func (mv *mover) copyEvents(ctx context.Context) error {
 			return err
 		}
 		mv.report.Events += uint64(len(batch))
-		mv.progress(MoveCopy)
+		mv.progress(step)
+		if gated && len(batch) < mv.m.BatchSize {
+			return nil // caught up with the gate: the rest is the cut-over's
+		}
 	}
 }
 

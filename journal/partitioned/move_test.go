@@ -177,7 +177,8 @@ func TestPartitionMoveUnderLoad(t *testing.T) {
 // TestPartitionMoveResumesAfterInterruption stops a move in the middle of its
 // copy (the context is cancelled after the second batch, as a crash would
 // stop it) and runs it again: it resumes from the recorded progress and
-// every event is on the target exactly once.
+// every event is on the target exactly once. While it is stopped in the
+// pre-copy, the source still serves the partition and the target refuses it.
 func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 	ctx := context.Background()
 	one := openDatabase(t, pgtest.URL(t))
@@ -203,7 +204,7 @@ func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 		To: "two", BatchSize: 7}
 	first := spec
 	first.Progress = func(p postgres.MoveProgress) {
-		if p.Step == postgres.MoveCopy {
+		if p.Step == postgres.MovePrecopy || p.Step == postgres.MoveCopy {
 			if batches++; batches == 2 {
 				cancel()
 			}
@@ -212,19 +213,22 @@ func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 	_, err = postgres.MovePartition(cctx, first)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, 14, two.count(t, `SELECT copied FROM %s.partition_moves WHERE partition = 'q'`))
-	require.Equal(t, 1, one.count(t, `SELECT count(*) FROM %s.partition_fences WHERE partition = 'q' AND state = 'outgoing'`), "the source stays fenced")
+	require.Equal(t, "precopy", two.text(t, `SELECT state FROM %s.partition_moves WHERE partition = 'q'`))
+	require.Zero(t, one.count(t, `SELECT count(*) FROM %s.partition_fences WHERE partition = 'q'`), "the pre-copy does not fence the source")
 
-	// Meanwhile the partition refuses leases on both sides, retryably.
+	// Meanwhile the source serves the partition and the target refuses it,
+	// retryably.
 	node, err := one.journal.OpenNode(ctx, "probe", time.Minute)
 	require.NoError(t, err)
-	_, err = one.journal.Acquire(ctx, node, journal.StreamID{Partition: "q", Tag: "account:0"}, 0)
-	require.ErrorIs(t, err, journal.ErrPartitionMoving)
-	require.True(t, runtime.IsRetryable(err))
+	l, err := one.journal.Acquire(ctx, node, journal.StreamID{Partition: "q", Tag: "account:0"}, 0)
+	require.NoError(t, err)
+	require.NoError(t, one.journal.Release(ctx, l))
 	require.NoError(t, one.journal.CloseNode(ctx, node))
 	node, err = two.journal.OpenNode(ctx, "probe", time.Minute)
 	require.NoError(t, err)
 	_, err = two.journal.Acquire(ctx, node, journal.StreamID{Partition: "q", Tag: "account:0"}, 0)
 	require.ErrorIs(t, err, journal.ErrPartitionMoving, "the target refuses the partition until the move ends")
+	require.True(t, runtime.IsRetryable(err))
 	require.NoError(t, two.journal.CloseNode(ctx, node))
 
 	rep, err := postgres.MovePartition(ctx, spec)

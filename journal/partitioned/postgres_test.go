@@ -57,6 +57,15 @@ func (d *database) count(t *testing.T, query string, args ...any) int {
 	return n
 }
 
+// text runs a query returning one text value on d's schema ({s} as in count).
+func (d *database) text(t *testing.T, query string, args ...any) string {
+	t.Helper()
+	var v string
+	q := fmt.Sprintf(query, pgx.Identifier{d.cfg.Schema}.Sanitize())
+	require.NoError(t, d.pool.QueryRow(context.Background(), q, args...).Scan(&v))
+	return v
+}
+
 // secondServer starts a throwaway Postgres server for the test and returns
 // its URL; the first server is the shared one (SCRIBE_TEST_DATABASE_URL).
 func secondServer(t *testing.T) string {
