@@ -16,8 +16,9 @@ func partitionMoveCommand() *command {
 	var batch int
 	return &command{
 		name: "partition move",
-		summary: "move a partition to another database: fence its streams (commands to it get a retryable error meanwhile), copy its events, " +
-			"stream heads and snapshots, verify them on the target, switch and delete the source's copy; resumable: run it again after a crash",
+		summary: "move a partition to another database: copy its events while it serves, fence its streams (commands to it get a retryable error " +
+			"for the cut-over), copy the rest, its stream heads and snapshots, verify them on the target, switch and delete the source's copy; " +
+			"resumable: run it again after a crash",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&from, "from", "", "the source database URL (default: -db or $"+EnvDatabaseURL+")")
 			fs.StringVar(&to, "to", "", "the target database URL (required)")
@@ -74,7 +75,7 @@ func partitionMoveCommand() *command {
 				if state != "" {
 					fmt.Fprintf(e.stdout, "the target records a move of it at step %q: -confirm resumes it there\n", state)
 				}
-				fmt.Fprintf(e.stdout, "-confirm would fence it (commands to it get a retryable error for the cut-over), copy it to %s schema %s, verify, switch and delete the source's copy\n",
+				fmt.Fprintf(e.stdout, "-confirm would copy it to %s schema %s, fence it (commands to it get a retryable error for the cut-over), copy the rest, verify, switch and delete the source's copy\n",
 					postgres.Address(dst.Config().ConnConfig), toSchema)
 				return nil
 			}
@@ -82,8 +83,8 @@ func partitionMoveCommand() *command {
 				Partition: partition, Source: src, SourceSchema: fromSchema, Target: dst, TargetSchema: toSchema,
 				To: toName, BatchSize: batch,
 				Progress: func(p postgres.MoveProgress) {
-					if p.Step == postgres.MoveCopy {
-						fmt.Fprintf(e.stderr, "copy: %d/%d events\n", p.Copied, p.Total)
+					if p.Step == postgres.MoveCopy || p.Step == postgres.MovePrecopy {
+						fmt.Fprintf(e.stderr, "%s: %d/%d events\n", p.Step, p.Copied, p.Total)
 						return
 					}
 					fmt.Fprintf(e.stderr, "%s: done (%d/%d events, %d streams)\n", p.Step, p.Copied, p.Total, p.Streams)

@@ -161,11 +161,11 @@ func TestPartitionMoveBankUnderLoad(t *testing.T) {
 	}
 	out, code := runScribe(t, ctx, bin, "partition", "move", "-from", url2, "-to", url1, "-schema", schema, "-partition", "east")
 	require.Zero(t, code, "scribe partition move without -confirm: %s", out)
-	require.Contains(t, out, "-confirm would fence it")
+	require.Contains(t, out, "-confirm would copy it")
 	out, code = runScribe(t, ctx, bin, "partition", "move", "-from", url2, "-to", url1, "-schema", schema, "-partition", "east", "-to-name", "db", "-batch", "100", "-confirm")
 	require.Zero(t, code, "scribe partition move: %s", out)
 	t.Logf("scribe partition move: %s", out)
-	require.Contains(t, out, "copy: ")
+	require.Contains(t, out, "precopy: ")
 	require.Contains(t, out, "retire: done")
 	wg.Wait()
 	for i, rep := range reports {
