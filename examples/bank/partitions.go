@@ -23,6 +23,13 @@ import (
 // a transfer between accounts of the two partitions is refused (400
 // invalid_request), since a DCB command stays within one partition.
 // Without -db2 every account is in the default partition, as before.
+//
+// With -db2 the feed is per database: GET /events/stream follows the first
+// database, and the accounts read model runs once per database (readModels).
+// Erasure records live in the default partition on the first database, so
+// the second database's read model does not mark the customers of its
+// accounts erased (their data stays sealed and unreadable all the same: the
+// key is gone).
 
 // defaultSecondPartition is -partition2's default.
 const defaultSecondPartition = "east"
