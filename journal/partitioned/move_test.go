@@ -252,3 +252,33 @@ func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 	require.Equal(t, "two", moved.To)
 	require.NoError(t, one.journal.CloseNode(ctx, node))
 }
+
+// TestPartitionMoveRefusesToLoseAnUnfencedAppend appends to the moving
+// partition without a lease (bypassing the runtime, which the fence cannot
+// stop) after the copy was verified: the switch recounts the source under a
+// lock, finds the extra event and refuses (ErrMoveRefused) instead of
+// retiring a source that holds an event the target lacks; the source keeps
+// it and stays fenced.
+func TestPartitionMoveRefusesToLoseAnUnfencedAppend(t *testing.T) {
+	ctx := context.Background()
+	one := openDatabase(t, pgtest.URL(t))
+	two := openDatabase(t, secondServer(t))
+	for i := range 5 {
+		_, err := one.journal.Append(ctx, []journal.Event{event("u", "Deposited", journal.NewTag("account", fmt.Sprint(i)))}, journal.AppendOptions{})
+		require.NoError(t, err)
+	}
+	_, err := postgres.MovePartition(ctx, postgres.PartitionMove{
+		Partition: "u", Source: one.pool, SourceSchema: one.cfg.Schema, Target: two.pool, TargetSchema: two.cfg.Schema, To: "two",
+		Progress: func(p postgres.MoveProgress) {
+			if p.Step == postgres.MoveVerify {
+				_, err := one.journal.Append(ctx, []journal.Event{event("u", "Deposited", "account:late")}, journal.AppendOptions{})
+				require.NoError(t, err)
+			}
+		},
+	})
+	require.ErrorIs(t, err, postgres.ErrMoveRefused)
+	require.Contains(t, err.Error(), "without a lease")
+	require.Equal(t, 6, one.count(t, `SELECT count(*) FROM %s.events WHERE partition = 'u'`), "the source keeps every event")
+	require.Equal(t, "outgoing", one.text(t, `SELECT state FROM %s.partition_fences WHERE partition = 'u'`))
+	require.Equal(t, 5, two.count(t, `SELECT count(*) FROM %s.events WHERE partition = 'u'`))
+}
