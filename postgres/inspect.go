@@ -119,6 +119,12 @@ func (j *Journal) TagsOfGroup(ctx context.Context, partition, group string) ([]j
 	if err := rows.Err(); err != nil {
 		return nil, j.translate("tags of group", err)
 	}
+	if len(out) == 0 {
+		// No such streams: or the partition moved away.
+		if merr := j.movedAway(ctx, partition); merr != nil {
+			return nil, merr
+		}
+	}
 	return out, nil
 }
 

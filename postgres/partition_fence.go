@@ -32,7 +32,8 @@ func (j *Journal) partitionFence(ctx context.Context, partition string) error {
 // movedAway returns the *journal.PartitionMoveError (ErrPartitionMoved) of a
 // partition this schema no longer holds since a move, nil otherwise. Reads
 // ask only when they found nothing (TagSummary of an unknown stream,
-// ReadStream of an empty one), so a reader that still sends the partition
+// ReadStream of an empty one, a partition's Read or TagsOfGroup without
+// results), so a reader that still sends the partition
 // here learns where it went instead of seeing it empty.
 func (j *Journal) movedAway(ctx context.Context, partition string) error {
 	err := j.partitionFence(ctx, partition)

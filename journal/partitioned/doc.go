@@ -42,7 +42,8 @@
 // TagSummary and ReadStream of the partition's streams, with
 // journal.ErrPartitionMoved naming the target (PartitionMove.To), and a
 // router that has a member of that name maps the partition to it from then
-// on (Acquire, TagSummary and ReadStream follow it at once). While the
+// on (Acquire, TagSummary, ReadStream, Read and TagsOfGroup follow it at
+// once; Subscribe does not: subscriptions are per database). While the
 // partition moves, its Acquire fails with the retryable
 // journal.ErrPartitionMoving, so commands get a retryable error for the
 // cut-over. Update every node's configuration before its next restart (a

@@ -128,15 +128,21 @@ func (r *Router) ReadStreamWithArchive(ctx context.Context, stream journal.Strea
 	return r.ReadStream(ctx, stream, fromVersion, limit)
 }
 
-// Read runs the DCB read on the query's partition's member. A query over
+// Read runs the DCB read on the query's partition's member (following a
+// move to another member, as ReadStream does). A query over
 // every partition (AllPartitions) fails with ErrPerDatabase when there are
 // several members.
 func (r *Router) Read(ctx context.Context, q journal.Query, opts journal.ReadOptions) iter.Seq2[journal.Record, error] {
-	m, err := r.queryMember(q, "Read over AllPartitions")
-	if err != nil {
-		return fail(err)
+	if q.AllPartitions {
+		m, err := r.queryMember(q, "Read over AllPartitions")
+		if err != nil {
+			return fail(err)
+		}
+		return m.Journal.Read(ctx, q, opts)
 	}
-	return m.Journal.Read(ctx, q, opts)
+	return r.followStream(q.Partition, func(j journal.Journal) iter.Seq2[journal.Record, error] {
+		return j.Read(ctx, q, opts)
+	})
 }
 
 // Subscribe subscribes on the query's partition's member (its positions are
@@ -235,13 +241,20 @@ func (r *Router) TagSummary(ctx context.Context, stream journal.StreamID) (journ
 	return journal.TagSummary{}, fmt.Errorf("%w: partitioned: partition %q moved twice while reading; retry", journal.ErrUnavailable, partitionName(stream.Partition))
 }
 
-// TagsOfGroup lists the group's streams in the partition's member.
+// TagsOfGroup lists the group's streams in the partition's member; a member
+// that answers that the partition moved to another member is followed.
 func (r *Router) TagsOfGroup(ctx context.Context, partition, group string) ([]journal.TagSummary, error) {
-	m, err := r.route(partition)
-	if err != nil {
-		return nil, err
+	for range 2 {
+		m, err := r.route(partition)
+		if err != nil {
+			return nil, err
+		}
+		tags, err := m.Journal.TagsOfGroup(ctx, partition, group)
+		if err == nil || !r.follow(partition, m, err) {
+			return tags, err
+		}
 	}
-	return m.Journal.TagsOfGroup(ctx, partition, group)
+	return nil, fmt.Errorf("%w: partitioned: partition %q moved twice while reading; retry", journal.ErrUnavailable, partitionName(partition))
 }
 
 // TypeSummaries carries positions across partitions: with several members

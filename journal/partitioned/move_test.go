@@ -157,8 +157,36 @@ func TestPartitionMoveUnderLoad(t *testing.T) {
 		require.EqualValues(t, d.acked[a].Load(), n)
 	}
 
-	// A node configured before the move (p on "one") finds the partition on
-	// "two" by itself and folds every acknowledged deposit.
+	// Nodes configured before the move (p on "one") find the partition on
+	// "two" by themselves, whichever call reaches the old member first.
+	newStale := func() *partitioned.Router {
+		s, err := partitioned.New(partitioned.Config{
+			Members:    []partitioned.Member{one.member("one"), two.member("two")},
+			Partitions: map[string]string{"p": "one"},
+		})
+		require.NoError(t, err)
+		return s
+	}
+	byRead, n := newStale(), 0
+	for _, err := range byRead.Read(ctx, journal.Query{Partition: "p", All: true}, journal.ReadOptions{}) {
+		require.NoError(t, err)
+		n++
+	}
+	require.Equal(t, total, n, "a DCB read follows the move")
+	byGroup := newStale()
+	tags, err := byGroup.TagsOfGroup(ctx, "p", "account")
+	require.NoError(t, err)
+	require.Len(t, tags, accounts, "a group listing follows the move")
+	byStream := newStale()
+	for _, err := range byStream.ReadStream(ctx, journal.StreamID{Partition: "p", Tag: "account:0"}, 1, 0) {
+		require.NoError(t, err)
+	}
+	for _, s := range []*partitioned.Router{byRead, byGroup, byStream} {
+		m, err := s.MemberOf("p")
+		require.NoError(t, err)
+		require.Equal(t, "two", m)
+	}
+	// And a runtime on such a node folds every acknowledged deposit.
 	stale, err := partitioned.New(partitioned.Config{
 		Members:    []partitioned.Member{one.member("one"), two.member("two")},
 		Partitions: map[string]string{"p": "one"},
