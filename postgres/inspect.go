@@ -40,6 +40,10 @@ func (j *Journal) TagSummary(ctx context.Context, stream journal.StreamID) (jour
 	var sr summaryRow
 	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(sr.dest()...)
 	if err == pgx.ErrNoRows {
+		// An unknown stream: or one whose partition moved away.
+		if merr := j.movedAway(ctx, stream.Partition); merr != nil {
+			return journal.TagSummary{}, merr
+		}
 		return out, nil
 	}
 	if err != nil {
@@ -114,6 +118,12 @@ func (j *Journal) TagsOfGroup(ctx context.Context, partition, group string) ([]j
 	}
 	if err := rows.Err(); err != nil {
 		return nil, j.translate("tags of group", err)
+	}
+	if len(out) == 0 {
+		// No such streams: or the partition moved away.
+		if merr := j.movedAway(ctx, partition); merr != nil {
+			return nil, merr
+		}
 	}
 	return out, nil
 }

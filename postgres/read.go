@@ -227,6 +227,12 @@ func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromV
 		if err := j.checkCut(ctx, stream, from); err != nil {
 			return nil, err
 		}
+		if len(page) == 0 && from == 1 {
+			// An empty stream: or one whose partition moved away.
+			if err := j.movedAway(ctx, stream.Partition); err != nil {
+				return nil, err
+			}
+		}
 		return page, nil
 	})
 }
@@ -254,7 +260,14 @@ func (j *Journal) Read(ctx context.Context, q journal.Query, opts journal.ReadOp
 		case !opts.Backwards && !opts.From.IsZero():
 			b = bound{op: ">=", pos: opts.From}
 		}
-		return j.readPage(ctx, "read", q, b, opts.Backwards, n)
+		page, err := j.readPage(ctx, "read", q, b, opts.Backwards, n)
+		if err == nil && last == nil && len(page) == 0 && !q.AllPartitions {
+			// Nothing matches: or the partition moved away.
+			if merr := j.movedAway(ctx, q.PartitionOrDefault()); merr != nil {
+				return nil, merr
+			}
+		}
+		return page, err
 	})
 }
 

@@ -116,6 +116,7 @@ func (j *Journal) CloseNode(ctx context.Context, node journal.NodeSession) error
 const acquireSQL = `INSERT INTO __S__.streams AS s (partition, tag, lease_node, lease_incarnation, epoch, released, leased_at)
 SELECT $1, $2, $3, $4, nextval('__S__.stream_epochs'), false, clock_timestamp()
 WHERE EXISTS (SELECT 1 FROM __S__.nodes n WHERE n.node_id = $3 AND n.incarnation = $4 AND NOT n.closed AND n.expires_at > clock_timestamp())
+  AND NOT EXISTS (SELECT 1 FROM __S__.partition_fences f WHERE f.partition = $1)
 ON CONFLICT (partition, tag) DO UPDATE SET lease_node = excluded.lease_node, lease_incarnation = excluded.lease_incarnation,
 	epoch = excluded.epoch, released = false, leased_at = excluded.leased_at
 WHERE s.lease_node IS NULL OR s.released
@@ -129,7 +130,11 @@ RETURNING epoch`
 // have become free (a Release, CloseNode or OpenNode by any process, through
 // NOTIFY) or the holder's session expires by the database clock, and tries
 // again; at most AcquirePollInterval passes between two tries. After wait it
-// fails with ErrOpenTimeout naming the holder.
+// fails with ErrOpenTimeout naming the holder. A stream of a partition under
+// a move fence (MovePartition) fails at once with a
+// *journal.PartitionMoveError: journal.ErrPartitionMoving (retryable) while
+// the partition moves out of or into this schema, journal.ErrPartitionMoved
+// once it has moved away.
 func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream journal.StreamID, wait time.Duration) (journal.Lease, error) {
 	if err := j.checkOpen(); err != nil {
 		return journal.Lease{}, err
@@ -155,6 +160,9 @@ func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream 
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return journal.Lease{}, j.translate("acquire", err)
+		}
+		if ferr := j.partitionFence(ctx, stream.Partition); ferr != nil {
+			return journal.Lease{}, ferr
 		}
 		if nerr := j.nodeError(ctx, node, "acquire"); nerr != nil {
 			return journal.Lease{}, nerr

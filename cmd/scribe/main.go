@@ -105,6 +105,7 @@ func commands() []*command {
 		archiveCommand(),
 		retireStreamCommand(),
 		leasesCommand(),
+		partitionMoveCommand(),
 		snapshotsListCommand(),
 		snapshotsPruneCommand(),
 		tagsCommand(),

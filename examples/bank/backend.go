@@ -12,6 +12,7 @@ import (
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/memory"
+	"github.com/scribe-es/scribe/journal/partitioned"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/snapshots"
 )
@@ -34,6 +35,15 @@ type backend struct {
 	pool  *pgxpool.Pool
 	pgCfg postgres.Config
 	close func()
+	// partitions says which partition each account lives in. With a
+	// second partition's database (-db2), databases are the two databases
+	// (read models run per database, over every partition: readAll), the
+	// router serves the runtime, and member is a database's name in it.
+	partitions accountPartitions
+	databases  []*backend
+	router     *partitioned.Router
+	member     string
+	readAll    bool
 }
 
 // Close releases the backend's resources (background goroutines, pool).

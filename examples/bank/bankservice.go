@@ -39,6 +39,7 @@ type bankService struct {
 	keys     erasure.KeyStore
 	log      *slog.Logger
 	db       *dbProbe
+	parts    accountPartitions
 }
 
 var _ Service = (*bankService)(nil)
@@ -70,12 +71,12 @@ func newBankService(ctx context.Context, cfg bankServiceConfig) (*bankService, e
 		_ = rt.Shutdown(ctx)
 		return nil, err
 	}
-	transfer, err := registerTransfer(rt)
+	transfer, err := registerTransfer(rt, cfg.Backend.partitions)
 	if err != nil {
 		_ = rt.Shutdown(ctx)
 		return nil, err
 	}
-	return &bankService{rt: rt, transfer: transfer, journal: cfg.Backend.Journal, keys: cfg.Backend.KeyStore, log: cfg.Logger, db: &dbProbe{journal: cfg.Backend.Journal}}, nil
+	return &bankService{rt: rt, transfer: transfer, journal: cfg.Backend.Journal, keys: cfg.Backend.KeyStore, log: cfg.Logger, db: &dbProbe{journal: cfg.Backend.Journal}, parts: cfg.Backend.partitions}, nil
 }
 
 // Ready reports why this node cannot serve now, nil when it can: the
@@ -196,8 +197,9 @@ func evolveAccount(a bank.Account, e any) bank.Account {
 // Shutdown passivates every account actor and closes the node session.
 func (s *bankService) Shutdown(ctx context.Context) error { return s.rt.Shutdown(ctx) }
 
-func target(id string) runtime.Target {
-	return runtime.Target{Aggregate: bank.TagGroupAccount, ID: id}
+// target returns account id's aggregate, in its partition.
+func (s *bankService) target(id string) runtime.Target {
+	return runtime.Target{Partition: s.parts.of(id), Aggregate: bank.TagGroupAccount, ID: id}
 }
 
 func metadata(opts CommandOptions) runtime.ExecuteOption {
@@ -206,7 +208,7 @@ func metadata(opts CommandOptions) runtime.ExecuteOption {
 
 // execute runs an account command and classifies runtime errors.
 func (s *bankService) execute(ctx context.Context, id string, cmd any, opts CommandOptions) (runtime.Result[bank.Account], error) {
-	res, err := runtime.ExecuteTyped[bank.Account](ctx, s.rt, target(id), cmd, metadata(opts))
+	res, err := runtime.ExecuteTyped[bank.Account](ctx, s.rt, s.target(id), cmd, metadata(opts))
 	if errors.Is(err, runtime.ErrIdempotencyKeyReused) {
 		return res, keyReused(opts.IdempotencyKey)
 	}
@@ -310,7 +312,7 @@ func (s *bankService) accountResult(ctx context.Context, id string, res runtime.
 func (s *bankService) accountAt(ctx context.Context, id string, version uint64) (AccountView, error) {
 	var a bank.Account
 	var n uint64
-	for rec, err := range s.journal.ReadStream(ctx, streamOf(id), 1, int(version)) {
+	for rec, err := range s.journal.ReadStream(ctx, s.stream(id), 1, int(version)) {
 		if err != nil {
 			return AccountView{}, classify(err)
 		}
@@ -330,7 +332,7 @@ func (s *bankService) accountAt(ctx context.Context, id string, version uint64) 
 // Account implements Service. An account whose stream is empty is reported
 // missing without activating an actor for it.
 func (s *bankService) Account(ctx context.Context, id string) (AccountView, error) {
-	sum, err := s.journal.TagSummary(ctx, streamOf(id))
+	sum, err := s.journal.TagSummary(ctx, s.stream(id))
 	if err != nil {
 		return AccountView{}, classify(err)
 	}
@@ -411,7 +413,7 @@ func (s *bankService) Events(ctx context.Context, id string, from uint64, limit 
 			"an events page from version %d with limit %d was asked for; give a version of at least 1 and a limit from 1 to %d", from, limit, maxEventsPage))
 	}
 	var page []EventView
-	for rec, err := range s.journal.ReadStream(ctx, streamOf(id), from, limit+1) {
+	for rec, err := range s.journal.ReadStream(ctx, s.stream(id), from, limit+1) {
 		if err != nil {
 			return nil, false, classify(err)
 		}
@@ -436,7 +438,7 @@ func (s *bankService) Events(ctx context.Context, id string, from uint64, limit 
 	// between the two reads is reported as existing, which is also true.
 	exists := false
 	if from > 1 {
-		for _, err := range s.journal.ReadStream(ctx, streamOf(id), 1, 1) {
+		for _, err := range s.journal.ReadStream(ctx, s.stream(id), 1, 1) {
 			if err != nil {
 				return nil, false, classify(err)
 			}
@@ -467,5 +469,10 @@ func (s *bankService) eventView(ctx context.Context, rec journal.Record, id stri
 	return ev, nil
 }
 
-// streamOf returns the stream of account id.
+// streamOf returns the stream of account id in the default partition.
 func streamOf(id string) journal.StreamID { return journal.Stream(bank.AccountTag(id)) }
+
+// stream returns the stream of account id, in its partition.
+func (s *bankService) stream(id string) journal.StreamID {
+	return journal.StreamID{Partition: s.parts.of(id), Tag: bank.AccountTag(id)}
+}

@@ -43,6 +43,8 @@ func runServer(ctx context.Context, args []string, getenv func(string) string, s
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug (one line per request), info, warn or error")
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", defaultMaxInFlight, "requests served at once; more answer 503 overloaded with Retry-After (health checks aside)")
+	fs.StringVar(&cfg.SecondDatabaseURL, "db2", "", "a second Postgres URL: accounts whose IDs start with \"<partition2>-\" live in partition -partition2 on it, the others on -db (transfers stay within a partition); empty: one database")
+	fs.StringVar(&cfg.SecondPartition, "partition2", defaultSecondPartition, "the partition stored on -db2")
 	clusterF := addClusterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bank [flags]          serve the bank API\n       bank loadgen [flags]  drive load against a running bank (bank loadgen -h)\n\nflags:")

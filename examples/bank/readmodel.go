@@ -87,6 +87,9 @@ func foldBatch(ctx context.Context, svc *bankService, recs []journal.Record) (ma
 			erased = append(erased, d.Subject)
 			continue
 		}
+		if !slices.Contains(bank.EventTypes, rec.Type) {
+			continue // a read model over every event (readModelQueryOf)
+		}
 		ev, err := svc.decode(ctx, rec)
 		if err != nil {
 			return nil, nil, fmt.Errorf("event %s at %s: %w", rec.ID, rec.Position, err)
@@ -132,6 +135,15 @@ func customerView(ctx context.Context, svc *bankService, customerID string, seal
 
 var readModelQuery = journal.Query{Items: []journal.QueryItem{{Types: bank.EventTypes}, {Types: []string{erasure.RecordType}}}}
 
+// readModelQueryOf is the query of b's read model: readModelQuery, or every
+// event of every partition for a database of several (see readModels).
+func readModelQueryOf(b *backend) journal.Query {
+	if b.readAll {
+		return journal.Query{All: true, AllPartitions: true}
+	}
+	return readModelQuery
+}
+
 // accountRow is an account's document in the read model's "accounts"
 // collection.
 type accountRow struct {
@@ -159,9 +171,9 @@ var (
 // projection runs on the memory store and on Postgres (rows in the
 // transaction that moves the checkpoint), and a rebuild empties its rows
 // with the checkpoint.
-func accountsProjection(svc *bankService) projection.RowProjection {
+func accountsProjection(svc *bankService, q journal.Query) projection.RowProjection {
 	return projection.RowProjection{
-		Name: readModelName, Version: readModelVersion, Query: readModelQuery,
+		Name: readModelName, Version: readModelVersion, Query: q,
 		Handle: func(ctx context.Context, rows projection.Rows, batch projection.Batch) error {
 			deltas, erased, err := foldBatch(ctx, svc, batch.Records)
 			if err != nil {
@@ -219,20 +231,23 @@ func accountsProjection(svc *bankService) projection.RowProjection {
 // startReadModel starts the accounts read model's runner on the backend's
 // storage.
 func startReadModel(ctx context.Context, b *backend, svc *bankService, nodeID string, log *slog.Logger) (*readModel, error) {
+	if len(b.databases) > 0 {
+		return startReadModels(ctx, b.databases, svc, nodeID, log)
+	}
 	o := projection.Options{Owner: nodeID + "-" + journal.NewEventID().String()[24:], Logger: log, LeaseTTL: 5 * time.Second}
 	if b.pool == nil {
-		return runReadModel(ctx, b.Journal, projection.NewMemoryStore(), svc, o, log)
+		return runReadModel(ctx, b.Journal, projection.NewMemoryStore(), svc, readModelQueryOf(b), o, log)
 	}
 	store, err := postgres.NewProjectionStore(b.pool, b.pgCfg)
 	if err != nil {
 		return nil, err
 	}
-	return runReadModel(ctx, b.Journal, store, svc, o, log)
+	return runReadModel(ctx, b.Journal, store, svc, readModelQueryOf(b), o, log)
 }
 
 // runReadModel runs the accounts projection on store until Stop.
-func runReadModel[Tx any](ctx context.Context, src projection.Source, store projection.RowStore[Tx], svc *bankService, o projection.Options, log *slog.Logger) (*readModel, error) {
-	p := projection.Bind(store, accountsProjection(svc))
+func runReadModel[Tx any](ctx context.Context, src projection.Source, store projection.RowStore[Tx], svc *bankService, q journal.Query, o projection.Options, log *slog.Logger) (*readModel, error) {
+	p := projection.Bind(store, accountsProjection(svc, q))
 	r, err := projection.NewRunner(src, store, p, o)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,11 @@ type serverConfig struct {
 	SessionTimeout time.Duration
 	// MaxInFlight bounds the requests served at once (0: defaultMaxInFlight).
 	MaxInFlight int
+	// SecondDatabaseURL, when set, stores the accounts of SecondPartition
+	// on that Postgres database (see partitions.go); SecondPartition
+	// defaults to defaultSecondPartition.
+	SecondDatabaseURL string
+	SecondPartition   string
 }
 
 // maxHeaderBytes bounds a request's headers (Go's server answers 431 past
@@ -87,6 +92,17 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 	if s.backend, err = openBackend(ctx, cfg.DatabaseURL, cfg.Schema, log, s.tel.Tracer); err != nil {
 		return nil, err
 	}
+	if cfg.SecondDatabaseURL != "" {
+		if cfg.SecondPartition == "" {
+			cfg.SecondPartition = defaultSecondPartition
+		}
+		first := s.backend
+		if s.backend, err = withSecondDatabase(ctx, first, cfg.SecondDatabaseURL, cfg.Schema, cfg.SecondPartition, log, s.tel.Tracer); err != nil {
+			first.Close()
+			s.backend = nil
+			return nil, err
+		}
+	}
 	if s.svc, err = newBankService(ctx, bankServiceConfig{
 		Backend:        s.backend,
 		NodeID:         cfg.NodeID,
@@ -102,7 +118,7 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 		return nil, fmt.Errorf("start the accounts read model: %w", err)
 	}
 	handler, err := newAPI(apiConfig{
-		Read:           &readSide{List: s.read.list, Progress: s.read.progress, Feed: s.backend.Journal},
+		Read:           &readSide{List: s.read.list, Progress: s.read.progress, Feed: s.backend.feed()},
 		Closing:        s.closing,
 		Service:        s.svc,
 		Logger:         log,

@@ -27,7 +27,7 @@ type transferCommand struct {
 // accounts' aggregate states with bank.DecideTransfer, and appends one
 // MoneyTransferred event carrying both account tags. The account aggregate
 // must be registered first.
-func registerTransfer(rt *runtime.Runtime) (transferCommand, error) {
+func registerTransfer(rt *runtime.Runtime, parts accountPartitions) (transferCommand, error) {
 	accounts, err := runtime.Uses[bank.Account](rt, bank.TagGroupAccount)
 	if err != nil {
 		return transferCommand{}, err
@@ -36,7 +36,7 @@ func registerTransfer(rt *runtime.Runtime) (transferCommand, error) {
 		Name: transferCommandName,
 		Uses: []runtime.AggregateUse{accounts},
 		Query: func(t bank.Transfer) journal.Query {
-			return journal.Query{Items: accounts.Items(t.From, t.To)}
+			return journal.Query{Partition: parts.of(t.From), Items: accounts.Items(t.From, t.To)}
 		},
 		Decide: func(t bank.Transfer, s runtime.DCBStates) ([]any, error) {
 			from, to := accounts.Of(s, t.From), accounts.Of(s, t.To)
@@ -74,6 +74,9 @@ func (s *bankService) Transfer(ctx context.Context, from, to string, amount int6
 	}
 	t := bank.Transfer{TransferID: id, From: from, To: to, Amount: amount}
 	if err := t.Validate(); err != nil {
+		return TransferView{}, err
+	}
+	if err := s.parts.sameTransfer(from, to); err != nil {
 		return TransferView{}, err
 	}
 	res, err := s.transfer.dcb.Execute(ctx, t, metadata(opts))

@@ -1,0 +1,61 @@
+// Package partitioned spreads one Scribe journal over several databases: a
+// Router holds several member journals (one per Postgres server or database)
+// and a map from partition to member, and implements journal.Journal,
+// journal.Sessions and (Router.Snapshots) snapshots.Store by sending each
+// call to the member that serves the call's partition. A runtime takes it
+// unchanged:
+//
+//	r, err := partitioned.New(partitioned.Config{
+//		Members: []partitioned.Member{
+//			{Name: "eu", Journal: eu.Journal, Snapshots: eu.Snapshots},
+//			{Name: "us", Journal: us.Journal, Snapshots: us.Snapshots},
+//		},
+//		Partitions: map[string]string{"default": "eu", "acme": "us"},
+//	})
+//	rt, err := runtime.New(ctx, runtime.Config{Journal: r, Snapshots: r.Snapshots()})
+//
+// What lives where. A stream, its leases, its snapshots and its hash chain
+// live in its partition's member; so do the partition's DCB queries and
+// their append conditions. A node session is one session per member, opened,
+// renewed and closed together; the runtime sees one journal.NodeSession.
+//
+// One partition per append. Every append names exactly one partition (its
+// events', its leases' and its condition's): an append naming two fails
+// with ErrCrossPartition and writes nothing, so a DCB command stays within
+// one partition. (tagconsistency already refuses, at execution, a DCB
+// command that decides events outside its query's partition; the router
+// refuses anything else that would span two.)
+//
+// The global feed is per database. Positions are ordered within one
+// database only, so ReadAll, Subscribe and Read over Query.AllPartitions,
+// ReadTypes, TypeSummaries and CountAfter fail with an error matching
+// ErrPerDatabase when the router has more than one member: run feeds and
+// projections per database on Router.Member(name).Journal (Router.Members
+// lists them). Head answers for the member serving journal.DefaultPartition
+// (the runtime follows erasure records there); ReadEvent and
+// ReadByCorrelation ask every member, in the order of Config.Members.
+//
+// The partition map comes from configuration (Config.Partitions), the same
+// on every node; there is no map table to keep consistent. A partition move
+// (postgres.MovePartition, `scribe partition move`) reaches every node
+// through the source database: once moved, the source answers Acquire, and
+// TagSummary and ReadStream of the partition's streams, with
+// journal.ErrPartitionMoved naming the target (PartitionMove.To), and a
+// router that has a member of that name maps the partition to it from then
+// on (Acquire, TagSummary, ReadStream, Read and TagsOfGroup follow it at
+// once; Subscribe does not: subscriptions are per database). While the
+// partition moves, its Acquire fails with the retryable
+// journal.ErrPartitionMoving, so commands get a retryable error for the
+// cut-over. Update every node's configuration before its next restart (a
+// node restarted with the old map is redirected again by the same answer,
+// at the cost of one refused call per partition). SetPartition changes the
+// map by hand. In a cluster, commands are routed by stream as ever: the
+// node owning a stream's actor acquires its lease through its own router.
+//
+// Optional capabilities: the router implements journal.Limited (the
+// strictest member's limits), journal.ServerWatcher (the sum of the
+// members' epochs, so any member's failover makes the actors re-validate)
+// and journal.ArchiveReader (forwarded to the stream's member; a member
+// without an archive reads its hot events). It does not implement
+// journal.InlineAppender: its Append may do I/O on any member.
+package partitioned
