@@ -108,4 +108,8 @@ type SliceSubscriber interface {
 	// the stored ones, then new ones as they commit, until ctx ends (the
 	// last pair is then (zero, ctx.Err())) or the consumer stops.
 	SubscribeSlices(ctx context.Context, q SliceQuery, after Position) iter.Seq2[Record, error]
+	// ReadSlices yields the stored records q selects with position > after,
+	// at most limit (0: all), gated and ordered like SubscribeSlices, and
+	// ends.
+	ReadSlices(ctx context.Context, q SliceQuery, after Position, limit int) iter.Seq2[Record, error]
 }

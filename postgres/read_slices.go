@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"slices"
 	"strconv"
@@ -53,5 +54,44 @@ func (j *Journal) SubscribeSlices(ctx context.Context, q journal.SliceQuery, aft
 			page, err := j.gatedRecords(ctx, "subscribe slices", stmt, a)
 			return page, len(page) > 0, err
 		}, yield)
+	}
+}
+
+// ReadSlices implements journal.SliceSubscriber: SubscribeSlices's pages
+// until one comes back empty (or limit records were yielded).
+func (j *Journal) ReadSlices(ctx context.Context, q journal.SliceQuery, after journal.Position, limit int) iter.Seq2[journal.Record, error] {
+	if err := q.Validate(); err != nil {
+		return yieldErr(err)
+	}
+	if limit < 0 {
+		return yieldErr(fmt.Errorf("%w: ReadSlices: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, limit))
+	}
+	q.Slices, q.Types = slices.Clone(q.Slices), slices.Clone(q.Types)
+	return func(yield func(journal.Record, error) bool) {
+		if err := j.checkOpen(); err != nil {
+			yield(journal.Record{}, err)
+			return
+		}
+		n := 0
+		for {
+			stmt, a := j.readSlicesSQL(q, after, j.cfg.PageSize)
+			page, err := j.gatedRecords(ctx, "read slices", stmt, a)
+			if err != nil {
+				yield(journal.Record{}, err)
+				return
+			}
+			if len(page) == 0 {
+				return
+			}
+			for _, r := range page {
+				if !yield(r, nil) {
+					return
+				}
+				if n++; limit > 0 && n >= limit {
+					return
+				}
+				after = r.Position
+			}
+		}
 	}
 }

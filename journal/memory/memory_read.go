@@ -380,3 +380,17 @@ func (m *Journal) SubscribeSlices(ctx context.Context, q journal.SliceQuery, aft
 		return memCursor{follow: &m.records, tail: m.firstAfterLocked(after)}, nil
 	}, q.Matches, 0)
 }
+
+// ReadSlices implements journal.SliceSubscriber.
+func (m *Journal) ReadSlices(ctx context.Context, q journal.SliceQuery, after journal.Position, limit int) iter.Seq2[journal.Record, error] {
+	if err := q.Validate(); err != nil {
+		return yieldErr(err)
+	}
+	if limit < 0 {
+		return yieldErr(fmt.Errorf("%w: ReadSlices: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, limit))
+	}
+	q.Slices, q.Types = slices.Clone(q.Slices), slices.Clone(q.Types)
+	return m.read(ctx, func() (memCursor, error) {
+		return memCursor{all: true, lo: m.firstAfterLocked(after), hi: m.records.len()}, nil
+	}, q.Matches, limit)
+}
