@@ -237,4 +237,3 @@ func TestSliceRunnersMemory(t *testing.T) {
 	ledger.check(t, recs)
 	require.Len(t, ledger.owners, 4)
 }
-
