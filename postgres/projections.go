@@ -122,6 +122,13 @@ func (st *ProjectionStore) Pause(ctx context.Context, k projection.Key) error {
 	if err != nil {
 		return st.translate("pause", err)
 	}
+	if tag.RowsAffected() > 0 {
+		// A sliced projection's slice leases are fenced too.
+		if _, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projection_slices SET epoch = epoch + 1, owner = '', lease_until = '-infinity'
+			WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
+			return st.translate("pause: slices", err)
+		}
+	}
 	if tag.RowsAffected() == 0 {
 		var exists bool
 		if err := st.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+st.s+`.projections WHERE name = $1 AND version = $2)`, k.Name, k.Version).Scan(&exists); err != nil {
@@ -535,7 +542,8 @@ func (st *ProjectionStore) sql(q string) string { return strings.ReplaceAll(q, "
 // Reset implements projection.Store: in one transaction it locks the row
 // (waiting for a batch in flight), runs clear, moves the checkpoint back to
 // zero with a new epoch (the runner that held the lease is fenced), and
-// deletes k's dead letters and rows.
+// deletes k's dead letters and rows; a sliced projection's slices move back
+// to zero and their leases are fenced in the same transaction.
 func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := k.Validate(); err != nil {
 		return err
@@ -558,6 +566,11 @@ func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear fu
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_dead_letters WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
 			return st.translate("reset", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+st.s+`.projection_slices SET commit_xid = 0, seq = 0, events = 0, owner = '',
+				epoch = epoch + 1, lease_until = '-infinity', updated_at = clock_timestamp()
+			WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
+			return st.translate("reset: slices", err)
 		}
 		return st.deleteRows(ctx, tx, k)
 	})
