@@ -356,3 +356,27 @@ func (st *ProjectionStore) SliceStatuses(ctx context.Context, k projection.Key) 
 	}
 	return out, s, nil
 }
+
+// SliceLags counts, for each slice of k (in slice order, as SliceStatuses
+// lists them), the events of the slice after its checkpoint: its lag in
+// events, for `scribe projections status`. The count is not gated: an
+// append committing meanwhile may or may not be counted.
+func (st *ProjectionStore) SliceLags(ctx context.Context, k projection.Key) ([]uint64, error) {
+	rows, err := st.pool.Query(ctx, `SELECT (SELECT count(DISTINCT (et.commit_xid, et.seq)) FROM `+st.s+`.event_tags et
+			WHERE et.partition = s.partition AND split_part(et.tag, ':', 1) = s.tag_group
+			  AND et.commit_xid >= s.commit_xid AND (et.commit_xid, et.seq) > (s.commit_xid, s.seq)
+			  AND `+st.s+`.scribe_slice(et.tag) / (1024 / s.slice_count) = s.slice)
+		FROM `+st.s+`.projection_slices s WHERE s.name = $1 AND s.version = $2 ORDER BY s.slice`, k.Name, k.Version)
+	if err != nil {
+		return nil, st.translate("slice lags", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint64, error) {
+		var n int64
+		err := r.Scan(&n)
+		return uint64(n), err
+	})
+	if err != nil {
+		return nil, st.translate("slice lags", err)
+	}
+	return out, nil
+}
