@@ -26,7 +26,8 @@ import (
 
 var _ projection.SliceStore[pgx.Tx] = (*ProjectionStore)(nil)
 
-// JoinSlices implements projection.SliceStore.
+// JoinSlices implements projection.SliceStore; it also creates k's row in
+// projections (its status) when it has none.
 func (st *ProjectionStore) JoinSlices(ctx context.Context, k projection.Key, s projection.Slicing, owner string, ttl time.Duration) ([]string, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
@@ -36,6 +37,9 @@ func (st *ProjectionStore) JoinSlices(ctx context.Context, k projection.Key, s p
 	}
 	var members []string
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projections (name, version) VALUES ($1, $2) ON CONFLICT DO NOTHING`, k.Name, k.Version); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_slices (name, version, slice, tag_group, partition, slice_count)
 			SELECT $1, $2, g, $3, $4, $5 FROM generate_series(0, $5 - 1) AS g
 			WHERE NOT EXISTS (SELECT FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2)
@@ -365,7 +369,8 @@ func (st *ProjectionStore) SliceLags(ctx context.Context, k projection.Key) ([]u
 	rows, err := st.pool.Query(ctx, `SELECT (SELECT count(DISTINCT (et.commit_xid, et.seq)) FROM `+st.s+`.event_tags et
 			WHERE et.partition = s.partition AND split_part(et.tag, ':', 1) = s.tag_group
 			  AND et.commit_xid >= s.commit_xid AND (et.commit_xid, et.seq) > (s.commit_xid, s.seq)
-			  AND `+st.s+`.scribe_slice(et.tag) / (1024 / s.slice_count) = s.slice)
+			  AND `+st.s+`.scribe_slice(et.tag) >= s.slice * (1024 / s.slice_count)
+			  AND `+st.s+`.scribe_slice(et.tag) < (s.slice + 1) * (1024 / s.slice_count))
 		FROM `+st.s+`.projection_slices s WHERE s.name = $1 AND s.version = $2 ORDER BY s.slice`, k.Name, k.Version)
 	if err != nil {
 		return nil, st.translate("slice lags", err)

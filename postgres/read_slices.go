@@ -6,30 +6,60 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/scribe-es/scribe/journal"
 )
 
 // sliceTagsSQL is the scan of event_tags_group_slice (migration 9) that a
-// sliced read runs: the tags of group $2 in partition $1 after a position,
-// gated like every catch-up read, whose slice is one of $5; the expressions
-// match the index's exactly so that the planner uses it. The slice test runs
-// on the index entries: only the selected events are fetched.
+// sliced read runs for one range of slices [$lo, $hi): the tags of group $2
+// in partition $1 after a position, gated like every catch-up read; the
+// expressions match the index's exactly, so that the slice range is an
+// index condition tested on the index entries: only the selected events
+// are fetched. (A list of slices, = ANY, would be a filter evaluated on
+// each table row instead, hashing every tag of the group again.)
 const sliceTagsSQL = `SELECT et.commit_xid, et.seq FROM __S__.event_tags et
 	WHERE et.partition = $1 AND split_part(et.tag, ':', 1) = $2
 	  AND et.commit_xid >= $3::bigint AND (et.commit_xid, et.seq) > ($3::bigint, $4::bigint)
-	  AND et.commit_xid < ` + gateSQL + `
-	  AND __S__.scribe_slice(et.tag) = ANY($5::int[])`
+	  AND et.commit_xid < ` + gateSQL
+
+// sliceRanges returns the sorted slices as half-open ranges of consecutive
+// slices.
+func sliceRanges(sl []int) [][2]int {
+	sl = slices.Clone(sl)
+	slices.Sort(sl)
+	sl = slices.Compact(sl)
+	var out [][2]int
+	for _, s := range sl {
+		if n := len(out); n > 0 && out[n-1][1] == s {
+			out[n-1][1] = s + 1
+			continue
+		}
+		out = append(out, [2]int{s, s + 1})
+	}
+	return out
+}
 
 // readSlicesSQL returns the gated statement of one page of a sliced read: at
-// most limit tag entries, their events once each, in position order.
+// most limit tag entries, their events once each, in position order. Each
+// range of consecutive slices is one ordered index range scan; several are
+// merged.
 func (j *Journal) readSlicesSQL(q journal.SliceQuery, after journal.Position, limit int) (string, []any) {
-	a := args{q.PartitionOrDefault(), q.Group, i64(after.Commit), i64(after.Seq), q.Slices}
-	tags := j.sql(sliceTagsSQL)
+	a := args{q.PartitionOrDefault(), q.Group, i64(after.Commit), i64(after.Seq)}
+	lim := " ORDER BY et.commit_xid, et.seq LIMIT " + strconv.Itoa(limit)
+	var types string
 	if len(q.Types) > 0 {
-		tags += " AND et.type = ANY(" + a.add(q.Types) + "::text[])"
+		types = " AND et.type = ANY(" + a.add(q.Types) + "::text[])"
 	}
-	tags += " ORDER BY et.commit_xid, et.seq LIMIT " + strconv.Itoa(limit)
+	slice := j.t("scribe_slice") + "(et.tag)"
+	var branches []string
+	for _, r := range sliceRanges(q.Slices) {
+		branches = append(branches, j.sql(sliceTagsSQL)+types+" AND "+slice+" >= "+a.add(r[0])+"::int AND "+slice+" < "+a.add(r[1])+"::int"+lim)
+	}
+	tags := branches[0]
+	if len(branches) > 1 {
+		tags = "SELECT * FROM ((" + strings.Join(branches, ") UNION ALL (") + ")) et" + lim
+	}
 	return "SELECT " + recordCols + " FROM " + j.t("events") + " e JOIN (SELECT DISTINCT x.commit_xid, x.seq FROM (" + tags +
 		") x) m ON e.commit_xid = m.commit_xid AND e.seq = m.seq ORDER BY e.commit_xid, e.seq", a
 }
