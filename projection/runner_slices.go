@@ -14,7 +14,7 @@ import (
 
 // A sliced runner (Projection.Slicing) works like this:
 //
-//   - Membership: every LeaseTTL/4 it joins the projection's live runners
+//   - Membership: every LeaseTTL/10 it joins the projection's live runners
 //     in the store (SliceStore.JoinSlices, a lease of its own) and derives
 //     the range of slices it should own from the sorted list
 //     (Slicing.Share). Every runner computes the same ranges from the same
@@ -24,9 +24,10 @@ import (
 //     batches, so never inside a commit), claims the free or expired slices
 //     of its range, and renews the rest. A runner that joins gets its share
 //     once the others have seen it (one period) and released (their next
-//     batch boundary); the slices of a runner that died are claimed when
-//     their leases lapse: no slice stays unowned much longer than LeaseTTL
-//     plus one period.
+//     batch boundary; the joining runner retries every LeaseTTL/40 until
+//     it holds its share); the slices of a runner that died are claimed
+//     when their leases lapse: no slice stays unowned much longer than
+//     LeaseTTL plus LeaseTTL/10.
 //   - Reading: one SubscribeSlices over the tag slices of the slices it
 //     holds, from the oldest of their checkpoints; a record is kept for each
 //     of its slices that the runner holds and whose checkpoint is before
@@ -65,6 +66,9 @@ type slicedRunner[Tx any] struct {
 	s     Slicing
 	held  map[int]*SliceLease
 	last  journal.Position // newest position committed, for Progress
+	// short is set by rebalance while the runner holds less than its
+	// share: it tries again sooner.
+	short bool
 
 	feed     chan item
 	stopFeed func()
@@ -141,7 +145,7 @@ func (sr *slicedRunner[Tx]) run(ctx context.Context, joined *bool) (err error) {
 		return err
 	}
 	*joined = true
-	tick := time.NewTicker(r.o.LeaseTTL / 4)
+	tick := time.NewTicker(sr.period())
 	defer tick.Stop()
 	activated := r.o.NoTakeOver
 	var lastCheck, lastReplay time.Time
@@ -186,6 +190,7 @@ func (sr *slicedRunner[Tx]) run(ctx context.Context, joined *bool) (err error) {
 				if err := sr.rebalance(ctx); err != nil {
 					return err
 				}
+				tick.Reset(sr.period())
 				continue
 			case <-wait:
 				continue
@@ -225,9 +230,20 @@ func (sr *slicedRunner[Tx]) run(ctx context.Context, joined *bool) (err error) {
 			if err := sr.rebalance(ctx); err != nil {
 				return err
 			}
+			tick.Reset(sr.period())
 		default:
 		}
 	}
+}
+
+// period is the time to the next rebalance: LeaseTTL/10, or LeaseTTL/40
+// while the runner holds less than its share (another runner has not
+// released it yet, or it waits for a dead runner's leases to lapse).
+func (sr *slicedRunner[Tx]) period() time.Duration {
+	if sr.short {
+		return max(sr.r.o.LeaseTTL/40, time.Millisecond)
+	}
+	return sr.r.o.LeaseTTL / 10
 }
 
 // deliveries appends rec once for each slice it is delivered to that this
@@ -304,6 +320,7 @@ func (sr *slicedRunner[Tx]) rebalance(ctx context.Context) error {
 			changed = true
 		}
 	}
+	sr.short = len(want) > 0 && len(sr.held) < hi-lo
 	if changed || sr.stopFeed == nil {
 		sr.restartFeed(ctx, true)
 		if len(sr.held) > 0 {

@@ -215,7 +215,13 @@ func catchUp(ctx context.Context, o options, cfg postgres.Config, version, n int
 			total += st.Events
 		}
 		if total >= uint64(o.events) {
-			return time.Since(start), nil
+			el := time.Since(start)
+			per := map[string]uint64{}
+			for _, st := range sts {
+				per[st.Owner] += st.Events
+			}
+			fmt.Fprintf(os.Stderr, "  events by the slices' final owners: %v\n", per)
+			return el, nil
 		}
 	}
 }
