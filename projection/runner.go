@@ -249,7 +249,10 @@ func (r *Runner[Tx]) Behind(ctx context.Context) (uint64, error) {
 // checkpoint is at or after pos, and Options.Committed has returned for the
 // batch that carried it), the projection stops, or ctx ends. pos
 // should be the position of a record the projection's query selects (the
-// checkpoint only moves over selected records).
+// checkpoint only moves over selected records). A sliced runner's
+// checkpoint is the newest position it committed in any of its slices, so
+// WaitFor tells only that it got that far: to wait for a record of any
+// slice, watch SliceStore.SliceStatuses.
 func (r *Runner[Tx]) WaitFor(ctx context.Context, pos journal.Position) error {
 	for {
 		r.mu.Lock()
