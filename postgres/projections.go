@@ -20,7 +20,9 @@ import (
 
 // ProjectionStore is the Postgres projection.Store: checkpoints, leases and
 // dead letters in the projections tables of Config.Schema (migration 3),
-// and rows read models (projection.RowStore, migration 7). A projection's
+// rows read models (projection.RowStore, migration 7) and sliced
+// projections (projection.SliceStore, migration 9: see
+// projection_slices.go). A projection's
 // handler receives the pgx.Tx that also moves its checkpoint, so a read
 // model in the same database (its own tables, or Rows) is updated exactly
 // once per event.
