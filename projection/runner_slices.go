@@ -25,9 +25,13 @@ import (
 //     of its range, and renews the rest. A runner that joins gets its share
 //     once the others have seen it (one period) and released (their next
 //     batch boundary; the joining runner retries every LeaseTTL/40 until
-//     it holds its share); the slices of a runner that died are claimed
-//     when their leases lapse: no slice stays unowned much longer than
-//     LeaseTTL plus LeaseTTL/10.
+//     it holds its share). A runner's membership lasts LeaseTTL/2, so a
+//     runner that died leaves the list before its slice leases lapse and
+//     the others claim its slices within LeaseTTL/40 of their lapsing: no
+//     slice stays unowned much longer than LeaseTTL. (A runner whose batch
+//     takes longer than LeaseTTL/2 drops out of the list meanwhile; the
+//     others want its slices but cannot claim them while it renews, and it
+//     rejoins at its next batch boundary.)
 //   - Reading: one SubscribeSlices over the tag slices of the slices it
 //     holds, from the oldest of their checkpoints; a record is kept for each
 //     of its slices that the runner holds and whose checkpoint is before
@@ -276,7 +280,10 @@ func (sr *slicedRunner[Tx]) leases(of []int) []SliceLease {
 // when the held set changed.
 func (sr *slicedRunner[Tx]) rebalance(ctx context.Context) error {
 	r := sr.r
-	members, err := sr.store.JoinSlices(ctx, r.key, sr.s, r.o.Owner, r.o.LeaseTTL)
+	// Membership lasts half a lease: a dead runner leaves the list before
+	// its slice leases lapse, so the others already want its slices (and
+	// retry every LeaseTTL/40) when they become free.
+	members, err := sr.store.JoinSlices(ctx, r.key, sr.s, r.o.Owner, r.o.LeaseTTL/2)
 	if err != nil {
 		return err
 	}
