@@ -97,6 +97,8 @@ func (j *Journal) ReadPathStatements(tag1, tag2 journal.Tag, typ, group string, 
 	sql, a = j.readPageSQL(journal.AllEvents(), bound{op: ">", pos: after}, false, 512)
 	add("read a partition after a position", sql, true, a...)
 	add("latest position of a tag", j.sql(tagSummarySQL), false, p, string(tag1))
+	sql, a = j.readSlicesSQL(journal.SliceQuery{Group: group, Slices: []int{0, 1, 2, 3, 500}}, after, 512)
+	add("sliced read after a position", sql, true, a...)
 	add("tags of a group", j.sql(tagsOfGroupSQL), false, p, group)
 	add("event by ID", j.sql(readEventSQL), false, id)
 	add("head", j.sql(headSQL), true)

@@ -133,8 +133,9 @@ func (j *Journal) Stats() Stats {
 }
 
 var (
-	_ journal.Journal  = (*Journal)(nil)
-	_ journal.Sessions = (*Journal)(nil)
+	_ journal.Journal         = (*Journal)(nil)
+	_ journal.Sessions        = (*Journal)(nil)
+	_ journal.SliceSubscriber = (*Journal)(nil)
 )
 
 // NewJournal returns a Journal on pool and cfg.Schema. It validates cfg and does

@@ -20,7 +20,9 @@ import (
 
 // ProjectionStore is the Postgres projection.Store: checkpoints, leases and
 // dead letters in the projections tables of Config.Schema (migration 3),
-// and rows read models (projection.RowStore, migration 7). A projection's
+// rows read models (projection.RowStore, migration 7) and sliced
+// projections (projection.SliceStore, migration 9: see
+// projection_slices.go). A projection's
 // handler receives the pgx.Tx that also moves its checkpoint, so a read
 // model in the same database (its own tables, or Rows) is updated exactly
 // once per event.
@@ -121,6 +123,13 @@ func (st *ProjectionStore) Pause(ctx context.Context, k projection.Key) error {
 		WHERE name = $1 AND version = $2 AND NOT paused`, k.Name, k.Version)
 	if err != nil {
 		return st.translate("pause", err)
+	}
+	if tag.RowsAffected() > 0 {
+		// A sliced projection's slice leases are fenced too.
+		if _, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projection_slices SET epoch = epoch + 1, owner = '', lease_until = '-infinity'
+			WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
+			return st.translate("pause: slices", err)
+		}
 	}
 	if tag.RowsAffected() == 0 {
 		var exists bool
@@ -535,7 +544,8 @@ func (st *ProjectionStore) sql(q string) string { return strings.ReplaceAll(q, "
 // Reset implements projection.Store: in one transaction it locks the row
 // (waiting for a batch in flight), runs clear, moves the checkpoint back to
 // zero with a new epoch (the runner that held the lease is fenced), and
-// deletes k's dead letters and rows.
+// deletes k's dead letters and rows; a sliced projection's slices move back
+// to zero and their leases are fenced in the same transaction.
 func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := k.Validate(); err != nil {
 		return err
@@ -558,6 +568,11 @@ func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear fu
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_dead_letters WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
 			return st.translate("reset", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+st.s+`.projection_slices SET commit_xid = 0, seq = 0, events = 0, owner = '',
+				epoch = epoch + 1, lease_until = '-infinity', updated_at = clock_timestamp()
+			WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
+			return st.translate("reset: slices", err)
 		}
 		return st.deleteRows(ctx, tx, k)
 	})

@@ -21,17 +21,26 @@ import (
 // the read model is a table written in the handler's transaction.
 func TestProjectionConformance(t *testing.T) {
 	t.Parallel()
-	projectiontest.Run(t, func(t *testing.T) projectiontest.Harness[pgx.Tx] {
-		f := setup(t, func(c *postgres.Config) { c.PollInterval = 50e6 })
-		store, err := postgres.NewProjectionStore(f.pool, f.cfg)
-		require.NoError(t, err)
-		table := pgx.Identifier{f.cfg.Schema, "rm_applied"}.Sanitize()
-		_, err = f.pool.Exec(context.Background(), `CREATE TABLE `+table+` (model text, id uuid, n int NOT NULL, PRIMARY KEY (model, id))`)
-		require.NoError(t, err)
-		h := readModelHarness(f.pool, table)
-		h.Journal, h.Store = f.journal, store
-		return h
-	})
+	projectiontest.Run(t, newProjectionHarness)
+}
+
+// TestSliceProjectionStore runs the sliced-projection cases on the
+// Postgres store.
+func TestSliceProjectionStore(t *testing.T) {
+	t.Parallel()
+	projectiontest.RunSlices(t, newProjectionHarness)
+}
+
+func newProjectionHarness(t *testing.T) projectiontest.Harness[pgx.Tx] {
+	f := setup(t, func(c *postgres.Config) { c.PollInterval = 50e6 })
+	store, err := postgres.NewProjectionStore(f.pool, f.cfg)
+	require.NoError(t, err)
+	table := pgx.Identifier{f.cfg.Schema, "rm_applied"}.Sanitize()
+	_, err = f.pool.Exec(context.Background(), `CREATE TABLE `+table+` (model text, id uuid, n int NOT NULL, PRIMARY KEY (model, id))`)
+	require.NoError(t, err)
+	h := readModelHarness(f.pool, table)
+	h.Journal, h.Store = f.journal, store
+	return h
 }
 
 // readModelHarness is the projection suite's read model in table (model, id,

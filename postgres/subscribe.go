@@ -190,64 +190,76 @@ func (j *Journal) Subscribe(ctx context.Context, q journal.Query, after journal.
 			yield(journal.Record{}, err)
 			return
 		}
-		// Notifications come from the primary: a standby delivers none. A
-		// replica may not have replayed what a notification announces, so
-		// after one it reads again soon, backing off (1 ms, doubling, up to
-		// PollInterval) while it finds nothing new.
-		src := j.Primary()
-		src.startListener()
-		timer := time.NewTimer(j.cfg.PollInterval)
-		defer timer.Stop()
-		var retry time.Duration // a replica's next quick re-read; 0: none
-		for {
-			wake := src.wake.wait()
+		j.follow(ctx, after, func(after journal.Position) ([]journal.Record, bool, error) {
 			page, err := j.readPage(ctx, "subscribe", q, bound{op: ">", pos: after}, false, j.cfg.PageSize)
-			if err != nil {
-				if ctx.Err() != nil {
-					err = ctx.Err()
-				}
-				yield(journal.Record{}, err)
+			return page, len(page) == j.cfg.PageSize, err
+		}, yield)
+	}
+}
+
+// follow yields the pages that read returns, each read after the last
+// record yielded (after at first), until ctx ends, the journal closes or
+// yield stops: at once while read reports that more may follow, else when an
+// append wakes the journal or after PollInterval. It is the loop of every
+// subscription.
+func (j *Journal) follow(ctx context.Context, after journal.Position, read func(after journal.Position) ([]journal.Record, bool, error), yield func(journal.Record, error) bool) {
+	// Notifications come from the primary: a standby delivers none. A
+	// replica may not have replayed what a notification announces, so
+	// after one it reads again soon, backing off (1 ms, doubling, up to
+	// PollInterval) while it finds nothing new.
+	src := j.Primary()
+	src.startListener()
+	timer := time.NewTimer(j.cfg.PollInterval)
+	defer timer.Stop()
+	var retry time.Duration // a replica's next quick re-read; 0: none
+	for {
+		wake := src.wake.wait()
+		page, more, err := read(after)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			yield(journal.Record{}, err)
+			return
+		}
+		for i := range page {
+			if !yield(page[i], nil) {
 				return
 			}
-			for i := range page {
-				if !yield(page[i], nil) {
-					return
-				}
-				after = page[i].Position
+			after = page[i].Position
+		}
+		if more {
+			continue
+		}
+		wait := j.cfg.PollInterval
+		if retry > 0 {
+			if len(page) > 0 {
+				retry = time.Millisecond
 			}
-			if len(page) == j.cfg.PageSize {
-				continue
+			wait, retry = retry, 2*retry
+			if retry >= j.cfg.PollInterval {
+				retry = 0
 			}
-			wait := j.cfg.PollInterval
-			if retry > 0 {
-				if len(page) > 0 {
-					retry = time.Millisecond
-				}
-				wait, retry = retry, 2*retry
-				if retry >= j.cfg.PollInterval {
-					retry = 0
-				}
-			}
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
-			timer.Reset(wait)
+		}
+		if !timer.Stop() {
 			select {
-			case <-ctx.Done():
-				yield(journal.Record{}, ctx.Err())
-				return
-			case <-j.closed:
-				yield(journal.Record{}, fmt.Errorf("%w: the journal was closed while subscribed", journal.ErrStoreNotOpen))
-				return
-			case <-wake:
-				if j.replica != nil {
-					retry = time.Millisecond
-				}
 			case <-timer.C:
+			default:
 			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			yield(journal.Record{}, ctx.Err())
+			return
+		case <-j.closed:
+			yield(journal.Record{}, fmt.Errorf("%w: the journal was closed while subscribed", journal.ErrStoreNotOpen))
+			return
+		case <-wake:
+			if j.replica != nil {
+				retry = time.Millisecond
+			}
+		case <-timer.C:
 		}
 	}
 }

@@ -99,6 +99,8 @@ func child(mode string) error {
 			return err
 		}}
 		r, err = projection.NewRunner(j, store, p, o)
+	case "sliced":
+		r, err = slicedChild(j, store, owner, o, schema, hold)
 	case "publisher":
 		sink := &announcing{Sink: &projection.WebhookSink{URL: os.Getenv("SCRIBE_PROJ_HOOK")}, owner: owner, hold: hold}
 		r, err = projection.NewPublisher(j, store, "crash-pub", journal.Query{}, sink, projection.PublisherOptions{}, o)

@@ -45,6 +45,29 @@
 // lost its lease applies nothing; a standby takes over within about
 // Options.LeaseTTL after the active runner died, at once after it stopped.
 //
+// # Many runners at once: sliced projections
+//
+// A projection with a Slicing runs on N runners at once. Its events are cut
+// into Slicing.Count slices by a stable hash of a tag of its key group
+// (journal.SliceOf: MD5 into 1024 slices, computed identically by Go and by
+// Postgres, which indexes it). An event is in the slice of each of its tags
+// of the group and delivered once per slice (Batch.Slices,
+// Slicing.TagsIn), so a transfer between two accounts updates each account
+// once; events with no tag of the group are not delivered. Every runner
+// joins the projection's live runners in the store and owns a contiguous
+// range of slices (Slicing.Share), each slice with its own checkpoint and
+// lease; ranges move when runners join, leave or die (a dead runner's
+// slices are claimed when their leases lapse). A runner reads only its
+// slices' events (journal.SliceSubscriber; Postgres filters them on an
+// index), gap-free like the unsliced feed, and commits each batch under the
+// leases of the slices it touches, checked by the store in the read
+// model's transaction: per slice, events arrive in position order, a
+// stream's events are in one slice, and every guarantee of this package
+// (exactly once into a Postgres read model, catch-up then live, blue-green
+// versions, dead letters, pause and rebuild) holds. A sliced version
+// becomes active when every slice has caught up. Slicing is part of a
+// version: a different group or count is a new version.
+//
 // # Failures
 //
 // A handler error rolls the batch back. The runner retries the batch record

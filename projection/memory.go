@@ -35,6 +35,8 @@ type MemoryStore struct {
 	dead   map[Key][]DeadLetter
 	// docs are the rows read models: projection, collection, key.
 	docs map[Key]map[string]map[string]json.RawMessage
+	// slicings are the sliced projections (memory_slices.go).
+	slicings map[Key]*memSliced
 }
 
 type memRow struct {
@@ -116,6 +118,7 @@ func (s *MemoryStore) Pause(ctx context.Context, k Key) error {
 	if r == nil {
 		return fmt.Errorf("projection %s is unknown to the store: nothing to pause", k)
 	}
+	defer s.lockAllSlices(k)()
 	r.apply.Lock()
 	defer r.apply.Unlock()
 	s.mu.Lock()
@@ -124,6 +127,7 @@ func (s *MemoryStore) Pause(ctx context.Context, k Key) error {
 		return nil
 	}
 	r.paused = true
+	s.resetSlicesLocked(k, false)
 	r.st.Epoch++
 	r.st.Owner, r.st.LeaseUntil, r.st.UpdatedAt = "", time.Time{}, s.now()
 	if r.st.State != StateFailed && r.st.State != StateSuperseded {
@@ -395,6 +399,7 @@ func (s *MemoryStore) Reset(ctx context.Context, k Key, clear func(ctx context.C
 	if err := k.Validate(); err != nil {
 		return err
 	}
+	defer s.lockAllSlices(k)()
 	r := s.row(k)
 	r.apply.Lock()
 	defer r.apply.Unlock()
@@ -405,6 +410,7 @@ func (s *MemoryStore) Reset(ctx context.Context, k Key, clear func(ctx context.C
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.resetSlicesLocked(k, true)
 	r.st.Epoch++ // fences the current holder
 	r.st.Owner, r.st.LeaseUntil = "", time.Time{}
 	r.st.Checkpoint, r.st.Events = journal.Position{}, 0

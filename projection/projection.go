@@ -56,6 +56,12 @@ type Projection[Tx any] struct {
 	// checkpoint or the old rows with a zero checkpoint.
 	Clear func(ctx context.Context, tx Tx) error
 
+	// Slicing, when set, cuts the projection's events into slices that
+	// several runners apply at once (see Slicing); Query must then be
+	// empty, and the store a SliceStore and the source a
+	// journal.SliceSubscriber (both memory and Postgres are).
+	Slicing *Slicing
+
 	// rows is set by Bind: the read model is the store's rows.
 	rows bool
 }
@@ -68,7 +74,14 @@ type Batch struct {
 	Attempt int
 	// Epoch is the runner's lease epoch: it grows every time another runner
 	// (or this one again, after losing its lease) takes the projection over.
+	// Zero for a sliced projection, whose leases are per slice.
 	Epoch uint64
+	// Slices, for a sliced projection (Projection.Slicing), is the slice
+	// each record is delivered for (Slices[i] for Records[i]); nil
+	// otherwise. Within one slice the records are in position order; a
+	// record delivered for two slices appears twice. Slicing.TagsIn gives
+	// the tags a delivery stands for.
+	Slices []int
 	// Prepared is what Prepare left for Handle (nil without Prepare).
 	Prepared any
 }

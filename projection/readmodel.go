@@ -91,6 +91,8 @@ type RowProjection struct {
 	Name    string
 	Version int
 	Query   journal.Query
+	// Slicing, when set, slices the projection, as Projection.Slicing.
+	Slicing *Slicing
 	// Handle applies one batch to the read model, as Projection.Handle.
 	Handle func(ctx context.Context, rows Rows, batch Batch) error
 	// Replay, when set, re-applies a dead letter to the read model, as
@@ -103,7 +105,7 @@ type RowProjection struct {
 // ReadModelRows: every Reset of the projection empties it.
 func Bind[Tx any](store RowStore[Tx], p RowProjection) Projection[Tx] {
 	k := Key{Name: p.Name, Version: p.Version}
-	out := Projection[Tx]{Name: p.Name, Version: p.Version, Query: p.Query, rows: true}
+	out := Projection[Tx]{Name: p.Name, Version: p.Version, Query: p.Query, Slicing: p.Slicing, rows: true}
 	if p.Handle != nil {
 		out.Handle = func(ctx context.Context, tx Tx, b Batch) error { return p.Handle(ctx, store.Rows(tx, k), b) }
 	}

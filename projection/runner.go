@@ -152,6 +152,11 @@ type Runner[Tx any] struct {
 	failures metric.Int64Counter
 	lagHist  metric.Float64Histogram
 
+	// slices and sliceSrc are the store and the journal of a sliced
+	// projection (Projection.Slicing), else nil.
+	slices   SliceStore[Tx]
+	sliceSrc journal.SliceSubscriber
+
 	// setUp is set once Store.Setup succeeded; used by Run's goroutine only.
 	setUp bool
 
@@ -188,6 +193,11 @@ func NewRunner[Tx any](src Source, store Store[Tx], p Projection[Tx], o Options)
 	r := &Runner[Tx]{src: src, store: store, p: p, key: key, q: q, o: o, changed: make(chan struct{}),
 		attrs: metric.WithAttributes(attribute.String("scribe.projection.name", key.Name), attribute.Int("scribe.projection.version", key.Version))}
 	r.progress.State = StateIdle
+	if p.Slicing != nil {
+		if err := r.newSliced(); err != nil {
+			return nil, err
+		}
+	}
 	if rp, ok := store.(DeadLetterReplayer[Tx]); ok && p.Replay != nil {
 		r.replayer = rp
 	}
@@ -239,7 +249,10 @@ func (r *Runner[Tx]) Behind(ctx context.Context) (uint64, error) {
 // checkpoint is at or after pos, and Options.Committed has returned for the
 // batch that carried it), the projection stops, or ctx ends. pos
 // should be the position of a record the projection's query selects (the
-// checkpoint only moves over selected records).
+// checkpoint only moves over selected records). A sliced runner's
+// checkpoint is the newest position it committed in any of its slices, so
+// WaitFor tells only that it got that far: to wait for a record of any
+// slice, watch SliceStore.SliceStatuses.
 func (r *Runner[Tx]) WaitFor(ctx context.Context, pos journal.Position) error {
 	for {
 		r.mu.Lock()
@@ -289,7 +302,14 @@ func (r *Runner[Tx]) setState(s State) {
 // migrated by a newer incompatible build: journal.ErrStoreNotOpen,
 // journal.ErrConfiguration) is not retried: Run returns at once an error
 // matching journal.ErrConfiguration that says what to do.
+//
+// A sliced projection's runner (Projection.Slicing) joins the projection's
+// live runners instead and holds a share of its slices (see Slicing); it
+// returns in the same cases.
 func (r *Runner[Tx]) Run(ctx context.Context) error {
+	if r.slices != nil {
+		return r.runSliced(ctx)
+	}
 	delay := r.o.Backoff
 	claimed := false
 	for {
@@ -494,7 +514,7 @@ func (r *Runner[Tx]) active(ctx context.Context, lease Lease) (err error) {
 		r.mu.Lock()
 		r.oldest = pending[0].RecordedAt
 		r.mu.Unlock()
-		if err := r.applyAll(actx, lease, &checkpoint, pending); err != nil {
+		if err := r.applyAll(actx, r.leaseTarget(lease, &checkpoint), pending, nil); err != nil {
 			return r.cause(actx, err)
 		}
 		pending = pending[:0]
@@ -546,118 +566,4 @@ func (r *Runner[Tx]) caughtUp(ctx context.Context, checkpoint journal.Position) 
 		}
 	}
 	return true, nil
-}
-
-// applyAll commits pending in batches. After a handler error it retries
-// record by record, so that a failure is pinned to one record, backing off
-// between attempts of that record.
-func (r *Runner[Tx]) applyAll(ctx context.Context, lease Lease, checkpoint *journal.Position, pending []journal.Record) error {
-	single := false
-	attempt := 1
-	delay := r.o.Backoff
-	for len(pending) > 0 {
-		n := min(len(pending), r.o.BatchSize)
-		if single {
-			n = 1
-		}
-		chunk := pending[:n]
-		b := Batch{Records: chunk, Attempt: attempt, Epoch: lease.Epoch}
-		err := r.prepare(ctx, lease, &b)
-		if err == nil {
-			err = r.store.Commit(ctx, lease, *checkpoint, chunk, func(ctx context.Context, tx Tx) error {
-				return r.p.Handle(ctx, tx, b)
-			})
-		}
-		if err == nil {
-			*checkpoint = chunk[n-1].Position
-			pending = pending[n:]
-			attempt, delay = 1, r.o.Backoff
-			lag := time.Since(chunk[n-1].RecordedAt)
-			r.applied.Add(context.WithoutCancel(ctx), int64(n), r.attrs)
-			r.lagHist.Record(context.WithoutCancel(ctx), lag.Seconds(), r.attrs)
-			// The hook runs before the batch's progress is published, so
-			// that WaitFor (and Progress) never report a batch whose
-			// Committed has not returned.
-			if r.o.Committed != nil {
-				r.o.Committed(b)
-			}
-			r.update(func(p *Progress) {
-				p.Checkpoint = *checkpoint
-				p.Events += uint64(n)
-				p.LastLag = lag
-				p.Error = ""
-			})
-			r.mu.Lock()
-			if len(pending) > 0 {
-				r.oldest = pending[0].RecordedAt
-			}
-			r.mu.Unlock()
-			continue
-		}
-		var herr *HandlerError
-		if !errors.As(err, &herr) {
-			if ctx.Err() == nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrSuperseded) {
-				// The store failed (not the handler): retry the same records
-				// under the same lease while it lasts.
-				r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
-				r.update(func(p *Progress) { p.Error = err.Error() })
-				r.o.Logger.Warn("projection commit failed; retrying", "projection", r.key.String(), "in", delay.String(), "error", err)
-				if sleep(ctx, delay) {
-					delay = min(2*delay, r.o.MaxBackoff)
-					continue
-				}
-			}
-			return err
-		}
-		r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
-		r.update(func(p *Progress) { p.Error = herr.Err.Error() })
-		if n > 1 {
-			single = true // find the record that fails; no attempt is counted
-			continue
-		}
-		if attempt >= r.o.MaxAttempts {
-			failed := &FailedError{Key: r.key, At: chunk[0].Position, EventID: chunk[0].ID.String(), Attempts: attempt, Err: herr.Err}
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			if ferr := r.store.Fail(fctx, lease, chunk[0].Position, failed.Error()); ferr != nil {
-				r.o.Logger.Error("projection failure could not be recorded in the store", "projection", r.key.String(), "error", ferr)
-			}
-			cancel()
-			return failed
-		}
-		r.o.Logger.Warn("projection handler failed; retrying", "projection", r.key.String(), "at", chunk[0].Position.String(), "attempt", attempt, "in", delay.String(), "error", herr.Err)
-		if !sleep(ctx, delay) {
-			return ctx.Err()
-		}
-		attempt++
-		delay = min(2*delay, r.o.MaxBackoff)
-	}
-	return nil
-}
-
-// prepare runs the projection's Prepare, if any, after checking that the
-// lease is still held (so that a runner that lost it does not start outside
-// effects).
-func (r *Runner[Tx]) prepare(ctx context.Context, lease Lease, b *Batch) error {
-	if r.p.Prepare == nil {
-		return nil
-	}
-	if err := r.store.Renew(ctx, lease); err != nil {
-		return err
-	}
-	if err := r.p.Prepare(ctx, b); err != nil {
-		return &HandlerError{At: b.Records[0].Position, Err: err}
-	}
-	return nil
-}
-
-// sleep waits d or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -43,7 +43,16 @@ func projectionsStatusCommand() *command {
 			lags := make([]uint64, len(statuses))
 			behind := make([]time.Duration, len(statuses))
 			now := time.Now()
+			sliced := make([]slicedStatus, len(statuses))
 			for i, p := range statuses {
+				if sliced[i], err = readSliced(e, st, p.Key); err != nil {
+					return err
+				}
+				if sliced[i].slices != nil {
+					// A sliced projection's progress is its slices'.
+					statuses[i].Events, lags[i] = sliced[i].events, sliced[i].lag
+					continue
+				}
 				if lags[i], err = s.journal.CountAfter(e.ctx, p.Checkpoint); err != nil {
 					return err
 				}
@@ -64,7 +73,7 @@ func projectionsStatusCommand() *command {
 						"name": p.Key.Name, "version": p.Key.Version, "state": p.State, "active": p.Active,
 						"checkpoint": p.Checkpoint, "events": p.Events, "lag": lags[i], "lagSeconds": behind[i].Seconds(), "owner": p.Owner, "epoch": p.Epoch,
 						"leaseUntil": jsonTime(p.LeaseUntil), "failedAt": p.FailedAt, "error": p.Error, "updatedAt": jsonTime(p.UpdatedAt),
-						"readModel": string(p.ReadModel),
+						"readModel": string(p.ReadModel), "slices": sliced[i].json(),
 					}); err != nil {
 						return err
 					}
@@ -89,6 +98,11 @@ func projectionsStatusCommand() *command {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "\n%d projection versions; LAG counts the feed's events after each checkpoint, LAG TIME is the age of the oldest of them\n", len(statuses))
+			for i, p := range statuses {
+				if err := sliced[i].print(e, p.Key); err != nil {
+					return err
+				}
+			}
 			return nil
 		},
 	}

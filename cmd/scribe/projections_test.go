@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -202,3 +203,57 @@ func TestDeadLetters(t *testing.T) {
 type sinkFunc func(ctx context.Context, rec journal.Record) error
 
 func (f sinkFunc) Publish(ctx context.Context, rec journal.Record) error { return f(ctx, rec) }
+
+// TestProjectionsStatusSlices: `projections status` of a sliced projection
+// shows its slicing and, per slice, owner, checkpoint, events and lag.
+func TestProjectionsStatusSlices(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	recs := f.fillBank(t)
+	ctx := t.Context()
+	st, err := postgres.NewProjectionStore(f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	k := projection.Key{Name: "balances", Version: 1}
+	sl := projection.Slicing{Group: "account", Count: 4, Partition: journal.DefaultPartition}
+	_, err = st.JoinSlices(ctx, k, sl, "runner-1", time.Minute)
+	require.NoError(t, err)
+	leases, err := st.ClaimSlices(ctx, k, "runner-1", time.Minute, []int{0, 1, 2, 3})
+	require.NoError(t, err)
+	require.Len(t, leases, 4)
+	// Deliveries per slice; slice s0 (the slice of account:a) applies its
+	// first two deliveries.
+	per := map[int][]journal.Record{}
+	for _, r := range recs {
+		seen := map[int]bool{}
+		for _, tag := range r.Tags {
+			if s, ok := sl.SliceOf(tag); ok && !seen[s] {
+				seen[s] = true
+				per[s] = append(per[s], r)
+			}
+		}
+	}
+	s0, _ := sl.SliceOf("account:a")
+	require.NoError(t, st.CommitSlices(ctx, []projection.SliceLease{leases[s0]}, per[s0][:2], []int{s0, s0}, func(context.Context, pgx.Tx) error { return nil }))
+
+	res := f.scribe(t, "projections", "status")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, `balances@1: sliced by tag group "account" of partition "default" into 4 slices`)
+	require.Regexp(t, fmt.Sprintf(`(?m)^%d\s+runner-1\s+%d\s+%s\s+2\s+%d\s`, s0, leases[s0].Epoch, per[s0][1].Position, len(per[s0])-2), res.stdout)
+	require.Contains(t, res.stdout, "1 runners own slices")
+
+	res = f.scribe(t, "-json", "projections", "status")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	rows := jsonLines(t, res.stdout)
+	require.Len(t, rows, 1)
+	slices := rows[0]["slices"].([]any)
+	require.Len(t, slices, 4)
+	var lag float64
+	total := 0
+	for s, x := range slices {
+		lag += x.(map[string]any)["lag"].(float64)
+		total += len(per[s])
+	}
+	require.EqualValues(t, total-2, lag, "every delivery but the two applied is behind")
+	require.EqualValues(t, total-2, rows[0]["lag"])
+	require.EqualValues(t, 2, rows[0]["events"])
+}

@@ -14,8 +14,9 @@ import (
 
 // Compile-time checks that *Journal is a complete backend.
 var (
-	_ journal.Journal  = (*Journal)(nil)
-	_ journal.Sessions = (*Journal)(nil)
+	_ journal.Journal         = (*Journal)(nil)
+	_ journal.Sessions        = (*Journal)(nil)
+	_ journal.SliceSubscriber = (*Journal)(nil)
 )
 
 const (

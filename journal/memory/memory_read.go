@@ -367,3 +367,30 @@ func (m *Journal) Subscribe(ctx context.Context, q journal.Query, after journal.
 func inRange(q journal.TypeQuery, t time.Time) bool {
 	return (q.From.IsZero() || !t.Before(q.From)) && (q.To.IsZero() || t.Before(q.To))
 }
+
+// SubscribeSlices implements journal.SliceSubscriber: it follows the record
+// log from after, keeping the records q selects. Like Subscribe it starts no
+// goroutine.
+func (m *Journal) SubscribeSlices(ctx context.Context, q journal.SliceQuery, after journal.Position) iter.Seq2[journal.Record, error] {
+	if err := q.Validate(); err != nil {
+		return yieldErr(err)
+	}
+	q.Slices, q.Types = slices.Clone(q.Slices), slices.Clone(q.Types)
+	return m.read(ctx, func() (memCursor, error) {
+		return memCursor{follow: &m.records, tail: m.firstAfterLocked(after)}, nil
+	}, q.Matches, 0)
+}
+
+// ReadSlices implements journal.SliceSubscriber.
+func (m *Journal) ReadSlices(ctx context.Context, q journal.SliceQuery, after journal.Position, limit int) iter.Seq2[journal.Record, error] {
+	if err := q.Validate(); err != nil {
+		return yieldErr(err)
+	}
+	if limit < 0 {
+		return yieldErr(fmt.Errorf("%w: ReadSlices: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, limit))
+	}
+	q.Slices, q.Types = slices.Clone(q.Slices), slices.Clone(q.Types)
+	return m.read(ctx, func() (memCursor, error) {
+		return memCursor{all: true, lo: m.firstAfterLocked(after), hi: m.records.len()}, nil
+	}, q.Matches, limit)
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/projection"
+)
+
+// slicedStatus is what `projections status` shows of a sliced projection:
+// its slicing and, per slice, owner, checkpoint, events and lag. slices is
+// nil for a projection that is not sliced.
+type slicedStatus struct {
+	slicing projection.Slicing
+	slices  []projection.SliceStatus
+	lags    []uint64
+	events  uint64
+	lag     uint64
+}
+
+// readSliced reads k's slices, if it is sliced.
+func readSliced(e *env, st *postgres.ProjectionStore, k projection.Key) (slicedStatus, error) {
+	sts, sl, err := st.SliceStatuses(e.ctx, k)
+	if err != nil || len(sts) == 0 {
+		return slicedStatus{}, err
+	}
+	lags, err := st.SliceLags(e.ctx, k)
+	if err != nil {
+		return slicedStatus{}, err
+	}
+	out := slicedStatus{slicing: sl, slices: sts, lags: lags}
+	for i, x := range sts {
+		out.events += x.Events
+		if i < len(lags) {
+			out.lag += lags[i]
+		}
+	}
+	return out, nil
+}
+
+// json returns the slices as JSON values (nil when not sliced).
+func (s slicedStatus) json() []map[string]any {
+	if s.slices == nil {
+		return nil
+	}
+	out := make([]map[string]any, len(s.slices))
+	for i, x := range s.slices {
+		out[i] = map[string]any{"slice": x.Slice, "owner": x.Owner, "epoch": x.Epoch, "checkpoint": x.Checkpoint,
+			"events": x.Events, "lag": s.lags[i], "leaseUntil": jsonTime(x.LeaseUntil)}
+	}
+	return out
+}
+
+// print writes the slice table of k (nothing when not sliced).
+func (s slicedStatus) print(e *env, k projection.Key) error {
+	if s.slices == nil {
+		return nil
+	}
+	owners := map[string]int{}
+	fmt.Fprintf(e.stdout, "\n%s: sliced by tag group %q of partition %q into %d slices\n", k, s.slicing.Group, s.slicing.Partition, s.slicing.Count)
+	t := newTable(e.stdout, "SLICE", "OWNER", "EPOCH", "CHECKPOINT", "EVENTS", "LAG", "LEASE UNTIL")
+	for i, x := range s.slices {
+		owner := x.Owner
+		if owner == "" {
+			owner = "-"
+		} else {
+			owners[x.Owner]++
+		}
+		t.row(x.Slice, owner, x.Epoch, x.Checkpoint, x.Events, s.lags[i], fmtTime(x.LeaseUntil))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%d runners own slices; LAG counts each slice's events after its checkpoint\n", len(owners))
+	return nil
+}

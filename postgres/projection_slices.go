@@ -1,0 +1,387 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/projection"
+)
+
+// The Postgres side of sliced projections (migration 9): one
+// projection_slices row per slice holds its checkpoint and lease, and
+// projection_runners the live runners. CommitSlices locks the rows of the
+// slices a batch touches (FOR UPDATE, in slice order) and checks each
+// lease's epoch, owner, expiry (database clock) and checkpoint before the
+// handler runs, in the transaction that runs it; claims, renewals, pauses
+// and resets wait for those locks. So a slice is applied by one runner at a
+// time, and runners of disjoint slices commit in parallel: a sliced commit
+// does not touch the projection's own row.
+
+var _ projection.SliceStore[pgx.Tx] = (*ProjectionStore)(nil)
+
+// JoinSlices implements projection.SliceStore; it also creates k's row in
+// projections (its status) when it has none.
+func (st *ProjectionStore) JoinSlices(ctx context.Context, k projection.Key, s projection.Slicing, owner string, ttl time.Duration) ([]string, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	if owner == "" || ttl <= 0 || s.Group == "" || s.Count <= 0 || s.Partition == "" {
+		return nil, fmt.Errorf("projection %s: JoinSlices needs an owner, a positive TTL and a Slicing with its defaults (Group, Count, Partition)", k)
+	}
+	var members []string
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projections (name, version) VALUES ($1, $2) ON CONFLICT DO NOTHING`, k.Name, k.Version); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_slices (name, version, slice, tag_group, partition, slice_count)
+			SELECT $1, $2, g, $3, $4, $5 FROM generate_series(0, $5 - 1) AS g
+			WHERE NOT EXISTS (SELECT FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2)
+			ON CONFLICT DO NOTHING`, k.Name, k.Version, s.Group, s.Partition, s.Count); err != nil {
+			return err
+		}
+		var group, partition string
+		var count int
+		if err := tx.QueryRow(ctx, `SELECT tag_group, partition, slice_count FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 LIMIT 1`,
+			k.Name, k.Version).Scan(&group, &partition, &count); err != nil {
+			return err
+		}
+		if group != s.Group || partition != s.Partition || count != s.Count {
+			return fmt.Errorf("%w: %s is sliced by group %q into %d slices of partition %q, the runner asks for %q, %d, %q; give the new slicing a new version",
+				projection.ErrSlicingChanged, k, group, count, partition, s.Group, s.Count, s.Partition)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_runners AS r (name, version, owner, lease_until)
+			VALUES ($1, $2, $3, clock_timestamp() + $4::interval)
+			ON CONFLICT (name, version, owner) DO UPDATE SET lease_until = EXCLUDED.lease_until`, k.Name, k.Version, owner, interval(ttl)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_runners WHERE name = $1 AND version = $2 AND lease_until <= clock_timestamp()`, k.Name, k.Version); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT owner FROM `+st.s+`.projection_runners WHERE name = $1 AND version = $2`, k.Name, k.Version)
+		if err != nil {
+			return err
+		}
+		members, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if errors.Is(err, projection.ErrSlicingChanged) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, st.translate("join slices", err)
+	}
+	slices.Sort(members)
+	return members, nil
+}
+
+// LeaveSlices implements projection.SliceStore.
+func (st *ProjectionStore) LeaveSlices(ctx context.Context, k projection.Key, owner string) error {
+	if _, err := st.pool.Exec(ctx, `DELETE FROM `+st.s+`.projection_runners WHERE name = $1 AND version = $2 AND owner = $3`, k.Name, k.Version, owner); err != nil {
+		return st.translate("leave slices", err)
+	}
+	return nil
+}
+
+// ClaimSlices implements projection.SliceStore.
+func (st *ProjectionStore) ClaimSlices(ctx context.Context, k projection.Key, owner string, ttl time.Duration, want []int) ([]projection.SliceLease, error) {
+	if owner == "" || ttl <= 0 {
+		return nil, fmt.Errorf("projection %s: ClaimSlices needs an owner and a positive TTL", k)
+	}
+	var out []projection.SliceLease
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		var paused bool
+		var active int
+		if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT paused FROM `+st.s+`.projections WHERE name = $1 AND version = $2), false),
+				coalesce((SELECT version FROM `+st.s+`.projection_active WHERE name = $1), 0)`, k.Name, k.Version).Scan(&paused, &active); err != nil {
+			return err
+		}
+		switch {
+		case paused:
+			return fmt.Errorf("%w: %s (resume it with `scribe projections resume`)", projection.ErrPaused, k)
+		case active > k.Version:
+			return fmt.Errorf("%w: %s is active", projection.ErrSuperseded, projection.Key{Name: k.Name, Version: active})
+		}
+		rows, err := tx.Query(ctx, `UPDATE `+st.s+`.projection_slices SET owner = $3, epoch = epoch + 1,
+				lease_until = clock_timestamp() + $4::interval, updated_at = clock_timestamp()
+			WHERE name = $1 AND version = $2 AND slice = ANY($5::int[]) AND (owner = '' OR owner = $3 OR lease_until <= clock_timestamp())
+			RETURNING slice, epoch, commit_xid, seq, events`, k.Name, k.Version, owner, interval(ttl), want)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var slice int
+			var epoch, commit, seq, events int64
+			if err := rows.Scan(&slice, &epoch, &commit, &seq, &events); err != nil {
+				rows.Close()
+				return err
+			}
+			out = append(out, projection.SliceLease{Key: k, Slice: slice, Owner: owner, Epoch: uint64(epoch), TTL: ttl,
+				Checkpoint: journal.Position{Commit: uint64(commit), Seq: uint64(seq)}, Events: uint64(events)})
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(out) > 0 {
+			_, err = tx.Exec(ctx, `UPDATE `+st.s+`.projections SET state = 'running', updated_at = clock_timestamp()
+				WHERE name = $1 AND version = $2 AND state NOT IN ('running', 'failed')`, k.Name, k.Version)
+		}
+		return err
+	})
+	if errors.Is(err, projection.ErrPaused) || errors.Is(err, projection.ErrSuperseded) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, st.translate("claim slices", err)
+	}
+	slices.SortFunc(out, func(a, b projection.SliceLease) int { return a.Slice - b.Slice })
+	return out, nil
+}
+
+// sliceArgs returns the slices and epochs of ls as arrays.
+func sliceArgs(ls []projection.SliceLease) ([]int32, []int64) {
+	s, e := make([]int32, len(ls)), make([]int64, len(ls))
+	for i, l := range ls {
+		s[i], e[i] = int32(l.Slice), int64(l.Epoch)
+	}
+	return s, e
+}
+
+// RenewSlices implements projection.SliceStore.
+func (st *ProjectionStore) RenewSlices(ctx context.Context, ls []projection.SliceLease) ([]int, error) {
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	l0 := ls[0]
+	sl, ep := sliceArgs(ls)
+	var active int
+	if err := st.pool.QueryRow(ctx, `SELECT coalesce((SELECT version FROM `+st.s+`.projection_active WHERE name = $1), 0)`, l0.Key.Name).Scan(&active); err != nil {
+		return nil, st.translate("renew slices", err)
+	}
+	if active > l0.Key.Version {
+		return nil, fmt.Errorf("%w: %s is active", projection.ErrSuperseded, projection.Key{Name: l0.Key.Name, Version: active})
+	}
+	rows, err := st.pool.Query(ctx, `UPDATE `+st.s+`.projection_slices s SET lease_until = clock_timestamp() + $4::interval
+		FROM unnest($5::int[], $6::bigint[]) AS u(slice, epoch)
+		WHERE s.name = $1 AND s.version = $2 AND s.owner = $3 AND s.slice = u.slice AND s.epoch = u.epoch AND s.lease_until > clock_timestamp()
+		RETURNING s.slice`, l0.Key.Name, l0.Key.Version, l0.Owner, interval(l0.TTL), sl, ep)
+	if err != nil {
+		return nil, st.translate("renew slices", err)
+	}
+	kept, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, st.translate("renew slices", err)
+	}
+	var lost []int
+	for _, l := range ls {
+		if !slices.Contains(kept, int32(l.Slice)) {
+			lost = append(lost, l.Slice)
+		}
+	}
+	return lost, nil
+}
+
+// ReleaseSlices implements projection.SliceStore.
+func (st *ProjectionStore) ReleaseSlices(ctx context.Context, ls []projection.SliceLease) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	sl, ep := sliceArgs(ls)
+	if _, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projection_slices s SET owner = '', lease_until = '-infinity', updated_at = clock_timestamp()
+		FROM unnest($4::int[], $5::bigint[]) AS u(slice, epoch)
+		WHERE s.name = $1 AND s.version = $2 AND s.owner = $3 AND s.slice = u.slice AND s.epoch = u.epoch`,
+		ls[0].Key.Name, ls[0].Key.Version, ls[0].Owner, sl, ep); err != nil {
+		return st.translate("release slices", err)
+	}
+	return nil
+}
+
+// CommitSlices implements projection.SliceStore: one transaction locks the
+// rows of the slices of ls, checks their leases and checkpoints, runs apply,
+// moves each slice's checkpoint and extends its lease.
+func (st *ProjectionStore) CommitSlices(ctx context.Context, ls []projection.SliceLease, records []journal.Record, sl []int, apply func(ctx context.Context, tx pgx.Tx) error) error {
+	if len(records) == 0 || len(ls) == 0 || len(sl) != len(records) {
+		return errors.New("projection: CommitSlices needs records, one slice per record and their leases")
+	}
+	k, ttl := ls[0].Key, ls[0].TTL
+	byslice := make(map[int]projection.SliceLease, len(ls))
+	want := make([]int32, 0, len(ls))
+	for _, l := range ls {
+		byslice[l.Slice] = l
+		want = append(want, int32(l.Slice))
+	}
+	tx, err := st.pool.Begin(ctx)
+	if err != nil {
+		return st.translate("commit slices: begin", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit this is a no-op
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, strconv.FormatInt(max(ttl.Milliseconds(), 1), 10))
+	b.Queue(`SELECT s.slice, s.epoch, s.owner, s.lease_until > clock_timestamp(), s.commit_xid, s.seq,
+			coalesce((SELECT version FROM `+st.s+`.projection_active a WHERE a.name = s.name), 0)
+		FROM `+st.s+`.projection_slices s WHERE s.name = $1 AND s.version = $2 AND s.slice = ANY($3::int[])
+		ORDER BY s.slice FOR UPDATE OF s`, k.Name, k.Version, want)
+	br := tx.SendBatch(ctx, b)
+	_, err = br.Exec()
+	var fenced error
+	found := 0
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			for rows.Next() {
+				var slice, active int
+				var epoch, commit, seq int64
+				var owner string
+				var live bool
+				if err = rows.Scan(&slice, &epoch, &owner, &live, &commit, &seq, &active); err != nil {
+					break
+				}
+				found++
+				l := byslice[slice]
+				switch {
+				case fenced != nil:
+				case active > k.Version:
+					fenced = fmt.Errorf("%w: %s is active", projection.ErrSuperseded, projection.Key{Name: k.Name, Version: active})
+				case uint64(epoch) != l.Epoch || owner != l.Owner:
+					fenced = fmt.Errorf("%w: slice %d of %s is at epoch %d (owner %q), the lease has epoch %d", projection.ErrFenced, slice, k, epoch, owner, l.Epoch)
+				case !live:
+					fenced = fmt.Errorf("%w: the lease of slice %d of %s expired", projection.ErrFenced, slice, k)
+				case (journal.Position{Commit: uint64(commit), Seq: uint64(seq)}) != l.Checkpoint:
+					fenced = fmt.Errorf("%w: the checkpoint of slice %d of %s is %d/%d, the runner expected %s", projection.ErrFenced, slice, k, commit, seq, l.Checkpoint)
+				}
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return st.translate("commit slices: lock", err)
+	}
+	if fenced != nil {
+		return fenced
+	}
+	if found != len(ls) {
+		return fmt.Errorf("%w: %s has no row for some of slices %v (was it reset?)", projection.ErrFenced, k, want)
+	}
+	buf, done := st.buffering(tx)
+	err = apply(ctx, tx)
+	done()
+	if err != nil {
+		return &projection.HandlerError{At: records[0].Position, Err: err}
+	}
+	if err := st.flushRows(ctx, tx, buf); err != nil {
+		return fmt.Errorf("projection %s: commit slices: %w", k, err)
+	}
+	n := len(ls)
+	us, ue, uc, uq, un := make([]int32, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	for _, l := range ls {
+		var last journal.Position
+		var count int64
+		for i := range records {
+			if sl[i] == l.Slice {
+				last, count = records[i].Position, count+1
+			}
+		}
+		if count == 0 {
+			last = l.Checkpoint
+		}
+		us, ue, uc, uq, un = append(us, int32(l.Slice)), append(ue, int64(l.Epoch)), append(uc, i64(last.Commit)), append(uq, i64(last.Seq)), append(un, count)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE `+st.s+`.projection_slices s SET commit_xid = u.c, seq = u.q, events = s.events + u.n,
+			lease_until = clock_timestamp() + $3::interval, updated_at = clock_timestamp()
+		FROM unnest($4::int[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[]) AS u(slice, epoch, c, q, n)
+		WHERE s.name = $1 AND s.version = $2 AND s.slice = u.slice AND s.epoch = u.epoch`,
+		k.Name, k.Version, interval(ttl), us, ue, uc, uq, un)
+	if err != nil {
+		return st.translate("commit slices: checkpoints", err)
+	}
+	if tag.RowsAffected() != int64(n) {
+		return fmt.Errorf("%w: the slice rows of %s changed under their locks", projection.ErrFenced, k)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return st.translate("commit slices", err)
+	}
+	return nil
+}
+
+// FailSlice implements projection.SliceStore.
+func (st *ProjectionStore) FailSlice(ctx context.Context, l projection.SliceLease, pos journal.Position, msg string) error {
+	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET state = 'failed', failed_xid = $5, failed_seq = $6, error = $7, updated_at = clock_timestamp()
+		WHERE name = $1 AND version = $2
+		  AND EXISTS (SELECT FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 AND slice = $3 AND epoch = $4)`,
+		l.Key.Name, l.Key.Version, l.Slice, int64(l.Epoch), i64(pos.Commit), i64(pos.Seq), msg)
+	if err != nil {
+		return st.translate("fail slice", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("%w: slice %d of %s moved on to a newer epoch", projection.ErrFenced, l.Slice, l.Key)
+	}
+	return nil
+}
+
+// SliceStatuses implements projection.SliceStore.
+func (st *ProjectionStore) SliceStatuses(ctx context.Context, k projection.Key) ([]projection.SliceStatus, projection.Slicing, error) {
+	rows, err := st.pool.Query(ctx, `SELECT slice, commit_xid, seq, events, owner, epoch, CASE WHEN isfinite(lease_until) THEN lease_until END,
+			tag_group, partition, slice_count
+		FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 ORDER BY slice`, k.Name, k.Version)
+	if err != nil {
+		return nil, projection.Slicing{}, st.translate("slice statuses", err)
+	}
+	defer rows.Close()
+	var out []projection.SliceStatus
+	var s projection.Slicing
+	for rows.Next() {
+		var x projection.SliceStatus
+		var commit, seq, events, epoch int64
+		var until *time.Time
+		if err := rows.Scan(&x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &s.Group, &s.Partition, &s.Count); err != nil {
+			return nil, projection.Slicing{}, st.translate("slice statuses", err)
+		}
+		x.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
+		x.Events, x.Epoch = uint64(events), uint64(epoch)
+		if until != nil {
+			x.LeaseUntil = until.UTC()
+		}
+		out = append(out, x)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, projection.Slicing{}, st.translate("slice statuses", err)
+	}
+	return out, s, nil
+}
+
+// SliceLags counts, for each slice of k (in slice order, as SliceStatuses
+// lists them), the events of the slice after its checkpoint: its lag in
+// events, for `scribe projections status`. The count is not gated: an
+// append committing meanwhile may or may not be counted.
+func (st *ProjectionStore) SliceLags(ctx context.Context, k projection.Key) ([]uint64, error) {
+	rows, err := st.pool.Query(ctx, `SELECT (SELECT count(DISTINCT (et.commit_xid, et.seq)) FROM `+st.s+`.event_tags et
+			WHERE et.partition = s.partition AND split_part(et.tag, ':', 1) = s.tag_group
+			  AND et.commit_xid >= s.commit_xid AND (et.commit_xid, et.seq) > (s.commit_xid, s.seq)
+			  AND `+st.s+`.scribe_slice(et.tag) >= s.slice * (1024 / s.slice_count)
+			  AND `+st.s+`.scribe_slice(et.tag) < (s.slice + 1) * (1024 / s.slice_count))
+		FROM `+st.s+`.projection_slices s WHERE s.name = $1 AND s.version = $2 ORDER BY s.slice`, k.Name, k.Version)
+	if err != nil {
+		return nil, st.translate("slice lags", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint64, error) {
+		var n int64
+		err := r.Scan(&n)
+		return uint64(n), err
+	})
+	if err != nil {
+		return nil, st.translate("slice lags", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,207 @@
+package projectiontest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/projection"
+)
+
+// RunSlices runs the sliced-projection cases against the harnesses new
+// returns; their Store must be a projection.SliceStore and their Journal a
+// journal.SliceSubscriber.
+func RunSlices[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) {
+	cases := []struct {
+		name string
+		f    func(t *testing.T, h Harness[Tx])
+	}{
+		{"SliceCommitIsFenced", testSliceCommitFenced[Tx]},
+		{"SlicingIsPartOfTheVersion", testSlicingChanged[Tx]},
+		{"SliceRunnersShareTheWork", testSliceRunnersShare[Tx]},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.f(t, newHarness(t)) })
+	}
+}
+
+func sliceStore[Tx any](t *testing.T, h Harness[Tx]) projection.SliceStore[Tx] {
+	s, ok := h.Store.(projection.SliceStore[Tx])
+	require.True(t, ok, "the store %T is not a projection.SliceStore", h.Store)
+	return s
+}
+
+// tagIn returns a tag of group acct in slice s of sl.
+func tagIn(sl projection.Slicing, s int) journal.Tag {
+	for i := 0; ; i++ {
+		tag := journal.Tag(fmt.Sprintf("acct:%d", i))
+		if x, _ := sl.SliceOf(tag); x == s {
+			return tag
+		}
+	}
+}
+
+func testSliceCommitFenced[Tx any](t *testing.T, h Harness[Tx]) {
+	ctx := ctxT(t)
+	st := sliceStore(t, h)
+	sl := projection.Slicing{Group: "acct", Count: 4, Partition: journal.DefaultPartition}
+	k := projection.Key{Name: "sliced-fenced", Version: 1}
+	recs := appendN(t, ctx, h.Journal, "", tagIn(sl, 0), "E", 3)
+	members, err := st.JoinSlices(ctx, k, sl, "a", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, members)
+	a, err := st.ClaimSlices(ctx, k, "a", time.Minute, []int{0, 1})
+	require.NoError(t, err)
+	require.Len(t, a, 2)
+	got, err := st.ClaimSlices(ctx, k, "b", time.Minute, []int{0, 1, 2})
+	require.NoError(t, err)
+	require.Len(t, got, 1, "b gets only the free slice 2")
+	require.Equal(t, 2, got[0].Slice)
+
+	apply := func(ctx context.Context, tx Tx) error { return h.Apply(ctx, tx, "sliced-fenced", recs[:1]) }
+	require.NoError(t, st.CommitSlices(ctx, a[:1], recs[:1], []int{0}, apply))
+	// The runner's view of slice 0 is behind the store's: fenced.
+	called := false
+	never := func(context.Context, Tx) error { called = true; return nil }
+	require.ErrorIs(t, st.CommitSlices(ctx, a[:1], recs[1:2], []int{0}, never), projection.ErrFenced)
+	require.False(t, called, "the handler ran under a fenced commit")
+
+	// A reset moves every slice back to zero and fences its lease.
+	require.NoError(t, h.Store.Reset(ctx, k, nil))
+	a0 := a[0]
+	a0.Checkpoint = recs[0].Position
+	require.ErrorIs(t, st.CommitSlices(ctx, []projection.SliceLease{a0}, recs[1:2], []int{0}, never), projection.ErrFenced)
+	require.False(t, called)
+	sts, gotSl, err := st.SliceStatuses(ctx, k)
+	require.NoError(t, err)
+	require.Equal(t, sl, gotSl)
+	require.Len(t, sts, 4)
+	for _, x := range sts {
+		require.Equal(t, journal.Position{}, x.Checkpoint)
+		require.Empty(t, x.Owner)
+	}
+
+	// An expired slice lease is fenced, and claimable by another runner.
+	short, err := st.ClaimSlices(ctx, k, "a", 100*time.Millisecond, []int{3})
+	require.NoError(t, err)
+	require.Len(t, short, 1)
+	require.Eventually(t, func() bool {
+		got, err := st.ClaimSlices(ctx, k, "b", time.Minute, []int{3})
+		require.NoError(t, err)
+		return len(got) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	lost, err := st.RenewSlices(ctx, short)
+	require.NoError(t, err)
+	require.Equal(t, []int{3}, lost)
+	require.ErrorIs(t, st.CommitSlices(ctx, short, recs[:1], []int{3}, never), projection.ErrFenced)
+	require.False(t, called)
+
+	// A paused projection's slices cannot be claimed.
+	p, ok := h.Store.(projection.Pauser)
+	require.True(t, ok)
+	require.NoError(t, p.Pause(ctx, k))
+	_, err = st.ClaimSlices(ctx, k, "a", time.Minute, []int{0})
+	require.ErrorIs(t, err, projection.ErrPaused)
+	require.NoError(t, p.Resume(ctx, k))
+	got, err = st.ClaimSlices(ctx, k, "a", time.Minute, []int{0})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	exactlyOnce(t, h, "sliced-fenced", recs[:1])
+}
+
+func testSlicingChanged[Tx any](t *testing.T, h Harness[Tx]) {
+	ctx := ctxT(t)
+	st := sliceStore(t, h)
+	k := projection.Key{Name: "sliced-changed", Version: 1}
+	_, err := st.JoinSlices(ctx, k, projection.Slicing{Group: "acct", Count: 4, Partition: journal.DefaultPartition}, "a", time.Minute)
+	require.NoError(t, err)
+	_, err = st.JoinSlices(ctx, k, projection.Slicing{Group: "acct", Count: 8, Partition: journal.DefaultPartition}, "b", time.Minute)
+	require.ErrorIs(t, err, projection.ErrSlicingChanged)
+	// A runner with the new slicing refuses to start, saying so.
+	sl := projection.Slicing{Group: "acct", Count: 8}
+	p := counting(h, k.Name, k.Version)
+	p.Slicing = &sl
+	r, err := projection.NewRunner(h.Journal, h.Store, p, opts("b"))
+	require.NoError(t, err)
+	err = r.Run(ctx)
+	require.ErrorIs(t, err, projection.ErrSlicingChanged)
+	require.ErrorIs(t, err, journal.ErrConfiguration)
+	// A sliced projection with a Query is refused at definition.
+	p.Query = journal.AllEvents()
+	_, err = projection.NewRunner(h.Journal, h.Store, p, opts("b"))
+	require.ErrorContains(t, err, "leave it empty")
+}
+
+// testSliceRunnersShareTheWork: two runners of a projection sliced in 8
+// share the slices, apply every event of the group once per slice it is in
+// (a transfer with two tags in two slices twice), skip events of other
+// groups, and the version becomes active once every slice caught up.
+func testSliceRunnersShare[Tx any](t *testing.T, h Harness[Tx]) {
+	ctx := ctxT(t)
+	st := sliceStore(t, h)
+	sl := projection.Slicing{Group: "acct", Count: 8}
+	k := projection.Key{Name: "sliced-share", Version: 1}
+	var recs []journal.Record
+	for i := range 40 {
+		recs = append(recs, appendN(t, ctx, h.Journal, "", journal.Tag(fmt.Sprintf("acct:%d", i)), "Opened", 2)...)
+	}
+	appendN(t, ctx, h.Journal, "", "region:1", "Other", 5)
+	a, b := tagIn(sl, 1), tagIn(sl, 6)
+	res, err := h.Journal.Append(ctx, []journal.Event{{ID: journal.NewEventID(), Type: "Moved", SchemaVersion: 1, Tags: []journal.Tag{a, b}, Data: []byte(`{}`)}}, journal.AppendOptions{})
+	require.NoError(t, err)
+	transfer := res.Records[0]
+
+	var mu sync.Mutex
+	delivered := map[int][]journal.Tag{} // slice → the tags the transfer's delivery stands for
+	p := projection.Projection[Tx]{Name: k.Name, Version: k.Version, Slicing: &sl, Handle: func(ctx context.Context, tx Tx, b projection.Batch) error {
+		for i, r := range b.Records {
+			if r.ID == transfer.ID {
+				mu.Lock()
+				delivered[b.Slices[i]] = sl.TagsIn(r, b.Slices[i])
+				mu.Unlock()
+			}
+		}
+		for _, r := range b.Records { // one at a time: a batch may hold a record twice
+			if err := h.Apply(ctx, tx, "sliced-share", []journal.Record{r}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	for _, owner := range []string{"r1", "r2"} {
+		r, err := projection.NewRunner(h.Journal, h.Store, p, opts(owner))
+		require.NoError(t, err)
+		running(t, r)
+	}
+	require.Eventually(t, func() bool {
+		sts, _, err := st.SliceStatuses(ctx, k)
+		require.NoError(t, err)
+		owners := map[string]bool{}
+		var events uint64
+		for _, x := range sts {
+			owners[x.Owner] = true
+			events += x.Events
+		}
+		return len(owners) == 2 && !owners[""] && events == uint64(len(recs)+2)
+	}, 30*time.Second, 10*time.Millisecond, "two runners did not share the slices and apply every delivery")
+	got := h.Applied(t, "sliced-share")
+	require.Equal(t, 2, got[transfer.ID], "the transfer is delivered once to each of its two slices")
+	mu.Lock()
+	require.Equal(t, map[int][]journal.Tag{1: {a}, 6: {b}}, delivered)
+	mu.Unlock()
+	delete(got, transfer.ID)
+	require.Len(t, got, len(recs), "only the group's events are applied")
+	for _, r := range recs {
+		require.Equal(t, 1, got[r.ID])
+	}
+	require.Eventually(t, func() bool {
+		s, err := h.Store.Status(ctx, k)
+		require.NoError(t, err)
+		return s.Active
+	}, 30*time.Second, 10*time.Millisecond, "the version did not become active once caught up")
+}

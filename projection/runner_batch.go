@@ -1,0 +1,162 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/scribe-es/scribe/journal"
+)
+
+// batchTarget is where applyAll stores batches: under the lease of an
+// unsliced projection, or under the slice leases of a sliced one.
+type batchTarget struct {
+	epoch uint64
+	// renew checks that the lease(s) are still held, before Prepare.
+	renew func(ctx context.Context) error
+	// commit stores b (the handler runs inside).
+	commit func(ctx context.Context, b Batch) error
+	// done records a committed b (moves the runner's checkpoints).
+	done func(b Batch)
+	// checkpoint is the runner's view of its progress after done.
+	checkpoint func() journal.Position
+	// fail records that the projection stopped at pos.
+	fail func(ctx context.Context, pos journal.Position, msg string) error
+}
+
+// leaseTarget stores batches under lease, moving *checkpoint.
+func (r *Runner[Tx]) leaseTarget(lease Lease, checkpoint *journal.Position) batchTarget {
+	return batchTarget{
+		epoch: lease.Epoch,
+		renew: func(ctx context.Context) error { return r.store.Renew(ctx, lease) },
+		commit: func(ctx context.Context, b Batch) error {
+			return r.store.Commit(ctx, lease, *checkpoint, b.Records, func(ctx context.Context, tx Tx) error {
+				return r.p.Handle(ctx, tx, b)
+			})
+		},
+		done:       func(b Batch) { *checkpoint = b.Records[len(b.Records)-1].Position },
+		checkpoint: func() journal.Position { return *checkpoint },
+		fail: func(ctx context.Context, pos journal.Position, msg string) error {
+			return r.store.Fail(ctx, lease, pos, msg)
+		},
+	}
+}
+
+// applyAll commits pending in batches (slices[i], when slices is not nil,
+// is the slice pending[i] is delivered for). After a handler error it
+// retries record by record, so that a failure is pinned to one record,
+// backing off between attempts of that record.
+func (r *Runner[Tx]) applyAll(ctx context.Context, t batchTarget, pending []journal.Record, slices []int) error {
+	single := false
+	attempt := 1
+	delay := r.o.Backoff
+	for len(pending) > 0 {
+		n := min(len(pending), r.o.BatchSize)
+		if single {
+			n = 1
+		}
+		chunk := pending[:n]
+		b := Batch{Records: chunk, Attempt: attempt, Epoch: t.epoch}
+		if slices != nil {
+			b.Slices = slices[:n]
+		}
+		err := r.prepare(ctx, t, &b)
+		if err == nil {
+			err = t.commit(ctx, b)
+		}
+		if err == nil {
+			t.done(b)
+			pending = pending[n:]
+			if slices != nil {
+				slices = slices[n:]
+			}
+			attempt, delay = 1, r.o.Backoff
+			lag := time.Since(chunk[n-1].RecordedAt)
+			r.applied.Add(context.WithoutCancel(ctx), int64(n), r.attrs)
+			r.lagHist.Record(context.WithoutCancel(ctx), lag.Seconds(), r.attrs)
+			// The hook runs before the batch's progress is published, so
+			// that WaitFor (and Progress) never report a batch whose
+			// Committed has not returned.
+			if r.o.Committed != nil {
+				r.o.Committed(b)
+			}
+			r.update(func(p *Progress) {
+				p.Checkpoint = t.checkpoint()
+				p.Events += uint64(n)
+				p.LastLag = lag
+				p.Error = ""
+			})
+			r.mu.Lock()
+			if len(pending) > 0 {
+				r.oldest = pending[0].RecordedAt
+			}
+			r.mu.Unlock()
+			continue
+		}
+		var herr *HandlerError
+		if !errors.As(err, &herr) {
+			if ctx.Err() == nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrSuperseded) {
+				// The store failed (not the handler): retry the same records
+				// under the same lease while it lasts.
+				r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
+				r.update(func(p *Progress) { p.Error = err.Error() })
+				r.o.Logger.Warn("projection commit failed; retrying", "projection", r.key.String(), "in", delay.String(), "error", err)
+				if sleep(ctx, delay) {
+					delay = min(2*delay, r.o.MaxBackoff)
+					continue
+				}
+			}
+			return err
+		}
+		r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
+		r.update(func(p *Progress) { p.Error = herr.Err.Error() })
+		if n > 1 {
+			single = true // find the record that fails; no attempt is counted
+			continue
+		}
+		if attempt >= r.o.MaxAttempts {
+			failed := &FailedError{Key: r.key, At: chunk[0].Position, EventID: chunk[0].ID.String(), Attempts: attempt, Err: herr.Err}
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if ferr := t.fail(fctx, chunk[0].Position, failed.Error()); ferr != nil {
+				r.o.Logger.Error("projection failure could not be recorded in the store", "projection", r.key.String(), "error", ferr)
+			}
+			cancel()
+			return failed
+		}
+		r.o.Logger.Warn("projection handler failed; retrying", "projection", r.key.String(), "at", chunk[0].Position.String(), "attempt", attempt, "in", delay.String(), "error", herr.Err)
+		if !sleep(ctx, delay) {
+			return ctx.Err()
+		}
+		attempt++
+		delay = min(2*delay, r.o.MaxBackoff)
+	}
+	return nil
+}
+
+// prepare runs the projection's Prepare, if any, after checking that the
+// lease is still held (so that a runner that lost it does not start outside
+// effects).
+func (r *Runner[Tx]) prepare(ctx context.Context, t batchTarget, b *Batch) error {
+	if r.p.Prepare == nil {
+		return nil
+	}
+	if err := t.renew(ctx); err != nil {
+		return err
+	}
+	if err := r.p.Prepare(ctx, b); err != nil {
+		return &HandlerError{At: b.Records[0].Position, Err: err}
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
