@@ -315,14 +315,7 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 	for {
 		lease, err := r.store.Claim(ctx, r.key, r.o.Owner, r.o.LeaseTTL)
 		if err != nil && !claimed && ctx.Err() == nil && (errors.Is(err, journal.ErrStoreNotOpen) || errors.Is(err, journal.ErrConfiguration)) {
-			if !errors.Is(err, journal.ErrConfiguration) {
-				err = fmt.Errorf("%w: %w", journal.ErrConfiguration, err)
-			}
-			err = fmt.Errorf("projection %s cannot start: %w", r.key, err)
-			r.update(func(p *Progress) { p.Error = err.Error() })
-			r.setState(StateStopped)
-			r.o.Logger.Error("projection cannot start: its store is not usable as configured", "projection", r.key.String(), "error", err)
-			return err
+			return r.cannotStart(err)
 		}
 		switch {
 		case err == nil:
@@ -352,15 +345,10 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return r.stopped()
 		}
-		var failed *FailedError
+		if r.ended(err) {
+			return err
+		}
 		switch {
-		case errors.As(err, &failed):
-			r.update(func(p *Progress) { p.State, p.FailedAt, p.Error = StateFailed, failed.At, failed.Err.Error() })
-			r.o.Logger.Error("projection stopped", "projection", r.key.String(), "at", failed.At.String(), "event", failed.EventID, "attempts", failed.Attempts, "error", failed.Err)
-			return err
-		case errors.Is(err, ErrSuperseded):
-			r.setState(StateSuperseded)
-			return err
 		case errors.Is(err, ErrFenced):
 			r.o.Logger.Warn("projection lease lost; standing by", "projection", r.key.String(), "owner", r.o.Owner)
 			r.setState(StateStandby)
@@ -387,6 +375,37 @@ func (r *Runner[Tx]) setup(ctx context.Context) error {
 	}
 	r.setUp = true
 	return nil
+}
+
+// cannotStart records and returns the error of a runner whose store is not
+// usable as configured (err matches journal.ErrStoreNotOpen or
+// journal.ErrConfiguration, or the slicing changed): it matches
+// journal.ErrConfiguration and says what to do.
+func (r *Runner[Tx]) cannotStart(err error) error {
+	if !errors.Is(err, journal.ErrConfiguration) {
+		err = fmt.Errorf("%w: %w", journal.ErrConfiguration, err)
+	}
+	err = fmt.Errorf("projection %s cannot start: %w", r.key, err)
+	r.update(func(p *Progress) { p.Error = err.Error() })
+	r.setState(StateStopped)
+	r.o.Logger.Error("projection cannot start: its store is not usable as configured", "projection", r.key.String(), "error", err)
+	return err
+}
+
+// ended reports whether err ends Run: a record failed MaxAttempts times
+// (state failed, logged) or a newer version became active (superseded).
+func (r *Runner[Tx]) ended(err error) bool {
+	var failed *FailedError
+	switch {
+	case errors.As(err, &failed):
+		r.update(func(p *Progress) { p.State, p.FailedAt, p.Error = StateFailed, failed.At, failed.Err.Error() })
+		r.o.Logger.Error("projection stopped", "projection", r.key.String(), "at", failed.At.String(), "event", failed.EventID, "attempts", failed.Attempts, "error", failed.Err)
+		return true
+	case errors.Is(err, ErrSuperseded):
+		r.setState(StateSuperseded)
+		return true
+	}
+	return false
 }
 
 func (r *Runner[Tx]) stopped() error {

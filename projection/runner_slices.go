@@ -92,24 +92,12 @@ func (r *Runner[Tx]) runSliced(ctx context.Context) error {
 			return r.stopped()
 		}
 		if !joined && (errors.Is(err, journal.ErrStoreNotOpen) || errors.Is(err, journal.ErrConfiguration) || errors.Is(err, ErrSlicingChanged)) {
-			if !errors.Is(err, journal.ErrConfiguration) {
-				err = fmt.Errorf("%w: %w", journal.ErrConfiguration, err)
-			}
-			err = fmt.Errorf("projection %s cannot start: %w", r.key, err)
-			r.update(func(p *Progress) { p.Error = err.Error() })
-			r.setState(StateStopped)
-			r.o.Logger.Error("projection cannot start: its store is not usable as configured", "projection", r.key.String(), "error", err)
+			return r.cannotStart(err)
+		}
+		if r.ended(err) {
 			return err
 		}
-		var failed *FailedError
 		switch {
-		case errors.As(err, &failed):
-			r.update(func(p *Progress) { p.State, p.FailedAt, p.Error = StateFailed, failed.At, failed.Err.Error() })
-			r.o.Logger.Error("projection stopped", "projection", r.key.String(), "at", failed.At.String(), "event", failed.EventID, "attempts", failed.Attempts, "error", failed.Err)
-			return err
-		case errors.Is(err, ErrSuperseded):
-			r.setState(StateSuperseded)
-			return err
 		case errors.Is(err, ErrPaused):
 			r.setState(StatePaused)
 			if !sleep(ctx, r.o.LeaseTTL/4) {
