@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -71,6 +72,23 @@ func (st *ProjectionStore) buffering(tx pgx.Tx) (*rowBuffer, func()) {
 		b.closed = true
 		b.mu.Unlock()
 	}
+}
+
+// applyBuffered runs a commit's handler apply in tx with its rows writes
+// buffered, then sends them (before the caller moves the checkpoint). A
+// handler error is returned as a *projection.HandlerError at the batch's
+// first record.
+func (st *ProjectionStore) applyBuffered(ctx context.Context, tx pgx.Tx, k projection.Key, records []journal.Record, apply func(ctx context.Context, tx pgx.Tx) error) error {
+	buf, done := st.buffering(tx)
+	err := apply(ctx, tx)
+	done()
+	if err != nil {
+		return &projection.HandlerError{At: records[0].Position, Err: err}
+	}
+	if err := st.flushRows(ctx, tx, buf); err != nil {
+		return fmt.Errorf("projection %s: commit: %w", k, err)
+	}
+	return nil
 }
 
 // flushRows sends b's writes in tx: per projection version one DELETE and

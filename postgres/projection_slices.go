@@ -274,14 +274,8 @@ func (st *ProjectionStore) CommitSlices(ctx context.Context, ls []projection.Sli
 	if found != len(ls) {
 		return fmt.Errorf("%w: %s has no row for some of slices %v (was it reset?)", projection.ErrFenced, k, want)
 	}
-	buf, done := st.buffering(tx)
-	err = apply(ctx, tx)
-	done()
-	if err != nil {
-		return &projection.HandlerError{At: records[0].Position, Err: err}
-	}
-	if err := st.flushRows(ctx, tx, buf); err != nil {
-		return fmt.Errorf("projection %s: commit slices: %w", k, err)
+	if err := st.applyBuffered(ctx, tx, k, records, apply); err != nil {
+		return err
 	}
 	n := len(ls)
 	us, ue, uc, uq, un := make([]int32, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)

@@ -247,14 +247,8 @@ func (st *ProjectionStore) Commit(ctx context.Context, l projection.Lease, from 
 	if got := (journal.Position{Commit: uint64(commit), Seq: uint64(seq)}); got != from {
 		return fmt.Errorf("%w: the checkpoint of %s is %s, the runner expected %s", projection.ErrFenced, l.Key, got, from)
 	}
-	buf, done := st.buffering(tx)
-	err = apply(ctx, tx)
-	done()
-	if err != nil {
-		return &projection.HandlerError{At: records[0].Position, Err: err}
-	}
-	if err := st.flushRows(ctx, tx, buf); err != nil {
-		return fmt.Errorf("projection %s: commit: %w", l.Key, err)
+	if err := st.applyBuffered(ctx, tx, l.Key, records, apply); err != nil {
+		return err
 	}
 	last := records[len(records)-1].Position
 	tag, err := tx.Exec(ctx, `UPDATE `+st.s+`.projections SET commit_xid = $4, seq = $5, events = events + $6,

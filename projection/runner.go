@@ -353,15 +353,24 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 			r.o.Logger.Warn("projection lease lost; standing by", "projection", r.key.String(), "owner", r.o.Owner)
 			r.setState(StateStandby)
 		default:
-			r.update(func(p *Progress) { p.Error = err.Error() })
-			r.o.Logger.Warn("projection retrying after an error", "projection", r.key.String(), "in", delay.String(), "error", err)
-			r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
-			if !sleep(ctx, delay) {
+			if !r.backOff(ctx, err, &delay) {
 				return r.stopped()
 			}
-			delay = min(2*delay, r.o.MaxBackoff)
 		}
 	}
+}
+
+// backOff records a store or journal error, waits *delay (false: ctx ended
+// first) and doubles *delay up to Options.MaxBackoff.
+func (r *Runner[Tx]) backOff(ctx context.Context, err error, delay *time.Duration) bool {
+	r.update(func(p *Progress) { p.Error = err.Error() })
+	r.o.Logger.Warn("projection retrying after an error", "projection", r.key.String(), "in", delay.String(), "error", err)
+	r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
+	if !sleep(ctx, *delay) {
+		return false
+	}
+	*delay = min(2*(*delay), r.o.MaxBackoff)
+	return true
 }
 
 // setup runs the projection's Store.Setup once per runner, before its first

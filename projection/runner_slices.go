@@ -107,13 +107,9 @@ func (r *Runner[Tx]) runSliced(ctx context.Context) error {
 			r.o.Logger.Warn("projection slice lease lost; claiming again", "projection", r.key.String(), "owner", r.o.Owner, "error", err)
 			r.setState(StateStandby)
 		default:
-			r.update(func(p *Progress) { p.Error = err.Error() })
-			r.o.Logger.Warn("projection retrying after an error", "projection", r.key.String(), "in", delay.String(), "error", err)
-			r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
-			if !sleep(ctx, delay) {
+			if !r.backOff(ctx, err, &delay) {
 				return r.stopped()
 			}
-			delay = min(2*delay, r.o.MaxBackoff)
 			continue
 		}
 		delay = r.o.Backoff
