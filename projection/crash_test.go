@@ -185,9 +185,13 @@ func (p *proc) waitBatches(t *testing.T, n int) {
 }
 
 // writers runs 64 writers, each appending events one by one to its own
-// stream with an expected version, until stop is closed; it returns the
-// appended records.
-func writers(t *testing.T, j journal.Journal, stop <-chan struct{}) func() []journal.Record {
+// stream with an expected version, until stop is closed or it has appended
+// perWriter events (0: no cap); it returns the appended records. The cap keeps the work a
+// test hands its runners independent of how fast the machine writes: uncapped,
+// a fast machine wrote 30,000 events while the publisher was killed three
+// times, and delivering them one by one outlasted the test's patience on a
+// loaded CI machine.
+func writers(t *testing.T, j journal.Journal, stop <-chan struct{}, perWriter uint64) func() []journal.Record {
 	var mu sync.Mutex
 	var all []journal.Record
 	var wg sync.WaitGroup
@@ -196,7 +200,7 @@ func writers(t *testing.T, j journal.Journal, stop <-chan struct{}) func() []jou
 		go func() {
 			defer wg.Done()
 			tag := journal.Tag(fmt.Sprintf("w:%d", w))
-			for v := uint64(0); ; v++ {
+			for v := uint64(0); perWriter == 0 || v < perWriter; v++ {
 				select {
 				case <-stop:
 					return
@@ -308,7 +312,7 @@ func (e crashEnv) checkExactlyOnce(t *testing.T, recs []journal.Record) {
 func TestCrashProjector(t *testing.T) {
 	e := newCrashEnv(t)
 	stop := make(chan struct{})
-	wait := writers(t, e.j, stop)
+	wait := writers(t, e.j, stop, 256)
 	for i := range 3 {
 		p := startChild(t, "projector", e.schema, 2*time.Second, "")
 		p.waitBatches(t, 3+i)
@@ -331,7 +335,7 @@ func TestCrashProjector(t *testing.T) {
 func TestTwoProjectorsNeverOverlap(t *testing.T) {
 	e := newCrashEnv(t)
 	stop := make(chan struct{})
-	wait := writers(t, e.j, stop)
+	wait := writers(t, e.j, stop, 0) // no cap: each pause needs a batch in flight
 	ttl := time.Second
 	a := startChild(t, "projector", e.schema, ttl, "")
 	b := startChild(t, "projector", e.schema, ttl, "")
@@ -422,7 +426,7 @@ func TestCrashPublisher(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	stop := make(chan struct{})
-	wait := writers(t, e.j, stop)
+	wait := writers(t, e.j, stop, 96)
 	for i := range 3 {
 		p := startChild(t, "publisher", e.schema, 2*time.Second, srv.URL)
 		p.waitBatches(t, 3+i)
