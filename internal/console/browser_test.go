@@ -116,6 +116,13 @@ func TestBrowserLiveAndVerify(t *testing.T) {
 	require.Equal(t, res.Records[0].Position.String(), pos)
 	// The projection applied 2 of the events: its lag is charted live.
 	require.NoError(t, chromedp.Do(tctx, chromedp.WaitVisible(`//p[@id="lag-legend"]/span[starts-with(text(), "accounts@1: ")]`)))
+	// Both charts show their scale: a round top value with its unit.
+	rateTop, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS("#rate-ymax")))
+	require.NoError(t, err)
+	require.Regexp(t, `^[0-9]+(\.[0-9]+)?/s$`, rateTop)
+	lagTop, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS("#lag-ymax")))
+	require.NoError(t, err)
+	require.Regexp(t, `^[0-9.]+ (s|min|h)$`, lagTop)
 
 	f.exec(`UPDATE __S__.events SET data = '{"amount":999}' WHERE id = $1`, f.recs[1].ID)
 	require.NoError(t, chromedp.Do(tctx,

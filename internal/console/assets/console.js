@@ -42,12 +42,39 @@ function overview() {
     points.push(t.events);
     while (points.length > 120) points.shift();
     seen.textContent = t.seen;
-    const top = Math.max(1, ...points);
+    const peak = Math.max(0, ...points);
+    const top = niceCeil(peak);
     rate.setAttribute("points", series(points, top));
-    document.getElementById("rate-top").textContent = "peak " + top + "/s, now " + t.events + "/s";
-    document.getElementById("rate").setAttribute("aria-label", "events per second, now " + t.events + ", peak " + top);
+    scale("rate", top, (v) => v + "/s");
+    document.getElementById("rate-top").textContent = "peak " + peak + "/s, now " + t.events + "/s";
+    document.getElementById("rate").setAttribute("aria-label", "events per second, now " + t.events + ", peak " + peak);
     drawLags(t);
   });
+}
+
+// niceCeil rounds v up to a readable top of scale (1, 1.5, 2, 3, 4, 5, 6 or 8
+// times a power of ten, at least 1), so that the chart's labels are round.
+function niceCeil(v) {
+  if (!(v > 1)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 1.5, 2, 3, 4, 5, 6, 8, 10]) {
+    if (m * p >= v) return m * p;
+  }
+  return 10 * p;
+}
+
+// scale labels the chart id's top and middle lines, for a scale from 0 to top.
+function scale(id, top, format) {
+  document.getElementById(id + "-ymax").textContent = format(top);
+  document.getElementById(id + "-ymid").textContent = format(top / 2);
+}
+
+// seconds formats a lag for the scale: seconds up to two minutes, then
+// minutes, then hours.
+function seconds(v) {
+  if (v < 120) return (Number.isInteger(v) ? v : v.toFixed(1)) + " s";
+  if (v < 7200) return +(v / 60).toFixed(1) + " min";
+  return +(v / 3600).toFixed(1) + " h";
 }
 
 // series maps the newest 120 values to polyline points: one per second, the
@@ -76,9 +103,11 @@ function drawLags(t) {
     s.push(l.seconds);
     while (s.length > 120) s.shift();
   }
-  let top = 1;
-  for (const s of lagSeries.values()) top = Math.max(top, ...s);
-  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  let peak = 0;
+  for (const s of lagSeries.values()) peak = Math.max(peak, ...s);
+  const top = niceCeil(peak);
+  scale("lag", top, seconds);
+  for (const old of svg.querySelectorAll("polyline")) old.remove();
   legend.textContent = "";
   let i = 0;
   for (const [name, s] of lagSeries) {
