@@ -22,7 +22,8 @@ import (
 // handler runs, in the transaction that runs it; claims, renewals, pauses
 // and resets wait for those locks. So a slice is applied by one runner at a
 // time, and runners of disjoint slices commit in parallel: a sliced commit
-// does not touch the projection's own row.
+// does not touch the projection's own row (Status and Statuses sum the
+// slices up instead).
 
 var _ projection.SliceStore[pgx.Tx] = (*ProjectionStore)(nil)
 
@@ -355,27 +356,102 @@ func (st *ProjectionStore) SliceStatuses(ctx context.Context, k projection.Key) 
 	return out, s, nil
 }
 
-// SliceLags counts, for each slice of k (in slice order, as SliceStatuses
-// lists them), the events of the slice after its checkpoint: its lag in
-// events, for `scribe projections status`. The count is not gated: an
-// append committing meanwhile may or may not be counted.
-func (st *ProjectionStore) SliceLags(ctx context.Context, k projection.Key) ([]uint64, error) {
-	rows, err := st.pool.Query(ctx, `SELECT (SELECT count(DISTINCT (et.commit_xid, et.seq)) FROM `+st.s+`.event_tags et
-			WHERE et.partition = s.partition AND split_part(et.tag, ':', 1) = s.tag_group
-			  AND et.commit_xid >= s.commit_xid AND (et.commit_xid, et.seq) > (s.commit_xid, s.seq)
-			  AND `+st.s+`.scribe_slice(et.tag) >= s.slice * (1024 / s.slice_count)
-			  AND `+st.s+`.scribe_slice(et.tag) < (s.slice + 1) * (1024 / s.slice_count))
-		FROM `+st.s+`.projection_slices s WHERE s.name = $1 AND s.version = $2 ORDER BY s.slice`, k.Name, k.Version)
+// withSlices sums up, in place, the status of each sliced projection among
+// sts from its slices (projection.SummarizeSlices), reading the slice rows
+// that where (with args) selects in one query; a lease is live by the
+// database's clock, as an unsliced projection's is.
+func (st *ProjectionStore) withSlices(ctx context.Context, sts []projection.Status, where string, args ...any) error {
+	rows, err := st.pool.Query(ctx, `SELECT name, version, slice, commit_xid, seq, events, owner, epoch,
+			owner <> '' AND lease_until > clock_timestamp()
+		FROM `+st.s+`.projection_slices`+where+` ORDER BY name, version, slice`, args...)
+	if err != nil {
+		return st.translate("status: slices", err)
+	}
+	defer rows.Close()
+	type sliced struct {
+		slices []projection.SliceStatus
+		live   []bool
+	}
+	byKey := map[projection.Key]*sliced{}
+	for rows.Next() {
+		var k projection.Key
+		var x projection.SliceStatus
+		var commit, seq, events, epoch int64
+		var live bool
+		if err := rows.Scan(&k.Name, &k.Version, &x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &live); err != nil {
+			return st.translate("status: slices", err)
+		}
+		x.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
+		x.Events, x.Epoch = uint64(events), uint64(epoch)
+		s := byKey[k]
+		if s == nil {
+			s = &sliced{}
+			byKey[k] = s
+		}
+		s.slices, s.live = append(s.slices, x), append(s.live, live)
+	}
+	if err := rows.Err(); err != nil {
+		return st.translate("status: slices", err)
+	}
+	for i := range sts {
+		if s := byKey[sts[i].Key]; s != nil {
+			sts[i] = projection.SummarizeSlices(sts[i], s.slices, s.live)
+		}
+	}
+	return nil
+}
+
+// SliceLag is how far one slice of a sliced projection is behind.
+type SliceLag struct {
+	// Events counts the slice's events after its checkpoint; with AtLeast,
+	// the count stopped there (SliceLags' atMost) and there are more.
+	Events  uint64
+	AtLeast bool
+	// Oldest is when the oldest of them was recorded (zero when none): the
+	// slice's lag in time is its age.
+	Oldest time.Time
+}
+
+// SliceLags returns, for each slice of k (in slice order, as SliceStatuses
+// lists them), its lag: for `scribe projections status` and the console.
+// The events are counted up to atMost per slice (0: all), and the oldest
+// found, on the tag index of migration 9 (the slice's entries after its
+// checkpoint); not gated, so an append committing meanwhile may or may not
+// be counted.
+func (st *ProjectionStore) SliceLags(ctx context.Context, k projection.Key, atMost int) ([]SliceLag, error) {
+	rows, err := st.pool.Query(ctx, st.sliceLagsSQL(atMost), k.Name, k.Version)
 	if err != nil {
 		return nil, st.translate("slice lags", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint64, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SliceLag, error) {
 		var n int64
-		err := r.Scan(&n)
-		return uint64(n), err
+		var oldest *time.Time
+		err := r.Scan(&n, &oldest)
+		l := SliceLag{Events: uint64(n), AtLeast: atMost > 0 && n >= int64(atMost)}
+		if oldest != nil {
+			l.Oldest = oldest.UTC()
+		}
+		return l, err
 	})
 	if err != nil {
 		return nil, st.translate("slice lags", err)
 	}
 	return out, nil
+}
+
+// sliceLagsSQL is SliceLags' statement ($1 name, $2 version).
+func (st *ProjectionStore) sliceLagsSQL(atMost int) string {
+	limit := ""
+	if atMost > 0 {
+		limit = " LIMIT " + strconv.Itoa(atMost)
+	}
+	const behind = `et.partition = s.partition AND split_part(et.tag, ':', 1) = s.tag_group
+			  AND et.commit_xid >= s.commit_xid AND (et.commit_xid, et.seq) > (s.commit_xid, s.seq)
+			  AND __S__.scribe_slice(et.tag) >= s.slice * (1024 / s.slice_count)
+			  AND __S__.scribe_slice(et.tag) < (s.slice + 1) * (1024 / s.slice_count)`
+	return st.sql(`SELECT
+			(SELECT count(*) FROM (SELECT DISTINCT et.commit_xid, et.seq FROM __S__.event_tags et WHERE ` + behind + limit + `) d),
+			(SELECT e.recorded_at FROM __S__.event_tags et JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
+				WHERE ` + behind + ` ORDER BY et.commit_xid, et.seq LIMIT 1)
+		FROM __S__.projection_slices s WHERE s.name = $1 AND s.version = $2 ORDER BY s.slice`)
 }

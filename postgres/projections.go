@@ -509,7 +509,11 @@ func (st *ProjectionStore) Status(ctx context.Context, k projection.Key) (projec
 	if err != nil {
 		return projection.Status{}, st.translate("status", err)
 	}
-	return s, nil
+	one := []projection.Status{s}
+	if err := st.withSlices(ctx, one, ` WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
+		return projection.Status{}, err
+	}
+	return one[0], nil
 }
 
 // Statuses implements projection.Store.
@@ -529,6 +533,9 @@ func (st *ProjectionStore) Statuses(ctx context.Context) ([]projection.Status, e
 	}
 	if err := rows.Err(); err != nil {
 		return nil, st.translate("statuses", err)
+	}
+	if err := st.withSlices(ctx, out, ""); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

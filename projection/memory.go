@@ -377,6 +377,13 @@ func (s *MemoryStore) status(r *memRow) Status {
 	if v, ok := s.active[st.Key.Name]; ok && v > st.Key.Version && st.State != StateFailed {
 		st.State = StateSuperseded
 	}
+	if m := s.slicedLocked(st.Key); m != nil {
+		sts, live, now := make([]SliceStatus, len(m.slices)), make([]bool, len(m.slices)), s.now()
+		for i, x := range m.slices {
+			sts[i], live[i] = x.st, x.st.Owner != "" && x.st.LeaseUntil.After(now)
+		}
+		st = SummarizeSlices(st, sts, live)
+	}
 	return st
 }
 

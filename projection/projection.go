@@ -169,6 +169,49 @@ type Status struct {
 	// when it set the projection up (Store.Setup): whether Reset alone
 	// empties it.
 	ReadModel ReadModelKind
+	// Slices is the number of slices of a sliced projection (0: not
+	// sliced). A sliced projection's status sums up its slices (see
+	// SummarizeSlices): Checkpoint is its oldest slice checkpoint, Events
+	// the slices' deliveries applied, SliceOwners the runners holding a
+	// live slice lease, and State is running while any slice lease is live;
+	// Owner and LeaseUntil stay empty.
+	Slices, SliceOwners int
+}
+
+// SummarizeSlices returns st (a sliced projection's own status) with its
+// progress taken from its slices, as Status.Slices describes; live[i]
+// reports whether slices[i]'s lease is held and unexpired, by the store's
+// clock. A failed, paused or superseded projection keeps its state; without
+// a live slice lease it is stopped once any slice was ever claimed, idle
+// before. Both stores report sliced projections through it.
+func SummarizeSlices(st Status, slices []SliceStatus, live []bool) Status {
+	if len(slices) == 0 {
+		return st
+	}
+	st.Slices, st.SliceOwners, st.Events, st.Owner, st.LeaseUntil = len(slices), 0, 0, "", time.Time{}
+	owners := map[string]bool{}
+	claimed := false
+	for i, x := range slices {
+		if i == 0 || x.Checkpoint.Before(st.Checkpoint) {
+			st.Checkpoint = x.Checkpoint
+		}
+		st.Events += x.Events
+		claimed = claimed || x.Epoch > 0
+		if i < len(live) && live[i] && x.Owner != "" {
+			owners[x.Owner] = true
+		}
+	}
+	st.SliceOwners = len(owners)
+	switch {
+	case st.State == StateFailed || st.State == StatePaused || st.State == StateSuperseded:
+	case len(owners) > 0:
+		st.State = StateRunning
+	case claimed:
+		st.State = StateStopped
+	default:
+		st.State = StateIdle
+	}
+	return st
 }
 
 // DeadLetter is a record a publisher (or a handler, through

@@ -49,8 +49,9 @@ func projectionsStatusCommand() *command {
 					return err
 				}
 				if sliced[i].slices != nil {
-					// A sliced projection's progress is its slices'.
-					statuses[i].Events, lags[i] = sliced[i].events, sliced[i].lag
+					// A sliced projection's lag is its slices' (its status
+					// already sums up their progress).
+					lags[i], behind[i] = sliced[i].lag, sliced[i].behind
 					continue
 				}
 				if lags[i], err = s.journal.CountAfter(e.ctx, p.Checkpoint); err != nil {
@@ -83,7 +84,10 @@ func projectionsStatusCommand() *command {
 			t := newTable(e.stdout, "NAME", "VERSION", "STATE", "ACTIVE", "CHECKPOINT", "EVENTS", "LAG", "LAG TIME", "OWNER", "LEASE UNTIL", "ERROR")
 			for i, p := range statuses {
 				owner := p.Owner
-				if owner == "" {
+				switch {
+				case p.Slices > 0:
+					owner = fmt.Sprintf("%d runners (sliced)", p.SliceOwners)
+				case owner == "":
 					owner = "-"
 				}
 				msg := p.Error

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/projection"
@@ -13,9 +14,10 @@ import (
 type slicedStatus struct {
 	slicing projection.Slicing
 	slices  []projection.SliceStatus
-	lags    []uint64
-	events  uint64
+	lags    []postgres.SliceLag
 	lag     uint64
+	// behind is the age of the oldest event a slice has not applied.
+	behind time.Duration
 }
 
 // readSliced reads k's slices, if it is sliced.
@@ -24,15 +26,18 @@ func readSliced(e *env, st *postgres.ProjectionStore, k projection.Key) (slicedS
 	if err != nil || len(sts) == 0 {
 		return slicedStatus{}, err
 	}
-	lags, err := st.SliceLags(e.ctx, k)
+	lags, err := st.SliceLags(e.ctx, k, 0)
 	if err != nil {
 		return slicedStatus{}, err
 	}
 	out := slicedStatus{slicing: sl, slices: sts, lags: lags}
-	for i, x := range sts {
-		out.events += x.Events
+	now := time.Now()
+	for i := range sts {
 		if i < len(lags) {
-			out.lag += lags[i]
+			out.lag += lags[i].Events
+			if !lags[i].Oldest.IsZero() {
+				out.behind = max(out.behind, now.Sub(lags[i].Oldest).Round(time.Millisecond))
+			}
 		}
 	}
 	return out, nil
@@ -46,7 +51,7 @@ func (s slicedStatus) json() []map[string]any {
 	out := make([]map[string]any, len(s.slices))
 	for i, x := range s.slices {
 		out[i] = map[string]any{"slice": x.Slice, "owner": x.Owner, "epoch": x.Epoch, "checkpoint": x.Checkpoint,
-			"events": x.Events, "lag": s.lags[i], "leaseUntil": jsonTime(x.LeaseUntil)}
+			"events": x.Events, "lag": s.lags[i].Events, "lagSeconds": lagSeconds(s.lags[i]), "leaseUntil": jsonTime(x.LeaseUntil)}
 	}
 	return out
 }
@@ -58,7 +63,7 @@ func (s slicedStatus) print(e *env, k projection.Key) error {
 	}
 	owners := map[string]int{}
 	fmt.Fprintf(e.stdout, "\n%s: sliced by tag group %q of partition %q into %d slices\n", k, s.slicing.Group, s.slicing.Partition, s.slicing.Count)
-	t := newTable(e.stdout, "SLICE", "OWNER", "EPOCH", "CHECKPOINT", "EVENTS", "LAG", "LEASE UNTIL")
+	t := newTable(e.stdout, "SLICE", "OWNER", "EPOCH", "CHECKPOINT", "EVENTS", "LAG", "LAG TIME", "LEASE UNTIL")
 	for i, x := range s.slices {
 		owner := x.Owner
 		if owner == "" {
@@ -66,11 +71,19 @@ func (s slicedStatus) print(e *env, k projection.Key) error {
 		} else {
 			owners[x.Owner]++
 		}
-		t.row(x.Slice, owner, x.Epoch, x.Checkpoint, x.Events, s.lags[i], fmtTime(x.LeaseUntil))
+		t.row(x.Slice, owner, x.Epoch, x.Checkpoint, x.Events, s.lags[i].Events, time.Duration(lagSeconds(s.lags[i])*float64(time.Second)).Round(time.Millisecond), fmtTime(x.LeaseUntil))
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%d runners own slices; LAG counts each slice's events after its checkpoint\n", len(owners))
+	fmt.Fprintf(e.stdout, "%d runners own slices; LAG counts each slice's events after its checkpoint, LAG TIME is the age of the oldest of them\n", len(owners))
 	return nil
+}
+
+// lagSeconds is the age of the oldest event l counts, in seconds (0: none).
+func lagSeconds(l postgres.SliceLag) float64 {
+	if l.Oldest.IsZero() {
+		return 0
+	}
+	return max(0, time.Since(l.Oldest).Seconds())
 }

@@ -240,6 +240,9 @@ func TestProjectionsStatusSlices(t *testing.T) {
 	require.Contains(t, res.stdout, `balances@1: sliced by tag group "account" of partition "default" into 4 slices`)
 	require.Regexp(t, fmt.Sprintf(`(?m)^%d\s+runner-1\s+%d\s+%s\s+2\s+%d\s`, s0, leases[s0].Epoch, per[s0][1].Position, len(per[s0])-2), res.stdout)
 	require.Contains(t, res.stdout, "1 runners own slices")
+	// The projection's own line sums its slices up: running (a slice lease
+	// is live), the runners, the deliveries applied.
+	require.Regexp(t, `(?m)^balances\s+1\s+running\s.*\s2\s.*1 runners \(sliced\)`, res.stdout)
 
 	res = f.scribe(t, "-json", "projections", "status")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -256,4 +259,6 @@ func TestProjectionsStatusSlices(t *testing.T) {
 	require.EqualValues(t, total-2, lag, "every delivery but the two applied is behind")
 	require.EqualValues(t, total-2, rows[0]["lag"])
 	require.EqualValues(t, 2, rows[0]["events"])
+	require.Equal(t, "running", rows[0]["state"])
+	require.Positive(t, rows[0]["lagSeconds"], "the age of the oldest delivery not applied")
 }

@@ -137,6 +137,14 @@ func (s *Server) lags(ctx context.Context) []projectionLag {
 	out := make([]projectionLag, 0, len(statuses))
 	for _, st := range statuses {
 		l := projectionLag{Name: st.Key.String()}
+		if st.Slices > 0 {
+			if lags, err := s.cfg.Projections.SliceLags(ctx, st.Key, 1); err == nil {
+				_, age, _ := sliceLag(lags)
+				l.Seconds = age.Seconds()
+			}
+			out = append(out, l)
+			continue
+		}
 		for rec, err := range s.cfg.Journal.ReadAll(ctx, st.Checkpoint, 1) {
 			if err == nil {
 				l.Seconds = max(0, time.Since(rec.RecordedAt).Seconds())

@@ -302,3 +302,28 @@ func TestVerifyShowsBreak(t *testing.T) {
 	require.Equal(t, "account:alice", last.Break.Tag)
 	require.EqualValues(t, 2, last.Break.Version)
 }
+
+// TestSlicedProjection: a sliced projection's row sums its slices up:
+// running while a slice lease is live, its runners and slices, the
+// deliveries applied and the events its slices have not applied.
+func TestSlicedProjection(t *testing.T) {
+	t.Parallel()
+	f := setup(t, false)
+	ctx := t.Context()
+	k := projection.Key{Name: "balances", Version: 1}
+	sl := projection.Slicing{Group: "account", Count: 4, Partition: journal.DefaultPartition}
+	_, err := f.store.JoinSlices(ctx, k, sl, "runner-1", time.Minute)
+	require.NoError(t, err)
+	leases, err := f.store.ClaimSlices(ctx, k, "runner-1", time.Minute, []int{0, 1, 2, 3})
+	require.NoError(t, err)
+	require.Len(t, leases, 4)
+	alice, _ := sl.SliceOf("account:alice")
+	require.NoError(t, f.store.CommitSlices(ctx, []projection.SliceLease{leases[alice]}, f.recs[:1], []int{alice},
+		func(context.Context, pgx.Tx) error { return nil }))
+
+	code, body := f.get(t, "/projections")
+	require.Equal(t, http.StatusOK, code, body)
+	// name, version, state, active, checkpoint, applied 1, lag 2 (alice's
+	// deposit and mallory's opening), lag time, owner.
+	require.Regexp(t, `<td>balances</td><td>1</td><td>running</td><td>no</td><td>[0-9.]+</td><td>1</td><td>2</td><td>[0-9.]+m?s</td><td>1 runners, 4 slices</td>`, body)
+}

@@ -223,11 +223,21 @@ func (s *Server) projectionRows(r *http.Request) ([]projectionRow, error) {
 	rows := make([]projectionRow, len(statuses))
 	for i, st := range statuses {
 		rows[i].Status = st
-		if rows[i].Lag, err = s.cfg.Journal.CountAfterAtMost(ctx, st.Checkpoint, lagCountLimit); err != nil {
-			return nil, err
+		if st.Slices > 0 {
+			// A sliced projection: its status sums its slices up, and so
+			// does its lag (each slice's events after its own checkpoint).
+			lags, err := s.cfg.Projections.SliceLags(ctx, st.Key, max(1, lagCountLimit/st.Slices))
+			if err != nil {
+				return nil, err
+			}
+			rows[i].Lag, rows[i].LagTime, rows[i].LagAtLeast = sliceLag(lags)
+		} else {
+			if rows[i].Lag, err = s.cfg.Journal.CountAfterAtMost(ctx, st.Checkpoint, lagCountLimit); err != nil {
+				return nil, err
+			}
+			rows[i].LagAtLeast = rows[i].Lag == lagCountLimit
 		}
-		rows[i].LagAtLeast = rows[i].Lag == lagCountLimit
-		if rows[i].Lag > 0 {
+		if rows[i].Lag > 0 && st.Slices == 0 {
 			for rec, err := range s.cfg.Journal.ReadAll(ctx, st.Checkpoint, 1) {
 				if err != nil {
 					return nil, err
@@ -243,6 +253,20 @@ func (s *Server) projectionRows(r *http.Request) ([]projectionRow, error) {
 		rows[i].Letters = dl[:min(len(dl), deadLettersShown)]
 	}
 	return rows, nil
+}
+
+// sliceLag sums a sliced projection's slice lags up: the events behind
+// (with atLeast, some slice counted only up to its cap), and the age of the
+// oldest of them.
+func sliceLag(lags []postgres.SliceLag) (events uint64, age time.Duration, atLeast bool) {
+	for _, l := range lags {
+		events += l.Events
+		atLeast = atLeast || l.AtLeast
+		if !l.Oldest.IsZero() {
+			age = max(age, time.Since(l.Oldest).Round(time.Millisecond))
+		}
+	}
+	return events, age, atLeast
 }
 
 func (s *Server) projections(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package projectiontest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func RunSlices[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) 
 		{"SliceCommitIsFenced", testSliceCommitFenced[Tx]},
 		{"SlicingIsPartOfTheVersion", testSlicingChanged[Tx]},
 		{"SliceRunnersShareTheWork", testSliceRunnersShare[Tx]},
+		{"SlicedStatusSumsUpItsSlices", testSlicedStatus[Tx]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newHarness(t)) })
@@ -204,4 +206,78 @@ func testSliceRunnersShare[Tx any](t *testing.T, h Harness[Tx]) {
 		require.NoError(t, err)
 		return s.Active
 	}, 30*time.Second, 10*time.Millisecond, "the version did not become active once caught up")
+}
+
+// testSlicedStatus: a sliced projection's Status (and Statuses) sums up its
+// slices: the oldest slice checkpoint, the deliveries applied, the runners
+// holding live slice leases, running while one does, stopped after.
+func testSlicedStatus[Tx any](t *testing.T, h Harness[Tx]) {
+	ctx := ctxT(t)
+	st := sliceStore(t, h)
+	sl := projection.Slicing{Group: "acct", Count: 4, Partition: journal.DefaultPartition}
+	k := projection.Key{Name: "sliced-status", Version: 1}
+	var recs [][]journal.Record
+	for s := range sl.Count {
+		recs = append(recs, appendN(t, ctx, h.Journal, "", tagIn(sl, s), "E", 2))
+	}
+	status := func() projection.Status {
+		t.Helper()
+		got, err := h.Store.Status(ctx, k)
+		require.NoError(t, err)
+		all, err := h.Store.Statuses(ctx)
+		require.NoError(t, err)
+		i := slices.IndexFunc(all, func(x projection.Status) bool { return x.Key == k })
+		require.GreaterOrEqual(t, i, 0, "Statuses lists the sliced projection")
+		require.Equal(t, got.State, all[i].State)
+		require.Equal(t, got.Events, all[i].Events)
+		require.Equal(t, got.Checkpoint, all[i].Checkpoint)
+		require.Equal(t, got.SliceOwners, all[i].SliceOwners)
+		return got
+	}
+	_, err := st.JoinSlices(ctx, k, sl, "a", time.Minute)
+	require.NoError(t, err)
+	got := status()
+	require.Equal(t, projection.StateIdle, got.State)
+	require.Equal(t, 4, got.Slices)
+	require.Zero(t, got.SliceOwners)
+
+	a, err := st.ClaimSlices(ctx, k, "a", time.Minute, []int{0, 1})
+	require.NoError(t, err)
+	b, err := st.ClaimSlices(ctx, k, "b", time.Minute, []int{2, 3})
+	require.NoError(t, err)
+	require.Len(t, a, 2)
+	require.Len(t, b, 2)
+	got = status()
+	require.Equal(t, projection.StateRunning, got.State)
+	require.Equal(t, 2, got.SliceOwners)
+	require.Empty(t, got.Owner, "a sliced projection has no single owner")
+
+	// Slices 1-3 apply both their records, slice 0 its first: the
+	// projection's checkpoint is slice 0's, the oldest.
+	leases := append(a, b...)
+	for _, l := range leases {
+		s, n := l.Slice, 2
+		if s == 0 {
+			n = 1
+		}
+		apply := func(ctx context.Context, tx Tx) error { return h.Apply(ctx, tx, "sliced-status", recs[s][:n]) }
+		require.NoError(t, st.CommitSlices(ctx, []projection.SliceLease{l}, recs[s][:n], slices.Repeat([]int{s}, n), apply))
+	}
+	got = status()
+	require.EqualValues(t, 7, got.Events)
+	require.Equal(t, recs[0][0].Position, got.Checkpoint)
+
+	// Without a live slice lease it is stopped, its progress kept.
+	require.NoError(t, st.ReleaseSlices(ctx, a))
+	require.Equal(t, 1, status().SliceOwners)
+	require.NoError(t, st.ReleaseSlices(ctx, b))
+	got = status()
+	require.Equal(t, projection.StateStopped, got.State)
+	require.Zero(t, got.SliceOwners)
+	require.EqualValues(t, 7, got.Events)
+
+	p, ok := h.Store.(projection.Pauser)
+	require.True(t, ok)
+	require.NoError(t, p.Pause(ctx, k))
+	require.Equal(t, projection.StatePaused, status().State)
 }
