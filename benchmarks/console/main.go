@@ -198,7 +198,7 @@ func run(url string, n, runs int, schema string, keep bool, shots string) error 
 			}
 			wait := 3 * time.Second
 			if p.name == "overview" {
-				wait = 20 * time.Second // let the live charts draw
+				wait = 45 * time.Second // let the live charts draw
 			}
 			time.Sleep(wait)
 			png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))

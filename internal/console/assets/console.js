@@ -63,18 +63,19 @@ function niceCeil(v) {
   return 10 * p;
 }
 
-// scale labels the chart id's top and middle lines, for a scale from 0 to top.
+// scale labels the chart id's top and middle lines, for a scale from 0 to
+// top; format(v, top) may pick its unit by top, so both labels share it.
 function scale(id, top, format) {
-  document.getElementById(id + "-ymax").textContent = format(top);
-  document.getElementById(id + "-ymid").textContent = format(top / 2);
+  document.getElementById(id + "-ymax").textContent = format(top, top);
+  document.getElementById(id + "-ymid").textContent = format(top / 2, top);
 }
 
-// seconds formats a lag for the scale: seconds up to two minutes, then
-// minutes, then hours.
-function seconds(v) {
-  if (v < 120) return (Number.isInteger(v) ? v : v.toFixed(1)) + " s";
-  if (v < 7200) return +(v / 60).toFixed(1) + " min";
-  return +(v / 3600).toFixed(1) + " h";
+// seconds formats a lag for a scale up to top: in seconds up to two
+// minutes, then in minutes, then in hours.
+function seconds(v, top) {
+  if (top < 120) return +v.toFixed(1) + " s";
+  if (top < 7200) return +(v / 60).toFixed(2) + " min";
+  return +(v / 3600).toFixed(2) + " h";
 }
 
 // series maps the newest 120 values to polyline points: one per second, the
