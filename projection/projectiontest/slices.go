@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ func RunSlices[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) 
 		{"SlicingIsPartOfTheVersion", testSlicingChanged[Tx]},
 		{"SliceRunnersShareTheWork", testSliceRunnersShare[Tx]},
 		{"SlicedStatusSumsUpItsSlices", testSlicedStatus[Tx]},
+		{"SlicedDeadLetterReplayedOnce", testSlicedDeadLetterReplay[Tx]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newHarness(t)) })
@@ -280,4 +282,73 @@ func testSlicedStatus[Tx any](t *testing.T, h Harness[Tx]) {
 	require.True(t, ok)
 	require.NoError(t, p.Pause(ctx, k))
 	require.Equal(t, projection.StatePaused, status().State)
+}
+
+// testSlicedDeadLetterReplay: a sliced projection's handler dead-letters a
+// poison record; once a replay is requested, one of the two runners that
+// share the slices replays it, exactly once, and the letter is gone.
+func testSlicedDeadLetterReplay[Tx any](t *testing.T, h Harness[Tx]) {
+	replayer(t, h)
+	ctx := ctxT(t)
+	st := sliceStore(t, h)
+	sl := projection.Slicing{Group: "acct", Count: 4}
+	k := projection.Key{Name: "sliced-replay", Version: 1}
+	var recs []journal.Record
+	for i := range 8 {
+		recs = append(recs, appendN(t, ctx, h.Journal, "", journal.Tag(fmt.Sprintf("acct:%d", i)), "Opened", 3)...)
+	}
+	poison := recs[10]
+	var replays atomic.Int32
+	p := projection.Projection[Tx]{Name: k.Name, Version: k.Version, Slicing: &sl,
+		Handle: func(ctx context.Context, tx Tx, b projection.Batch) error {
+			var ok []journal.Record
+			for _, r := range b.Records {
+				if r.ID == poison.ID {
+					if err := h.Store.DeadLetter(ctx, tx, projection.DeadLetter{Key: k, Record: r, Error: "cannot apply this event", Attempts: 1}); err != nil {
+						return err
+					}
+					continue
+				}
+				ok = append(ok, r)
+			}
+			return h.Apply(ctx, tx, "sliced-replay", ok)
+		},
+		Replay: func(ctx context.Context, tx Tx, d projection.DeadLetter) error {
+			replays.Add(1)
+			return h.Apply(ctx, tx, "sliced-replay", []journal.Record{d.Record})
+		}}
+	for _, owner := range []string{"r1", "r2"} {
+		o := opts(owner)
+		o.ReplayInterval = 20 * time.Millisecond
+		r, err := projection.NewRunner(h.Journal, h.Store, p, o)
+		require.NoError(t, err)
+		running(t, r)
+	}
+	require.Eventually(t, func() bool {
+		sts, _, err := st.SliceStatuses(ctx, k)
+		require.NoError(t, err)
+		owners := map[string]bool{}
+		var events uint64
+		for _, x := range sts {
+			owners[x.Owner] = true
+			events += x.Events
+		}
+		return len(owners) == 2 && !owners[""] && events == uint64(len(recs))
+	}, 30*time.Second, 10*time.Millisecond, "two runners did not share the slices and handle every record")
+	dl, err := h.Store.DeadLetters(ctx, k)
+	require.NoError(t, err)
+	require.Len(t, dl, 1)
+	require.Equal(t, poison.ID, dl[0].Record.ID)
+	require.Zero(t, h.Applied(t, "sliced-replay")[poison.ID])
+
+	n, err := replayer(t, h).RequestReplay(ctx, k)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Eventually(t, func() bool {
+		dl, err := h.Store.DeadLetters(ctx, k)
+		require.NoError(t, err)
+		return len(dl) == 0
+	}, 30*time.Second, 10*time.Millisecond, "no runner replayed the requested letter")
+	require.EqualValues(t, 1, replays.Load(), "the letter is replayed by one runner, once")
+	exactlyOnce(t, h, "sliced-replay", recs)
 }
