@@ -182,21 +182,22 @@ type Status struct {
 // progress taken from its slices, as Status.Slices describes; live[i]
 // reports whether slices[i]'s lease is held and unexpired, by the store's
 // clock. A failed, paused or superseded projection keeps its state; without
-// a live slice lease it is stopped once any slice was ever claimed, idle
-// before. Both stores report sliced projections through it.
+// a live slice lease it is stopped, or idle while it is idle (never run, or
+// reset) and no slice has applied anything. Both stores report sliced
+// projections through it.
 func SummarizeSlices(st Status, slices []SliceStatus, live []bool) Status {
 	if len(slices) == 0 {
 		return st
 	}
 	st.Slices, st.SliceOwners, st.Events, st.Owner, st.LeaseUntil = len(slices), 0, 0, "", time.Time{}
 	owners := map[string]bool{}
-	claimed := false
+	applied := false
 	for i, x := range slices {
 		if i == 0 || x.Checkpoint.Before(st.Checkpoint) {
 			st.Checkpoint = x.Checkpoint
 		}
 		st.Events += x.Events
-		claimed = claimed || x.Epoch > 0
+		applied = applied || !x.Checkpoint.IsZero()
 		if i < len(live) && live[i] && x.Owner != "" {
 			owners[x.Owner] = true
 		}
@@ -206,10 +207,8 @@ func SummarizeSlices(st Status, slices []SliceStatus, live []bool) Status {
 	case st.State == StateFailed || st.State == StatePaused || st.State == StateSuperseded:
 	case len(owners) > 0:
 		st.State = StateRunning
-	case claimed:
+	case st.State != StateIdle || applied:
 		st.State = StateStopped
-	default:
-		st.State = StateIdle
 	}
 	return st
 }

@@ -282,6 +282,14 @@ func testSlicedStatus[Tx any](t *testing.T, h Harness[Tx]) {
 	require.True(t, ok)
 	require.NoError(t, p.Pause(ctx, k))
 	require.Equal(t, projection.StatePaused, status().State)
+	require.NoError(t, p.Resume(ctx, k))
+	require.Equal(t, projection.StateStopped, status().State, "resumed, with no runner")
+
+	// A reset moves every slice back to zero: idle, as before it ran.
+	require.NoError(t, h.Store.Reset(ctx, k, nil))
+	got = status()
+	require.Equal(t, projection.StateIdle, got.State)
+	require.Equal(t, journal.Position{}, got.Checkpoint)
 }
 
 // testSlicedDeadLetterReplay: a sliced projection's handler dead-letters a
