@@ -34,6 +34,14 @@ type observe struct {
 	Seen chan<- int
 }
 
+// hold adds N after telling Entered that its Decide runs and waiting for
+// Proceed to be closed: a test looks at the actor while it decides.
+type hold struct {
+	N       int
+	Entered chan<- struct{}
+	Proceed <-chan struct{}
+}
+
 func (counter) Name() string { return "counter" }
 func (counter) Initial() any { return 0 }
 func (c counter) StateSchemaVersion() int {
@@ -57,6 +65,10 @@ func (counter) Decide(state any, cmd any) ([]any, error) {
 		return []any{added{c.N}}, nil
 	case observe:
 		c.Seen <- s
+		return []any{added{c.N}}, nil
+	case hold:
+		c.Entered <- struct{}{}
+		<-c.Proceed
 		return []any{added{c.N}}, nil
 	case noop:
 		return nil, nil

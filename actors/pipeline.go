@@ -86,15 +86,21 @@ func (a *streamActor) decideAhead() {
 		a.open = a.newBatch()
 	}
 	before := len(a.open.entries)
+	// decideInto takes each command, which stops counting it toward the
+	// queue bounds; count them once more first, so that the bounds never
+	// dip while the commands move into the open batch (a caller admitted in
+	// that moment would exceed MaxQueue or MaxPending).
+	a.entry.queued.Add(int64(n))
+	a.host.pending.Add(int64(n))
 	if !a.decideInto(a.open, cmds) {
 		// onPanic put the open batch's commands back in the queue.
-		a.uncount(a.openHeld)
+		a.uncount(a.openHeld + n)
 		a.open, a.openHeld = nil, 0
 		return
 	}
 	held := len(a.open.entries) - before
-	a.entry.queued.Add(int64(held))
-	a.host.pending.Add(int64(held))
+	a.entry.queued.Add(int64(held - n))
+	a.host.pending.Add(int64(held - n))
 	a.openHeld += held
 }
 

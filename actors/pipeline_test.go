@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,6 +107,33 @@ func TestPipelineDecidesOnTopOfTheAppendInFlight(t *testing.T) {
 	g.mu.Lock()
 	require.Equal(t, []int{1, 1}, slices.Clone(g.sizes))
 	g.mu.Unlock()
+}
+
+// A command keeps counting toward the queue bounds while it is decided
+// ahead (its Decide running): a caller arriving in that moment is measured
+// against the bound with it. The actor used to stop counting it when it took
+// it and count it again after its decision, so Pending read 0 meanwhile and
+// one more caller than MaxQueue could be admitted.
+func TestPipelineCountsTheCommandItDecidesAhead(t *testing.T) {
+	t.Parallel()
+	h, g, s := pipelineFixture(t, "pipeline-count")
+	a := executeAsync(h, s, actors.Command{Payload: add{10}})
+	require.Eventually(t, appendsStarted(g, 1), 5*time.Second, time.Millisecond)
+	entered, proceed := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(proceed) }) }
+	t.Cleanup(func() { let(); g.openGate() }) // before the host's shutdown, also when the test fails
+	b := executeAsync(h, s, actors.Command{Payload: hold{N: 100, Entered: entered, Proceed: proceed}})
+	recv(t, entered, "the decision ahead started")
+	require.Equal(t, 1, h.Pending(s), "the command being decided ahead still counts as waiting")
+	let()
+	require.Eventually(t, func() bool { return h.Pending(s) == 1 }, 5*time.Second, time.Millisecond)
+	g.openGate()
+	require.NoError(t, recv(t, a, "reply to the first command").err)
+	rb := recv(t, b, "reply to the second command")
+	require.NoError(t, rb.err)
+	require.Equal(t, 111, rb.res.State)
+	require.Zero(t, h.Pending(s))
 }
 
 // When the append in flight fails, a command decided on top of it is neither

@@ -166,7 +166,11 @@ type poisoned struct {
 
 func (p *poisoned) Append(ctx context.Context, events []journal.Event, opts journal.AppendOptions) (journal.AppendResult, error) {
 	p.entered.Add(1)
-	<-p.hold
+	select {
+	case <-p.hold:
+	case <-ctx.Done():
+		return journal.AppendResult{}, ctx.Err()
+	}
 	p.appends.Add(1)
 	for _, ev := range events {
 		if ev.Metadata.UserID == poisonID {
@@ -182,8 +186,11 @@ func (e *env) startHeld(t *testing.T, mutate ...func(*runtime.Config)) (*runtime
 	p := &poisoned{Journal: e.j, hold: make(chan struct{})}
 	var once sync.Once
 	release := func() { once.Do(func() { close(p.hold) }) }
-	t.Cleanup(release)
 	rt := e.start(t, append([]func(*runtime.Config){func(c *runtime.Config) { c.Journal = p }}, mutate...)...)
+	// Registered after start's shutdown, so it runs before it (cleanups run
+	// last first): a test that fails while appends are held does not leave
+	// the shutdown waiting for them.
+	t.Cleanup(release)
 	return rt, p, release
 }
 
