@@ -89,7 +89,11 @@ func (g *gated) Append(ctx context.Context, events []journal.Event, opts journal
 	}
 	g.mu.Unlock()
 	if gate {
-		<-g.release
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return journal.AppendResult{}, ctx.Err()
+		}
 		if fail != nil {
 			return journal.AppendResult{}, fail
 		}
