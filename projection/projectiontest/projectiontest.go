@@ -597,7 +597,18 @@ func replayer[Tx any](t *testing.T, h Harness[Tx]) projection.DeadLetterReplayer
 // once every record of recs was handled.
 func poisonDeadLettered[Tx any](t *testing.T, ctx context.Context, h Harness[Tx], k projection.Key, model string, recs []journal.Record, poison journal.Record) {
 	t.Helper()
-	p := projection.Projection[Tx]{Name: k.Name, Version: k.Version, Handle: func(ctx context.Context, tx Tx, b projection.Batch) error {
+	p := projection.Projection[Tx]{Name: k.Name, Version: k.Version, Handle: deadLettering(h, k, model, poison)}
+	r, err := projection.NewRunner(h.Journal, h.Store, p, opts("a"))
+	require.NoError(t, err)
+	stop, _ := running(t, r)
+	require.NoError(t, r.WaitFor(ctx, recs[len(recs)-1].Position))
+	require.NoError(t, stop())
+}
+
+// deadLettering is a handler that writes poison to k's dead letters (in its
+// transaction) and applies the other records to model.
+func deadLettering[Tx any](h Harness[Tx], k projection.Key, model string, poison journal.Record) func(ctx context.Context, tx Tx, b projection.Batch) error {
+	return func(ctx context.Context, tx Tx, b projection.Batch) error {
 		var ok []journal.Record
 		for _, r := range b.Records {
 			if r.ID == poison.ID {
@@ -609,12 +620,7 @@ func poisonDeadLettered[Tx any](t *testing.T, ctx context.Context, h Harness[Tx]
 			ok = append(ok, r)
 		}
 		return h.Apply(ctx, tx, model, ok)
-	}}
-	r, err := projection.NewRunner(h.Journal, h.Store, p, opts("a"))
-	require.NoError(t, err)
-	stop, _ := running(t, r)
-	require.NoError(t, r.WaitFor(ctx, recs[len(recs)-1].Position))
-	require.NoError(t, stop())
+	}
 }
 
 // testDeadLetterReplay: a poison record goes to the dead letters; a replay

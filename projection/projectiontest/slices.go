@@ -40,6 +40,23 @@ func sliceStore[Tx any](t *testing.T, h Harness[Tx]) projection.SliceStore[Tx] {
 	return s
 }
 
+// sharedAndApplied waits until runners runners own every slice of k and
+// the slices applied deliveries deliveries in all.
+func sharedAndApplied[Tx any](t *testing.T, ctx context.Context, st projection.SliceStore[Tx], k projection.Key, runners int, deliveries uint64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		sts, _, err := st.SliceStatuses(ctx, k)
+		require.NoError(t, err)
+		owners := map[string]bool{}
+		var events uint64
+		for _, x := range sts {
+			owners[x.Owner] = true
+			events += x.Events
+		}
+		return len(owners) == runners && !owners[""] && events == deliveries
+	}, 30*time.Second, 10*time.Millisecond, "%d runners did not share the slices of %s and apply %d deliveries", runners, k, deliveries)
+}
+
 // tagIn returns a tag of group acct in slice s of sl.
 func tagIn(sl projection.Slicing, s int) journal.Tag {
 	for i := 0; ; i++ {
@@ -182,17 +199,7 @@ func testSliceRunnersShare[Tx any](t *testing.T, h Harness[Tx]) {
 		require.NoError(t, err)
 		running(t, r)
 	}
-	require.Eventually(t, func() bool {
-		sts, _, err := st.SliceStatuses(ctx, k)
-		require.NoError(t, err)
-		owners := map[string]bool{}
-		var events uint64
-		for _, x := range sts {
-			owners[x.Owner] = true
-			events += x.Events
-		}
-		return len(owners) == 2 && !owners[""] && events == uint64(len(recs)+2)
-	}, 30*time.Second, 10*time.Millisecond, "two runners did not share the slices and apply every delivery")
+	sharedAndApplied(t, ctx, st, k, 2, uint64(len(recs)+2))
 	got := h.Applied(t, "sliced-share")
 	require.Equal(t, 2, got[transfer.ID], "the transfer is delivered once to each of its two slices")
 	mu.Lock()
@@ -308,19 +315,7 @@ func testSlicedDeadLetterReplay[Tx any](t *testing.T, h Harness[Tx]) {
 	poison := recs[10]
 	var replays atomic.Int32
 	p := projection.Projection[Tx]{Name: k.Name, Version: k.Version, Slicing: &sl,
-		Handle: func(ctx context.Context, tx Tx, b projection.Batch) error {
-			var ok []journal.Record
-			for _, r := range b.Records {
-				if r.ID == poison.ID {
-					if err := h.Store.DeadLetter(ctx, tx, projection.DeadLetter{Key: k, Record: r, Error: "cannot apply this event", Attempts: 1}); err != nil {
-						return err
-					}
-					continue
-				}
-				ok = append(ok, r)
-			}
-			return h.Apply(ctx, tx, "sliced-replay", ok)
-		},
+		Handle: deadLettering(h, k, "sliced-replay", poison),
 		Replay: func(ctx context.Context, tx Tx, d projection.DeadLetter) error {
 			replays.Add(1)
 			return h.Apply(ctx, tx, "sliced-replay", []journal.Record{d.Record})
@@ -332,17 +327,7 @@ func testSlicedDeadLetterReplay[Tx any](t *testing.T, h Harness[Tx]) {
 		require.NoError(t, err)
 		running(t, r)
 	}
-	require.Eventually(t, func() bool {
-		sts, _, err := st.SliceStatuses(ctx, k)
-		require.NoError(t, err)
-		owners := map[string]bool{}
-		var events uint64
-		for _, x := range sts {
-			owners[x.Owner] = true
-			events += x.Events
-		}
-		return len(owners) == 2 && !owners[""] && events == uint64(len(recs))
-	}, 30*time.Second, 10*time.Millisecond, "two runners did not share the slices and handle every record")
+	sharedAndApplied(t, ctx, st, k, 2, uint64(len(recs)))
 	dl, err := h.Store.DeadLetters(ctx, k)
 	require.NoError(t, err)
 	require.Len(t, dl, 1)
