@@ -412,6 +412,21 @@ type SliceLag struct {
 	Oldest time.Time
 }
 
+// TotalSliceLag sums a sliced projection's slice lags up: the events behind
+// over all slices (AtLeast when any slice's count stopped at its cap) and
+// the oldest of them.
+func TotalSliceLag(lags []SliceLag) SliceLag {
+	var total SliceLag
+	for _, l := range lags {
+		total.Events += l.Events
+		total.AtLeast = total.AtLeast || l.AtLeast
+		if !l.Oldest.IsZero() && (total.Oldest.IsZero() || l.Oldest.Before(total.Oldest)) {
+			total.Oldest = l.Oldest
+		}
+	}
+	return total
+}
+
 // SliceLags returns, for each slice of k (in slice order, as SliceStatuses
 // lists them), its lag: for `scribe projections status` and the console.
 // The events are counted up to atMost per slice (0: all), and the oldest

@@ -30,15 +30,10 @@ func readSliced(e *env, st *postgres.ProjectionStore, k projection.Key) (slicedS
 	if err != nil {
 		return slicedStatus{}, err
 	}
-	out := slicedStatus{slicing: sl, slices: sts, lags: lags}
-	now := time.Now()
-	for i := range sts {
-		if i < len(lags) {
-			out.lag += lags[i].Events
-			if !lags[i].Oldest.IsZero() {
-				out.behind = max(out.behind, now.Sub(lags[i].Oldest).Round(time.Millisecond))
-			}
-		}
+	total := postgres.TotalSliceLag(lags)
+	out := slicedStatus{slicing: sl, slices: sts, lags: lags, lag: total.Events}
+	if !total.Oldest.IsZero() {
+		out.behind = max(0, time.Since(total.Oldest)).Round(time.Millisecond)
 	}
 	return out, nil
 }

@@ -139,8 +139,7 @@ func (s *Server) lags(ctx context.Context) []projectionLag {
 		l := projectionLag{Name: st.Key.String()}
 		if st.Slices > 0 {
 			if lags, err := s.cfg.Projections.SliceLags(ctx, st.Key, 1); err == nil {
-				_, age, _ := sliceLag(lags)
-				l.Seconds = age.Seconds()
+				l.Seconds = age(postgres.TotalSliceLag(lags).Oldest).Seconds()
 			}
 			out = append(out, l)
 			continue

@@ -230,7 +230,8 @@ func (s *Server) projectionRows(r *http.Request) ([]projectionRow, error) {
 			if err != nil {
 				return nil, err
 			}
-			rows[i].Lag, rows[i].LagTime, rows[i].LagAtLeast = sliceLag(lags)
+			total := postgres.TotalSliceLag(lags)
+			rows[i].Lag, rows[i].LagTime, rows[i].LagAtLeast = total.Events, age(total.Oldest), total.AtLeast
 		} else {
 			if rows[i].Lag, err = s.cfg.Journal.CountAfterAtMost(ctx, st.Checkpoint, lagCountLimit); err != nil {
 				return nil, err
@@ -242,7 +243,7 @@ func (s *Server) projectionRows(r *http.Request) ([]projectionRow, error) {
 				if err != nil {
 					return nil, err
 				}
-				rows[i].LagTime = max(0, time.Since(rec.RecordedAt)).Round(time.Millisecond)
+				rows[i].LagTime = age(rec.RecordedAt)
 			}
 		}
 		dl, err := s.cfg.Projections.DeadLetters(ctx, st.Key)
@@ -255,18 +256,12 @@ func (s *Server) projectionRows(r *http.Request) ([]projectionRow, error) {
 	return rows, nil
 }
 
-// sliceLag sums a sliced projection's slice lags up: the events behind
-// (with atLeast, some slice counted only up to its cap), and the age of the
-// oldest of them.
-func sliceLag(lags []postgres.SliceLag) (events uint64, age time.Duration, atLeast bool) {
-	for _, l := range lags {
-		events += l.Events
-		atLeast = atLeast || l.AtLeast
-		if !l.Oldest.IsZero() {
-			age = max(age, time.Since(l.Oldest).Round(time.Millisecond))
-		}
+// age is how long ago t was, to the millisecond (0 for the zero time).
+func age(t time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
 	}
-	return events, age, atLeast
+	return max(0, time.Since(t)).Round(time.Millisecond)
 }
 
 func (s *Server) projections(w http.ResponseWriter, r *http.Request) {

@@ -97,14 +97,7 @@ func (d *depositor) waitAcked(t *testing.T, ctx context.Context, n int64) {
 func TestPartitionMoveUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	one := openDatabase(t, pgtest.URL(t))
-	two := openDatabase(t, secondServer(t))
-	r, err := partitioned.New(partitioned.Config{
-		Members:    []partitioned.Member{one.member("one"), two.member("two")},
-		Partitions: map[string]string{"p": "one"},
-		Default:    "one",
-	})
-	require.NoError(t, err)
+	one, two, r := twoDatabases(t, map[string]string{"p": "one"})
 	rt, _ := accountRuntime(t, ctx, r, r.Snapshots(), "load-node")
 
 	const accounts, workers = 8, 6
@@ -209,20 +202,13 @@ func TestPartitionMoveUnderLoad(t *testing.T) {
 // pre-copy, the source still serves the partition and the target refuses it.
 func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 	ctx := context.Background()
-	one := openDatabase(t, pgtest.URL(t))
-	two := openDatabase(t, secondServer(t))
-	r, err := partitioned.New(partitioned.Config{
-		Members:    []partitioned.Member{one.member("one"), two.member("two")},
-		Partitions: map[string]string{"q": "one"},
-		Default:    "one",
-	})
-	require.NoError(t, err)
+	one, two, r := twoDatabases(t, map[string]string{"q": "one"})
 	rt, move := accountRuntime(t, ctx, r, r.Snapshots(), "resume-node")
 	for i := range 40 {
 		_, err := rt.Execute(ctx, runtime.Target{Partition: "q", Aggregate: "account", ID: fmt.Sprint(i % 5)}, deposit{Amount: 10})
 		require.NoError(t, err)
 	}
-	_, err = move.Execute(ctx, moveFunds{Partition: "q", From: "0", To: "1", Amount: 5})
+	_, err := move.Execute(ctx, moveFunds{Partition: "q", From: "0", To: "1", Amount: 5})
 	require.NoError(t, err)
 	require.NoError(t, rt.Shutdown(ctx))
 

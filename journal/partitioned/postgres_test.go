@@ -48,22 +48,42 @@ func (d *database) member(name string) partitioned.Member {
 	return partitioned.Member{Name: name, Journal: d.journal, Snapshots: d.snaps}
 }
 
-// count runs a count(*) query on d's schema (the query names {s} for it).
-func (d *database) count(t *testing.T, query string, args ...any) int {
+// queryOne runs a query returning one value on d's schema (the query
+// names %[1]s, or %s, for it).
+func queryOne[T any](t *testing.T, d *database, query string, args ...any) T {
 	t.Helper()
-	var n int
-	q := fmt.Sprintf(query, pgx.Identifier{d.cfg.Schema}.Sanitize())
-	require.NoError(t, d.pool.QueryRow(context.Background(), q, args...).Scan(&n))
-	return n
-}
-
-// text runs a query returning one text value on d's schema ({s} as in count).
-func (d *database) text(t *testing.T, query string, args ...any) string {
-	t.Helper()
-	var v string
+	var v T
 	q := fmt.Sprintf(query, pgx.Identifier{d.cfg.Schema}.Sanitize())
 	require.NoError(t, d.pool.QueryRow(context.Background(), q, args...).Scan(&v))
 	return v
+}
+
+// count runs a count(*) query on d's schema (see queryOne).
+func (d *database) count(t *testing.T, query string, args ...any) int {
+	t.Helper()
+	return queryOne[int](t, d, query, args...)
+}
+
+// text runs a query returning one text value on d's schema (see queryOne).
+func (d *database) text(t *testing.T, query string, args ...any) string {
+	t.Helper()
+	return queryOne[string](t, d, query, args...)
+}
+
+// twoDatabases opens a schema on the shared server ("one", the default
+// member) and one on a throwaway second server ("two"), and a router over
+// both with the given partition map.
+func twoDatabases(t *testing.T, partitions map[string]string) (one, two *database, r *partitioned.Router) {
+	t.Helper()
+	one = openDatabase(t, pgtest.URL(t))
+	two = openDatabase(t, secondServer(t))
+	r, err := partitioned.New(partitioned.Config{
+		Members:    []partitioned.Member{one.member("one"), two.member("two")},
+		Partitions: partitions,
+		Default:    "one",
+	})
+	require.NoError(t, err)
+	return one, two, r
 }
 
 // secondServer starts a throwaway Postgres server for the test and returns
@@ -169,14 +189,7 @@ func accountRuntime(t *testing.T, ctx context.Context, j journal.Journal, snaps 
 // runtime recovers every acknowledged deposit from both servers.
 func TestPartitionMoveSeveralDatabasesServeOneRuntime(t *testing.T) {
 	ctx := context.Background()
-	one := openDatabase(t, pgtest.URL(t))
-	two := openDatabase(t, secondServer(t))
-	r, err := partitioned.New(partitioned.Config{
-		Members:    []partitioned.Member{one.member("one"), two.member("two")},
-		Partitions: map[string]string{"west": "one", "east": "two"},
-		Default:    "one",
-	})
-	require.NoError(t, err)
+	one, two, r := twoDatabases(t, map[string]string{"west": "one", "east": "two"})
 	rt, move := accountRuntime(t, ctx, r, r.Snapshots(), "node-1")
 
 	const accounts, deposits = 4, 6
@@ -234,7 +247,7 @@ func TestPartitionMoveSeveralDatabasesServeOneRuntime(t *testing.T) {
 	}
 	// An append spanning the two partitions (two servers) is refused and
 	// writes nothing on either.
-	_, err = r.Append(ctx, []journal.Event{event("west", "Deposited", "account:9"), event("east", "Deposited", "account:9")}, journal.AppendOptions{})
+	_, err := r.Append(ctx, []journal.Event{event("west", "Deposited", "account:9"), event("east", "Deposited", "account:9")}, journal.AppendOptions{})
 	require.ErrorIs(t, err, partitioned.ErrCrossPartition)
 	require.Zero(t, one.count(t, `SELECT count(*) FROM %s.events WHERE tags @> ARRAY['account:9']`))
 	require.Zero(t, two.count(t, `SELECT count(*) FROM %s.events WHERE tags @> ARRAY['account:9']`))

@@ -49,6 +49,16 @@ func memRouter(t *testing.T) (*partitioned.Router, *memory.Journal, *memory.Jour
 	return r, a, b
 }
 
+// openNode opens node session "n1" on every member of r; the test's cleanup
+// closes it and checks that the close succeeds.
+func openNode(t *testing.T, r *partitioned.Router) journal.NodeSession {
+	t.Helper()
+	node, err := r.OpenNode(context.Background(), "n1", time.Minute)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.CloseNode(context.Background(), node)) })
+	return node
+}
+
 // TestRouterRefusesCrossPartitionAppends: an append whose events, leases or
 // condition name two partitions fails with ErrCrossPartition and writes
 // nothing in either member, even when both partitions live in one member.
@@ -56,9 +66,7 @@ func TestRouterRefusesCrossPartitionAppends(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r, a, b := memRouter(t)
-	node, err := r.OpenNode(ctx, "n1", time.Minute)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, r.CloseNode(ctx, node)) }()
+	node := openNode(t, r)
 	lease, err := r.Acquire(ctx, node, journal.StreamID{Partition: "pb", Tag: "account:1"}, time.Second)
 	require.NoError(t, err)
 
@@ -93,9 +101,7 @@ func TestRouterRoutesByPartition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r, a, b := memRouter(t)
-	node, err := r.OpenNode(ctx, "n1", time.Minute)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, r.CloseNode(ctx, node)) }()
+	node := openNode(t, r)
 
 	for _, p := range []string{"pa", "pb"} {
 		s := journal.StreamID{Partition: p, Tag: "account:7"}
@@ -118,7 +124,7 @@ func TestRouterRoutesByPartition(t *testing.T) {
 	require.Equal(t, 1, countIn(b, "pb"))
 	require.Equal(t, 0, countIn(b, "pa"))
 	bSnaps, _ := r.Member("b")
-	_, err = bSnaps.Snapshots.Load(ctx, journal.StreamID{Partition: "pb", Tag: "account:7"}, 1)
+	_, err := bSnaps.Snapshots.Load(ctx, journal.StreamID{Partition: "pb", Tag: "account:7"}, 1)
 	require.NoError(t, err, "pb's snapshot lives in member b")
 	_, err = bSnaps.Snapshots.Load(ctx, journal.StreamID{Partition: "pa", Tag: "account:7"}, 1)
 	require.ErrorIs(t, err, snapshots.ErrNotFound)
