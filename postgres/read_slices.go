@@ -65,7 +65,8 @@ func (j *Journal) readSlicesSQL(q journal.SliceQuery, after journal.Position, li
 }
 
 // SubscribeSlices implements journal.SliceSubscriber: catch-up page by page,
-// then live, woken like Subscribe. A page ends after PageSize tag entries, so
+// then live, woken like Subscribe, and ended like a Subscribe to one
+// partition when the partition moves away. A page ends after PageSize tag entries, so
 // an event with several tags in the slices counts several times toward it;
 // a page that is not empty is followed by another read at once, the first
 // empty one waits for an append.
@@ -79,7 +80,8 @@ func (j *Journal) SubscribeSlices(ctx context.Context, q journal.SliceQuery, aft
 			yield(journal.Record{}, err)
 			return
 		}
-		j.follow(ctx, after, func(after journal.Position) ([]journal.Record, bool, error) {
+		g := &partitionGuard{partition: q.PartitionOrDefault()}
+		j.follow(ctx, after, g, func(after journal.Position) ([]journal.Record, bool, error) {
 			stmt, a := j.readSlicesSQL(q, after, j.cfg.PageSize)
 			page, err := j.gatedRecords(ctx, "subscribe slices", stmt, a)
 			return page, len(page) > 0, err

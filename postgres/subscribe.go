@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/journal"
@@ -180,7 +181,28 @@ func (j *Journal) listenOnceConn(ctx context.Context) error {
 // commit and coalesced per transaction) only wakes the reader; every read is
 // gated like ReadAll, and a lost notification delays delivery by at most
 // PollInterval.
+//
+// A subscription to one partition (q without AllPartitions) ends with an
+// error matching journal.ErrPartitionMoved (a *journal.PartitionMoveError
+// naming where it went) once the partition moved to another database and
+// the subscription has read all this one held of it, instead of waiting
+// forever; and with the same error, before yielding anything of it, when
+// the partition was moved away and back here since the subscription's
+// position (its events are here again at new positions): resume after the
+// last record processed, found again by its event ID
+// (partitioned.Router.FollowPartition does).
 func (j *Journal) Subscribe(ctx context.Context, q journal.Query, after journal.Position) iter.Seq2[journal.Record, error] {
+	return j.SubscribeAnchored(ctx, q, after, uuid.Nil)
+}
+
+// SubscribeAnchored is Subscribe from the record with event ID afterID,
+// which is at position after: when that event is no longer at after (its
+// partition moved away, and maybe back), the subscription ends with an
+// error matching journal.ErrPartitionMoved instead of yielding anything
+// read after the stale position. afterID uuid.Nil means: the event at
+// after, looked up at the first read (Subscribe). It implements the
+// partitioned router's anchored subscriptions.
+func (j *Journal) SubscribeAnchored(ctx context.Context, q journal.Query, after journal.Position, afterID uuid.UUID) iter.Seq2[journal.Record, error] {
 	return func(yield func(journal.Record, error) bool) {
 		if err := q.Validate(); err != nil {
 			yield(journal.Record{}, err)
@@ -190,19 +212,88 @@ func (j *Journal) Subscribe(ctx context.Context, q journal.Query, after journal.
 			yield(journal.Record{}, err)
 			return
 		}
-		j.follow(ctx, after, func(after journal.Position) ([]journal.Record, bool, error) {
+		var g *partitionGuard
+		if !q.AllPartitions {
+			g = &partitionGuard{partition: q.PartitionOrDefault(), anchor: afterID}
+		}
+		j.follow(ctx, after, g, func(after journal.Position) ([]journal.Record, bool, error) {
 			page, err := j.readPage(ctx, "subscribe", q, bound{op: ">", pos: after}, false, j.cfg.PageSize)
 			return page, len(page) == j.cfg.PageSize, err
 		}, yield)
 	}
 }
 
+// partitionGuard is what a subscription to one partition checks after each
+// page it reads and before yielding it (checkPartition): that the
+// partition has not moved away for good, and that the record it reads
+// after (the anchor) is still where it was. A move deletes the source's
+// copy of a partition in one transaction, before the partition can come
+// back, and positions are never reused: so an anchor still at its position
+// after a page was read proves the page belongs to the same copy of the
+// partition as the anchor.
+type partitionGuard struct {
+	partition string
+	// anchor is the event ID of the record at the subscription's position;
+	// uuid.Nil until known.
+	anchor uuid.UUID
+}
+
+// partitionGuardSQL returns the event ID at position ($2, $3) of partition
+// $1 (NULL when gone), whether event $4 is anywhere in the partition, and
+// the partition's move fence (NULLs when none).
+const partitionGuardSQL = `SELECT
+	(SELECT id FROM __S__.events WHERE commit_xid = $2 AND seq = $3 AND partition = $1),
+	EXISTS (SELECT FROM __S__.events WHERE id = $4 AND partition = $1),
+	f.state, f.moved_to
+FROM (SELECT 1) one LEFT JOIN __S__.partition_fences f ON f.partition = $1`
+
+// checkPartition returns the *journal.PartitionMoveError that ends a
+// subscription of g's partition whose page after after came back empty
+// (empty) or not: the partition moved out (when caught up, or when the
+// anchor is gone), is moving in again (anchor gone: retryable), or its
+// anchor is here at another position (it moved away and back). An anchor
+// gone otherwise (retention deleted it) changes nothing.
+func (j *Journal) checkPartition(ctx context.Context, g *partitionGuard, after journal.Position, empty bool) error {
+	var at *uuid.UUID
+	var elsewhere bool
+	var state, to *string
+	if err := j.pool.QueryRow(ctx, j.sql(partitionGuardSQL), g.partition, i64(after.Commit), i64(after.Seq), g.anchor).Scan(&at, &elsewhere, &state, &to); err != nil {
+		return j.translate("subscribe: partition check", err)
+	}
+	fence, movedTo := "", "another database"
+	if state != nil {
+		fence = *state
+	}
+	if to != nil && *to != "" {
+		movedTo = *to
+	}
+	switch {
+	case fence == "moved" && empty:
+		return &journal.PartitionMoveError{Partition: g.partition, To: movedTo, Moved: true}
+	case after.IsZero():
+		return nil
+	case at != nil:
+		if g.anchor == uuid.Nil {
+			g.anchor = *at
+		}
+		return nil
+	case fence == "moved":
+		return &journal.PartitionMoveError{Partition: g.partition, To: movedTo, Moved: true}
+	case fence == "incoming":
+		return &journal.PartitionMoveError{Partition: g.partition, To: "this database"}
+	case elsewhere:
+		return &journal.PartitionMoveError{Partition: g.partition, To: "this database again (it moved away and back since the subscription's position)", Moved: true}
+	}
+	return nil
+}
+
 // follow yields the pages that read returns, each read after the last
 // record yielded (after at first), until ctx ends, the journal closes or
 // yield stops: at once while read reports that more may follow, else when an
 // append wakes the journal or after PollInterval. It is the loop of every
-// subscription.
-func (j *Journal) follow(ctx context.Context, after journal.Position, read func(after journal.Position) ([]journal.Record, bool, error), yield func(journal.Record, error) bool) {
+// subscription. With a guard (a subscription to one partition) each page
+// is checked (checkPartition) before it is yielded.
+func (j *Journal) follow(ctx context.Context, after journal.Position, g *partitionGuard, read func(after journal.Position) ([]journal.Record, bool, error), yield func(journal.Record, error) bool) {
 	// Notifications come from the primary: a standby delivers none. A
 	// replica may not have replayed what a notification announces, so
 	// after one it reads again soon, backing off (1 ms, doubling, up to
@@ -222,11 +313,23 @@ func (j *Journal) follow(ctx context.Context, after journal.Position, read func(
 			yield(journal.Record{}, err)
 			return
 		}
+		if g != nil && (len(page) == 0 || !after.IsZero()) {
+			if err := j.checkPartition(ctx, g, after, len(page) == 0); err != nil {
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				yield(journal.Record{}, err)
+				return
+			}
+		}
 		for i := range page {
 			if !yield(page[i], nil) {
 				return
 			}
 			after = page[i].Position
+			if g != nil {
+				g.anchor = page[i].ID
+			}
 		}
 		if more {
 			continue
