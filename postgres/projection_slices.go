@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/journal"
@@ -36,11 +37,7 @@ func (st *ProjectionStore) JoinSlices(ctx context.Context, k projection.Key, s p
 	if owner == "" || ttl <= 0 || s.Group == "" || s.Count <= 0 || s.Partition == "" {
 		return nil, fmt.Errorf("projection %s: JoinSlices needs an owner, a positive TTL and a Slicing with its defaults (Group, Count, Partition)", k)
 	}
-	var members []string
-	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projections (name, version) VALUES ($1, $2) ON CONFLICT DO NOTHING`, k.Name, k.Version); err != nil {
-			return err
-		}
+	return st.join(ctx, k, owner, ttl, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_slices (name, version, slice, tag_group, partition, slice_count)
 			SELECT $1, $2, g, $3, $4, $5 FROM generate_series(0, $5 - 1) AS g
 			WHERE NOT EXISTS (SELECT FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2)
@@ -54,32 +51,11 @@ func (st *ProjectionStore) JoinSlices(ctx context.Context, k projection.Key, s p
 			return err
 		}
 		if group != s.Group || partition != s.Partition || count != s.Count {
-			return fmt.Errorf("%w: %s is sliced by group %q into %d slices of partition %q, the runner asks for %q, %d, %q; give the new slicing a new version",
+			return fmt.Errorf("%w: %s is sliced by group %q into %d slices of partition %q (group \"\": by partition), the runner asks for %q, %d, %q; give the new slicing a new version",
 				projection.ErrSlicingChanged, k, group, count, partition, s.Group, s.Count, s.Partition)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_runners AS r (name, version, owner, lease_until)
-			VALUES ($1, $2, $3, clock_timestamp() + $4::interval)
-			ON CONFLICT (name, version, owner) DO UPDATE SET lease_until = EXCLUDED.lease_until`, k.Name, k.Version, owner, interval(ttl)); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_runners WHERE name = $1 AND version = $2 AND lease_until <= clock_timestamp()`, k.Name, k.Version); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT owner FROM `+st.s+`.projection_runners WHERE name = $1 AND version = $2`, k.Name, k.Version)
-		if err != nil {
-			return err
-		}
-		members, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
+		return nil
 	})
-	if errors.Is(err, projection.ErrSlicingChanged) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, st.translate("join slices", err)
-	}
-	slices.Sort(members)
-	return members, nil
 }
 
 // LeaveSlices implements projection.SliceStore.
@@ -112,19 +88,25 @@ func (st *ProjectionStore) ClaimSlices(ctx context.Context, k projection.Key, ow
 		rows, err := tx.Query(ctx, `UPDATE `+st.s+`.projection_slices SET owner = $3, epoch = epoch + 1,
 				lease_until = clock_timestamp() + $4::interval, updated_at = clock_timestamp()
 			WHERE name = $1 AND version = $2 AND slice = ANY($5::int[]) AND (owner = '' OR owner = $3 OR lease_until <= clock_timestamp())
-			RETURNING slice, epoch, commit_xid, seq, events`, k.Name, k.Version, owner, interval(ttl), want)
+			RETURNING slice, epoch, commit_xid, seq, events, partition, member, event_id`, k.Name, k.Version, owner, interval(ttl), want)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
 			var slice int
 			var epoch, commit, seq, events int64
-			if err := rows.Scan(&slice, &epoch, &commit, &seq, &events); err != nil {
+			var partition, member string
+			var id *uuid.UUID
+			if err := rows.Scan(&slice, &epoch, &commit, &seq, &events, &partition, &member, &id); err != nil {
 				rows.Close()
 				return err
 			}
-			out = append(out, projection.SliceLease{Key: k, Slice: slice, Owner: owner, Epoch: uint64(epoch), TTL: ttl,
-				Checkpoint: journal.Position{Commit: uint64(commit), Seq: uint64(seq)}, Events: uint64(events)})
+			l := projection.SliceLease{Key: k, Slice: slice, Owner: owner, Epoch: uint64(epoch), TTL: ttl,
+				Checkpoint: journal.Position{Commit: uint64(commit), Seq: uint64(seq)}, Events: uint64(events), Partition: partition, Member: member}
+			if id != nil {
+				l.EventID = *id
+			}
+			out = append(out, l)
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -280,24 +262,27 @@ func (st *ProjectionStore) CommitSlices(ctx context.Context, ls []projection.Sli
 	}
 	n := len(ls)
 	us, ue, uc, uq, un := make([]int32, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	um, ui := make([]string, 0, n), make([]*uuid.UUID, 0, n)
 	for _, l := range ls {
-		var last journal.Position
+		last, id := l.Checkpoint, l.EventID
 		var count int64
 		for i := range records {
 			if sl[i] == l.Slice {
-				last, count = records[i].Position, count+1
+				last, id, count = records[i].Position, records[i].ID, count+1
 			}
 		}
-		if count == 0 {
-			last = l.Checkpoint
+		var idp *uuid.UUID
+		if id != uuid.Nil {
+			idp = &id
 		}
 		us, ue, uc, uq, un = append(us, int32(l.Slice)), append(ue, int64(l.Epoch)), append(uc, i64(last.Commit)), append(uq, i64(last.Seq)), append(un, count)
+		um, ui = append(um, l.Member), append(ui, idp)
 	}
 	tag, err := tx.Exec(ctx, `UPDATE `+st.s+`.projection_slices s SET commit_xid = u.c, seq = u.q, events = s.events + u.n,
-			lease_until = clock_timestamp() + $3::interval, updated_at = clock_timestamp()
-		FROM unnest($4::int[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[]) AS u(slice, epoch, c, q, n)
+			member = u.m, event_id = u.i, lease_until = clock_timestamp() + $3::interval, updated_at = clock_timestamp()
+		FROM unnest($4::int[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::uuid[]) AS u(slice, epoch, c, q, n, m, i)
 		WHERE s.name = $1 AND s.version = $2 AND s.slice = u.slice AND s.epoch = u.epoch`,
-		k.Name, k.Version, interval(ttl), us, ue, uc, uq, un)
+		k.Name, k.Version, interval(ttl), us, ue, uc, uq, un, um, ui)
 	if err != nil {
 		return st.translate("commit slices: checkpoints", err)
 	}
@@ -328,7 +313,7 @@ func (st *ProjectionStore) FailSlice(ctx context.Context, l projection.SliceLeas
 // SliceStatuses implements projection.SliceStore.
 func (st *ProjectionStore) SliceStatuses(ctx context.Context, k projection.Key) ([]projection.SliceStatus, projection.Slicing, error) {
 	rows, err := st.pool.Query(ctx, `SELECT slice, commit_xid, seq, events, owner, epoch, CASE WHEN isfinite(lease_until) THEN lease_until END,
-			tag_group, partition, slice_count
+			tag_group, partition, slice_count, member, event_id
 		FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 ORDER BY slice`, k.Name, k.Version)
 	if err != nil {
 		return nil, projection.Slicing{}, st.translate("slice statuses", err)
@@ -340,9 +325,14 @@ func (st *ProjectionStore) SliceStatuses(ctx context.Context, k projection.Key) 
 		var x projection.SliceStatus
 		var commit, seq, events, epoch int64
 		var until *time.Time
-		if err := rows.Scan(&x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &s.Group, &s.Partition, &s.Count); err != nil {
+		var id *uuid.UUID
+		if err := rows.Scan(&x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &s.Group, &x.Partition, &s.Count, &x.Member, &id); err != nil {
 			return nil, projection.Slicing{}, st.translate("slice statuses", err)
 		}
+		if id != nil {
+			x.EventID = *id
+		}
+		s.Partition = x.Partition
 		x.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
 		x.Events, x.Epoch = uint64(events), uint64(epoch)
 		if until != nil {
@@ -352,6 +342,9 @@ func (st *ProjectionStore) SliceStatuses(ctx context.Context, k projection.Key) 
 	}
 	if err := rows.Err(); err != nil {
 		return nil, projection.Slicing{}, st.translate("slice statuses", err)
+	}
+	if s.Group == "" {
+		s = projection.Slicing{} // one slice per partition
 	}
 	return out, s, nil
 }

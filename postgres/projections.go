@@ -571,7 +571,7 @@ func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear fu
 			return st.translate("reset", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE `+st.s+`.projection_slices SET commit_xid = 0, seq = 0, events = 0, owner = '',
-				epoch = epoch + 1, lease_until = '-infinity', updated_at = clock_timestamp()
+				member = '', event_id = NULL, epoch = epoch + 1, lease_until = '-infinity', updated_at = clock_timestamp()
 			WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
 			return st.translate("reset: slices", err)
 		}

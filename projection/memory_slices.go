@@ -7,14 +7,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/scribe-es/scribe/journal"
 )
 
 var _ SliceStore[NoTx] = (*MemoryStore)(nil)
 
-// memSliced is a sliced projection version in the memory store.
+// memSliced is a sliced projection version in the memory store, or a
+// projection across several databases (partitioned: one slice per
+// partition).
 type memSliced struct {
-	s       Slicing
+	s           Slicing
+	partitioned bool
+	// slices only grows, copy on write, under MemoryStore.mu: read it with
+	// MemoryStore.sliceList outside the lock.
 	slices  []*memSlice
 	runners map[string]time.Time // owner → lease end; guarded by MemoryStore.mu
 }
@@ -41,26 +48,70 @@ func (s *MemoryStore) JoinSlices(ctx context.Context, k Key, sl Slicing, owner s
 	if err != nil {
 		return nil, err
 	}
+	return s.join(k, owner, ttl, func(m *memSliced, created bool) error {
+		if created {
+			m.s = sl
+			for i := range sl.Count {
+				m.slices = append(m.slices, &memSlice{st: SliceStatus{Slice: i, Partition: sl.Partition}})
+			}
+		}
+		if m.partitioned || m.s.Group != sl.Group || m.s.Count != sl.Count || m.s.Partition != sl.Partition {
+			return fmt.Errorf("%w: %s is sliced by group %q into %d slices of partition %q (or by partition), the runner asks for %q, %d, %q; give the new slicing a new version",
+				ErrSlicingChanged, k, m.s.Group, m.s.Count, m.s.Partition, sl.Group, sl.Count, sl.Partition)
+		}
+		return nil
+	})
+}
+
+// JoinPartitions implements SliceStore.
+func (s *MemoryStore) JoinPartitions(ctx context.Context, k Key, partitions []string, owner string, ttl time.Duration) ([]string, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	return s.join(k, owner, ttl, func(m *memSliced, created bool) error {
+		if created {
+			m.partitioned = true
+		}
+		if !m.partitioned {
+			return fmt.Errorf("%w: %s is sliced by group %q; a projection across several databases has one slice per partition: give it a new version", ErrSlicingChanged, k, m.s.Group)
+		}
+		list := m.slices
+		for _, p := range partitions {
+			if !slices.ContainsFunc(list, func(x *memSlice) bool { return x.st.Partition == p }) {
+				list = append(slices.Clip(list), &memSlice{st: SliceStatus{Slice: len(list), Partition: p}})
+			}
+		}
+		m.slices = list
+		return nil
+	})
+}
+
+// join records owner as a live runner of k after shape created or checked
+// k's slices (created: k had none), and returns the live runners. A
+// projection that applied events unsliced cannot be sliced.
+func (s *MemoryStore) join(k Key, owner string, ttl time.Duration, shape func(m *memSliced, created bool) error) ([]string, error) {
 	if owner == "" || ttl <= 0 {
 		return nil, fmt.Errorf("projection %s: JoinSlices needs an owner and a positive TTL", k)
 	}
-	s.row(k) // the projection-wide status
+	r := s.row(k) // the projection-wide status
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.slicings == nil {
 		s.slicings = map[Key]*memSliced{}
 	}
 	m := s.slicings[k]
-	if m == nil {
-		m = &memSliced{s: sl, runners: map[string]time.Time{}}
-		for i := range sl.Count {
-			m.slices = append(m.slices, &memSlice{st: SliceStatus{Slice: i}})
+	created := m == nil
+	if created {
+		if r.st.Events > 0 || !r.st.Checkpoint.IsZero() {
+			return nil, fmt.Errorf("%w: %s applied %d events as an unsliced projection; give the slicing a new version", ErrSlicingChanged, k, r.st.Events)
 		}
-		s.slicings[k] = m
+		m = &memSliced{runners: map[string]time.Time{}}
 	}
-	if m.s.Group != sl.Group || m.s.Count != sl.Count || m.s.Partition != sl.Partition {
-		return nil, fmt.Errorf("%w: %s is sliced by group %q into %d slices of partition %q, the runner asks for %q, %d, %q; give the new slicing a new version",
-			ErrSlicingChanged, k, m.s.Group, m.s.Count, m.s.Partition, sl.Group, sl.Count, sl.Partition)
+	if err := shape(m, created); err != nil {
+		return nil, err
+	}
+	if created {
+		s.slicings[k] = m
 	}
 	now := s.now()
 	m.runners[owner] = now.Add(ttl)
@@ -104,20 +155,30 @@ func (s *MemoryStore) sliceCheck(m *memSliced, l SliceLease) error {
 	return nil
 }
 
-// lockSlices locks the apply mutexes of k's slices in ascending order and
+// lockSlices locks the apply mutexes of the slices idx of list (from
+// sliceList; indexes outside it are skipped) in ascending order and
 // returns the unlock.
-func lockSlices(m *memSliced, idx []int) func() {
+func lockSlices(list []*memSlice, idx []int) func() {
 	idx = slices.Clone(idx)
 	slices.Sort(idx)
 	idx = slices.Compact(idx)
+	idx = slices.DeleteFunc(idx, func(i int) bool { return i < 0 || i >= len(list) })
 	for _, i := range idx {
-		m.slices[i].apply.Lock()
+		list[i].apply.Lock()
 	}
 	return func() {
 		for _, i := range idx {
-			m.slices[i].apply.Unlock()
+			list[i].apply.Unlock()
 		}
 	}
+}
+
+// sliceList returns m's slices as they are now (the list only grows, copy
+// on write).
+func (s *MemoryStore) sliceList(m *memSliced) []*memSlice {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return m.slices
 }
 
 // slicedOf returns k's slices or an error saying JoinSlices comes first.
@@ -140,12 +201,13 @@ func (s *MemoryStore) ClaimSlices(ctx context.Context, k Key, owner string, ttl 
 	if err != nil {
 		return nil, err
 	}
+	list := s.sliceList(m)
 	for _, i := range want {
-		if i < 0 || i >= len(m.slices) {
-			return nil, fmt.Errorf("projection %s has slices 0 to %d; slice %d does not exist", k, len(m.slices)-1, i)
+		if i < 0 || i >= len(list) {
+			return nil, fmt.Errorf("projection %s has slices 0 to %d; slice %d does not exist", k, len(list)-1, i)
 		}
 	}
-	unlock := lockSlices(m, want)
+	unlock := lockSlices(list, want)
 	defer unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -165,7 +227,8 @@ func (s *MemoryStore) ClaimSlices(ctx context.Context, k Key, owner string, ttl 
 		}
 		st.Epoch++
 		st.Owner, st.LeaseUntil = owner, now.Add(ttl)
-		out = append(out, SliceLease{Key: k, Slice: i, Owner: owner, Epoch: st.Epoch, TTL: ttl, Checkpoint: st.Checkpoint, Events: st.Events})
+		out = append(out, SliceLease{Key: k, Slice: i, Owner: owner, Epoch: st.Epoch, TTL: ttl, Checkpoint: st.Checkpoint, Events: st.Events,
+			Partition: st.Partition, Member: st.Member, EventID: st.EventID})
 	}
 	if r != nil && r.st.State != StateFailed && len(out) > 0 {
 		r.st.State, r.st.UpdatedAt = StateRunning, now
@@ -184,11 +247,9 @@ func (s *MemoryStore) RenewSlices(ctx context.Context, ls []SliceLease) ([]int, 
 	}
 	idx := make([]int, 0, len(ls))
 	for _, l := range ls {
-		if l.Slice >= 0 && l.Slice < len(m.slices) {
-			idx = append(idx, l.Slice)
-		}
+		idx = append(idx, l.Slice)
 	}
-	unlock := lockSlices(m, idx)
+	unlock := lockSlices(s.sliceList(m), idx)
 	defer unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,14 +297,15 @@ func (s *MemoryStore) CommitSlices(ctx context.Context, ls []SliceLease, records
 	if err != nil {
 		return err
 	}
+	list := s.sliceList(m)
 	idx := make([]int, len(ls))
 	for i, l := range ls {
-		if l.Slice < 0 || l.Slice >= len(m.slices) {
+		if l.Slice < 0 || l.Slice >= len(list) {
 			return fmt.Errorf("%w: %s has no slice %d", ErrFenced, k, l.Slice)
 		}
 		idx[i] = l.Slice
 	}
-	unlock := lockSlices(m, idx)
+	unlock := lockSlices(list, idx)
 	defer unlock()
 	s.mu.Lock()
 	for _, l := range ls {
@@ -275,7 +337,7 @@ func (s *MemoryStore) CommitSlices(ctx context.Context, ls []SliceLease, records
 		st := &m.slices[l.Slice].st
 		for i := range records {
 			if sl[i] == l.Slice {
-				st.Checkpoint = records[i].Position
+				st.Checkpoint, st.EventID, st.Member = records[i].Position, records[i].ID, l.Member
 				st.Events++
 			}
 		}
@@ -335,7 +397,7 @@ func (s *MemoryStore) resetSlicesLocked(k Key, zero bool) {
 		x.st.Epoch++
 		x.st.Owner, x.st.LeaseUntil = "", time.Time{}
 		if zero {
-			x.st.Checkpoint, x.st.Events = journal.Position{}, 0
+			x.st.Checkpoint, x.st.Events, x.st.Member, x.st.EventID = journal.Position{}, 0, "", uuid.Nil
 		}
 	}
 }
@@ -345,13 +407,14 @@ func (s *MemoryStore) resetSlicesLocked(k Key, zero bool) {
 func (s *MemoryStore) lockAllSlices(k Key) func() {
 	s.mu.Lock()
 	m := s.slicedLocked(k)
-	s.mu.Unlock()
-	if m == nil {
-		return func() {}
+	var list []*memSlice
+	if m != nil {
+		list = m.slices
 	}
-	all := make([]int, len(m.slices))
+	s.mu.Unlock()
+	all := make([]int, len(list))
 	for i := range all {
 		all[i] = i
 	}
-	return lockSlices(m, all)
+	return lockSlices(list, all)
 }

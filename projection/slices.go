@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -132,6 +134,21 @@ type SliceLease struct {
 	// none), Events how many deliveries of the slice were applied.
 	Checkpoint journal.Position
 	Events     uint64
+	// Partition is the partition the slice reads: each slice's own for a
+	// projection across several databases (see PartitionedSource), the
+	// Slicing's otherwise.
+	Partition string
+	// Member and EventID place Checkpoint independently of the database, for
+	// a projection across several databases: Checkpoint is a position on
+	// the member (database) named Member, and EventID is the event ID of
+	// the record there (uuid.Nil: none applied). A partition move keeps
+	// event IDs, so the runner finds its place on the partition's new
+	// member by EventID. A runner sets Member to the member a batch's
+	// records of the slice were read from before CommitSlices, which
+	// stores it with the new checkpoint and the last record's event ID.
+	// Empty for a projection over one journal.
+	Member  string
+	EventID uuid.UUID
 }
 
 // SliceStatus describes one slice of a sliced projection as its store
@@ -140,6 +157,10 @@ type SliceStatus struct {
 	Slice      int
 	Checkpoint journal.Position
 	Events     uint64
+	// Partition, Member and EventID are as in SliceLease.
+	Partition string
+	Member    string
+	EventID   uuid.UUID
 	// Owner and Epoch name the lease holder ("" when none); LeaseUntil is
 	// when the lease lapses.
 	Owner      string
@@ -167,6 +188,14 @@ type SliceStore[Tx any] interface {
 	// k creates its s.Count slices; a later call with another slicing fails
 	// with ErrSlicingChanged.
 	JoinSlices(ctx context.Context, k Key, s Slicing, owner string, ttl time.Duration) ([]string, error)
+	// JoinPartitions is JoinSlices for a projection across several
+	// databases (PartitionedSource): k has one slice per partition, and the
+	// call adds a slice, with a zero checkpoint, for each of partitions
+	// that has none (numbered after the existing ones; slices are never
+	// removed). SliceStatuses then says which partition each slice reads.
+	// It fails with ErrSlicingChanged when k is sliced by a tag group, or
+	// already applied events as an unsliced projection.
+	JoinPartitions(ctx context.Context, k Key, partitions []string, owner string, ttl time.Duration) ([]string, error)
 	// LeaveSlices removes owner from k's live runners.
 	LeaveSlices(ctx context.Context, k Key, owner string) error
 	// ClaimSlices claims, among want, the slices whose lease is free,
@@ -182,7 +211,9 @@ type SliceStore[Tx any] interface {
 	// CommitSlices runs apply and moves the checkpoint of each slice of ls
 	// from its lease's Checkpoint to the last of records delivered for it
 	// (slices[i] is the slice records[i] is delivered for), atomically where
-	// the store has transactions, and extends those leases. It fails with
+	// the store has transactions, and extends those leases; with the new
+	// checkpoint it stores the lease's Member and the event ID of that last
+	// record (SliceLease.EventID). It fails with
 	// ErrFenced, without running apply, when any lease of ls is not current
 	// and live or its slice's checkpoint moved; with ErrSuperseded when a
 	// newer version is active; with a *HandlerError when apply failed
@@ -192,6 +223,7 @@ type SliceStore[Tx any] interface {
 	// status becomes StateFailed), when l is still current.
 	FailSlice(ctx context.Context, l SliceLease, pos journal.Position, msg string) error
 	// SliceStatuses lists k's slices (none for a projection that is not
-	// sliced) and its slicing.
+	// sliced) and its slicing (zero for a projection across several
+	// databases, whose slices are its partitions).
 	SliceStatuses(ctx context.Context, k Key) ([]SliceStatus, Slicing, error)
 }
