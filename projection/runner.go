@@ -156,6 +156,10 @@ type Runner[Tx any] struct {
 	// projection (Projection.Slicing), else nil.
 	slices   SliceStore[Tx]
 	sliceSrc journal.SliceSubscriber
+	// part is the feed of a projection across several databases (the
+	// source is a PartitionedSource of several), else nil; slices is then
+	// the store.
+	part *partitionFeed
 
 	// setUp is set once Store.Setup succeeded; used by Run's goroutine only.
 	setUp bool
@@ -193,7 +197,11 @@ func NewRunner[Tx any](src Source, store Store[Tx], p Projection[Tx], o Options)
 	r := &Runner[Tx]{src: src, store: store, p: p, key: key, q: q, o: o, changed: make(chan struct{}),
 		attrs: metric.WithAttributes(attribute.String("scribe.projection.name", key.Name), attribute.Int("scribe.projection.version", key.Version))}
 	r.progress.State = StateIdle
-	if p.Slicing != nil {
+	if ps, ok := src.(PartitionedSource); ok && len(ps.FeedPartitions()) > 0 {
+		if err := r.newPartitioned(ps); err != nil {
+			return nil, err
+		}
+	} else if p.Slicing != nil {
 		if err := r.newSliced(); err != nil {
 			return nil, err
 		}
@@ -252,7 +260,8 @@ func (r *Runner[Tx]) Behind(ctx context.Context) (uint64, error) {
 // checkpoint only moves over selected records). A sliced runner's
 // checkpoint is the newest position it committed in any of its slices, so
 // WaitFor tells only that it got that far: to wait for a record of any
-// slice, watch SliceStore.SliceStatuses.
+// slice, watch SliceStore.SliceStatuses. A projection across several
+// databases has positions per database: wait with WaitForEvent.
 func (r *Runner[Tx]) WaitFor(ctx context.Context, pos journal.Position) error {
 	for {
 		r.mu.Lock()
@@ -305,7 +314,9 @@ func (r *Runner[Tx]) setState(s State) {
 //
 // A sliced projection's runner (Projection.Slicing) joins the projection's
 // live runners instead and holds a share of its slices (see Slicing); it
-// returns in the same cases.
+// returns in the same cases. So does the runner of a projection across
+// several databases (see PartitionedSource), whose slices are its
+// partitions.
 func (r *Runner[Tx]) Run(ctx context.Context) error {
 	if r.slices != nil {
 		return r.runSliced(ctx)
@@ -422,9 +433,14 @@ func (r *Runner[Tx]) stopped() error {
 	return nil
 }
 
+// item is what a runner's feed delivers: a record, or the error that
+// ended the feed. A partitioned feed also says which slice (partition) the
+// record is for and the member it was read from.
 type item struct {
-	rec journal.Record
-	err error
+	rec    journal.Record
+	err    error
+	slice  int
+	member string
 }
 
 // active applies batches under lease until the lease is lost, ctx ends, or
@@ -448,7 +464,7 @@ func (r *Runner[Tx]) active(ctx context.Context, lease Lease) (err error) {
 		defer wg.Done()
 		for rec, err := range r.src.Subscribe(actx, r.q, lease.Checkpoint) {
 			select {
-			case feed <- item{rec, err}:
+			case feed <- item{rec: rec, err: err}:
 			case <-actx.Done():
 				return
 			}

@@ -76,6 +76,10 @@ type slicedRunner[Tx any] struct {
 
 	feed     chan item
 	stopFeed func()
+
+	// part is the feed of a projection across several databases, whose
+	// slices are partitions; nil for a sliced projection.
+	part *partitionFeed
 }
 
 // runSliced is Run for a sliced projection.
@@ -85,7 +89,10 @@ func (r *Runner[Tx]) runSliced(ctx context.Context) error {
 	for {
 		err := r.setup(ctx)
 		if err == nil {
-			sr := &slicedRunner[Tx]{r: r, store: r.slices, src: r.sliceSrc, s: *r.p.Slicing, held: map[int]*SliceLease{}}
+			sr := &slicedRunner[Tx]{r: r, store: r.slices, src: r.sliceSrc, held: map[int]*SliceLease{}, part: r.part}
+			if r.p.Slicing != nil {
+				sr.s = *r.p.Slicing
+			}
 			err = sr.run(ctx, &joined)
 		}
 		if ctx.Err() != nil {
@@ -188,7 +195,7 @@ func (sr *slicedRunner[Tx]) run(ctx context.Context, joined *bool) (err error) {
 				if it.err != nil {
 					return it.err
 				}
-				pending, pendingSlices = sr.deliveries(it.rec, pending, pendingSlices)
+				pending, pendingSlices = sr.deliveries(it, pending, pendingSlices)
 			}
 		}
 	drain:
@@ -198,7 +205,7 @@ func (sr *slicedRunner[Tx]) run(ctx context.Context, joined *bool) (err error) {
 				if it.err != nil {
 					return it.err
 				}
-				pending, pendingSlices = sr.deliveries(it.rec, pending, pendingSlices)
+				pending, pendingSlices = sr.deliveries(it, pending, pendingSlices)
 			default:
 				break drain
 			}
@@ -234,9 +241,18 @@ func (sr *slicedRunner[Tx]) period() time.Duration {
 	return sr.r.o.LeaseTTL / 10
 }
 
-// deliveries appends rec once for each slice it is delivered to that this
-// runner holds and has not applied it in yet.
-func (sr *slicedRunner[Tx]) deliveries(rec journal.Record, recs []journal.Record, sl []int) ([]journal.Record, []int) {
+// deliveries appends it's record once for each slice it is delivered to
+// that this runner holds and has not applied it in yet; a partitioned
+// feed's record once, for its partition's slice.
+func (sr *slicedRunner[Tx]) deliveries(it item, recs []journal.Record, sl []int) ([]journal.Record, []int) {
+	rec := it.rec
+	if sr.part != nil {
+		if _, ok := sr.held[it.slice]; ok {
+			sr.part.from[rec.ID] = it.member
+			recs, sl = append(recs, rec), append(sl, it.slice)
+		}
+		return recs, sl
+	}
 	for _, s := range sr.s.slicesOf(&rec) {
 		if l, ok := sr.held[s]; ok && rec.Position.After(l.Checkpoint) {
 			recs, sl = append(recs, rec), append(sl, s)
@@ -267,7 +283,13 @@ func (sr *slicedRunner[Tx]) rebalance(ctx context.Context) error {
 	// Membership lasts half a lease: a dead runner leaves the list before
 	// its slice leases lapse, so the others already want its slices (and
 	// retry every LeaseTTL/40) when they become free.
-	members, err := sr.store.JoinSlices(ctx, r.key, sr.s, r.o.Owner, r.o.LeaseTTL/2)
+	var members []string
+	var err error
+	if sr.part != nil {
+		members, err = sr.joinPartitions(ctx)
+	} else {
+		members, err = sr.store.JoinSlices(ctx, r.key, sr.s, r.o.Owner, r.o.LeaseTTL/2)
+	}
 	if err != nil {
 		return err
 	}
@@ -340,6 +362,15 @@ func (sr *slicedRunner[Tx]) restartFeed(ctx context.Context, start bool) {
 		sr.stopFeed = func() {}
 		return
 	}
+	if sr.part != nil {
+		fctx, cancel := context.WithCancel(ctx)
+		feed := make(chan item, 2*sr.r.o.BatchSize)
+		var wg sync.WaitGroup
+		sr.startPartitions(fctx, feed, &wg)
+		sr.feed = feed
+		sr.stopFeed = func() { cancel(); wg.Wait() }
+		return
+	}
 	owned := slices.Sorted(maps.Keys(sr.held))
 	from := sr.held[owned[0]].Checkpoint
 	for _, s := range owned {
@@ -355,7 +386,7 @@ func (sr *slicedRunner[Tx]) restartFeed(ctx context.Context, start bool) {
 		defer wg.Done()
 		for rec, err := range sr.src.SubscribeSlices(fctx, sr.s.query(owned), from) {
 			select {
-			case feed <- item{rec, err}:
+			case feed <- item{rec: rec, err: err}:
 			case <-fctx.Done():
 				return
 			}
@@ -385,15 +416,23 @@ func (sr *slicedRunner[Tx]) target() batchTarget {
 			return err
 		},
 		commit: func(ctx context.Context, b Batch) error {
-			return sr.store.CommitSlices(ctx, sr.leases(touched(b)), b.Records, b.Slices, func(ctx context.Context, tx Tx) error {
+			ls := sr.leases(touched(b))
+			if sr.part != nil {
+				sr.setMembers(ls, b)
+			}
+			return sr.store.CommitSlices(ctx, ls, b.Records, b.Slices, func(ctx context.Context, tx Tx) error {
 				return r.p.Handle(ctx, tx, b)
 			})
 		},
 		done: func(b Batch) {
 			for i, s := range b.Slices {
 				l := sr.held[s]
-				l.Checkpoint = b.Records[i].Position
+				l.Checkpoint, l.EventID = b.Records[i].Position, b.Records[i].ID
 				l.Events++
+				if sr.part != nil {
+					l.Member = sr.part.from[b.Records[i].ID]
+					delete(sr.part.from, b.Records[i].ID)
+				}
 			}
 			if p := b.Records[len(b.Records)-1].Position; p.After(sr.last) {
 				sr.last = p
@@ -414,6 +453,9 @@ func (sr *slicedRunner[Tx]) target() batchTarget {
 // its checkpoint (every slice, not only the held ones: the version becomes
 // active only when all of it has caught up).
 func (sr *slicedRunner[Tx]) caughtUp(ctx context.Context) (bool, error) {
+	if sr.part != nil {
+		return sr.partitionsCaughtUp(ctx)
+	}
 	sts, _, err := sr.store.SliceStatuses(ctx, sr.r.key)
 	if err != nil {
 		return false, err
