@@ -12,8 +12,13 @@ import (
 )
 
 // partitionFence returns the *journal.PartitionMoveError of a partition
-// under a move fence in this schema, nil when there is none. Acquire asks
-// only after its claim found nothing to take.
+// under a move fence in this schema, nil when there is none: 'moved' names
+// where it went (ErrPartitionMoved); 'outgoing' is ErrPartitionMoving
+// (retryable); 'incoming' is ErrPartitionMoving too, or, while the
+// partition is moving back in after an earlier move out (the fence still
+// names where it went), ErrPartitionMoved naming that database, which
+// serves it until the move's switch. Acquire asks only after its claim
+// found nothing to take.
 func (j *Journal) partitionFence(ctx context.Context, partition string) error {
 	var state, to string
 	err := j.pool.QueryRow(ctx, j.sql(`SELECT state, moved_to FROM __S__.partition_fences WHERE partition = $1`), partition).Scan(&state, &to)
@@ -23,14 +28,15 @@ func (j *Journal) partitionFence(ctx context.Context, partition string) error {
 	case err != nil:
 		return j.translate("acquire", err)
 	}
+	moved := state == "moved" || (state == "incoming" && to != "")
 	if to == "" {
 		to = "another database"
 	}
-	return &journal.PartitionMoveError{Partition: partition, To: to, Moved: state == "moved"}
+	return &journal.PartitionMoveError{Partition: partition, To: to, Moved: moved}
 }
 
 // movedAway returns the *journal.PartitionMoveError (ErrPartitionMoved) of a
-// partition this schema no longer holds since a move, nil otherwise. Reads
+// partition this schema does not serve since a move, nil otherwise. Reads
 // ask only when they found nothing (TagSummary of an unknown stream,
 // ReadStream of an empty one, a partition's Read or TagsOfGroup without
 // results), so a reader that still sends the partition
@@ -44,101 +50,224 @@ func (j *Journal) movedAway(ctx context.Context, partition string) error {
 	return err
 }
 
-// verify checks the copy on the target against the fenced source: equal
-// event counts, every stream at the source's version and chain head, and
-// every chain verified on the target.
-func (mv *mover) verify(ctx context.Context) error {
-	p := mv.m.Partition
-	var src, dst int64
-	if err := mv.m.Source.QueryRow(ctx, mv.srcSQL(`SELECT count(*) FROM __S__.events WHERE partition = $1`), p).Scan(&src); err != nil {
-		return err
-	}
-	if err := mv.m.Target.QueryRow(ctx, mv.dstSQL(`SELECT count(*) FROM __S__.events WHERE partition = $1`), p).Scan(&dst); err != nil {
-		return err
-	}
-	if src != dst {
-		return fmt.Errorf("%w: the source holds %d events of the partition and the target %d after the copy; an append without a lease reached the source during the move, or the target was written to: inspect both, then run the move again", ErrMoveRefused, src, dst)
-	}
-	want, err := mv.sourceHeads(ctx)
-	if err != nil {
-		return err
-	}
-	got, err := readHeads(ctx, mv.m.Target, mv.dstSQL(`SELECT tag, version, head_hash FROM __S__.streams WHERE partition = $1 AND version > 0`), p)
-	if err != nil {
-		return err
-	}
-	if len(got) != len(want) {
-		return fmt.Errorf("%w: the source has %d streams in the partition and the target %d after the copy", ErrMoveRefused, len(want), len(got))
-	}
-	j, err := NewJournal(mv.m.Target, Config{Schema: mv.m.TargetSchema})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = j.Close() }()
-	for tag, w := range want {
-		g, ok := got[tag]
-		if !ok || g.version != w.version || !bytes.Equal(g.hash, w.hash) {
-			return fmt.Errorf("%w: stream %s/%s is at version %d on the source but %d on the target, or its chain head differs", ErrMoveRefused, p, tag, w.version, g.version)
-		}
-		n, err := journal.VerifyStream(ctx, j, journal.StreamID{Partition: p, Tag: journal.Tag(tag)})
-		if err != nil {
-			return fmt.Errorf("verifying stream %s/%s on the target: %w", p, tag, err)
-		}
-		if int64(n) != w.version {
-			return fmt.Errorf("%w: stream %s/%s verified %d events on the target, want %d", ErrMoveRefused, p, tag, n, w.version)
-		}
-	}
-	mv.report.Streams = len(want)
-	return nil
-}
-
-// switchOver marks the partition moved on the source (its Acquire then
-// names the target) and lifts the target's fence. The source's count is
-// checked again under a lock that holds every append off: an append
-// without a lease since the verification makes it fail.
-func (mv *mover) switchOver(ctx context.Context) error {
-	p := mv.m.Partition
-	var dst int64
-	if err := mv.m.Target.QueryRow(ctx, mv.dstSQL(`SELECT count(*) FROM __S__.events WHERE partition = $1`), p).Scan(&dst); err != nil {
-		return err
-	}
+// fence revokes every lease of the partition on the source and refuses new
+// ones. The SHARE ROW EXCLUSIVE lock on streams waits for the appends and
+// Acquires in flight (they write streams rows) and holds new ones off until
+// the fence commits: an append claimed before it is copied; any later one
+// finds its lease's epoch gone, and an Acquire that waited sees the fence.
+func (mv *mover) fence(ctx context.Context) error {
 	tx, err := mv.m.Source.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, mv.srcSQL(`LOCK TABLE __S__.events IN SHARE MODE`)); err != nil {
+	if _, err := tx.Exec(ctx, mv.srcSQL(`LOCK TABLE __S__.streams IN SHARE ROW EXCLUSIVE MODE`)); err != nil {
 		return err
 	}
-	var src int64
-	if err := tx.QueryRow(ctx, mv.srcSQL(`SELECT count(*) FROM __S__.events WHERE partition = $1`), p).Scan(&src); err != nil {
+	if _, err := tx.Exec(ctx, mv.srcSQL(`INSERT INTO __S__.partition_fences (partition, state, moved_to) VALUES ($1, 'outgoing', $2)
+		ON CONFLICT (partition) DO NOTHING`), mv.m.Partition, mv.m.To); err != nil {
 		return err
 	}
-	if src != dst {
-		return fmt.Errorf("%w: the source holds %d events of the partition and the target %d; an append without a lease reached the source during the move: inspect both, then run the move again", ErrMoveRefused, src, dst)
-	}
-	if _, err := tx.Exec(ctx, mv.srcSQL(`UPDATE __S__.partition_fences SET state = 'moved', moved_to = $2, since = now() WHERE partition = $1`), p, mv.m.To); err != nil {
+	if _, err := tx.Exec(ctx, mv.srcSQL(`UPDATE __S__.streams SET released = true, epoch = nextval('__S__.stream_epochs')
+		WHERE partition = $1 AND lease_node IS NOT NULL`), mv.m.Partition); err != nil {
 		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// changedSince compares the fenced source's partition with what the move
+// copied: more events (appends without a lease since the copy) send the
+// move back to MoveCopy, a changed digest (the archiver moved a cut or
+// archived events, RetireStream set a tombstone) back to MoveStreams; ""
+// when nothing changed.
+func (mv *mover) changedSince(ctx context.Context, q rowQuerier) (MoveStep, error) {
+	d, total, err := mv.digest(ctx, q)
+	switch {
+	case err != nil:
+		return "", err
+	case total > mv.rec.copied:
+		return MoveCopy, nil
+	case total < mv.rec.copied:
+		return "", refusedf("the source holds %d events of the partition, fewer than the %d the move copied: events were deleted on the source during the move; inspect it", total, mv.rec.copied)
+	case d != mv.rec.synced:
+		return MoveStreams, nil
+	}
+	return "", nil
+}
+
+// verify checks the copy on the target against the fenced source: equal
+// event counts (hot and archived), every stream at the source's version,
+// chain head, cut and tombstone, and every chain verified on the target,
+// its archived part against its cut (journal.VerifyArchive) and its hot part
+// (journal.VerifyStream). A source that changed since the copy sends the
+// move back (changedSince).
+func (mv *mover) verify(ctx context.Context) (MoveStep, error) {
+	p := mv.m.Partition
+	if back, err := mv.changedSince(ctx, mv.m.Source); back != "" || err != nil {
+		return back, err
+	}
+	var dstTotal, dstArchived int64
+	if err := mv.m.Target.QueryRow(ctx, mv.dstSQL(`SELECT (SELECT count(*) FROM __S__.events WHERE partition = $1),
+			(SELECT count(*) FROM __S__.events_archive WHERE partition = $1)`), p).Scan(&dstTotal, &dstArchived); err != nil {
+		return "", err
+	}
+	if dstTotal += dstArchived; dstTotal != mv.rec.copied {
+		return "", refusedf("the target holds %d events of the partition and the move copied %d: something else wrote the partition on the target during the move (an append without a lease; the target refuses its leases until the switch); inspect the target", dstTotal, mv.rec.copied)
+	}
+	if dstArchived < mv.rec.synced.archived {
+		return MoveStreams, nil
+	}
+	want, err := readStreamStates(ctx, mv.m.Source, mv.srcSQL(streamStatesSQL), p)
+	if err != nil {
+		return "", err
+	}
+	got, err := readStreamStates(ctx, mv.m.Target, mv.dstSQL(streamStatesSQL), p)
+	if err != nil {
+		return "", err
+	}
+	if len(got) != len(want) {
+		return "", refusedf("the source has %d streams in the partition and the target %d after the copy; inspect the target", len(want), len(got))
+	}
+	tombstones := 0
+	for tag, w := range want {
+		g, ok := got[tag]
+		switch {
+		case !ok || g.version != w.version || !bytes.Equal(g.head, w.head):
+			return "", refusedf("stream %s/%s is at version %d on the source but %d on the target, or its chain head differs; inspect the target", p, tag, w.version, g.version)
+		case g.cut < w.cut || (w.retired && !g.retired):
+			return MoveStreams, nil // cut or retired since the streams were copied
+		case g.cut == w.cut && !bytes.Equal(g.cutHash, w.cutHash):
+			return "", refusedf("stream %s/%s is cut at version %d on both, but the cut's chain hash differs; inspect the target", p, tag, w.cut)
+		}
+		if w.retired {
+			tombstones++
+		}
+		n, err := mv.verifyChain(ctx, journal.StreamID{Partition: p, Tag: journal.Tag(tag)})
+		if err != nil {
+			return "", err
+		}
+		if int64(n) != w.version {
+			return "", refusedf("stream %s/%s verified %d events on the target, want %d; inspect the target", p, tag, n, w.version)
+		}
+	}
+	mv.report.Streams, mv.report.Tombstones = len(want), tombstones
+	return MoveSwitch, nil
+}
+
+// verifyChain verifies a stream's whole chain on the target, archived and
+// hot, and returns the number of its events.
+func (mv *mover) verifyChain(ctx context.Context, stream journal.StreamID) (uint64, error) {
+	sum, err := mv.dstJ.TagSummary(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	archived, err := journal.VerifyArchive(ctx, mv.dstJ, stream, sum.Cut)
+	if err != nil {
+		return 0, verifyFailed(stream, err)
+	}
+	hot, err := journal.VerifyStream(ctx, mv.dstJ, stream)
+	if err != nil {
+		return 0, verifyFailed(stream, err)
+	}
+	return archived + hot, nil
+}
+
+// verifyFailed is a refusal for a broken chain on the target, the read
+// error as it is otherwise.
+func verifyFailed(stream journal.StreamID, err error) error {
+	var chain *journal.ChainError
+	if errors.As(err, &chain) {
+		return refusedf("the copy of stream %s does not verify on the target (%v); inspect the source's chain with scribe verify", stream, err)
+	}
+	return fmt.Errorf("verifying stream %s on the target: %w", stream, err)
+}
+
+// switchOver marks the partition moved on the source (its Acquire then
+// names the target) and lifts the target's fence. It holds the source's
+// archiver and the partition's appends off (their advisory locks, in the
+// order the archiver takes them, so they never wait for each other in a
+// cycle; appends to other partitions go on) while it compares the source
+// with the copy once more: a change sends the move back (changedSince).
+func (mv *mover) switchOver(ctx context.Context) (MoveStep, error) {
+	p := mv.m.Partition
+	// From now on the target stops naming where the partition was served
+	// (the source is about to say it moved here).
+	if _, err := mv.m.Target.Exec(ctx, mv.dstSQL(`UPDATE __S__.partition_fences SET moved_to = '' WHERE partition = $1 AND state = 'incoming'`), p); err != nil {
+		return "", err
+	}
+	tx, err := mv.m.Source.Begin(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := mv.lockSource(ctx, tx); err != nil {
+		return "", err
+	}
+	if err := mv.at("switch: locked"); err != nil {
+		return "", err
+	}
+	if back, err := mv.changedSince(ctx, tx); back != "" || err != nil {
+		return back, err
+	}
+	ct, err := tx.Exec(ctx, mv.srcSQL(`UPDATE __S__.partition_fences SET state = 'moved', moved_to = $2, since = now()
+		WHERE partition = $1 AND state IN ('outgoing', 'moved')`), p, mv.m.To)
+	if err != nil {
+		return "", err
+	}
+	if ct.RowsAffected() != 1 {
+		return "", refusedf("the source's fence of partition %q is gone: it was removed by hand during the move; inspect the source", p)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "", err
+	}
+	if err := mv.at("switch: source committed"); err != nil {
+		return "", err
+	}
+	_, err = mv.m.Target.Exec(ctx, mv.dstSQL(`DELETE FROM __S__.partition_fences WHERE partition = $1 AND state = 'incoming'`), p)
+	return MoveRetire, err
+}
+
+// lockSource takes, in tx on the source, the archiver's lock, then the
+// partition's append lock, both exclusive.
+func (mv *mover) lockSource(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1), pg_advisory_xact_lock($2)`,
+		mv.srcJ.lockKey('R', "", "archive"), mv.srcJ.lockKey(lockPartition, mv.m.Partition, ""))
+	return err
+}
+
+// retire deletes the source's copy of the partition (events, archived
+// events, tag indexes, streams, snapshots) in one transaction under the
+// locks of the switch; its 'moved' fence stays. A source that already
+// retired it (a rerun) has nothing left; one that holds more events than
+// the move copied got appends without a lease after the switch, and keeps
+// everything (ErrMoveRefused).
+func (mv *mover) retire(ctx context.Context) error {
+	p := mv.m.Partition
+	tx, err := mv.m.Source.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := mv.lockSource(ctx, tx); err != nil {
+		return err
+	}
+	_, total, err := mv.digest(ctx, tx)
+	switch {
+	case err != nil:
+		return err
+	case total == 0:
+		return nil // retired by an earlier run
+	case total != mv.rec.copied:
+		return refusedf("the source holds %d events of the partition after the switch and the move copied %d: appends without a lease reached it on the source after the switch, so the source keeps its copy; the events after position (%d, %d) are on the source only: append them to the target (same event IDs), delete them from the source, then run the same move again to retire the rest",
+			total, mv.rec.copied, mv.rec.lastCommit, mv.rec.lastSeq)
+	}
+	for _, table := range []string{"event_tags", "events", "event_tags_archive", "events_archive", "streams", "snapshots"} {
+		if _, err := tx.Exec(ctx, mv.srcSQL(`DELETE FROM __S__.`+table+` WHERE partition = $1`), p); err != nil {
+			return err
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
-	_, err = mv.m.Target.Exec(ctx, mv.dstSQL(`DELETE FROM __S__.partition_fences WHERE partition = $1 AND state = 'incoming'`), p)
-	return err
-}
-
-// retire deletes the source's copy of the partition, in one transaction;
-// its 'moved' fence stays.
-func (mv *mover) retire(ctx context.Context) error {
-	tx, err := mv.m.Source.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	for _, table := range []string{"event_tags", "events", "streams", "snapshots"} {
-		if _, err := tx.Exec(ctx, mv.srcSQL(`DELETE FROM __S__.`+table+` WHERE partition = $1`), mv.m.Partition); err != nil {
-			return err
-		}
-	}
-	return tx.Commit(ctx)
+	return mv.at("retire: source committed")
 }

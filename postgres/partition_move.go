@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/journal"
@@ -35,6 +35,12 @@ type PartitionMove struct {
 	// Progress, when set, is called after each step and each copied batch
 	// (on MovePartition's goroutine).
 	Progress func(MoveProgress)
+
+	// testPoint, set only by the package's tests, is called at the points
+	// where a step has committed on one database and not yet on the other,
+	// and where the switch holds its locks; an error returned there stops
+	// the move as a crash would.
+	testPoint func(point string) error
 }
 
 // MoveStep is a step of a partition move, in the order they run.
@@ -45,9 +51,9 @@ type MoveStep string
 // with the same partition, source and target.
 const (
 	// MovePrecopy: while the partition still serves commands (the target
-	// already refuses its leases: 'incoming'), its events are copied up to
-	// the source's read gate, so the fenced cut-over only copies the tail
-	// appended meanwhile.
+	// already refuses its leases: 'incoming'), its events, hot and
+	// archived, are copied up to the source's read gate, so the fenced
+	// cut-over only copies the tail appended meanwhile.
 	MovePrecopy MoveStep = "precopy"
 	// MoveFence: the source revokes every lease of the partition and
 	// refuses new ones ('outgoing'): commands to the partition get a
@@ -55,30 +61,38 @@ const (
 	MoveFence MoveStep = "fence"
 	// MoveCopy: the events appended since the pre-copy are copied, in the
 	// source's position order, a batch per transaction, the progress
-	// committed with each batch.
+	// committed with each batch, while the source holds the partition's
+	// appends off (its advisory lock, no other partition's).
 	MoveCopy MoveStep = "copy"
-	// MoveStreams: stream heads (version, chain head) and snapshots are
-	// copied.
+	// MoveStreams: stream heads (version, chain head), cuts, tombstones,
+	// the archived part of each stream and snapshots are copied.
 	MoveStreams MoveStep = "streams"
-	// MoveVerify: every stream's version and chain head equal the source's,
-	// every chain verifies on the target, and the event counts are equal.
+	// MoveVerify: the event counts are equal, every stream's version, chain
+	// head, cut and tombstone equal the source's, and every chain verifies
+	// on the target, its archived part included.
 	MoveVerify MoveStep = "verify"
 	// MoveSwitch: the source marks the partition moved (its Acquire names
 	// the target: journal.ErrPartitionMoved) and the target serves it.
 	MoveSwitch MoveStep = "switch"
-	// MoveRetire: the source's copy (events, tag index, streams, snapshots)
-	// is deleted.
+	// MoveRetire: the source's copy (events and archived events, tag
+	// indexes, streams, snapshots) is deleted.
 	MoveRetire MoveStep = "retire"
-	// MoveDone: nothing is left to do.
+	// MoveDone: nothing is left to do; the move's record went to the
+	// target's partition_move_history.
 	MoveDone MoveStep = "done"
 )
+
+// moveSteps are the steps in order; a step's index is its rank.
+var moveSteps = []MoveStep{MovePrecopy, MoveFence, MoveCopy, MoveStreams, MoveVerify, MoveSwitch, MoveRetire, MoveDone}
 
 // MoveProgress reports a partition move's progress.
 type MoveProgress struct {
 	Partition string
-	// Step is the step just completed (MoveCopy once per batch).
+	// Step is the step just completed (MovePrecopy and MoveCopy once per
+	// batch).
 	Step MoveStep
-	// Copied and Total count the partition's events copied and to copy.
+	// Copied and Total count the partition's events (hot and archived)
+	// copied and to copy.
 	Copied, Total uint64
 	// Streams is the number of streams copied (from MoveStreams on).
 	Streams int
@@ -87,26 +101,112 @@ type MoveProgress struct {
 // MoveReport is the outcome of a completed partition move.
 type MoveReport struct {
 	Partition string
-	Events    uint64
-	Streams   int
-	Snapshots int
-	// Resumed reports that an earlier, interrupted run had done part of it.
+	// Events counts the events copied, archived ones included.
+	Events uint64
+	// Archived counts the events that are archived (retention), Streams
+	// the streams, Tombstones the retired ones among them, Snapshots the
+	// snapshots.
+	Archived   uint64
+	Streams    int
+	Tombstones int
+	Snapshots  int
+	// Resumed reports that an earlier, interrupted run of the same move
+	// had done part of it.
 	Resumed bool
 }
 
 // ErrMoveRefused is wrapped by the errors of a partition move that cannot
-// start or continue as asked (a target already holding the partition, a
-// partition with archived or retired streams, a source that changed). Not
-// retryable without a change; the message says what to do.
+// start or continue as asked: a partition the source does not hold, one
+// already moved away or moving, a target that holds the partition or
+// receives it from another source, appends without a lease that keep
+// reaching the moving partition, a copy that does not verify. Running the
+// same move again fails the same way: the message says what to change
+// first. A refusal before the move started wrote nothing on either database.
 var ErrMoveRefused = errors.New("postgres: partition move refused")
+
+// MoveError is the error of MovePartition and PlanPartitionMove. It says
+// whether running the same move again continues it (Rerun) or what has to
+// be fixed first; errors.Is(err, ErrMoveRefused) holds for a refusal.
+type MoveError struct {
+	Partition string
+	// Source and Target are the two databases (address and schema).
+	Source, Target string
+	// Step is the step the move stopped in; empty when it was refused
+	// before it wrote anything on either database.
+	Step MoveStep
+	// Rerun reports a passing fault (a lost connection, a server shutting
+	// down or restarting, a cancelled context or deadline, a deadlock or a
+	// lock or statement timeout): running the same move again (same
+	// partition, source and target) continues it from Step. When false,
+	// the error names what to fix first: a refusal (ErrMoveRefused), or a
+	// statement the database refused.
+	Rerun bool
+	Err   error
+}
+
+// Error says what stopped the move and what to do about it.
+func (e *MoveError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "postgres: moving partition %q from %s to %s", e.Partition, e.Source, e.Target)
+	if e.Step != "" {
+		fmt.Fprintf(&b, ", step %s", e.Step)
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	switch {
+	case e.Rerun:
+		fmt.Fprintf(&b, "; a passing fault stopped the move: run the same move again (same partition, source and target) and it continues from step %s", e.Step)
+	case errors.Is(e.Err, ErrMoveRefused) && e.Step == "":
+		b.WriteString("; nothing was written on either database")
+	case errors.Is(e.Err, ErrMoveRefused):
+		fmt.Fprintf(&b, "; running it again as it is fails the same way: fix that first, then run the same move again and it continues from step %s", e.Step)
+	default:
+		fmt.Fprintf(&b, "; the database refused the statement, so running it again as it is fails the same way: fix the cause first, then run the same move again and it continues from step %s", e.Step)
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *MoveError) Unwrap() error { return e.Err }
+
+// passing reports a fault that goes away by itself: a rerun continues.
+func passing(err error) bool {
+	switch {
+	case errors.Is(err, ErrMoveRefused):
+		return false
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), unavailable(err):
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// 40: serialization failure, deadlock; 53: out of resources;
+		// 55P03 lock timeout; 57014 statement timeout or cancel.
+		return strings.HasPrefix(pgErr.Code, "40") || strings.HasPrefix(pgErr.Code, "53") ||
+			pgErr.Code == "55P03" || pgErr.Code == "57014" || isConnErr(err)
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// refusedf returns an ErrMoveRefused error.
+func refusedf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMoveRefused}, args...)...)
+}
+
+// maxStepsBack bounds how often one run goes back to an earlier step
+// (events appended without a lease, the archiver moving a cut) before it
+// gives up with ErrMoveRefused.
+const maxStepsBack = 8
 
 // mover runs one PartitionMove.
 type mover struct {
-	m      PartitionMove
-	src    string // quoted schemas
-	dst    string
-	report MoveReport
-	total  uint64
+	m                PartitionMove
+	src, dst         string // quoted schemas
+	srcAddr, dstAddr string
+	srcJ, dstJ       *Journal // lock keys, verification
+	report           MoveReport
+	total            uint64
+	rec              moveRecord
+	// held is the target connection holding the move's session lock.
+	held *pgxpool.Conn
 }
 
 func (mv *mover) srcSQL(q string) string { return strings.ReplaceAll(q, "__S__.", mv.src+".") }
@@ -118,24 +218,26 @@ func (mv *mover) progress(step MoveStep) {
 	}
 }
 
-// MovePartition moves a partition from the source to the target: it copies
-// its events in position order while the partition still serves commands
-// (MovePrecopy), fences it (MoveFence), copies the events appended
-// meanwhile, its streams' heads and its snapshots, verifies the copy,
-// switches (the source then answers journal.ErrPartitionMoved naming
-// PartitionMove.To) and deletes the source's copy. Commands to the partition meanwhile fail with
-// a retryable journal.ErrPartitionMoving (a lease taken before the fence is
-// refused at its next append with journal.ErrInvalidSession, also
-// retryable); nothing acknowledged is lost and nothing is stored twice. It
-// is resumable: run it again after a crash or a cancelled context and it
-// continues where it stopped. Only appends made through leases (the
-// runtime's) are fenced; an append without a lease to the partition during
-// the move makes the switch fail (ErrMoveRefused) rather than lose it.
-// Partitions with archived or retired streams are refused.
-func MovePartition(ctx context.Context, m PartitionMove) (MoveReport, error) {
-	if m.Source == nil || m.Target == nil {
-		return MoveReport{}, fmt.Errorf("%w: MovePartition needs a Source and a Target pool", ErrMoveRefused)
+// at runs the test point of that name, if a test set one.
+func (mv *mover) at(point string) error {
+	if mv.m.testPoint == nil {
+		return nil
 	}
+	return mv.m.testPoint(point)
+}
+
+// fail wraps err, met in step, in a *MoveError.
+func (mv *mover) fail(step MoveStep, err error) error {
+	var me *MoveError
+	if errors.As(err, &me) {
+		return err
+	}
+	return &MoveError{Partition: mv.m.Partition, Source: mv.srcAddr, Target: mv.dstAddr, Step: step, Rerun: passing(err), Err: err}
+}
+
+// newMover validates m, applies the defaults and opens the journals the
+// move reads through (no I/O).
+func newMover(m PartitionMove) (*mover, error) {
 	if m.Partition == "" {
 		m.Partition = journal.DefaultPartition
 	}
@@ -148,47 +250,93 @@ func MovePartition(ctx context.Context, m PartitionMove) (MoveReport, error) {
 	if m.BatchSize <= 0 {
 		m.BatchSize = 1000
 	}
-	srcAddr := Address(m.Source.Config().ConnConfig) + " schema " + m.SourceSchema
-	dstAddr := Address(m.Target.Config().ConnConfig) + " schema " + m.TargetSchema
-	if m.To == "" {
-		m.To = dstAddr
-	}
-	if srcAddr == dstAddr {
-		return MoveReport{}, fmt.Errorf("%w: the source and the target are the same schema (%s); give another target", ErrMoveRefused, srcAddr)
-	}
 	mv := &mover{m: m, src: pgx.Identifier{m.SourceSchema}.Sanitize(), dst: pgx.Identifier{m.TargetSchema}.Sanitize()}
 	mv.report.Partition = m.Partition
-	state, err := mv.begin(ctx, srcAddr)
+	if m.Source == nil || m.Target == nil {
+		return mv, mv.fail("", refusedf("MovePartition needs a Source and a Target pool"))
+	}
+	mv.srcAddr = Address(m.Source.Config().ConnConfig) + " schema " + m.SourceSchema
+	mv.dstAddr = Address(m.Target.Config().ConnConfig) + " schema " + m.TargetSchema
+	if mv.m.To == "" {
+		mv.m.To = mv.dstAddr
+	}
+	if mv.srcAddr == mv.dstAddr {
+		return mv, mv.fail("", refusedf("the source and the target are the same schema; give another target"))
+	}
+	var err error
+	if mv.srcJ, err = NewJournal(m.Source, Config{Schema: m.SourceSchema}); err != nil {
+		return mv, mv.fail("", refusedf("source schema: %v", err))
+	}
+	if mv.dstJ, err = NewJournal(m.Target, Config{Schema: m.TargetSchema}); err != nil {
+		return mv, mv.fail("", refusedf("target schema: %v", err))
+	}
+	return mv, nil
+}
+
+func (mv *mover) close() {
+	if mv.held != nil {
+		// Ending the session ends its lock; the connection is not reused.
+		_ = mv.held.Conn().Close(context.Background())
+		mv.held.Release()
+	}
+	for _, j := range []*Journal{mv.srcJ, mv.dstJ} {
+		if j != nil {
+			_ = j.Close()
+		}
+	}
+}
+
+// MovePartition moves a partition from the source to the target: it copies
+// its events (hot and archived) in position order while the partition still
+// serves commands (MovePrecopy), fences it (MoveFence), copies the events
+// appended meanwhile, its streams' heads, cuts, tombstones and its
+// snapshots, verifies the copy, switches (the source then answers
+// journal.ErrPartitionMoved naming PartitionMove.To) and deletes the
+// source's copy. Commands to the partition meanwhile fail with a retryable
+// journal.ErrPartitionMoving (a lease taken before the fence is refused at
+// its next append with journal.ErrInvalidSession, also retryable); nothing
+// acknowledged is lost and nothing is stored twice. Appends to other
+// partitions of the source are held off only by the fence (while it revokes
+// the partition's leases), never by the copy or the switch.
+//
+// It is resumable: after a crash or any error whose *MoveError says Rerun,
+// run it again with the same partition, source and target and it continues
+// where it stopped. Only an unfinished move is resumed: a finished move's
+// record is history (the target's partition_move_history) and neither
+// blocks nor passes for a later move, in either direction, any number of
+// times. A partition the source does not hold, or that moved away from it,
+// is refused (ErrMoveRefused) before anything is written.
+//
+// Only appends made through leases (the runtime's) are fenced. An append
+// without a lease that reaches the moving partition on the source before the
+// switch is copied too (the verify and switch steps find it and go back to
+// the copy); one that waits for the switch and lands on the source after it
+// makes the retire step refuse (ErrMoveRefused) instead of deleting it.
+func MovePartition(ctx context.Context, m PartitionMove) (MoveReport, error) {
+	mv, err := newMover(m)
 	if err != nil {
 		return mv.report, err
 	}
+	defer mv.close()
+	state, err := mv.begin(ctx)
+	if err != nil {
+		return mv.report, mv.fail("", err)
+	}
+	backs := 0
 	for state != MoveDone {
-		var next MoveStep
-		switch state {
-		case MovePrecopy:
-			next, err = MoveFence, mv.copyEvents(ctx, true)
-		case MoveFence:
-			next, err = MoveCopy, mv.fence(ctx)
-		case MoveCopy:
-			next, err = MoveStreams, mv.copyEvents(ctx, false)
-		case MoveStreams:
-			next, err = MoveVerify, mv.copyStreams(ctx)
-		case MoveVerify:
-			next, err = MoveSwitch, mv.verify(ctx)
-		case MoveSwitch:
-			next, err = MoveRetire, mv.switchOver(ctx)
-		case MoveRetire:
-			next, err = MoveDone, mv.retire(ctx)
-		default:
-			return mv.report, fmt.Errorf("%w: the target records the move of partition %q in an unknown state %q", ErrMoveRefused, m.Partition, state)
-		}
+		next, err := mv.step(ctx, state)
 		if err != nil {
-			return mv.report, fmt.Errorf("postgres: moving partition %q from %s to %s, step %s: %w", m.Partition, srcAddr, dstAddr, state, err)
+			return mv.report, mv.fail(state, err)
 		}
-		if _, err := m.Target.Exec(ctx, mv.dstSQL(`UPDATE __S__.partition_moves SET state = $2, updated_at = now() WHERE partition = $1`), m.Partition, string(next)); err != nil {
-			return mv.report, fmt.Errorf("postgres: moving partition %q: recording step %s on the target: %w", m.Partition, next, err)
+		if stepRank(next) < stepRank(state) {
+			if backs++; backs > maxStepsBack {
+				return mv.report, mv.fail(state, mv.tooManyBacks(next))
+			}
 		}
-		if state != MoveCopy && state != MovePrecopy {
+		if err := mv.record(ctx, next); err != nil {
+			return mv.report, mv.fail(next, err)
+		}
+		if state != MoveCopy && state != MovePrecopy && stepRank(next) > stepRank(state) {
 			mv.progress(state)
 		}
 		state = next
@@ -197,303 +345,54 @@ func MovePartition(ctx context.Context, m PartitionMove) (MoveReport, error) {
 	return mv.report, nil
 }
 
-// begin reads (or creates) the move's record on the target and returns the
-// step to run.
-func (mv *mover) begin(ctx context.Context, srcAddr string) (MoveStep, error) {
+// stepRank is a step's place in moveSteps.
+func stepRank(s MoveStep) int {
+	for i, x := range moveSteps {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// step runs one step and returns the step to run next.
+func (mv *mover) step(ctx context.Context, state MoveStep) (MoveStep, error) {
+	switch state {
+	case MovePrecopy:
+		return MoveFence, mv.copyEvents(ctx, true)
+	case MoveFence:
+		return MoveCopy, mv.fence(ctx)
+	case MoveCopy:
+		return MoveStreams, mv.copyEvents(ctx, false)
+	case MoveStreams:
+		return MoveVerify, mv.copyStreams(ctx)
+	case MoveVerify:
+		return mv.verify(ctx)
+	case MoveSwitch:
+		return mv.switchOver(ctx)
+	case MoveRetire:
+		return MoveDone, mv.retire(ctx)
+	}
+	return "", refusedf("the target records the move in an unknown state %q, written by another build: finish it with that build", state)
+}
+
+func (mv *mover) tooManyBacks(next MoveStep) error {
+	if next == MoveStreams {
+		return refusedf("the source's archiver or RetireStream changed the partition's streams %d times during the move; pause retention on the source", maxStepsBack)
+	}
+	return refusedf("appends without a lease kept reaching the partition on the source during the move (%d times); stop the processes that append to it without a lease (only leased appends, the runtime's, are fenced)", maxStepsBack)
+}
+
+// record stores the step to run next in the move's record on the target;
+// MoveDone moves the record to partition_move_history in one transaction.
+func (mv *mover) record(ctx context.Context, next MoveStep) error {
 	p := mv.m.Partition
-	var state string
-	var copied int64
-	err := mv.m.Target.QueryRow(ctx, mv.dstSQL(`SELECT state, copied FROM __S__.partition_moves WHERE partition = $1`), p).Scan(&state, &copied)
-	switch {
-	case err == nil:
-		mv.report.Resumed = true
-		mv.report.Events = uint64(copied)
-		if err := mv.countTotal(ctx); err != nil && state != string(MoveDone) && state != string(MoveRetire) {
-			return "", err
-		}
-		return MoveStep(state), nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return "", fmt.Errorf("postgres: reading the move of partition %q on the target: %w", p, err)
-	}
-	var onTarget int64
-	if err := mv.m.Target.QueryRow(ctx, mv.dstSQL(`SELECT count(*) FROM __S__.streams WHERE partition = $1 AND version > 0`), p).Scan(&onTarget); err != nil {
-		return "", err
-	}
-	if onTarget > 0 {
-		return "", fmt.Errorf("%w: the target already holds %d stream(s) of partition %q; move it to a database that does not serve it", ErrMoveRefused, onTarget, p)
-	}
-	var fenced string
-	err = mv.m.Source.QueryRow(ctx, mv.srcSQL(`SELECT state FROM __S__.partition_fences WHERE partition = $1`), p).Scan(&fenced)
-	switch {
-	case err == nil:
-		return "", fmt.Errorf("%w: partition %q is already %s on the source, but the target has no record of moving it; resume the move against the target it was started with", ErrMoveRefused, p, fenced)
-	case !errors.Is(err, pgx.ErrNoRows):
-		return "", err
-	}
-	var special int64
-	if err := mv.m.Source.QueryRow(ctx, mv.srcSQL(`SELECT count(*) FROM __S__.streams WHERE partition = $1 AND (cut_version > 0 OR retired)`), p).Scan(&special); err != nil {
-		return "", err
-	}
-	if special > 0 {
-		return "", fmt.Errorf("%w: partition %q has %d stream(s) with archived events or a tombstone, which a move does not carry; it cannot be moved", ErrMoveRefused, p, special)
-	}
-	if err := mv.countTotal(ctx); err != nil {
-		return "", err
-	}
-	tx, err := mv.m.Target.Begin(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, mv.dstSQL(`INSERT INTO __S__.partition_moves (partition, source, state) VALUES ($1, $2, $3)`), p, srcAddr, string(MovePrecopy)); err != nil {
-		return "", err
-	}
-	if _, err := tx.Exec(ctx, mv.dstSQL(`INSERT INTO __S__.partition_fences (partition, state, moved_to) VALUES ($1, 'incoming', '')`), p); err != nil {
-		return "", err
-	}
-	return MovePrecopy, tx.Commit(ctx)
-}
-
-func (mv *mover) countTotal(ctx context.Context) error {
-	var n int64
-	if err := mv.m.Source.QueryRow(ctx, mv.srcSQL(`SELECT count(*) FROM __S__.events WHERE partition = $1`), mv.m.Partition).Scan(&n); err != nil {
+	if next != MoveDone {
+		_, err := mv.m.Target.Exec(ctx, mv.dstSQL(`UPDATE __S__.partition_moves SET state = $2, updated_at = now() WHERE partition = $1`), p, string(next))
 		return err
 	}
-	mv.total = uint64(n)
-	return nil
-}
-
-// fence revokes every lease of the partition on the source and refuses new
-// ones. The SHARE ROW EXCLUSIVE lock on streams waits for the appends and
-// Acquires in flight (they write streams rows) and holds new ones off until
-// the fence commits: an append claimed before it is copied; any later one
-// finds its lease's epoch gone.
-func (mv *mover) fence(ctx context.Context) error {
-	tx, err := mv.m.Source.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, mv.srcSQL(`LOCK TABLE __S__.streams IN SHARE ROW EXCLUSIVE MODE`)); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, mv.srcSQL(`INSERT INTO __S__.partition_fences (partition, state, moved_to) VALUES ($1, 'outgoing', $2)
-		ON CONFLICT (partition) DO NOTHING`), mv.m.Partition, mv.m.To); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, mv.srcSQL(`UPDATE __S__.streams SET released = true, epoch = nextval('__S__.stream_epochs')
-		WHERE partition = $1 AND lease_node IS NOT NULL`), mv.m.Partition); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	return mv.countTotal(ctx) // final now: nothing is appended through a lease any more
-}
-
-// copyEvents copies the partition's events after the recorded progress, in
-// the source's position order, one transaction per batch on the target
-// (which also records the progress): positions on the target keep the
-// source's order. Gated (the pre-copy, while the partition takes appends),
-// it reads only below the source's read gate (gateSetSQL), below which no
-// later commit can add an event, and stops once a batch comes back short;
-// after the fence every append has ended and it reads to the end.
-func (mv *mover) copyEvents(ctx context.Context, gated bool) error {
-	p := mv.m.Partition
-	step := MoveCopy
-	read := mv.srcSQL(`SELECT commit_xid, seq, id, type, schema_version, tags, versions, prev_hashes, hashes,
-				data, metadata, correlation_id, recorded_at
-			FROM __S__.events WHERE partition = $1 AND (commit_xid, seq) > ($2, $3) ORDER BY commit_xid, seq LIMIT $4`)
-	var conn *pgxpool.Conn
-	if gated {
-		step = MovePrecopy
-		read = mv.srcSQL(`SELECT commit_xid, seq, id, type, schema_version, tags, versions, prev_hashes, hashes,
-				data, metadata, correlation_id, recorded_at
-			FROM __S__.events WHERE partition = $1 AND (commit_xid, seq) > ($2, $3) AND commit_xid < ` + gateSQL + `
-			ORDER BY commit_xid, seq LIMIT $4`)
-		var err error
-		if conn, err = mv.m.Source.Acquire(ctx); err != nil {
-			return err
-		}
-		defer conn.Release()
-	}
-	for {
-		var lastCommit, lastSeq int64
-		if err := mv.m.Target.QueryRow(ctx, mv.dstSQL(`SELECT last_commit, last_seq FROM __S__.partition_moves WHERE partition = $1`), p).Scan(&lastCommit, &lastSeq); err != nil {
-			return err
-		}
-		var rows pgx.Rows
-		var err error
-		if gated {
-			// The gate is a session setting: set and read on one connection.
-			if _, err := conn.Exec(ctx, mv.srcSQL(gateSetSQL)); err != nil {
-				return err
-			}
-			rows, err = conn.Query(ctx, read, p, lastCommit, lastSeq, mv.m.BatchSize)
-		} else {
-			rows, err = mv.m.Source.Query(ctx, read, p, lastCommit, lastSeq, mv.m.BatchSize)
-		}
-		if err != nil {
-			return err
-		}
-		type row struct {
-			commit, seq    int64
-			id             [16]byte
-			typ            string
-			sv             int32
-			tags           []string
-			versions       []int64
-			prev, hashes   []byte
-			data, metadata []byte
-			corr           *string
-			recordedAt     time.Time
-		}
-		var batch []row
-		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.commit, &r.seq, &r.id, &r.typ, &r.sv, &r.tags, &r.versions, &r.prev, &r.hashes,
-				&r.data, &r.metadata, &r.corr, &r.recordedAt); err != nil {
-				rows.Close()
-				return err
-			}
-			batch = append(batch, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(batch) == 0 {
-			return nil
-		}
-		tx, err := mv.m.Target.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		// As an append does, take ROW EXCLUSIVE on events before the
-		// transaction gets its ID: the read gate then holds readers below
-		// the copy until it commits.
-		if _, err := tx.Exec(ctx, mv.dstSQL(`LOCK TABLE __S__.events IN ROW EXCLUSIVE MODE`)); err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-			return err
-		}
-		insert := mv.dstSQL(`WITH e AS (
-			INSERT INTO __S__.events (commit_xid, id, partition, type, schema_version, tags, versions, prev_hashes, hashes,
-				data, metadata, correlation_id, recorded_at)
-			VALUES (pg_current_xact_id()::text::bigint, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-			RETURNING commit_xid, seq, tags, versions, type
-		)
-		INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type)
-		SELECT $2, t.tag, t.version, e.commit_xid, e.seq, e.type FROM e, unnest(e.tags, e.versions) AS t(tag, version)`)
-		b := &pgx.Batch{}
-		for _, r := range batch {
-			b.Queue(insert, r.id, p, r.typ, r.sv, r.tags, r.versions, r.prev, r.hashes, r.data, r.metadata, r.corr, r.recordedAt)
-		}
-		last := batch[len(batch)-1]
-		b.Queue(mv.dstSQL(`UPDATE __S__.partition_moves SET last_commit = $2, last_seq = $3, copied = copied + $4, updated_at = now() WHERE partition = $1`),
-			p, last.commit, last.seq, int64(len(batch)))
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-			return err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return err
-		}
-		mv.report.Events += uint64(len(batch))
-		mv.progress(step)
-		if gated && len(batch) < mv.m.BatchSize {
-			return nil // caught up with the gate: the rest is the cut-over's
-		}
-	}
-}
-
-// copyStreams copies the heads of the partition's streams (version and
-// chain head; first and last positions are the target's) and its
-// snapshots, in one transaction on the target. Idempotent.
-func (mv *mover) copyStreams(ctx context.Context) error {
-	p := mv.m.Partition
-	heads, err := mv.sourceHeads(ctx)
-	if err != nil {
-		return err
-	}
-	tx, err := mv.m.Target.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	b := &pgx.Batch{}
-	for tag, h := range heads {
-		b.Queue(mv.dstSQL(`INSERT INTO __S__.streams (partition, tag, version, head_hash, first_commit, first_seq, last_commit, last_seq)
-			SELECT $1, $2, $3, $4, f.commit_xid, f.seq, l.commit_xid, l.seq
-			FROM __S__.event_tags f, __S__.event_tags l
-			WHERE f.partition = $1 AND f.tag = $2 AND f.version = 1 AND l.partition = $1 AND l.tag = $2 AND l.version = $3
-			ON CONFLICT (partition, tag) DO UPDATE SET version = excluded.version, head_hash = excluded.head_hash,
-				first_commit = excluded.first_commit, first_seq = excluded.first_seq,
-				last_commit = excluded.last_commit, last_seq = excluded.last_seq`), p, tag, h.version, h.hash)
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return err
-	}
-	rows, err := mv.m.Source.Query(ctx, mv.srcSQL(`SELECT tag, version, schema_version, state, created_at FROM __S__.snapshots WHERE partition = $1`), p)
-	if err != nil {
-		return err
-	}
-	sb := &pgx.Batch{}
-	snaps := 0
-	for rows.Next() {
-		var (
-			tag     string
-			version int64
-			sv      int32
-			state   []byte
-			created time.Time
-		)
-		if err := rows.Scan(&tag, &version, &sv, &state, &created); err != nil {
-			rows.Close()
-			return err
-		}
-		sb.Queue(mv.dstSQL(`INSERT INTO __S__.snapshots (partition, tag, version, schema_version, state, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`), p, tag, version, sv, state, created)
-		snaps++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if snaps > 0 {
-		if err := tx.SendBatch(ctx, sb).Close(); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	mv.report.Streams, mv.report.Snapshots = len(heads), snaps
-	return nil
-}
-
-type streamHead struct {
-	version int64
-	hash    []byte
-}
-
-func (mv *mover) sourceHeads(ctx context.Context) (map[string]streamHead, error) {
-	return readHeads(ctx, mv.m.Source, mv.srcSQL(`SELECT tag, version, head_hash FROM __S__.streams WHERE partition = $1 AND version > 0`), mv.m.Partition)
-}
-
-func readHeads(ctx context.Context, pool *pgxpool.Pool, q, partition string) (map[string]streamHead, error) {
-	rows, err := pool.Query(ctx, q, partition)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]streamHead{}
-	for rows.Next() {
-		var tag string
-		var h streamHead
-		if err := rows.Scan(&tag, &h.version, &h.hash); err != nil {
-			return nil, err
-		}
-		out[tag] = h
-	}
-	return out, rows.Err()
+	_, err := mv.m.Target.Exec(ctx, mv.dstSQL(`WITH d AS (
+			DELETE FROM __S__.partition_moves WHERE partition = $1 RETURNING partition, source, copied, started_at)
+		INSERT INTO __S__.partition_move_history (partition, source, events, started_at) SELECT * FROM d`), p)
+	return err
 }

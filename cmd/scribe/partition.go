@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/postgres"
@@ -18,7 +17,7 @@ func partitionMoveCommand() *command {
 		name: "partition move",
 		summary: "move a partition to another database: copy its events while it serves, fence its streams (commands to it get a retryable error " +
 			"for the cut-over), copy the rest, its stream heads and snapshots, verify them on the target, switch and delete the source's copy; " +
-			"resumable: run it again after a crash",
+			"resumable: a failure says whether running it again continues the move (a crash, a lost connection) or what to fix first",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&from, "from", "", "the source database URL (default: -db or $"+EnvDatabaseURL+")")
 			fs.StringVar(&to, "to", "", "the target database URL (required)")
@@ -64,41 +63,46 @@ func partitionMoveCommand() *command {
 				return err
 			}
 			defer dst.Close()
-			if !confirm {
-				var events, streams int64
-				if err := src.QueryRow(e.ctx, `SELECT count(*), count(DISTINCT tag) FROM `+pgx.Identifier{fromSchema, "event_tags"}.Sanitize()+` WHERE partition = $1`, partition).Scan(&events, &streams); err != nil {
-					return err
-				}
-				var state string
-				_ = dst.QueryRow(e.ctx, `SELECT state FROM `+pgx.Identifier{toSchema, "partition_moves"}.Sanitize()+` WHERE partition = $1`, partition).Scan(&state)
-				fmt.Fprintf(e.stdout, "partition %q on %s: %d tag entries in %d streams\n", partition, postgres.Address(src.Config().ConnConfig), events, streams)
-				if state != "" {
-					fmt.Fprintf(e.stdout, "the target records a move of it at step %q: -confirm resumes it there\n", state)
-				}
-				fmt.Fprintf(e.stdout, "-confirm would copy it to %s schema %s, fence it (commands to it get a retryable error for the cut-over), copy the rest, verify, switch and delete the source's copy\n",
-					postgres.Address(dst.Config().ConnConfig), toSchema)
-				return nil
-			}
-			rep, err := postgres.MovePartition(e.ctx, postgres.PartitionMove{
+			spec := postgres.PartitionMove{
 				Partition: partition, Source: src, SourceSchema: fromSchema, Target: dst, TargetSchema: toSchema,
 				To: toName, BatchSize: batch,
-				Progress: func(p postgres.MoveProgress) {
-					if p.Step == postgres.MoveCopy || p.Step == postgres.MovePrecopy {
-						fmt.Fprintf(e.stderr, "%s: %d/%d events\n", p.Step, p.Copied, p.Total)
-						return
-					}
-					fmt.Fprintf(e.stderr, "%s: done (%d/%d events, %d streams)\n", p.Step, p.Copied, p.Total, p.Streams)
-				},
-			})
+			}
+			if !confirm {
+				// A refusal (a partition the source does not hold, one moved
+				// away, a target that holds it) fails here as -confirm would,
+				// writing nothing.
+				plan, err := postgres.PlanPartitionMove(e.ctx, spec)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "partition %q on %s: %d events (%d archived) in %d streams (%d retired), %d snapshots\n",
+					plan.Partition, plan.Source, plan.Events, plan.Archived, plan.Streams, plan.Tombstones, plan.Snapshots)
+				if plan.Resume != "" {
+					fmt.Fprintf(e.stdout, "the target records an unfinished move of it from this source, stopped at step %q: -confirm resumes it there\n", plan.Resume)
+				}
+				fmt.Fprintf(e.stdout, "-confirm would copy it to %s, fence it (commands to it get a retryable error for the cut-over), copy the rest, verify, switch and delete the source's copy\n",
+					plan.Target)
+				return nil
+			}
+			spec.Progress = func(p postgres.MoveProgress) {
+				if p.Step == postgres.MoveCopy || p.Step == postgres.MovePrecopy {
+					fmt.Fprintf(e.stderr, "%s: %d/%d events\n", p.Step, p.Copied, p.Total)
+					return
+				}
+				fmt.Fprintf(e.stderr, "%s: done (%d/%d events, %d streams)\n", p.Step, p.Copied, p.Total, p.Streams)
+			}
+			// A failure's *postgres.MoveError says whether running the same
+			// command again continues the move or what to fix first.
+			rep, err := postgres.MovePartition(e.ctx, spec)
 			if err != nil {
-				return fmt.Errorf("%w\nthe move can be resumed: run the same command again", err)
+				return err
 			}
 			resumed := ""
 			if rep.Resumed {
 				resumed = " (resumed)"
 			}
-			fmt.Fprintf(e.stdout, "moved partition %q%s: %d events, %d streams, %d snapshots; the source answers that it moved; update every node's partition map\n",
-				rep.Partition, resumed, rep.Events, rep.Streams, rep.Snapshots)
+			fmt.Fprintf(e.stdout, "moved partition %q%s: %d events (%d archived), %d streams (%d retired), %d snapshots; the source answers that it moved; update every node's partition map\n",
+				rep.Partition, resumed, rep.Events, rep.Archived, rep.Streams, rep.Tombstones, rep.Snapshots)
 			return nil
 		},
 	}

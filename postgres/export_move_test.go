@@ -1,0 +1,11 @@
+package postgres
+
+// WithMoveTestPoint returns m with f called at the move's test points:
+// "switch: locked" (the switch holds the archiver's and the partition's
+// locks on the source), "switch: source committed" and "retire: source
+// committed" (a step committed on the source, not yet recorded on the
+// target). An error f returns stops the move there, as a crash would.
+func WithMoveTestPoint(m PartitionMove, f func(point string) error) PartitionMove {
+	m.testPoint = f
+	return m
+}
