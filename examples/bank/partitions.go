@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/partitioned"
 	"github.com/scribe-es/scribe/postgres"
-	"github.com/scribe-es/scribe/projection"
 )
 
 // Partitions on two databases (-db2): every account whose ID starts with
@@ -24,12 +22,20 @@ import (
 // invalid_request), since a DCB command stays within one partition.
 // Without -db2 every account is in the default partition, as before.
 //
-// With -db2 the feed is per database: GET /events/stream follows the first
-// database, and the accounts read model runs once per database (readModels).
-// Erasure records live in the default partition on the first database, so
-// the second database's read model does not mark the customers of its
-// accounts erased (their data stays sealed and unreadable all the same: the
-// key is gone).
+// With -db2 the accounts read model is one projection across both
+// databases: its runner reads each partition on the database serving it
+// now, in the partition's order, with a checkpoint per partition kept in
+// the first database with the rows (projection.PartitionedSource). A
+// partition move (`scribe partition move`, there and back) changes the
+// partition's positions but not its event IDs, and the checkpoint follows
+// by event ID: GET /accounts counts every event once. Events of different
+// partitions have no order between them; an account lives in one
+// partition, so its row is exact. An erasure record (default partition)
+// may be applied before an AccountOpened of the second partition for the
+// same customer: that row then keeps the sealed data, which cannot be
+// opened any more (the key is gone) and reads as erased.
+// GET /events/stream follows the first database only: positions are per
+// database.
 
 // defaultSecondPartition is -partition2's default.
 const defaultSecondPartition = "east"
@@ -112,60 +118,6 @@ func withSecondDatabase(ctx context.Context, first *backend, url, schema, partit
 	}, nil
 }
 
-// readModels runs one accounts read model per database (the feed is per
-// database), each over every event of its database, and serves them as one:
-// an account's row comes from the read model of the database serving its
-// partition now (after a partition move, the old database's rows of it are
-// stale and left out); list merges the pages by account ID.
-type readModels struct {
-	models  []*readModel
-	members []string
-	router  *partitioned.Router
-	parts   accountPartitions
-}
-
-// serves reports whether the database named member serves account id now.
-func (rs *readModels) serves(member, id string) bool {
-	m, err := rs.router.MemberOf(rs.parts.of(id))
-	return err == nil && m == member
-}
-
-func (rs *readModels) list(ctx context.Context, after string, limit int) ([]AccountView, error) {
-	var all []AccountView
-	for i, r := range rs.models {
-		// Page through this read model until it gave limit rows of
-		// accounts its database serves, or has no more.
-		cursor, kept := after, 0
-		for kept < limit {
-			page, err := r.list(ctx, cursor, limit)
-			if err != nil {
-				return nil, err
-			}
-			for _, a := range page {
-				if rs.serves(rs.members[i], a.ID) {
-					all = append(all, a)
-					kept++
-				}
-			}
-			if len(page) < limit {
-				break
-			}
-			cursor = page[len(page)-1].ID
-		}
-	}
-	slices.SortFunc(all, func(a, b AccountView) int { return strings.Compare(a.ID, b.ID) })
-	if len(all) > limit {
-		all = all[:limit]
-	}
-	return all, nil
-}
-
-func (rs *readModels) Stop() {
-	for _, r := range rs.models {
-		r.Stop()
-	}
-}
-
 // feed is the journal GET /events/stream follows: the first database's
 // with a second partition's database (the feed is per database), else the
 // backend's journal.
@@ -174,45 +126,4 @@ func (b *backend) feed() journal.Subscriber {
 		return b.databases[0].Journal
 	}
 	return b.Journal
-}
-
-// startReadModels starts one accounts read model per database, each over
-// its own partition's feed and projection store, and serves them as one.
-func startReadModels(ctx context.Context, dbs []*backend, svc *bankService, nodeID string, log *slog.Logger) (*readModel, error) {
-	rs := &readModels{router: dbs[0].router, parts: dbs[0].partitions}
-	for _, db := range dbs {
-		r, err := startReadModel(ctx, db, svc, nodeID, log)
-		if err != nil {
-			rs.Stop()
-			return nil, err
-		}
-		rs.models = append(rs.models, r)
-		rs.members = append(rs.members, db.member)
-	}
-	done := make(chan struct{})
-	close(done)
-	return &readModel{
-		list: rs.list,
-		progress: func() projection.Progress {
-			var worst projection.Progress
-			for i, r := range rs.models {
-				p := r.progress()
-				if i == 0 || p.Error != "" && worst.Error == "" || p.Lag > worst.Lag && (p.Error == "") == (worst.Error == "") {
-					worst = p
-				}
-			}
-			return worst
-		},
-		waitFor: rs.models[0].waitFor,
-		rebuild: func(ctx context.Context) error {
-			for _, r := range rs.models {
-				if err := r.rebuild(ctx); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-		cancel: rs.Stop,
-		done:   done,
-	}, nil
 }

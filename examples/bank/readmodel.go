@@ -37,7 +37,7 @@ import (
 // (its own rows) and takes over when it has caught up.
 const (
 	readModelName    = "bank-accounts"
-	readModelVersion = 3 // 2: customers; 3: rows read model
+	readModelVersion = 4 // 2: customers; 3: rows read model; 4: one read model across databases
 )
 
 // accountsPage bounds GET /accounts.
@@ -136,9 +136,10 @@ func customerView(ctx context.Context, svc *bankService, customerID string, seal
 var readModelQuery = journal.Query{Items: []journal.QueryItem{{Types: bank.EventTypes}, {Types: []string{erasure.RecordType}}}}
 
 // readModelQueryOf is the query of b's read model: readModelQuery, or every
-// event of every partition for a database of several (see readModels).
+// event of every partition across several databases (one slice per
+// partition, see readModelAcross).
 func readModelQueryOf(b *backend) journal.Query {
-	if b.readAll {
+	if b.readAll || len(b.databases) > 0 {
 		return journal.Query{All: true, AllPartitions: true}
 	}
 	return readModelQuery
@@ -229,11 +230,11 @@ func accountsProjection(svc *bankService, q journal.Query) projection.RowProject
 }
 
 // startReadModel starts the accounts read model's runner on the backend's
-// storage.
+// storage. With a second partition's database (-db2) it is one read model
+// across both databases: its runner reads the router partition by
+// partition (projection.PartitionedSource) and keeps its checkpoints and
+// rows in the first database (see partitions.go).
 func startReadModel(ctx context.Context, b *backend, svc *bankService, nodeID string, log *slog.Logger) (*readModel, error) {
-	if len(b.databases) > 0 {
-		return startReadModels(ctx, b.databases, svc, nodeID, log)
-	}
 	o := projection.Options{Owner: nodeID + "-" + journal.NewEventID().String()[24:], Logger: log, LeaseTTL: 5 * time.Second}
 	if b.pool == nil {
 		return runReadModel(ctx, b.Journal, projection.NewMemoryStore(), svc, readModelQueryOf(b), o, log)
