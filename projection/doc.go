@@ -68,6 +68,30 @@
 // becomes active when every slice has caught up. Slicing is part of a
 // version: a different group or count is a new version.
 //
+// # Across several databases
+//
+// A journal spread over several databases (partitioned.Router with several
+// members) has no global feed: positions are ordered per database. A
+// runner over such a source (a PartitionedSource) runs the projection as a
+// sliced one whose slices are the source's partitions
+// (SliceStore.JoinPartitions; Slicing must be empty): each partition is
+// read on the database serving it, in the partition's own order, with a
+// checkpoint and lease of its own, and several runners share the
+// partitions as they share slices. A checkpoint names the database its
+// position belongs to and the event ID of the record there; a partition
+// move (postgres.MovePartition) copies events in order with their IDs and
+// new positions, so the runner finds its place on the partition's new
+// database by the event ID, live (the old database's subscription ends
+// when the partition moved) or at its next start, also after a move there
+// and back. Guarantees: with the Postgres store each event of each
+// partition is applied exactly once into the read model, in the
+// partition's order, across moves, crashes and restarts; batches may mix
+// partitions, and events of different partitions have no order between
+// them (Batch.Slices says each record's slice, Record.Partition its
+// partition). The store may live in any database, one of the journal's or
+// another. A projection version that ran over one database cannot become
+// one across several: give it a new version.
+//
 // # Failures
 //
 // A handler error rolls the batch back. The runner retries the batch record

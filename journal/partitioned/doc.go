@@ -26,14 +26,24 @@
 // command that decides events outside its query's partition; the router
 // refuses anything else that would span two.)
 //
-// The global feed is per database. Positions are ordered within one
-// database only, so ReadAll, Subscribe and Read over Query.AllPartitions,
-// ReadTypes, TypeSummaries and CountAfter fail with an error matching
-// ErrPerDatabase when the router has more than one member: run feeds and
-// projections per database on Router.Member(name).Journal (Router.Members
-// lists them). Head answers for the member serving journal.DefaultPartition
-// (the runtime follows erasure records there); ReadEvent and
-// ReadByCorrelation ask every member, in the order of Config.Members.
+// The global feed is per database; the partitions' feeds are not.
+// Positions are ordered within one database only, so ReadAll, Subscribe and
+// Read over Query.AllPartitions, ReadTypes, TypeSummaries and CountAfter
+// fail with an error matching ErrPerDatabase when the router has more than
+// one member. Read across databases partition by partition instead:
+// FeedPartitions lists the partitions, and FollowPartition reads one of
+// them in its own order, catch-up then live, from a cursor that survives a
+// partition move (the member, the position there and the event ID of the
+// record: a move keeps event IDs but not positions), following the
+// partition from member to member without repeating or skipping a record.
+// A projection.Runner over a router of several members does this by itself
+// (projection.PartitionedSource): one projection, its checkpoints (one per
+// partition) and its read model in one store, applies every event of every
+// partition exactly once, in each partition's order, across moves there and
+// back. Events of different partitions have no order between them. Head
+// answers for the member serving journal.DefaultPartition (the runtime
+// follows erasure records there); ReadEvent and ReadByCorrelation ask every
+// member, in the order of Config.Members.
 //
 // The partition map comes from configuration (Config.Partitions), the same
 // on every node; there is no map table to keep consistent. A partition move
@@ -42,8 +52,9 @@
 // TagSummary and ReadStream of the partition's streams, with
 // journal.ErrPartitionMoved naming the target (PartitionMove.To), and a
 // router that has a member of that name maps the partition to it from then
-// on (Acquire, TagSummary, ReadStream, Read and TagsOfGroup follow it at
-// once; Subscribe does not: subscriptions are per database). While the
+// on (Acquire, TagSummary, ReadStream, Read, TagsOfGroup and
+// FollowPartition follow it at once; Subscribe does not: its positions are
+// one database's). While the
 // partition moves, its Acquire fails with the retryable
 // journal.ErrPartitionMoving, so commands get a retryable error for the
 // cut-over. Update every node's configuration before its next restart (a
