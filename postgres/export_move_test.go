@@ -9,3 +9,10 @@ func WithMoveTestPoint(m PartitionMove, f func(point string) error) PartitionMov
 	m.testPoint = f
 	return m
 }
+
+// PartitionLockKey is the advisory lock key every append to partition p of
+// schema takes shared and a move's copy, switch and retire take exclusive.
+func PartitionLockKey(schema, p string) int64 {
+	j := &Journal{cfg: Config{Schema: schema}}
+	return j.lockKey(lockPartition, p, "")
+}

@@ -111,6 +111,7 @@ func (mv *mover) copyEvents(ctx context.Context, gated bool) error {
 		}
 		src = tx
 	}
+	reported := false
 	for {
 		if gated {
 			// The gate is a session setting: set and read on one connection.
@@ -127,10 +128,14 @@ func (mv *mover) copyEvents(ctx context.Context, gated bool) error {
 				return err
 			}
 			mv.progress(step)
+			reported = true
 		}
 		if len(batch) < mv.m.BatchSize {
 			break
 		}
+	}
+	if !reported {
+		mv.progress(step) // nothing to copy: the step still reports once
 	}
 	if gated {
 		return nil // caught up with the gate: the rest is the cut-over's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -275,8 +276,14 @@ func newMover(m PartitionMove) (*mover, error) {
 
 func (mv *mover) close() {
 	if mv.held != nil {
-		// Ending the session ends its lock; the connection is not reused.
-		_ = mv.held.Conn().Close(context.Background())
+		// Unlocked before the connection goes back to the pool; a session
+		// that cannot say so is closed (its end unlocks).
+		var ok bool
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := mv.held.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, mv.moveLockKey()).Scan(&ok); err != nil || !ok {
+			_ = mv.held.Conn().Close(ctx)
+		}
+		cancel()
 		mv.held.Release()
 	}
 	for _, j := range []*Journal{mv.srcJ, mv.dstJ} {
@@ -334,7 +341,8 @@ func MovePartition(ctx context.Context, m PartitionMove) (MoveReport, error) {
 			}
 		}
 		if err := mv.record(ctx, next); err != nil {
-			return mv.report, mv.fail(next, err)
+			// The target still records this step: a rerun runs it again.
+			return mv.report, mv.fail(state, fmt.Errorf("recording that step %s is next on the target: %w", next, err))
 		}
 		if state != MoveCopy && state != MovePrecopy && stepRank(next) > stepRank(state) {
 			mv.progress(state)

@@ -183,7 +183,7 @@ func (mv *mover) lockMove(ctx context.Context) error {
 		return err
 	}
 	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, mv.dstJ.lockKey('M', mv.m.Partition, "move")).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, mv.moveLockKey()).Scan(&ok); err != nil {
 		conn.Release()
 		return err
 	}
@@ -194,6 +194,9 @@ func (mv *mover) lockMove(ctx context.Context) error {
 	mv.held = conn
 	return nil
 }
+
+// moveLockKey is the target's advisory lock key of the partition's move.
+func (mv *mover) moveLockKey() int64 { return mv.dstJ.lockKey('M', mv.m.Partition, "move") }
 
 // begin takes the move's lock, plans, and for a new move records it on the
 // target and fences the partition there ('incoming', in one transaction).
