@@ -3,6 +3,7 @@ package partitioned_test
 import (
 	"context"
 	"fmt"
+	"iter"
 	"testing"
 	"time"
 
@@ -361,4 +362,56 @@ func TestFollowPartitionAcrossMoves(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSubscriptionEndsWhenItsPartitionMovedAwayAndBack: a Postgres
+// subscription to one partition that read everything, then sat still while
+// the partition moved to another database and back (its events are here
+// again at new positions), ends with journal.ErrPartitionMoved instead of
+// yielding the copies again; one whose partition moved away for good ends
+// with it once it has read what was here.
+func TestSubscriptionEndsWhenItsPartitionMovedAwayAndBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := pgtest.URL(t)
+	one, two := openDatabase(t, url), openDatabase(t, url)
+	r, err := partitioned.New(partitioned.Config{Members: []partitioned.Member{one.member("one"), two.member("two")}, Partitions: map[string]string{"p": "one"}, Default: "one"})
+	require.NoError(t, err)
+	const n = 5
+	for range n {
+		_, err := r.Append(ctx, []journal.Event{event("p", "Deposited", "account:1")}, journal.AppendOptions{})
+		require.NoError(t, err)
+	}
+	move := func(from, to *database, name string) {
+		t.Helper()
+		_, err := postgres.MovePartition(ctx, postgres.PartitionMove{Partition: "p", Source: from.pool, SourceSchema: from.cfg.Schema,
+			Target: to.pool, TargetSchema: to.cfg.Schema, To: name})
+		require.NoError(t, err)
+	}
+
+	next, stop := iter.Pull2(one.journal.Subscribe(ctx, journal.Query{Partition: "p", All: true}, journal.Position{}))
+	defer stop()
+	for i := range n {
+		_, err, ok := next()
+		require.True(t, ok)
+		require.NoError(t, err, "record %d", i+1)
+	}
+	move(one, two, "two")
+	move(two, one, "one")
+	_, err = r.Append(ctx, []journal.Event{event("p", "Deposited", "account:1")}, journal.AppendOptions{})
+	require.NoError(t, err)
+	_, err, ok := next()
+	require.True(t, ok)
+	require.ErrorIs(t, err, journal.ErrPartitionMoved, "the copies are not yielded again")
+
+	// Moved away for good: the subscription on the source ends.
+	move(one, two, "two")
+	next2, stop2 := iter.Pull2(one.journal.Subscribe(ctx, journal.Query{Partition: "p", All: true}, journal.Position{}))
+	defer stop2()
+	_, err, ok = next2()
+	require.True(t, ok)
+	var pm *journal.PartitionMoveError
+	require.ErrorAs(t, err, &pm)
+	require.True(t, pm.Moved)
+	require.Equal(t, "two", pm.To)
 }
