@@ -61,8 +61,8 @@ type streamActor struct {
 	openHeld int // open's commands counted back into the queue bounds
 	// stale: catch up from the journal (tail replay) before deciding again;
 	// rebuild: recover from scratch (after a panic in user code).
-	stale    bool
-	rebuild  bool
+	stale   bool
+	rebuild bool
 	// revoked: the lease was found revoked (journal.LeaseRevoked: a fenced
 	// append, or a DCB reservation whose append was fenced): acquire the
 	// stream again, and catch up, before anything is decided or granted.
@@ -70,7 +70,7 @@ type streamActor struct {
 	// has succeeded since; a second revocation then stops the actor.
 	revoked    bool
 	reacquired bool
-	lookedUp map[string]bool // keys the journal does not hold, for the head batch
+	lookedUp   map[string]bool // keys the journal does not hold, for the head batch
 
 	// ghost: the stream had no events when read at probedAt, and the actor
 	// holds no lease (ghost.go). answers are the ghost's batches that append
