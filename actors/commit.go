@@ -321,6 +321,18 @@ func (a *streamActor) onAppendDone(m *appendDoneMsg) {
 		// The commands decided on top of this append wait for it: put them
 		// back, undecided, behind its own (requeue puts those first).
 		a.dissolveOpen()
+		if journal.LeaseRevoked(m.err) && !a.reacquired {
+			// The journal refused the lease and wrote nothing (a partition
+			// move revoked it, or the stream was taken over): acquire the
+			// stream again and decide the batch anew, so no caller sees the
+			// revocation. A second revocation right after stops the actor.
+			a.host.tel.fenceRejections.Add(context.Background(), 1)
+			a.host.cfg.Logger.Info("append fenced: the stream's lease was revoked; acquiring it again and deciding the batch anew", "stream", a.stream.String(), "error", m.err)
+			a.revoked = true
+			a.requeue(b, false, nil)
+			a.split = splitState{}
+			return
+		}
 		if isSessionError(m.err) {
 			a.host.tel.fenceRejections.Add(context.Background(), 1)
 			err := sessionLost(a.stream, m.err)
@@ -356,6 +368,7 @@ func (a *streamActor) onAppendDone(m *appendDoneMsg) {
 		a.settle(b, journal.AppendResult{}, failure)
 		return
 	}
+	a.reacquired = false
 	a.cost.observe(m.took, len(b.events))
 	a.qdelay.observeAppend(a.host.queueClock(), m.took)
 	if len(m.res.Records) != len(b.events) || m.res.Duplicate {

@@ -139,6 +139,10 @@ type rebuiltMsg struct {
 	rec   recovered
 	err   error
 	epoch uint64 // the host's StoreEpoch before the store was read
+	// reacquire: the catch-up began by acquiring the stream again (its lease
+	// was revoked); lease is the new lease, nil when Acquire failed (err).
+	reacquire bool
+	lease     *journal.Lease
 }
 
 type appendDoneMsg struct {

@@ -40,7 +40,7 @@ func (a *streamActor) decideAhead() {
 		// arrive would only cost more than deciding the batch at once.
 		return
 	}
-	if a.stopping || a.failErr != nil || !a.ready || a.reserved != nil || a.stale || a.rebuild || a.split.limit > 0 || a.epoch != a.host.StoreEpoch() {
+	if a.stopping || a.failErr != nil || !a.ready || a.reserved != nil || a.stale || a.rebuild || a.revoked || a.split.limit > 0 || a.epoch != a.host.StoreEpoch() {
 		return
 	}
 	room := a.host.cfg.MaxBatch

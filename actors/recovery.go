@@ -288,12 +288,35 @@ func (h *Host) loadSnapshot(ctx context.Context, stream journal.StreamID, schema
 func (a *streamActor) startRebuild() {
 	a.busy = busyRebuild
 	h, stream, model, self := a.host, a.stream, a.model, a.self
-	full, snapCap, epoch := a.rebuild, a.snapCap, h.StoreEpoch()
+	full, snapCap, epoch, reacquire := a.rebuild, a.snapCap, h.StoreEpoch(), a.revoked
 	var base *recovered
 	if !full {
 		base = &recovered{state: a.state, version: a.version, lastPos: a.lastPos, head: a.head, snapVersion: a.snapVersion, keys: a.keys}
+		if reacquire {
+			// A revoked lease may mean the stream moved to another database,
+			// where its events have other positions: read the position of
+			// the event at the version again (recoverState does when it is
+			// zero), so reservations name a position of the journal that
+			// now serves the stream.
+			base.lastPos = journal.Position{}
+		}
 	}
+	node := h.Node()
 	h.goIO(func() {
+		var lease *journal.Lease
+		if reacquire {
+			// The lease was revoked (a partition move, a takeover): take the
+			// stream again, where the journal now serves it, before the
+			// catch-up reads it there.
+			ctx, cancel := context.WithTimeout(h.ctx, h.cfg.OpenTimeout+h.cfg.RequestTimeout)
+			l, err := h.cfg.Sessions.Acquire(ctx, node, stream, h.cfg.OpenTimeout)
+			cancel()
+			if err != nil {
+				h.send(self, &rebuiltMsg{full: full, err: err, epoch: epoch, reacquire: true})
+				return
+			}
+			lease = &l
+		}
 		if full {
 			select {
 			case h.sem <- struct{}{}:
@@ -304,12 +327,28 @@ func (a *streamActor) startRebuild() {
 			}
 		}
 		rec, err := h.recoverState(trace.SpanContext{}, stream, model, base, snapCap)
-		h.send(self, &rebuiltMsg{full: full, rec: rec, err: err, epoch: epoch})
+		h.send(self, &rebuiltMsg{full: full, rec: rec, err: err, epoch: epoch, reacquire: reacquire, lease: lease})
 	})
 }
 
 func (a *streamActor) onRebuilt(m *rebuiltMsg) {
 	a.busy = notBusy
+	if m.reacquire {
+		if m.lease == nil {
+			// The stream could not be taken again: another live node holds
+			// it, or the store refuses. Stop, as an activation that failed
+			// would; the next request activates the stream anew.
+			err := fmt.Errorf("actors: stream %s lost its lease and could not acquire it again: %w", a.stream, m.err)
+			if errors.Is(m.err, journal.ErrOpenTimeout) {
+				err = fmt.Errorf("actors: stream %s lost its lease and is held by another live node (not granted within the open timeout %s): %w", a.stream, a.host.cfg.OpenTimeout, m.err)
+			}
+			a.host.cfg.Logger.Warn("stream actor could not re-acquire its revoked lease; stopping", "stream", a.stream.String(), "error", m.err)
+			a.fail(err, true)
+			return
+		}
+		a.lease, a.leased, a.revoked, a.reacquired = *m.lease, true, false, true
+		a.host.cfg.Logger.Info("stream actor re-acquired its revoked lease", "stream", a.stream.String(), "epoch", m.lease.Epoch)
+	}
 	if m.err != nil {
 		// Serving on a state that may be wrong is never an option: fail the
 		// waiting requests and try again when the next one arrives.

@@ -217,6 +217,7 @@ func (a *streamActor) onConfirm(m *confirmMsg) {
 			}
 			a.state = st
 		}
+		a.reacquired = false
 		a.version, a.lastPos, a.head = v, rec.Position, journal.Hash{}
 		if l, ok := headOf(rec, tag); ok {
 			a.head = l.Hash
@@ -233,6 +234,13 @@ func (a *streamActor) onCancel(m *cancelMsg) {
 	}
 	if m.cause != nil {
 		a.stale = true
+	}
+	if journal.LeaseRevoked(m.cause) {
+		// The holder's append was fenced: this stream's lease, or another
+		// reserved stream's, was revoked (a partition move revokes every
+		// lease of the partition). Acquire the stream again before the next
+		// grant, so the next reservation carries a current lease.
+		a.revoked = true
 	}
 	m.reply <- nil
 }

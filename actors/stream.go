@@ -61,9 +61,16 @@ type streamActor struct {
 	openHeld int // open's commands counted back into the queue bounds
 	// stale: catch up from the journal (tail replay) before deciding again;
 	// rebuild: recover from scratch (after a panic in user code).
-	stale    bool
-	rebuild  bool
-	lookedUp map[string]bool // keys the journal does not hold, for the head batch
+	stale   bool
+	rebuild bool
+	// revoked: the lease was found revoked (journal.LeaseRevoked: a fenced
+	// append, or a DCB reservation whose append was fenced): acquire the
+	// stream again, and catch up, before anything is decided or granted.
+	// reacquired: the lease was taken again after a revocation and no append
+	// has succeeded since; a second revocation then stops the actor.
+	revoked    bool
+	reacquired bool
+	lookedUp   map[string]bool // keys the journal does not hold, for the head batch
 
 	// ghost: the stream had no events when read at probedAt, and the actor
 	// holds no lease (ghost.go). answers are the ghost's batches that append
@@ -211,7 +218,7 @@ func (a *streamActor) pump(c actor.Context) {
 			// Commands decided while the previous append was in flight or
 			// the linger waited: append them (with any queued since) now.
 			a.revalidate()
-			if a.stale || a.rebuild {
+			if a.stale || a.rebuild || a.revoked {
 				a.dissolveOpen()
 				continue
 			}
@@ -245,7 +252,7 @@ func (a *streamActor) pump(c actor.Context) {
 		// A store that may have changed (failover, restore) is re-read
 		// before anything is decided, granted or answered from the cache.
 		a.revalidate()
-		if a.stale || a.rebuild {
+		if a.stale || a.rebuild || a.revoked {
 			a.startRebuild()
 			return
 		}

@@ -99,6 +99,33 @@ type SessionError struct {
 	Stream StreamID
 	Err    error // ErrSessionExpired or ErrInvalidSession
 	Detail string
+	// Node reports that the writer's node session failed (none, superseded,
+	// closed, expired): no lease of that node is valid. When false, the
+	// node session is live and the stream's own lease is not current (never
+	// acquired here, taken over, released, revoked by a partition move): a
+	// writer may acquire the stream again.
+	Node bool
+}
+
+// Is matches ErrLeaseRevoked when the stream's own lease, not the node
+// session, is not current.
+func (e *SessionError) Is(target error) bool {
+	return target == ErrLeaseRevoked && !e.Node && e.Err == ErrInvalidSession
+}
+
+// ErrLeaseRevoked is matched (besides ErrInvalidSession) by a fencing
+// failure of a stream's own lease under a live node session: the stream was
+// never acquired where the append went, was taken over, released, or its
+// lease revoked by a partition move. The append wrote nothing. The writer
+// may acquire the stream again: Acquire waits for another live holder and
+// fails with ErrOpenTimeout while that holder keeps it.
+var ErrLeaseRevoked = errors.New("journal: the stream's lease was revoked")
+
+// LeaseRevoked reports whether err says the writer's lease of a stream was
+// revoked (ErrLeaseRevoked) and the call certainly wrote nothing (not
+// ErrOutcomeUnknown).
+func LeaseRevoked(err error) bool {
+	return errors.Is(err, ErrLeaseRevoked) && !errors.Is(err, ErrOutcomeUnknown)
 }
 
 func (e *SessionError) Error() string {

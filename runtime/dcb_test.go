@@ -404,6 +404,7 @@ func runDCBDoneWhen(t *testing.T, newEnv func(t *testing.T) *env) {
 	t.Run("TagQueries", func(t *testing.T) { t.Parallel(); testTagQueries(t, newEnv(t)) })
 	t.Run("Idempotency", func(t *testing.T) { t.Parallel(); testDCBIdempotency(t, newEnv(t)) })
 	t.Run("UntaggedEvents", func(t *testing.T) { t.Parallel(); testDCBUntaggedEvents(t, newEnv(t)) })
+	t.Run("RevokedLeases", func(t *testing.T) { t.Parallel(); testRevokedLeases(t, newEnv(t)) })
 }
 
 // UsernameAudited is an untagged event: found by its type, chained in its
@@ -879,4 +880,97 @@ func TestDCBFaultyDefinitions(t *testing.T) {
 	// The wallets were never left reserved: a valid transfer still succeeds.
 	_, err = a.transfer.Execute(ctx, Transfer{From: "0", To: "1", Amount: 10})
 	require.NoError(t, err)
+}
+
+// leaseRecorder records every lease its Sessions grant, so that a test can
+// revoke them as a partition move's fence does.
+type leaseRecorder struct {
+	journal.Sessions
+	mu     sync.Mutex
+	leases []journal.Lease
+}
+
+func (r *leaseRecorder) Acquire(ctx context.Context, node journal.NodeSession, stream journal.StreamID, wait time.Duration) (journal.Lease, error) {
+	l, err := r.Sessions.Acquire(ctx, node, stream, wait)
+	if err == nil {
+		r.mu.Lock()
+		r.leases = append(r.leases, l)
+		r.mu.Unlock()
+	}
+	return l, err
+}
+
+// revoke releases every lease granted so far behind the holders' backs and
+// returns how many there were.
+func (r *leaseRecorder) revoke(t *testing.T) int {
+	r.mu.Lock()
+	leases := r.leases
+	r.leases = nil
+	r.mu.Unlock()
+	for _, l := range leases {
+		_ = r.Sessions.Release(context.Background(), l)
+	}
+	return len(leases)
+}
+
+// testRevokedLeases: every lease of the live actors is revoked behind their
+// backs (what a partition move's fence does); every command made afterwards,
+// aggregate or DCB over two tags, succeeds at its first call: the actors
+// acquire their streams again instead of granting or appending with the
+// revoked lease. Three rounds: revoked, served, revoked again.
+func testRevokedLeases(t *testing.T, e *env) {
+	rec := &leaseRecorder{Sessions: e.s}
+	withRec := *e
+	withRec.s = rec
+	a := startDCB(t, &withRec)
+	ctx := context.Background()
+	const wallets, initial = 6, 1000
+	a.openWallets(t, wallets, initial)
+	var credited, debited atomic.Int64
+	for round := range 3 {
+		revoked := rec.revoke(t)
+		require.Positive(t, revoked, "round %d: no lease to revoke", round)
+		var ok, refused atomic.Int64
+		jobs(8, 120, func(i int) {
+			from := rand.IntN(wallets)
+			to := (from + 1 + rand.IntN(wallets-1)) % wallets
+			var err error
+			switch i % 3 {
+			case 0:
+				_, err = a.transfer.Execute(ctx, Transfer{From: fmt.Sprint(from), To: fmt.Sprint(to), Amount: 1 + rand.Int64N(50)})
+			case 1:
+				_, err = a.fold.Execute(ctx, Transfer{From: fmt.Sprint(from), To: fmt.Sprint(to), Amount: 1 + rand.Int64N(50)})
+			default:
+				amount := 1 + rand.Int64N(50)
+				if i%2 == 0 {
+					if _, err = a.rt.Execute(ctx, wallet(fmt.Sprint(from)), CreditWallet{Amount: amount}); err == nil {
+						credited.Add(amount)
+					}
+				} else if _, err = a.rt.Execute(ctx, wallet(fmt.Sprint(from)), DebitWallet{Amount: amount}); err == nil {
+					debited.Add(amount)
+				}
+			}
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, errNoFunds):
+				refused.Add(1)
+			default:
+				t.Errorf("round %d, command %d after the leases were revoked: %v", round, i, err)
+			}
+		})
+		t.Logf("round %d: %d leases revoked, then %d commands succeeded and %d were refused for funds", round, revoked, ok.Load(), refused.Load())
+		require.Positive(t, len(rec.leases), "round %d: the actors did not acquire their streams again", round)
+	}
+	require.Zero(t, a.conflicts(t))
+	var total int64
+	for i := range wallets {
+		id := fmt.Sprint(i)
+		folded := a.foldWallet(t, id)
+		res, err := runtime.ExecuteTyped[Wallet](ctx, a.rt, wallet(id), GetWallet{})
+		require.NoError(t, err)
+		require.Equal(t, folded, res.State, "wallet %s: the actor's state differs from the fold of its events", id)
+		total += folded.Balance
+	}
+	require.Equal(t, int64(wallets*initial)+credited.Load()-debited.Load(), total, "money not conserved")
 }

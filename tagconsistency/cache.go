@@ -97,6 +97,29 @@ func (c *foldCache) put(e foldEntry) {
 	}
 }
 
+// dropPartition removes the entries of queries in partition: their positions
+// may be another database's after the partition moved.
+func (c *foldCache) dropPartition(partition string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, el := range c.entries {
+		if keyPartition(key) == partition {
+			c.lru.Remove(el)
+			delete(c.entries, key)
+		}
+	}
+}
+
+// keyPartition returns the partition of a foldKey.
+func keyPartition(key string) string {
+	_, rest, _ := strings.Cut(key, "\x00")
+	p, _, _ := strings.Cut(rest, "\x01")
+	return p
+}
+
 // Bounds of the tail cache.
 const (
 	tailRecords = 64   // newest records kept per stream (at least; up to twice as many)
@@ -149,6 +172,22 @@ func (c *tailCache) get(stream journal.StreamID, from, to uint64) ([]journal.Rec
 	lo := int(from + 1 - t.first())
 	hi := int(to + 1 - t.first())
 	return slices.Clone(t.records[lo:hi]), true
+}
+
+// dropPartition forgets the tails of partition's streams: after the partition
+// moved to another database its records have other positions there.
+func (c *tailCache) dropPartition(partition string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for stream, el := range c.streams {
+		if stream.Partition == partition {
+			c.lru.Remove(el)
+			delete(c.streams, stream)
+		}
+	}
 }
 
 // add stores records of the stream (consecutive versions, ascending): they

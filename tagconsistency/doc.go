@@ -29,7 +29,9 @@
 // the expected versions or the condition means something bypassed the owners;
 // it is returned as a [ConflictError] ([ErrConflict]) and never retried, and
 // the owners reload their streams. Domain errors from Decide are returned
-// unchanged.
+// unchanged. The one failure run again is an append refused because an
+// owner's lease was revoked (a partition move, a takeover): it wrote nothing,
+// the owners acquire their streams again, and the command runs once more.
 //
 // Spans (execute, reserve with its wait time, read, decide, append, confirm,
 // cancel) and metrics (scribe.dcb.commands by outcome,

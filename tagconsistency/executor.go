@@ -182,11 +182,42 @@ func streamsOf(q journal.Query, extra []journal.Tag) []journal.StreamID {
 // wrapping the context's error; if it ends during the append, the outcome is
 // whatever the journal reports (possibly journal.ErrOutcomeUnknown: run the
 // command again with the same idempotency key to resolve it).
+//
+// One failure is not the caller's: an append refused because an owner's
+// lease was revoked (journal.LeaseRevoked: a partition move revokes every
+// lease of the partition; a stream taken over by another node) wrote
+// nothing, and the owners acquire their streams again before they grant
+// another reservation. The command then runs once more from step 1 (at most
+// maxRevokedRuns times in all), so a live node follows a move without its
+// callers seeing it.
 func Execute[S any](ctx context.Context, x *Executor, cmd Command[S], opts Options) (res Result, err error) {
 	if err := validate(cmd); err != nil {
 		return Result{}, err
 	}
 	streams := streamsOf(cmd.Query, cmd.Tags)
+	for run := 1; ; run++ {
+		res, err = executeOnce(ctx, x, cmd, opts, streams)
+		if !journal.LeaseRevoked(err) {
+			return res, err
+		}
+		// The partition may have moved to another database, where its
+		// events have other positions: forget what the caches hold of it.
+		x.cache.dropPartition(cmd.Query.PartitionOrDefault())
+		x.tails.dropPartition(cmd.Query.PartitionOrDefault())
+		if run >= maxRevokedRuns || ctx.Err() != nil {
+			return res, err
+		}
+	}
+}
+
+// maxRevokedRuns bounds the runs of one command whose appends are refused for
+// a revoked lease: the owners acquire again after the first, so a second
+// refusal means a lease was revoked again meanwhile (another move step, a
+// takeover); a third run answers whatever it meets.
+const maxRevokedRuns = 3
+
+// executeOnce is one run of Execute: reserve, decide, append, confirm.
+func executeOnce[S any](ctx context.Context, x *Executor, cmd Command[S], opts Options, streams []journal.StreamID) (res Result, err error) {
 
 	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBExecute, trace.WithAttributes(
 		attribute.String("scribe.command", cmd.Name),

@@ -77,17 +77,17 @@ func CheckLease(l journal.Lease, s LeaseState, n NodeState) error {
 func CheckNode(stream journal.StreamID, nodeID string, inc uint64, n NodeState) error {
 	switch {
 	case !n.Found:
-		return &journal.SessionError{Stream: stream, Err: journal.ErrInvalidSession, Detail: fmt.Sprintf("node %q has no session; open one with OpenNode", nodeID)}
+		return &journal.SessionError{Stream: stream, Node: true, Err: journal.ErrInvalidSession, Detail: fmt.Sprintf("node %q has no session; open one with OpenNode", nodeID)}
 	case n.Incarnation != inc:
-		return &journal.SessionError{Stream: stream, Err: journal.ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was superseded by incarnation %d; this process must stop writing", nodeID, inc, n.Incarnation)}
+		return &journal.SessionError{Stream: stream, Node: true, Err: journal.ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was superseded by incarnation %d; this process must stop writing", nodeID, inc, n.Incarnation)}
 	case n.Closed:
-		return &journal.SessionError{Stream: stream, Err: journal.ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was closed; open a new node session", nodeID, inc)}
+		return &journal.SessionError{Stream: stream, Node: true, Err: journal.ErrInvalidSession, Detail: fmt.Sprintf("node %q incarnation %d was closed; open a new node session", nodeID, inc)}
 	case !n.Live:
 		at := ""
 		if !n.ExpiresAt.IsZero() {
 			at = " at " + n.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		}
-		return &journal.SessionError{Stream: stream, Err: journal.ErrSessionExpired, Detail: fmt.Sprintf("node %q incarnation %d expired%s; renew the node session well before its timeout, or open a new one", nodeID, inc, at)}
+		return &journal.SessionError{Stream: stream, Node: true, Err: journal.ErrSessionExpired, Detail: fmt.Sprintf("node %q incarnation %d expired%s; renew the node session well before its timeout, or open a new one", nodeID, inc, at)}
 	}
 	return nil
 }

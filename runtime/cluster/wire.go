@@ -47,6 +47,7 @@ func builtinErrorCodes() []ErrorCode {
 		{Code: "scribe.append_condition_failed", Err: journal.ErrAppendConditionFailed},
 		{Code: "scribe.session_expired", Err: journal.ErrSessionExpired},
 		{Code: "scribe.invalid_session", Err: journal.ErrInvalidSession},
+		{Code: "scribe.lease_revoked", Err: journal.ErrLeaseRevoked},
 		{Code: "scribe.store_not_open", Err: journal.ErrStoreNotOpen},
 		{Code: "scribe.open_timeout", Err: journal.ErrOpenTimeout},
 		{Code: "scribe.invalid_event", Err: journal.ErrInvalidEvent},
