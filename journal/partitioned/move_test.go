@@ -200,6 +200,7 @@ func TestPartitionMoveUnderLoad(t *testing.T) {
 // stop it) and runs it again: it resumes from the recorded progress and
 // every event is on the target exactly once. While it is stopped in the
 // pre-copy, the source still serves the partition and the target refuses it.
+// Once finished, running it again is refused: there is nothing to resume.
 func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 	ctx := context.Background()
 	one, two, r := twoDatabases(t, map[string]string{"q": "one"})
@@ -253,10 +254,16 @@ func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 	require.Equal(t, 41, two.count(t, `SELECT count(DISTINCT id) FROM %s.events WHERE partition = 'q'`))
 	require.Zero(t, one.count(t, `SELECT count(*) FROM %s.events WHERE partition = 'q'`))
 
-	// Running it once more is a no-op; the moved source names the target.
-	rep, err = postgres.MovePartition(ctx, spec)
-	require.NoError(t, err)
-	require.True(t, rep.Resumed)
+	// Running it once more is refused: the move is finished, and the
+	// source names where the partition went; nothing is written.
+	_, err = postgres.MovePartition(ctx, spec)
+	require.ErrorIs(t, err, postgres.ErrMoveRefused)
+	require.Contains(t, err.Error(), `partition "q" was moved away from the source to two`)
+	require.Contains(t, err.Error(), "nothing was written on either database")
+	var me *postgres.MoveError
+	require.True(t, errors.As(err, &me))
+	require.False(t, me.Rerun)
+	require.Zero(t, two.count(t, `SELECT count(*) FROM %s.partition_moves`))
 	node, err = one.journal.OpenNode(ctx, "probe", time.Minute)
 	require.NoError(t, err)
 	_, err = one.journal.Acquire(ctx, node, journal.StreamID{Partition: "q", Tag: "account:0"}, 0)
@@ -267,13 +274,13 @@ func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 	require.NoError(t, one.journal.CloseNode(ctx, node))
 }
 
-// TestPartitionMoveRefusesToLoseAnUnfencedAppend appends to the moving
-// partition without a lease (bypassing the runtime, which the fence cannot
-// stop) after the copy was verified: the switch recounts the source under a
-// lock, finds the extra event and refuses (ErrMoveRefused) instead of
-// retiring a source that holds an event the target lacks; the source keeps
-// it and stays fenced.
-func TestPartitionMoveRefusesToLoseAnUnfencedAppend(t *testing.T) {
+// TestPartitionMoveCarriesAnUnfencedAppend appends to the moving partition
+// without a lease (bypassing the runtime, which the fence cannot stop)
+// after the copy was verified: the switch recounts the source under the
+// partition's lock, finds the extra event and sends the move back to copy
+// it, instead of retiring a source that holds an event the target lacks;
+// the move ends with every event on the target, none on the source.
+func TestPartitionMoveCarriesAnUnfencedAppend(t *testing.T) {
 	ctx := context.Background()
 	one := openDatabase(t, pgtest.URL(t))
 	two := openDatabase(t, secondServer(t))
@@ -281,18 +288,23 @@ func TestPartitionMoveRefusesToLoseAnUnfencedAppend(t *testing.T) {
 		_, err := one.journal.Append(ctx, []journal.Event{event("u", "Deposited", journal.NewTag("account", fmt.Sprint(i)))}, journal.AppendOptions{})
 		require.NoError(t, err)
 	}
-	_, err := postgres.MovePartition(ctx, postgres.PartitionMove{
+	appended := false
+	rep, err := postgres.MovePartition(ctx, postgres.PartitionMove{
 		Partition: "u", Source: one.pool, SourceSchema: one.cfg.Schema, Target: two.pool, TargetSchema: two.cfg.Schema, To: "two",
 		Progress: func(p postgres.MoveProgress) {
-			if p.Step == postgres.MoveVerify {
+			if p.Step == postgres.MoveVerify && !appended {
+				appended = true
 				_, err := one.journal.Append(ctx, []journal.Event{event("u", "Deposited", "account:late")}, journal.AppendOptions{})
 				require.NoError(t, err)
 			}
 		},
 	})
-	require.ErrorIs(t, err, postgres.ErrMoveRefused)
-	require.Contains(t, err.Error(), "without a lease")
-	require.Equal(t, 6, one.count(t, `SELECT count(*) FROM %s.events WHERE partition = 'u'`), "the source keeps every event")
-	require.Equal(t, "outgoing", one.text(t, `SELECT state FROM %s.partition_fences WHERE partition = 'u'`))
-	require.Equal(t, 5, two.count(t, `SELECT count(*) FROM %s.events WHERE partition = 'u'`))
+	require.NoError(t, err)
+	require.EqualValues(t, 6, rep.Events)
+	require.Zero(t, one.count(t, `SELECT count(*) FROM %s.events WHERE partition = 'u'`))
+	require.Equal(t, "moved", one.text(t, `SELECT state FROM %s.partition_fences WHERE partition = 'u'`))
+	require.Equal(t, 6, two.count(t, `SELECT count(*) FROM %s.events WHERE partition = 'u'`))
+	n, err := journal.VerifyStream(ctx, two.journal, journal.StreamID{Partition: "u", Tag: "account:late"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
 }
