@@ -2,7 +2,7 @@ package partitioned_test
 
 import (
 	"context"
-		"testing"
+	"testing"
 
 	"github.com/stretchr/testify/require"
 
