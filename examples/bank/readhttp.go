@@ -24,7 +24,9 @@ type readSide struct {
 	List func(ctx context.Context, after string, limit int) ([]AccountView, error)
 	// Progress is the read model runner's view (checkpoint, lag, state).
 	Progress func() projection.Progress
-	// Feed streams the journal's events for GET /events/stream.
+	// Feed streams the journal's events for GET /events/stream (nil: 404).
+	// With partitions on several databases the stream reads the service's
+	// journal partition by partition instead (partitionFeeder, feed.go).
 	Feed journal.Subscriber
 }
 
@@ -99,9 +101,15 @@ func (a *api) listAccounts(w http.ResponseWriter, r *http.Request) response {
 }
 
 // StreamEvent is one event of GET /events/stream (the data of an SSE
-// message whose id is the position).
+// message). With one database the message's id is the position; with
+// partitions on several databases (-db2) it is a feed cursor, and EventID
+// and Partition are set (Position is then the event's position on the
+// database serving its partition when it was sent: it changes when the
+// partition moves, the event ID does not).
 type StreamEvent struct {
 	Position   string          `json:"position"`
+	EventID    string          `json:"eventId,omitempty"`
+	Partition  string          `json:"partition,omitempty"`
 	Type       string          `json:"type"`
 	Tags       []journal.Tag   `json:"tags"`
 	Data       json.RawMessage `json:"data"`
@@ -116,16 +124,29 @@ const sseHeartbeat = 15 * time.Second
 const maxEventStreams = 256
 
 // eventStream serves GET /events/stream: server-sent events, one per
-// journal event in position order, first the stored ones after the
-// starting position, then live ones as they commit. Each message's id is
-// the event's position: a client that reconnects with Last-Event-ID (as
+// journal event, first the stored ones after the starting point, then live
+// ones as they commit. A client that reconnects with Last-Event-ID (as
 // browsers' EventSource do) resumes right after the last event it got,
-// without gaps or repeats. ?from=<position> starts after a position when
-// there is no Last-Event-ID; without either the stream starts at the
-// beginning.
+// without gaps or repeats; ?from=<id> starts there when there is no
+// Last-Event-ID; without either the stream starts at the beginning.
+//
+// With one database the events come in position order and each message's
+// id is the event's position ("commit.seq").
+//
+// With partitions on several databases (-db2) each partition is read on
+// the database serving it now and the partitions are merged as their
+// events come: each partition's events in the partition's order, and no
+// order between partitions. A partition move (there and back) is followed
+// by event ID, without repeating or skipping an event. Each message's id is
+// a feed cursor (feedCursor: per partition, the last event delivered), which
+// survives moves; a position is refused there (400), as is a malformed
+// cursor or one naming an event no database holds.
 func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	fail := func(resp response) {
 		w.Header().Set("Content-Type", "application/json")
+		if resp.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(resp.retryAfter))
+		}
 		w.WriteHeader(resp.status)
 		_, _ = w.Write(resp.body)
 	}
@@ -133,17 +154,37 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 		fail(errorResponse(codeNotFound, "this server runs without an event feed"))
 		return
 	}
-	q, err := singleParams(r, map[string]string{"from": "start after this position, \"commit.seq\""})
+	pf := a.partitionFeed()
+	fromHelp := "start after this position, \"commit.seq\""
+	if pf != nil {
+		fromHelp = "start after this cursor, an id the stream sent"
+	}
+	q, err := singleParams(r, map[string]string{"from": fromHelp})
 	if err != nil {
 		fail(a.clientError(err))
 		return
 	}
-	var after journal.Position
 	start, which := q["from"], "query parameter \"from\""
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		start, which = id, "the Last-Event-ID header"
 	}
-	if start != "" {
+	var after journal.Position
+	var cursor feedCursor
+	var partitions []string
+	if pf != nil {
+		partitions = pf.FeedPartitions()
+		cursor = feedCursor{}
+		if start != "" {
+			if cursor, err = parseFeedCursor(start, which, partitions); err != nil {
+				fail(a.clientError(invalidRequest(err.Error())))
+				return
+			}
+			if err := checkFeedCursor(r.Context(), pf, cursor, which); err != nil {
+				fail(a.failure(r.Context(), "event stream", err))
+				return
+			}
+		}
+	} else if start != "" {
 		if after, err = journal.ParsePosition(start); err != nil {
 			fail(a.clientError(invalidRequest(fmt.Sprintf("%s is %s; give an event position as sent in the stream's id fields (\"commit.seq\")", which, strconv.Quote(truncate(start, 64))))))
 			return
@@ -165,23 +206,29 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	type item struct {
-		rec journal.Record
-		err error
+	var feed <-chan feedItem
+	if pf != nil {
+		feed = followPartitions(ctx, pf, partitions, cursor, func(err error) { a.shed.note("event stream", err) })
+	} else {
+		ch := make(chan feedItem, 256)
+		feed = ch
+		go func() {
+			defer close(ch)
+			for rec, err := range a.read.Feed.Subscribe(ctx, journal.Query{All: true, AllPartitions: true}, after) {
+				select {
+				case ch <- feedItem{rec, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
 	}
-	feed := make(chan item, 256)
-	go func() {
-		defer close(feed)
-		for rec, err := range a.read.Feed.Subscribe(ctx, journal.Query{All: true, AllPartitions: true}, after) {
-			select {
-			case feed <- item{rec, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
+	defer func() {
+		cancel()
+		for range feed { // wait for the feed's goroutines to end
 		}
 	}()
 	write := func(b []byte) bool {
@@ -218,12 +265,19 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 				}
 				return
 			}
-			body, err := json.Marshal(StreamEvent{Position: it.rec.Position.String(), Type: it.rec.Type, Tags: it.rec.Tags, Data: it.rec.Data, RecordedAt: it.rec.RecordedAt})
+			ev := StreamEvent{Position: it.rec.Position.String(), Type: it.rec.Type, Tags: it.rec.Tags, Data: it.rec.Data, RecordedAt: it.rec.RecordedAt}
+			id := ev.Position
+			if cursor != nil {
+				ev.EventID, ev.Partition = it.rec.ID.String(), it.rec.Partition()
+				cursor[ev.Partition] = it.rec.ID
+				id = cursor.String()
+			}
+			body, err := json.Marshal(ev)
 			if err != nil {
 				return
 			}
 			buf = append(buf[:0], "id: "...)
-			buf = append(buf, it.rec.Position.String()...)
+			buf = append(buf, id...)
 			buf = append(buf, "\nevent: "...)
 			buf = append(buf, it.rec.Type...)
 			buf = append(buf, "\ndata: "...)
