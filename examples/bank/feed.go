@@ -90,7 +90,7 @@ func (c feedCursor) String() string {
 // that it only names partitions in partitions. The error says what is wrong
 // and what to give; which names where the cursor came from.
 func parseFeedCursor(s, which string, partitions []string) (feedCursor, error) {
-	give := "give an id as sent in the stream's id fields (the unpadded base64url encoding of a JSON object {\"<partition>\":\"<event ID>\"}), or start from the beginning without it"
+	give := "give an id as sent in the stream's id fields (unpadded base64url of a JSON object from partition names to event IDs), or start from the beginning without it"
 	if len(s) > maxCursorLength {
 		return nil, fmt.Errorf("%s is %d bytes long, more than the %d of any cursor; %s", which, len(s), maxCursorLength, give)
 	}
