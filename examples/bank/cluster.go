@@ -13,11 +13,12 @@ import (
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/runtime/cluster"
 	"github.com/scribe-es/scribe/runtime/cluster/automanaged"
+	"github.com/scribe-es/scribe/runtime/cluster/etcd"
 )
 
 // clusterFlags are the flags of cluster mode: several bank processes on one
-// Postgres form a cluster (cluster.Config with the automanaged provider);
-// each account's stream is hosted by one of them, and any of them serves
+// Postgres form a cluster (cluster.Config with the automanaged provider:
+// static peers, or with -cluster-etcd the etcd provider); each account's stream is hosted by one of them, and any of them serves
 // any account. Built with -tags nocluster, the bank leaves cluster mode and
 // its providers out (nocluster.go).
 type clusterFlags struct {
@@ -26,6 +27,7 @@ type clusterFlags struct {
 	port       int
 	healthPort int
 	peers      string
+	etcd       string
 	refresh    time.Duration
 	session    time.Duration
 }
@@ -38,6 +40,7 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.IntVar(&f.port, "cluster-port", 0, "cluster mode: this member's remote (gRPC) port; 0 runs a single node")
 	fs.IntVar(&f.healthPort, "cluster-health-port", 0, "cluster mode: this member's health endpoint port (automanaged provider)")
 	fs.StringVar(&f.peers, "cluster-peers", "", "cluster mode: every member's health endpoint, this one included, comma-separated host:port")
+	fs.StringVar(&f.etcd, "cluster-etcd", "", "cluster mode: etcd endpoints, comma-separated host:port; members find each other through etcd (keys under /scribe/<cluster-name>) instead of -cluster-peers")
 	fs.DurationVar(&f.refresh, "cluster-refresh", automanaged.DefaultRefreshInterval, "cluster mode: how often members poll each other's health endpoints")
 	fs.DurationVar(&f.session, "session-timeout", runtime.DefaultLimits().SessionTimeout, "node session timeout: a dead member's accounts move to the others after at most this long")
 	return f
@@ -50,28 +53,36 @@ func (f *clusterFlags) config() (runtime.Cluster, time.Duration, error) {
 		return nil, 0, fmt.Errorf("-session-timeout %s is negative; use a positive duration", f.session)
 	}
 	if f.port == 0 {
-		if f.peers != "" || f.healthPort != 0 {
-			return nil, 0, errors.New("-cluster-peers and -cluster-health-port need -cluster-port (this member's remote port)")
+		if f.peers != "" || f.healthPort != 0 || f.etcd != "" {
+			return nil, 0, errors.New("-cluster-peers, -cluster-health-port and -cluster-etcd need -cluster-port (this member's remote port)")
 		}
 		return nil, f.session, nil
 	}
-	if f.healthPort == 0 || f.peers == "" {
-		return nil, 0, errors.New("cluster mode (-cluster-port) needs -cluster-health-port and -cluster-peers (every member's health endpoint, this one included)")
-	}
-	var peers []string
-	for p := range strings.SplitSeq(f.peers, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			peers = append(peers, p)
+	cfg := &cluster.Config{Name: f.name, Host: f.host, Port: f.port}
+	switch {
+	case f.etcd != "":
+		if f.healthPort != 0 || f.peers != "" {
+			return nil, 0, errors.New("-cluster-etcd finds the members through etcd: leave -cluster-health-port and -cluster-peers (static peers) out")
 		}
-	}
-	cfg := &cluster.Config{
-		Name:     f.name,
-		Host:     f.host,
-		Port:     f.port,
-		Provider: automanaged.Provider{Port: f.healthPort, Peers: peers, RefreshInterval: f.refresh},
+		cfg.Provider = etcd.Provider{Endpoints: splitList(f.etcd)}
+	case f.healthPort == 0 || f.peers == "":
+		return nil, 0, errors.New("cluster mode (-cluster-port) needs -cluster-health-port and -cluster-peers (every member's health endpoint, this one included), or -cluster-etcd (etcd endpoints)")
+	default:
+		cfg.Provider = automanaged.Provider{Port: f.healthPort, Peers: splitList(f.peers), RefreshInterval: f.refresh}
 	}
 	withBankTypes(cfg)
 	return cfg, f.session, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // withBankTypes lists the account commands and the domain errors that cross
