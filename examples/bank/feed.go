@@ -151,7 +151,8 @@ const (
 	followRetryMax = 2 * time.Second
 )
 
-// followPartitions streams every partition of partitions after c into the
+// followPartitions streams every partition of partitions after c (read
+// before it returns; the caller may change c afterwards) into the
 // returned channel: one goroutine per partition, each sending its
 // partition's records in order, so the channel holds each partition in
 // order and the partitions interleaved. A retryable failure
@@ -163,10 +164,11 @@ func followPartitions(ctx context.Context, pf partitionFeed, partitions []string
 	out := make(chan feedItem, 256)
 	var wg sync.WaitGroup
 	for _, p := range partitions {
+		afterID := c[p] // read here: the caller advances c as it delivers
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			followPartition(ctx, pf, p, c[p], out, note)
+			followPartition(ctx, pf, p, afterID, out, note)
 		}()
 	}
 	go func() {

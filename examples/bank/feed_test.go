@@ -370,8 +370,10 @@ func TestPartitionMoveEventStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a second Postgres server and builds cmd/scribe")
 	}
+	began := time.Now()
 	ts, url1, url2, schema := startTwoDatabases(t, "feed-move-node")
 	bin := buildScribe(t)
+	t.Logf("servers started and cmd/scribe built in %s", time.Since(began).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	west, east := []string{"west-fm0", "west-fm1"}, []string{"east-fm0", "east-fm1", "east-fm2"}
@@ -466,7 +468,7 @@ func TestPartitionMoveEventStream(t *testing.T) {
 		return out
 	}
 	require.Equal(t, stored, delivered(got), "the stream delivered each stored event once, in its partition's order, across both moves and the reconnect")
-	t.Logf("delivered %d events of default and %d of east (%d before the reconnect)", len(stored["default"]), len(stored["east"]), len(got1))
+	t.Logf("%s after the start: delivered %d events of default and %d of east (%d before the reconnect)", time.Since(began).Round(time.Millisecond), len(stored["default"]), len(stored["east"]), len(got1))
 
 	c3 := openFeed(t, ts, "/events/stream", "")
 	c3.waitFor(t, ctx, "every stored event from the beginning", complete)
