@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,27 +29,53 @@ func moveReadSQL(extra string) string {
 	) u ORDER BY commit_xid, seq LIMIT $4`
 }
 
-// moveInsertSQL inserts one copied event and its tag index rows on the
-// target, at a new position: in events and event_tags, or (archived) in
-// events_archive and event_tags_archive. An archived event is archived only
-// once all its streams' cuts passed it, so all its tag rows are archived.
-const moveInsertSQL = `WITH e AS (
-	INSERT INTO __S__.events (commit_xid, id, partition, type, schema_version, tags, versions, prev_hashes, hashes,
+// moveInsertSQL writes a batch of copied events on the target in one
+// statement, at new positions in the source's order (the transaction's ID,
+// one sequence number per event in batch order, as writeSQL draws them):
+// each event and its tag index rows in events and event_tags, or, archived,
+// in events_archive and event_tags_archive (an event is archived only once
+// all its streams' cuts passed it, so all its tag rows are archived). It
+// records the move's progress with them and returns the rows it wrote.
+const moveInsertSQL = `WITH x AS MATERIALIZED (
+	SELECT pg_current_xact_id()::text::bigint AS xid
+), ev_in AS MATERIALIZED (
+	SELECT u.*, nextval('__S__.events_seq') AS seq
+	FROM unnest($2::uuid[], $3::text[], $4::int[], $5::bytea[], $6::bytea[], $7::text[], $8::timestamptz[],
+		$9::bytea[], $10::bytea[], $11::bool[], $12::timestamptz[])
+		WITH ORDINALITY AS u(id, type, sv, data, metadata, corr, recorded_at, prev_hashes, hashes, archived, archived_at, ord)
+), tg_in AS MATERIALIZED (
+	SELECT * FROM unnest($13::int[], $14::text[], $15::bigint[]) WITH ORDINALITY AS t(ev, tag, version, k)
+), tg_agg AS (
+	SELECT ev, array_agg(tag ORDER BY k) AS tags, array_agg(version ORDER BY k) AS versions FROM tg_in GROUP BY ev
+), hot AS (
+	INSERT INTO __S__.events (commit_xid, seq, id, partition, type, schema_version, tags, versions, prev_hashes, hashes,
 		data, metadata, correlation_id, recorded_at)
-	VALUES (pg_current_xact_id()::text::bigint, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-	RETURNING commit_xid, seq, tags, versions, type
-)
-INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type)
-SELECT $2, t.tag, t.version, e.commit_xid, e.seq, e.type FROM e, unnest(e.tags, e.versions) AS t(tag, version)`
-
-const moveInsertArchivedSQL = `WITH e AS (
+	SELECT (SELECT xid FROM x), u.seq, u.id, $1, u.type, u.sv, coalesce(g.tags, '{}'), coalesce(g.versions, '{}'),
+		u.prev_hashes, u.hashes, u.data, u.metadata, u.corr, u.recorded_at
+	FROM ev_in u LEFT JOIN tg_agg g ON g.ev = u.ord WHERE NOT u.archived
+	RETURNING 1
+), arch AS (
 	INSERT INTO __S__.events_archive (commit_xid, seq, id, partition, type, schema_version, tags, versions, prev_hashes, hashes,
 		data, metadata, correlation_id, recorded_at, archived_at)
-	VALUES (pg_current_xact_id()::text::bigint, nextval('__S__.events_seq'), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-	RETURNING commit_xid, seq, tags, versions, type
+	SELECT (SELECT xid FROM x), u.seq, u.id, $1, u.type, u.sv, coalesce(g.tags, '{}'), coalesce(g.versions, '{}'),
+		u.prev_hashes, u.hashes, u.data, u.metadata, u.corr, u.recorded_at, u.archived_at
+	FROM ev_in u LEFT JOIN tg_agg g ON g.ev = u.ord WHERE u.archived
+	RETURNING 1
+), hot_tags AS (
+	INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type)
+	SELECT $1, t.tag, t.version, (SELECT xid FROM x), u.seq, u.type FROM tg_in t JOIN ev_in u ON u.ord = t.ev WHERE NOT u.archived
+	RETURNING 1
+), arch_tags AS (
+	INSERT INTO __S__.event_tags_archive (partition, tag, version, commit_xid, seq, type)
+	SELECT $1, t.tag, t.version, (SELECT xid FROM x), u.seq, u.type FROM tg_in t JOIN ev_in u ON u.ord = t.ev WHERE u.archived
+	RETURNING 1
+), progress AS (
+	UPDATE __S__.partition_moves SET last_commit = $16, last_seq = $17, copied = copied + $18, updated_at = now()
+	WHERE partition = $1
+	RETURNING 1
 )
-INSERT INTO __S__.event_tags_archive (partition, tag, version, commit_xid, seq, type)
-SELECT $2, t.tag, t.version, e.commit_xid, e.seq, e.type FROM e, unnest(e.tags, e.versions) AS t(tag, version)`
+SELECT (SELECT count(*) FROM hot) + (SELECT count(*) FROM arch), (SELECT count(*) FROM hot_tags) + (SELECT count(*) FROM arch_tags),
+	(SELECT count(*) FROM progress)`
 
 // movedEvent is one event read from the source.
 type movedEvent struct {
@@ -170,9 +195,40 @@ func readMoved(ctx context.Context, src sourceQuerier, read, p string, lastCommi
 }
 
 // insertMoved writes a batch on the target in one transaction with the
-// move's progress.
+// move's progress (moveInsertSQL).
 func (mv *mover) insertMoved(ctx context.Context, batch []movedEvent) error {
 	p := mv.m.Partition
+	n := len(batch)
+	var (
+		ids          = make([]pgtype.UUID, n)
+		types        = make([]string, n)
+		svs          = make([]int32, n)
+		data, meta   = make([][]byte, n), make([][]byte, n)
+		corr         = make([]*string, n)
+		recorded     = make([]time.Time, n)
+		prev, hashes = make([][]byte, n), make([][]byte, n)
+		archived     = make([]bool, n)
+		archivedAt   = make([]*time.Time, n)
+		tEv          []int32
+		tTag         []string
+		tVersion     []int64
+		nArchived    int
+	)
+	for i, r := range batch {
+		ids[i] = pgtype.UUID{Bytes: r.id, Valid: true}
+		types[i], svs[i], data[i], meta[i], corr[i], recorded[i] = r.typ, r.sv, r.data, r.metadata, r.corr, r.recordedAt
+		prev[i], hashes[i], archived[i], archivedAt[i] = r.prev, r.hashes, r.archived, r.archivedAt
+		if len(r.tags) != len(r.versions) {
+			return refusedf("event %x on the source has %d tags and %d versions; verify the source (scribe verify)", r.id, len(r.tags), len(r.versions))
+		}
+		for k, tag := range r.tags {
+			tEv, tTag, tVersion = append(tEv, int32(i+1)), append(tTag, tag), append(tVersion, r.versions[k])
+		}
+		if r.archived {
+			nArchived++
+		}
+	}
+	last := batch[n-1]
 	tx, err := mv.m.Target.Begin(ctx)
 	if err != nil {
 		return err
@@ -184,29 +240,20 @@ func (mv *mover) insertMoved(ctx context.Context, batch []movedEvent) error {
 	if _, err := tx.Exec(ctx, mv.dstSQL(lockEventsSQL)); err != nil {
 		return err
 	}
-	hot, archived := mv.dstSQL(moveInsertSQL), mv.dstSQL(moveInsertArchivedSQL)
-	b := &pgx.Batch{}
-	var nArchived int64
-	for _, r := range batch {
-		if r.archived {
-			nArchived++
-			b.Queue(archived, r.id, p, r.typ, r.sv, r.tags, r.versions, r.prev, r.hashes, r.data, r.metadata, r.corr, r.recordedAt, r.archivedAt)
-			continue
-		}
-		b.Queue(hot, r.id, p, r.typ, r.sv, r.tags, r.versions, r.prev, r.hashes, r.data, r.metadata, r.corr, r.recordedAt)
-	}
-	last := batch[len(batch)-1]
-	b.Queue(mv.dstSQL(`UPDATE __S__.partition_moves SET last_commit = $2, last_seq = $3, copied = copied + $4, updated_at = now() WHERE partition = $1`),
-		p, last.commit, last.seq, int64(len(batch)))
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	var events, tags, progress int64
+	if err := tx.QueryRow(ctx, mv.dstSQL(moveInsertSQL), p, ids, types, svs, data, meta, corr, recorded, prev, hashes, archived, archivedAt,
+		tEv, tTag, tVersion, last.commit, last.seq, int64(n)).Scan(&events, &tags, &progress); err != nil {
 		return err
+	}
+	if events != int64(n) || tags != int64(len(tTag)) || progress != 1 {
+		return fmt.Errorf("the copy wrote %d events, %d tag rows and %d progress records on the target, want %d, %d and 1", events, tags, progress, n, len(tTag))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 	mv.rec.lastCommit, mv.rec.lastSeq = last.commit, last.seq
-	mv.rec.copied += int64(len(batch))
-	mv.report.Events += uint64(len(batch))
+	mv.rec.copied += int64(n)
+	mv.report.Events += uint64(n)
 	mv.report.Archived += uint64(nArchived)
 	return nil
 }
@@ -225,262 +272,4 @@ func (mv *mover) digest(ctx context.Context, q rowQuerier) (sourceDigest, int64,
 		return d, 0, fmt.Errorf("counting the partition on the source: %w", err)
 	}
 	return d, hot + d.archived, nil
-}
-
-// streamState is a stream's row as a move copies and compares it.
-type streamState struct {
-	version, cut  int64
-	head, cutHash []byte
-	retired       bool
-	retiredAt     *time.Time
-}
-
-// streamStatesSQL reads the partition's streams with events.
-const streamStatesSQL = `SELECT tag, version, head_hash, cut_version, cut_hash, retired, retired_at
-	FROM __S__.streams WHERE partition = $1 AND version > 0`
-
-func readStreamStates(ctx context.Context, q querier, sql, partition string) (map[string]streamState, error) {
-	rows, err := q.Query(ctx, sql, partition)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]streamState{}
-	for rows.Next() {
-		var tag string
-		var s streamState
-		if err := rows.Scan(&tag, &s.version, &s.head, &s.cut, &s.cutHash, &s.retired, &s.retiredAt); err != nil {
-			return nil, err
-		}
-		out[tag] = s
-	}
-	return out, rows.Err()
-}
-
-// archiveTagRowsSQL moves the target's tag index rows at or below each
-// stream's cut ($2 tags, $3 cuts) to the archive.
-const archiveTagRowsSQL = `WITH m AS (
-	DELETE FROM __S__.event_tags t USING unnest($2::text[], $3::bigint[]) AS c(tag, cut)
-	WHERE t.partition = $1 AND t.tag = c.tag AND t.version <= c.cut
-	RETURNING t.partition, t.tag, t.version, t.commit_xid, t.seq, t.type
-)
-INSERT INTO __S__.event_tags_archive (partition, tag, version, commit_xid, seq, type) SELECT * FROM m`
-
-// tagPosSQL is the target position of version %s of stream h.tag, from
-// whichever tag index holds it, as ARRAY[commit_xid, seq].
-func tagPosSQL(version string) string {
-	return `(SELECT ARRAY[x.commit_xid, x.seq] FROM (
-		SELECT commit_xid, seq FROM __S__.event_tags WHERE partition = $1 AND tag = h.tag AND version = ` + version + `
-		UNION ALL
-		SELECT commit_xid, seq FROM __S__.event_tags_archive WHERE partition = $1 AND tag = h.tag AND version = ` + version + `) x LIMIT 1)`
-}
-
-// upsertStreamsSQL writes the target's stream rows from the source's
-// heads, cuts and tombstones, with the target's positions of each stream's
-// first and newest events and of its cut. A cut the target's own archiver
-// moved further stays; a tombstone stays.
-var upsertStreamsSQL = `WITH h AS (
-	SELECT * FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::bigint[], $6::bytea[], $7::bool[], $8::timestamptz[])
-		AS h(tag, version, head, cut, cut_hash, retired, retired_at)
-), pos AS (
-	SELECT h.*, ` + tagPosSQL("1") + ` AS f, ` + tagPosSQL("h.version") + ` AS l, ` + tagPosSQL("h.cut") + ` AS c FROM h
-)
-INSERT INTO __S__.streams AS s (partition, tag, version, head_hash, first_commit, first_seq, last_commit, last_seq,
-	cut_version, cut_hash, cut_commit, cut_seq, retired, retired_at)
-SELECT $1, tag, version, head, f[1], f[2], l[1], l[2], cut, cut_hash, c[1], c[2], retired, retired_at
-FROM pos WHERE f IS NOT NULL AND l IS NOT NULL AND (cut = 0 OR c IS NOT NULL)
-ON CONFLICT (partition, tag) DO UPDATE SET version = excluded.version, head_hash = excluded.head_hash,
-	first_commit = excluded.first_commit, first_seq = excluded.first_seq,
-	last_commit = excluded.last_commit, last_seq = excluded.last_seq,
-	cut_hash = CASE WHEN excluded.cut_version >= s.cut_version THEN excluded.cut_hash ELSE s.cut_hash END,
-	cut_commit = CASE WHEN excluded.cut_version >= s.cut_version THEN excluded.cut_commit ELSE s.cut_commit END,
-	cut_seq = CASE WHEN excluded.cut_version >= s.cut_version THEN excluded.cut_seq ELSE s.cut_seq END,
-	cut_version = greatest(s.cut_version, excluded.cut_version),
-	retired = s.retired OR excluded.retired, retired_at = coalesce(s.retired_at, excluded.retired_at)`
-
-// copyStreams copies, in one transaction on the target, the partition's
-// streams as the source holds them now: heads (version and chain head;
-// first and last positions are the target's), cuts (the tag index rows at
-// or below each cut are archived, the cut's position is the target's),
-// tombstones, which events are archived, and snapshots; and records the
-// source's digest it copied. Idempotent: it runs again whenever the source
-// changed since.
-func (mv *mover) copyStreams(ctx context.Context) error {
-	p := mv.m.Partition
-	digest, _, err := mv.digest(ctx, mv.m.Source) // first: what is read after is at least as new
-	if err != nil {
-		return err
-	}
-	heads, err := readStreamStates(ctx, mv.m.Source, mv.srcSQL(streamStatesSQL), p)
-	if err != nil {
-		return err
-	}
-	var (
-		tags, cutTags         []string
-		versions, cuts, cutVs []int64
-		hs, cutHashes         [][]byte
-		retired               []bool
-		retiredAt             []pgtype.Timestamptz
-		tombstones            int
-	)
-	for tag, h := range heads {
-		tags, versions, hs, cuts, cutHashes, retired = append(tags, tag), append(versions, h.version), append(hs, h.head), append(cuts, h.cut), append(cutHashes, h.cutHash), append(retired, h.retired)
-		at := pgtype.Timestamptz{}
-		if h.retiredAt != nil {
-			at = pgtype.Timestamptz{Time: *h.retiredAt, Valid: true}
-		}
-		retiredAt = append(retiredAt, at)
-		if h.cut > 0 {
-			cutTags, cutVs = append(cutTags, tag), append(cutVs, h.cut)
-		}
-		if h.retired {
-			tombstones++
-		}
-	}
-	tx, err := mv.m.Target.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if len(cutTags) > 0 {
-		if _, err := tx.Exec(ctx, mv.dstSQL(archiveTagRowsSQL), p, cutTags, cutVs); err != nil {
-			return fmt.Errorf("archiving the tag index below the cuts: %w", err)
-		}
-	}
-	ct, err := tx.Exec(ctx, mv.dstSQL(upsertStreamsSQL), p, tags, versions, hs, cuts, cutHashes, retired, retiredAt)
-	if err != nil {
-		return fmt.Errorf("writing the streams: %w", err)
-	}
-	if n := ct.RowsAffected(); n != int64(len(heads)) {
-		return refusedf("the target lacks copied events of %d of the partition's %d streams (their first, newest or cut version is not in its tag index): the copy is incomplete; inspect the target", int64(len(heads))-n, len(heads))
-	}
-	if err := mv.syncArchive(ctx, tx, digest.archived); err != nil {
-		return err
-	}
-	snaps, err := mv.copySnapshots(ctx, tx)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, mv.dstSQL(`UPDATE __S__.partition_moves SET synced_cuts = $2, synced_archived = $3, synced_retired = $4, updated_at = now() WHERE partition = $1`),
-		p, digest.cuts, digest.archived, digest.retired); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	mv.rec.synced = digest
-	mv.report.Streams, mv.report.Tombstones, mv.report.Snapshots = len(heads), tombstones, snaps
-	return nil
-}
-
-// copySnapshots copies the partition's snapshots in tx on the target.
-func (mv *mover) copySnapshots(ctx context.Context, tx pgx.Tx) (int, error) {
-	rows, err := mv.m.Source.Query(ctx, mv.srcSQL(`SELECT tag, version, schema_version, state, created_at FROM __S__.snapshots WHERE partition = $1`), mv.m.Partition)
-	if err != nil {
-		return 0, err
-	}
-	b := &pgx.Batch{}
-	for rows.Next() {
-		var (
-			tag     string
-			version int64
-			sv      int32
-			state   []byte
-			created time.Time
-		)
-		if err := rows.Scan(&tag, &version, &sv, &state, &created); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		b.Queue(mv.dstSQL(`INSERT INTO __S__.snapshots (partition, tag, version, schema_version, state, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`), mv.m.Partition, tag, version, sv, state, created)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	if b.Len() > 0 {
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return 0, err
-		}
-	}
-	return b.Len(), nil
-}
-
-// fullyCutHotSQL lists the target's hot events of the partition that every
-// stream they are linked to has cut at or past (fullyCutSQL without the
-// feed floor): the only ones the source may hold archived.
-const fullyCutHotSQL = `SELECT e.id FROM __S__.events e WHERE e.partition = $1
-	AND NOT EXISTS (SELECT 1 FROM unnest(e.tags, e.versions) u(tag, version)
-		LEFT JOIN __S__.streams s ON s.partition = e.partition AND s.tag = u.tag
-		WHERE u.version > coalesce(s.cut_version, 0))`
-
-// archiveEventsSQL moves the target's hot events $2 to its archive, each
-// with the time the source archived it ($3).
-const archiveEventsSQL = `WITH m AS (
-	DELETE FROM __S__.events e USING unnest($2::uuid[], $3::timestamptz[]) AS a(id, at)
-	WHERE e.partition = $1 AND e.id = a.id
-	RETURNING e.commit_xid, e.seq, e.id, e.partition, e.type, e.schema_version, e.tags, e.versions, e.prev_hashes, e.hashes,
-		e.data, e.metadata, e.correlation_id, e.recorded_at, a.at
-)
-INSERT INTO __S__.events_archive (commit_xid, seq, id, partition, type, schema_version, tags, versions, prev_hashes, hashes,
-	data, metadata, correlation_id, recorded_at, archived_at) SELECT * FROM m`
-
-// syncArchive archives, in tx on the target (its cuts already copied), the
-// events the source archived after the copy read them hot, until the
-// target's archive of the partition holds want events. The target's
-// archive only ever holds events the source archived, so equal counts are
-// equal sets; the scan for the difference runs only when they differ.
-func (mv *mover) syncArchive(ctx context.Context, tx pgx.Tx, want int64) error {
-	p := mv.m.Partition
-	count := func() (int64, error) {
-		var n int64
-		err := tx.QueryRow(ctx, mv.dstSQL(`SELECT count(*) FROM __S__.events_archive WHERE partition = $1`), p).Scan(&n)
-		return n, err
-	}
-	have, err := count()
-	if err != nil || have >= want {
-		return err
-	}
-	rows, err := tx.Query(ctx, mv.dstSQL(fullyCutHotSQL), p)
-	if err != nil {
-		return err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[pgtype.UUID])
-	if err != nil {
-		return err
-	}
-	for chunk := range slices.Chunk(ids, 10_000) {
-		rows, err := mv.m.Source.Query(ctx, mv.srcSQL(`SELECT id, archived_at FROM __S__.events_archive WHERE partition = $1 AND id = ANY($2::uuid[])`), p, chunk)
-		if err != nil {
-			return err
-		}
-		var archived []pgtype.UUID
-		var at []time.Time
-		for rows.Next() {
-			var id pgtype.UUID
-			var t time.Time
-			if err := rows.Scan(&id, &t); err != nil {
-				rows.Close()
-				return err
-			}
-			archived, at = append(archived, id), append(at, t)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(archived) > 0 {
-			if _, err := tx.Exec(ctx, mv.dstSQL(archiveEventsSQL), p, archived, at); err != nil {
-				return fmt.Errorf("archiving events the source archived: %w", err)
-			}
-		}
-	}
-	if have, err = count(); err != nil {
-		return err
-	}
-	if have < want {
-		return refusedf("the source holds %d archived events of the partition, the target %d after archiving every event the source archived: the source's archive holds events whose streams are not cut past them; verify the source (scribe verify)", want, have)
-	}
-	return nil
 }
