@@ -121,7 +121,8 @@ func parseFeedCursor(s, which string, partitions []string) (feedCursor, error) {
 
 // checkFeedCursor checks that each event c names is stored in the
 // partition c names it for. A missing event or one of another partition
-// is a client error (invalidRequest); a failed read is returned as is.
+// is a client error (invalidRequest); a failed read is classified (a
+// database that cannot be reached is errUnavailable: 503).
 func checkFeedCursor(ctx context.Context, pf partitionFeed, c feedCursor, which string) error {
 	for _, p := range slices.Sorted(maps.Keys(c)) {
 		rec, err := pf.ReadEvent(ctx, c[p])
@@ -129,7 +130,7 @@ func checkFeedCursor(ctx context.Context, pf partitionFeed, c feedCursor, which 
 		case errors.Is(err, journal.ErrNotFound):
 			return invalidRequest(fmt.Sprintf("%s names event %s as partition %q's last event, and no database holds that event; resume with an id this server's stream sent, or start from the beginning without it", which, c[p], p))
 		case err != nil:
-			return err
+			return classify(fmt.Errorf("read event %s, the cursor's last event of partition %q: %w", c[p], p, err)) // unreachable database: 503
 		case rec.Partition() != p:
 			return invalidRequest(fmt.Sprintf("%s names event %s as partition %q's last event, but that event is in partition %q; resume with an id this server's stream sent, unchanged", which, c[p], p, rec.Partition()))
 		}
@@ -198,6 +199,9 @@ func followPartition(ctx context.Context, pf partitionFeed, p string, afterID uu
 			if err != nil {
 				failed = err
 				break
+			}
+			if rec.ID == uuid.Nil {
+				break // FollowPartition's end when the subscription ended without an error (ctx done)
 			}
 			if !send(feedItem{rec: rec}) {
 				return
