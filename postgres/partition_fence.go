@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -142,16 +143,56 @@ func (mv *mover) verify(ctx context.Context) (MoveStep, error) {
 		if w.retired {
 			tombstones++
 		}
-		n, err := mv.verifyChain(ctx, journal.StreamID{Partition: p, Tag: journal.Tag(tag)})
-		if err != nil {
-			return "", err
-		}
-		if int64(n) != w.version {
-			return "", refusedf("stream %s/%s verified %d events on the target, want %d; inspect the target", p, tag, n, w.version)
-		}
+	}
+	if err := mv.verifyChains(ctx, want); err != nil {
+		return "", err
 	}
 	mv.report.Streams, mv.report.Tombstones = len(want), tombstones
 	return MoveSwitch, nil
+}
+
+// verifyChains verifies the chains of the streams on the target (each
+// against its version on the source), several at a time (one less than the
+// target pool's connections, at most 8), and returns the first failure.
+func (mv *mover) verifyChains(ctx context.Context, want map[string]streamState) error {
+	workers := min(8, max(1, int(mv.m.Target.Config().MaxConns)-1))
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tags := make(chan string)
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tag := range tags {
+				n, err := mv.verifyChain(vctx, journal.StreamID{Partition: mv.m.Partition, Tag: journal.Tag(tag)})
+				if err == nil && int64(n) != want[tag].version {
+					err = refusedf("stream %s/%s verified %d events on the target, want %d; inspect the target", mv.m.Partition, tag, n, want[tag].version)
+				}
+				if err != nil {
+					once.Do(func() { first = err; cancel() })
+				}
+			}
+		}()
+	}
+	for tag := range want {
+		select {
+		case tags <- tag:
+			continue
+		case <-vctx.Done():
+		}
+		break
+	}
+	close(tags)
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
 }
 
 // verifyChain verifies a stream's whole chain on the target, archived and

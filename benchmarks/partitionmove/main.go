@@ -70,9 +70,30 @@ func parse() (options, error) {
 	return o, nil
 }
 
-// phase is what one measurement saw.
+// sample is one append: when it started and how long it took.
+type sample struct {
+	at  time.Time
+	lat time.Duration
+}
+
+// phase is what one measurement saw: the latencies, sorted, and the samples.
 type phase struct {
-	lat []time.Duration
+	lat     []time.Duration
+	samples []sample
+}
+
+// slowestIn returns the slowest append that overlapped [from, to], and how
+// many did.
+func (p phase) slowestIn(from, to time.Time) (time.Duration, int) {
+	var top time.Duration
+	n := 0
+	for _, s := range p.samples {
+		if s.at.Before(to) && s.at.Add(s.lat).After(from) {
+			top = max(top, s.lat)
+			n++
+		}
+	}
+	return top, n
 }
 
 func (p phase) q(f float64) time.Duration {
@@ -85,6 +106,9 @@ func (p phase) q(f float64) time.Duration {
 type runResult struct {
 	baseline, move          phase
 	took, fenceToSwitch, sw time.Duration
+	// The slowest append to the other partition overlapping the fence
+	// step and the switch step.
+	inFence, inSwitch time.Duration
 }
 
 func run() error {
@@ -110,8 +134,8 @@ func run() error {
 			return err
 		}
 		results = append(results, r)
-		fmt.Fprintf(os.Stderr, "run %d: baseline p99 %s (%d appends), during the move p99 %s (%d appends); move %s, fence to switch %s, switch %s\n",
-			i+1, r.baseline.q(0.99), len(r.baseline.lat), r.move.q(0.99), len(r.move.lat), r.took, r.fenceToSwitch, r.sw)
+		fmt.Fprintf(os.Stderr, "run %d: baseline p99 %s (%d appends), during the move p99 %s (%d appends); move %s, fence to switch %s, switch %s; slowest append in the fence step %s, in the switch step %s\n",
+			i+1, r.baseline.q(0.99), len(r.baseline.lat), r.move.q(0.99), len(r.move.lat), r.took, r.fenceToSwitch, r.sw, r.inFence, r.inSwitch)
 	}
 	fmt.Printf("| appends to another partition | runs | appends (median) | p50 | p99 | p99.9 | slowest | p99 per run |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, ph := range []struct {
@@ -129,11 +153,14 @@ func run() error {
 		}
 		fmt.Printf("| %s | %d | %.0f | %.2f ms | %.2f ms | %.2f ms | %.1f ms | %s |\n", ph.name, len(results), median(n), median(p50), median(p99), median(p999), median(top), strings.Join(per, " · "))
 	}
-	var took, f2s, sw []float64
+	var took, f2s, sw, inF, inS []float64
 	for _, r := range results {
 		took, f2s, sw = append(took, ms(r.took)), append(f2s, ms(r.fenceToSwitch)), append(sw, ms(r.sw))
+		inF, inS = append(inF, ms(r.inFence)), append(inS, ms(r.inSwitch))
 	}
-	fmt.Printf("\nmove of %d events (median of %d): %.0f ms in all, %.0f ms fence to switch, %.1f ms the switch step\n", o.events, len(results), median(took), median(f2s), median(sw))
+	fmt.Printf("\nmove of %d events (median of %d): %.0f ms in all, %.0f ms fence to switch, %.1f ms the switch step; "+
+		"slowest append to the other partition overlapping the fence step %.1f ms, the switch step %.1f ms\n",
+		o.events, len(results), median(took), median(f2s), median(sw), median(inF), median(inS))
 	return nil
 }
 
@@ -195,7 +222,7 @@ func oneRun(ctx context.Context, o options, src, dst *pgxpool.Pool, i int) (runR
 	}); err != nil {
 		return r, err
 	}
-	var fenced, switched, verified time.Time
+	var precopied, fenced, switched, verified time.Time
 	var steps []string
 	r.move, err = measure(ctx, j, o, func(ctx context.Context) error {
 		t0 := time.Now()
@@ -208,6 +235,8 @@ func oneRun(ctx context.Context, o options, src, dst *pgxpool.Pool, i int) (runR
 					last = time.Now()
 				}
 				switch p.Step {
+				case postgres.MovePrecopy:
+					precopied = time.Now()
 				case postgres.MoveFence:
 					fenced = time.Now()
 				case postgres.MoveVerify:
@@ -220,6 +249,8 @@ func oneRun(ctx context.Context, o options, src, dst *pgxpool.Pool, i int) (runR
 		return err
 	})
 	r.fenceToSwitch, r.sw = switched.Sub(fenced), switched.Sub(verified)
+	r.inFence, _ = r.move.slowestIn(precopied, fenced)
+	r.inSwitch, _ = r.move.slowestIn(verified, switched)
 	fmt.Fprintf(os.Stderr, "run %d: steps %s\n", i+1, strings.Join(steps, ", "))
 	return r, err
 }
@@ -260,7 +291,7 @@ func fill(ctx context.Context, j *postgres.Journal, o options) error {
 func measure(ctx context.Context, j *postgres.Journal, o options, during func(context.Context) error) (phase, error) {
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	lat := make([][]time.Duration, o.writers)
+	lat := make([][]sample, o.writers)
 	errs := make(chan error, o.writers)
 	for w := range o.writers {
 		wg.Add(1)
@@ -275,7 +306,7 @@ func measure(ctx context.Context, j *postgres.Journal, o options, during func(co
 					errs <- err
 					return
 				}
-				lat[w] = append(lat[w], time.Since(t0))
+				lat[w] = append(lat[w], sample{at: t0, lat: time.Since(t0)})
 			}
 		}()
 	}
@@ -286,10 +317,13 @@ func measure(ctx context.Context, j *postgres.Journal, o options, during func(co
 	if err == nil {
 		err = <-errs
 	}
-	var all []time.Duration
+	var p phase
 	for _, l := range lat {
-		all = append(all, l...)
+		p.samples = append(p.samples, l...)
+		for _, s := range l {
+			p.lat = append(p.lat, s.lat)
+		}
 	}
-	slices.Sort(all)
-	return phase{lat: all}, err
+	slices.Sort(p.lat)
+	return p, err
 }
