@@ -34,8 +34,9 @@ import (
 // may be applied before an AccountOpened of the second partition for the
 // same customer: that row then keeps the sealed data, which cannot be
 // opened any more (the key is gone) and reads as erased.
-// GET /events/stream follows the first database only: positions are per
-// database.
+// GET /events/stream follows every partition the same way (feed.go): one
+// subscription per partition, following moves by event ID, its SSE ids a
+// cursor of each partition's last event ID.
 
 // defaultSecondPartition is -partition2's default.
 const defaultSecondPartition = "east"
@@ -118,9 +119,10 @@ func withSecondDatabase(ctx context.Context, first *backend, url, schema, partit
 	}, nil
 }
 
-// feed is the journal GET /events/stream follows: the first database's
-// with a second partition's database (the feed is per database), else the
-// backend's journal.
+// feed is the journal GET /events/stream follows with one database. With a
+// second partition's database the stream reads every partition through the
+// router instead (bankService.partitionFeed, feed.go); this first
+// database's journal is only its fallback.
 func (b *backend) feed() journal.Subscriber {
 	if len(b.databases) > 0 {
 		return b.databases[0].Journal
