@@ -246,7 +246,7 @@ func (mv *mover) insertMoved(ctx context.Context, batch []movedEvent) error {
 		return err
 	}
 	if events != int64(n) || tags != int64(len(tTag)) || progress != 1 {
-		return fmt.Errorf("the copy wrote %d events, %d tag rows and %d progress records on the target, want %d, %d and 1", events, tags, progress, n, len(tTag))
+		return refusedf("the copy wrote %d events, %d tag rows and %d progress records on the target, want %d, %d and 1: something on the target (a trigger, a rule) changes what is written; inspect it", events, tags, progress, n, len(tTag))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return err

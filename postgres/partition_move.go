@@ -154,6 +154,8 @@ func (e *MoveError) Error() string {
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	switch {
+	case e.Rerun && e.Step == "":
+		b.WriteString("; a passing fault stopped the move before it started: run the same move again (same partition, source and target)")
 	case e.Rerun:
 		fmt.Fprintf(&b, "; a passing fault stopped the move: run the same move again (same partition, source and target) and it continues from step %s", e.Step)
 	case errors.Is(e.Err, ErrMoveRefused) && e.Step == "":
