@@ -155,7 +155,10 @@ func (r *Router) CloseNode(ctx context.Context, node journal.NodeSession) error 
 // that the partition moved (journal.ErrPartitionMoved) to a member of this
 // router (PartitionMoveError.To is its Name), the router maps the partition
 // to that member from then on and acquires there: this is how a move
-// reaches a node whose configuration still names the old member.
+// reaches a node whose configuration still names the old member. It is also
+// how a node whose map names a database the partition is moving back into
+// finds it meanwhile: until the move's switch, that database answers with
+// ErrPartitionMoved naming the member that still serves the partition.
 func (r *Router) Acquire(ctx context.Context, node journal.NodeSession, stream journal.StreamID, wait time.Duration) (journal.Lease, error) {
 	set, ok := r.nodes.get(node)
 	if !ok {
