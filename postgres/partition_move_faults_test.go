@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 )
@@ -99,6 +101,48 @@ func TestPartitionMoveResumesAfterAStopInEveryStep(t *testing.T) {
 			require.Equal(t, 1, b.count(t, "partition_move_history", "partition = 'east'"))
 		})
 	}
+}
+
+// TestPartitionMoveResumesAfterItsConnectionIsKilled terminates the
+// mover's source connections during its pre-copy (as a server restart or a
+// proxy would): the error says a passing fault stopped the move, and
+// running it again completes it.
+func TestPartitionMoveResumesAfterItsConnectionIsKilled(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	a, b := setup(t), setup(t)
+	depositAll(t, a, "east", 4, 6)
+	want := holding(t, a, "east")
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	app := "mover-" + a.cfg.Schema
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	spec := moveSpec(a, b, "east", "b")
+	spec.Source = pool
+	killed := false
+	spec.Progress = func(p postgres.MoveProgress) {
+		if p.Step == postgres.MovePrecopy && !killed {
+			killed = true
+			var n int
+			require.NoError(t, a.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) k`, app).Scan(&n))
+			require.Positive(t, n)
+		}
+	}
+	_, err = postgres.MovePartition(ctx, spec)
+	var me *postgres.MoveError
+	require.True(t, errors.As(err, &me), "%v", err)
+	require.True(t, me.Rerun, "a lost connection is a passing fault: %v", err)
+	require.Equal(t, postgres.MovePrecopy, me.Step)
+	require.Contains(t, err.Error(), "run the same move again")
+
+	spec.Progress = nil
+	rep, err := postgres.MovePartition(ctx, spec)
+	require.NoError(t, err)
+	require.True(t, rep.Resumed)
+	requireMoved(t, want, a, b, "east", "b")
 }
 
 // requireAcquireMoving checks that f refuses p's leases retryably.
