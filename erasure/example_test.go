@@ -24,7 +24,7 @@ func Example() {
 	opened, _ := erasure.Open(sealed, "CustomerRegistered", look)
 	fmt.Println(string(opened.Data))
 
-	_, _ = keys.Erase(ctx, "c-42", "dpo")
+	_, _ = keys.BeginErasure(ctx, "c-42", "dpo") // erasure.Erase runs every step; the key is refused from this one on
 	look, _ = keys.Lookup(ctx, []string{"c-42"})
 	opened, _ = erasure.Open(sealed, "CustomerRegistered", look)
 	fmt.Println(string(opened.Data), opened.Erased)

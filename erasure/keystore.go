@@ -44,6 +44,10 @@ var (
 	// altered, or moved to another field, event type or subject). Retrying
 	// is useless.
 	ErrCorrupt = errors.New("erasure: sealed field is corrupt")
+	// ErrNotErasing: DestroyKey or CompleteErasure of a subject whose
+	// erasure was not begun; nothing was changed. Call Erase (or
+	// KeyStore.BeginErasure) first; retrying the same call is useless.
+	ErrNotErasing = errors.New("erasure: no erasure of the subject was begun")
 )
 
 // SubjectErasedError details ErrSubjectErased: the subject and its erasure.
@@ -137,14 +141,64 @@ func (k DataKey) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) 
 // LogValue makes slog print "[redacted]".
 func (k DataKey) LogValue() slog.Value { return slog.StringValue(redacted) }
 
-// Erasure records that a subject was erased: who asked, and when. It holds
-// no personal data.
+// ErasureState is where a subject's erasure stands. An erasure moves
+// through the states in order and never back: NotErased → ErasurePending →
+// ErasureKeyDestroyed → ErasureComplete (see Erase for the steps between).
+type ErasureState int
+
+const (
+	// NotErased: no erasure of the subject was begun.
+	NotErased ErasureState = iota
+	// ErasurePending: the erasure is decided and durable
+	// (KeyStore.BeginErasure); the key is refused to every caller
+	// (DataKey fails, Lookup reports the subject erased) but still stored,
+	// and the erasure record may be missing. A sweep (CompletePending, run
+	// by every runtime) completes it.
+	ErasurePending
+	// ErasureKeyDestroyed: the erasure is still pending, but the key is
+	// destroyed (or the subject never had one); the erasure record, the
+	// snapshots' deletion and the completion may be missing.
+	ErasureKeyDestroyed
+	// ErasureComplete: every step is done.
+	ErasureComplete
+)
+
+// String returns "no", "pending", "key destroyed" or "complete".
+func (s ErasureState) String() string {
+	switch s {
+	case NotErased:
+		return "no"
+	case ErasurePending:
+		return "pending"
+	case ErasureKeyDestroyed:
+		return "key destroyed"
+	case ErasureComplete:
+		return "complete"
+	}
+	return fmt.Sprintf("ErasureState(%d)", int(s))
+}
+
+// Begun reports whether an erasure was begun (any state but NotErased):
+// from then on the subject's key is refused.
+func (s ErasureState) Begun() bool { return s > NotErased }
+
+// Erasure records that a subject's erasure was begun: who asked, when, and
+// how far it got. It holds no personal data.
 type Erasure struct {
 	Subject string
 	By      string
 	At      time.Time
-	// Repeat is set on the result of an Erase of a subject that was already
-	// erased: By and At are the original erasure's.
+	// State is how far the erasure got when this value was read.
+	State ErasureState
+	// Sequence orders erasures in the key store: each erasure begun gets a
+	// sequence number greater than every number visible before it commits,
+	// so a follower that has seen every erasure up to Sequence n misses
+	// none by asking for those after n (KeyStore.Erasures). Gaps are
+	// allowed.
+	Sequence uint64
+	// Repeat is set on the result of a BeginErasure (or Erase) of a
+	// subject whose erasure was already begun: By and At are the original
+	// erasure's.
 	Repeat bool
 }
 
@@ -152,45 +206,82 @@ type Erasure struct {
 type Subject struct {
 	ID        string
 	CreatedAt time.Time
-	// Erased is set once the subject's key is destroyed; ErasedAt and
-	// ErasedBy say when and by whom.
-	Erased   bool
+	// Erasure is where the subject's erasure stands (NotErased for a live
+	// subject); ErasedAt and ErasedBy say when it was begun and by whom.
+	// Only ErasureComplete means that every step is done.
+	Erasure  ErasureState
 	ErasedAt time.Time
 	ErasedBy string
+	// Erased is Erasure.Begun(): the subject's key is refused (its sealed
+	// data can no longer be read), whether or not every step is done. It
+	// does not mean complete: ask Erasure for that.
+	Erased bool
 }
 
 // Lookup is the answer of KeyStore.Lookup: the keys of the subjects that
-// have one, and the erasures of those that were erased. A subject in neither
-// map is unknown to the store.
+// have one, and the erasures of those whose erasure was begun (pending or
+// complete: their keys are never returned). A subject in neither map is
+// unknown to the store.
 type Lookup struct {
 	Keys   map[string]DataKey
 	Erased map[string]Erasure
 }
 
+// ErasureQuery selects erasures for KeyStore.Erasures.
+type ErasureQuery struct {
+	// After: only erasures whose Sequence is greater. 0: from the first.
+	After uint64
+	// Limit: at most this many (≤ 0: all).
+	Limit int
+	// PendingOnly: only erasures not yet complete.
+	PendingOnly bool
+}
+
 // KeyStore keeps one data key per subject, separately from the journal, and
 // destroys it on erasure. Implementations: NewMemoryKeyStore, and
 // postgres.NewKeyStore; a KMS-backed store can keep its data keys wrapped
-// by a master key behind the same interface.
+// by a master key behind the same interface. Package erasuretest is the
+// conformance suite every implementation passes.
+//
+// An erasure takes several calls (see Erase): BeginErasure makes it durable
+// and visible at once (no key is returned for the subject afterwards), then
+// DestroyKey and CompleteErasure record its progress. Each call is
+// idempotent, so a crash between any two leaves a pending erasure that
+// CompletePending finishes.
 //
 // All methods are safe for concurrent use by any number of goroutines and
-// processes sharing the store. DataKey and Erase on one subject are
-// linearizable: once Erase has returned, no DataKey call returns that
-// subject's key, and two concurrent first DataKey calls return the same
-// key. Returned values are owned by the caller.
+// processes sharing the store. DataKey and BeginErasure on one subject are
+// linearizable: once BeginErasure has returned, no DataKey or Lookup call
+// returns that subject's key, and two concurrent first DataKey calls return
+// the same key. Returned values are owned by the caller.
 type KeyStore interface {
-	// DataKey returns subject's data key, creating it on first use. For an
-	// erased subject it fails with a *SubjectErasedError
-	// (ErrSubjectErased), forever.
+	// DataKey returns subject's data key, creating it on first use. Once
+	// the subject's erasure is begun (pending or complete) it fails with a
+	// *SubjectErasedError (ErrSubjectErased), forever.
 	DataKey(ctx context.Context, subject string) (DataKey, error)
 	// Lookup returns the keys of the given subjects that have one and the
-	// erasures of those that were erased; it creates nothing.
+	// erasures of those whose erasure was begun; it creates nothing.
 	Lookup(ctx context.Context, subjects []string) (Lookup, error)
-	// Erase destroys subject's key and records who erased it (by) and when.
-	// It is idempotent: erasing an erased subject changes nothing and
-	// returns the original erasure with Repeat set. A subject never seen is
-	// recorded as erased too, so no personal data can be stored for it
-	// afterwards.
-	Erase(ctx context.Context, subject, by string) (Erasure, error)
+	// BeginErasure durably records that subject is being erased, by whom
+	// and when (state ErasurePending), and gives the erasure its Sequence;
+	// from its return on the key is refused everywhere. It is idempotent:
+	// for a subject whose erasure was already begun it changes nothing and
+	// returns that erasure with Repeat set. A subject never seen is
+	// recorded too, so no personal data can be stored for it afterwards.
+	BeginErasure(ctx context.Context, subject, by string) (Erasure, error)
+	// DestroyKey destroys the key of a subject whose erasure was begun
+	// (state ErasureKeyDestroyed, or ErasureComplete unchanged) and returns
+	// the erasure. Idempotent. A subject whose erasure was not begun fails
+	// with ErrNotErasing and keeps its key.
+	DestroyKey(ctx context.Context, subject string) (Erasure, error)
+	// CompleteErasure records that every step of subject's erasure is done
+	// (state ErasureComplete; the key is destroyed too if it was not) and
+	// returns the erasure. Idempotent. A subject whose erasure was not
+	// begun fails with ErrNotErasing.
+	CompleteErasure(ctx context.Context, subject string) (Erasure, error)
+	// Erasures lists the erasures q selects (pending and complete ones,
+	// or only pending ones), in ascending Sequence order.
+	Erasures(ctx context.Context, q ErasureQuery) ([]Erasure, error)
 	// Subjects lists up to limit subjects (limit ≤ 0: all) with IDs
 	// greater than after, in ascending ID order.
 	Subjects(ctx context.Context, after string, limit int) ([]Subject, error)

@@ -1,7 +1,9 @@
 package erasure
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 type MemoryKeyStore struct {
 	now      func() time.Time
 	mu       sync.Mutex
+	seq      uint64 // the last erasure Sequence given
 	entries  map[string]*memSubject
 	streams  map[string]map[journal.StreamID]struct{} // subject -> bound streams
 	byStream map[journal.StreamID]map[string]struct{} // stream -> bound subjects
@@ -22,7 +25,8 @@ type MemoryKeyStore struct {
 
 type memSubject struct {
 	info Subject
-	key  DataKey // zero once erased
+	key  DataKey // zero once the key is destroyed
+	seq  uint64  // the erasure's Sequence; 0 until it is begun
 }
 
 // MemoryKeyStoreConfig configures NewMemoryKeyStore.
@@ -43,7 +47,7 @@ func NewMemoryKeyStore(cfg MemoryKeyStoreConfig) *MemoryKeyStore {
 var _ KeyStore = (*MemoryKeyStore)(nil)
 
 func erasureOf(s *memSubject) Erasure {
-	return Erasure{Subject: s.info.ID, By: s.info.ErasedBy, At: s.info.ErasedAt}
+	return Erasure{Subject: s.info.ID, By: s.info.ErasedBy, At: s.info.ErasedAt, State: s.info.Erasure, Sequence: s.seq}
 }
 
 // DataKey implements KeyStore.
@@ -57,7 +61,7 @@ func (m *MemoryKeyStore) DataKey(ctx context.Context, subject string) (DataKey, 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if s, ok := m.entries[subject]; ok {
-		if s.info.Erased {
+		if s.info.Erasure.Begun() {
 			return DataKey{}, &SubjectErasedError{Erasure: erasureOf(s)}
 		}
 		return s.key, nil
@@ -82,7 +86,7 @@ func (m *MemoryKeyStore) Lookup(ctx context.Context, subjects []string) (Lookup,
 		s, ok := m.entries[sub]
 		switch {
 		case !ok:
-		case s.info.Erased:
+		case s.info.Erasure.Begun():
 			out.Erased[sub] = erasureOf(s)
 		default:
 			out.Keys[sub] = s.key
@@ -91,8 +95,8 @@ func (m *MemoryKeyStore) Lookup(ctx context.Context, subjects []string) (Lookup,
 	return out, nil
 }
 
-// Erase implements KeyStore.
-func (m *MemoryKeyStore) Erase(ctx context.Context, subject, by string) (Erasure, error) {
+// BeginErasure implements KeyStore.
+func (m *MemoryKeyStore) BeginErasure(ctx context.Context, subject, by string) (Erasure, error) {
 	if err := ValidateSubject(subject); err != nil {
 		return Erasure{}, err
 	}
@@ -110,16 +114,70 @@ func (m *MemoryKeyStore) Erase(ctx context.Context, subject, by string) (Erasure
 		s = &memSubject{info: Subject{ID: subject, CreatedAt: now}}
 		m.entries[subject] = s
 	}
-	if s.info.Erased {
+	if s.info.Erasure.Begun() {
 		e := erasureOf(s)
 		e.Repeat = true
 		return e, nil
 	}
+	m.seq++
+	s.seq = m.seq
+	s.info.Erasure, s.info.ErasedAt, s.info.ErasedBy = ErasurePending, now, by
+	if !s.key.Valid() {
+		s.info.Erasure = ErasureKeyDestroyed // no key to destroy
+	}
+	return erasureOf(s), nil
+}
+
+// DestroyKey implements KeyStore.
+func (m *MemoryKeyStore) DestroyKey(ctx context.Context, subject string) (Erasure, error) {
+	return m.advance(ctx, subject, ErasureKeyDestroyed)
+}
+
+// CompleteErasure implements KeyStore.
+func (m *MemoryKeyStore) CompleteErasure(ctx context.Context, subject string) (Erasure, error) {
+	return m.advance(ctx, subject, ErasureComplete)
+}
+
+// advance moves subject's begun erasure to state to (never back) and
+// destroys its key.
+func (m *MemoryKeyStore) advance(ctx context.Context, subject string, to ErasureState) (Erasure, error) {
+	if err := ValidateSubject(subject); err != nil {
+		return Erasure{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Erasure{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.entries[subject]
+	if !ok || !s.info.Erasure.Begun() {
+		return Erasure{}, fmt.Errorf("%w: subject %q; erase it first", ErrNotErasing, subject)
+	}
 	// The key's bytes are not overwritten: callers (a runtime's cache) may
 	// hold the same DataKey until the erasure reaches them.
 	s.key = DataKey{}
-	s.info.Erased, s.info.ErasedAt, s.info.ErasedBy = true, now, by
+	s.info.Erasure = max(s.info.Erasure, to)
 	return erasureOf(s), nil
+}
+
+// Erasures implements KeyStore.
+func (m *MemoryKeyStore) Erasures(ctx context.Context, q ErasureQuery) ([]Erasure, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	var out []Erasure
+	for _, s := range m.entries {
+		if s.info.Erasure.Begun() && s.seq > q.After && (!q.PendingOnly || s.info.Erasure != ErasureComplete) {
+			out = append(out, erasureOf(s))
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b Erasure) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
 }
 
 // Subjects implements KeyStore.
@@ -131,7 +189,9 @@ func (m *MemoryKeyStore) Subjects(ctx context.Context, after string, limit int) 
 	out := make([]Subject, 0, len(m.entries))
 	for id, s := range m.entries {
 		if id > after {
-			out = append(out, s.info)
+			info := s.info
+			info.Erased = info.Erasure.Begun()
+			out = append(out, info)
 		}
 	}
 	m.mu.Unlock()

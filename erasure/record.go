@@ -80,7 +80,9 @@ type EraseParams struct {
 	// KeyStore holds the subject's key. Required.
 	KeyStore KeyStore
 	// Snapshots, when set, loses every snapshot of the streams bound to the
-	// subject (snapshots hold decoded state, that is plaintext). Optional.
+	// subject (snapshots hold decoded state, that is plaintext, sealed
+	// under the subject's key). Without it they stay, unreadable once the
+	// key is destroyed. Optional.
 	Snapshots snapshots.Store
 	// Subject is the data subject to erase. Required.
 	Subject string
@@ -91,40 +93,112 @@ type EraseParams struct {
 }
 
 // Erase erases a data subject without a running runtime (the `scribe erase`
-// command uses it; runtime.Runtime.Erase calls it too):
+// command uses it; runtime.Runtime.Erase calls it too). Each step is
+// durable before the next begins:
 //
-//  1. the key store destroys the subject's key and records the erasure
-//     (KeyStore.Erase) — from here on, the subject's sealed fields are
-//     unreadable everywhere;
-//  2. the erasure record (RecordEvent) is appended to the journal, so every
-//     runtime, projection and publisher learns of it in feed order;
-//  3. the snapshots of the subject's bound streams are deleted.
+//  1. KeyStore.BeginErasure records the erasure as pending, with who and
+//     when: from here on no process gets the subject's key from the key
+//     store, and every runtime drops what it holds of the subject within
+//     its erasure poll interval;
+//  2. the erasure record (RecordEvent, its ID derived from the subject) is
+//     appended to the journal, so projections and publishers learn of it in
+//     feed order; appending it again is an idempotent duplicate;
+//  3. KeyStore.DestroyKey destroys the key: the subject's sealed fields are
+//     unreadable for good;
+//  4. the snapshots of the subject's bound streams are deleted (with
+//     Snapshots);
+//  5. KeyStore.CompleteErasure records the erasure as complete.
 //
-// Erase is idempotent: a repeat returns the original erasure with Repeat
-// set and redoes steps 2 and 3, so a call that failed midway is completed
-// by calling it again. Errors say which step failed; every step is safe to
-// retry.
+// A crash or failed call after step 1 leaves a pending erasure that
+// CompletePending (which every runtime runs at start and periodically)
+// finishes with steps 2–5; before step 1 nothing is visible. Erase is
+// idempotent: a repeat returns the original erasure with Repeat set, and
+// completes it if it is still pending. Errors say which step failed.
 func Erase(ctx context.Context, p EraseParams) (Erasure, error) {
 	if p.Journal == nil || p.KeyStore == nil {
 		return Erasure{}, errors.New("erasure: Erase needs a Journal and a KeyStore")
 	}
-	e, err := p.KeyStore.Erase(ctx, p.Subject, p.By)
+	e, err := p.KeyStore.BeginErasure(ctx, p.Subject, p.By)
 	if err != nil {
-		return Erasure{}, fmt.Errorf("erasure: destroying the key of subject %q: %w", p.Subject, err)
+		return Erasure{}, fmt.Errorf("erasure: beginning the erasure of subject %q: %w", p.Subject, err)
 	}
+	if e.State == ErasureComplete {
+		return e, nil
+	}
+	done, err := complete(ctx, p.Journal, p.KeyStore, p.Snapshots, e)
+	done.Repeat = e.Repeat
+	return done, err
+}
+
+// CompleteParams is what CompletePending needs.
+type CompleteParams struct {
+	// Journal receives the erasure records. Required.
+	Journal journal.Journal
+	// KeyStore holds the pending erasures. Required.
+	KeyStore KeyStore
+	// Snapshots, when set, loses the snapshots of the erased subjects'
+	// streams (see EraseParams.Snapshots). Optional.
+	Snapshots snapshots.Store
+}
+
+// CompletePending finishes every erasure the key store holds as pending
+// (begun by an Erase that crashed or failed after its first step), with
+// steps 2–5 of Erase, and returns the erasures it completed. It is safe to
+// run concurrently with Erase and with other CompletePending calls, in any
+// number of processes: every step is idempotent. On an error it goes on
+// with the other erasures and returns the completed ones with the errors
+// joined; the failed ones stay pending for the next call.
+func CompletePending(ctx context.Context, p CompleteParams) ([]Erasure, error) {
+	if p.Journal == nil || p.KeyStore == nil {
+		return nil, errors.New("erasure: CompletePending needs a Journal and a KeyStore")
+	}
+	var done []Erasure
+	var errs []error
+	q := ErasureQuery{PendingOnly: true, Limit: 100}
+	for {
+		pending, err := p.KeyStore.Erasures(ctx, q)
+		if err != nil {
+			return done, errors.Join(append(errs, fmt.Errorf("erasure: listing pending erasures: %w", err))...)
+		}
+		for _, e := range pending {
+			c, err := complete(ctx, p.Journal, p.KeyStore, p.Snapshots, e)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			done = append(done, c)
+		}
+		if len(pending) < q.Limit {
+			return done, errors.Join(errs...)
+		}
+		q.After = pending[len(pending)-1].Sequence
+	}
+}
+
+// complete runs steps 2–5 of Erase for the begun erasure e.
+func complete(ctx context.Context, j journal.Journal, ks KeyStore, snaps snapshots.Store, e Erasure) (Erasure, error) {
 	ev, err := RecordEvent(e)
 	if err != nil {
 		return e, err
 	}
-	if _, err := p.Journal.Append(ctx, []journal.Event{ev}, journal.AppendOptions{}); err != nil {
-		return e, fmt.Errorf("erasure: the key of subject %q is destroyed, but appending the erasure record failed (running runtimes have not dropped their state yet); erase again to complete it: %w", p.Subject, err)
+	if _, err := j.Append(ctx, []journal.Event{ev}, journal.AppendOptions{}); err != nil {
+		return e, fmt.Errorf("erasure: the erasure of subject %q is pending (its key is refused everywhere), but appending its erasure record failed; it completes at the next sweep of a runtime, or erase again: %w", e.Subject, err)
 	}
-	if p.Snapshots != nil {
-		if err := DropSnapshots(ctx, p.KeyStore, p.Snapshots, p.Subject); err != nil {
+	destroyed, err := ks.DestroyKey(ctx, e.Subject)
+	if err != nil {
+		return e, fmt.Errorf("erasure: the erasure of subject %q is pending (recorded in the journal), but destroying its key failed; it completes at the next sweep of a runtime, or erase again: %w", e.Subject, err)
+	}
+	e = destroyed
+	if snaps != nil {
+		if err := DropSnapshots(ctx, ks, snaps, e.Subject); err != nil {
 			return e, err
 		}
 	}
-	return e, nil
+	completed, err := ks.CompleteErasure(ctx, e.Subject)
+	if err != nil {
+		return e, fmt.Errorf("erasure: the erasure of subject %q is pending (key destroyed, snapshots deleted), but recording its completion failed; it completes at the next sweep of a runtime, or erase again: %w", e.Subject, err)
+	}
+	return completed, nil
 }
 
 // DropSnapshots deletes every snapshot of the streams bound to subject.
@@ -137,7 +211,7 @@ func DropSnapshots(ctx context.Context, ks KeyStore, st snapshots.Store, subject
 	}
 	for _, s := range streams {
 		if _, err := st.Prune(ctx, s, 0); err != nil {
-			return fmt.Errorf("erasure: deleting the snapshots of stream %s (subject %q); erase again to complete it: %w", s, subject, err)
+			return fmt.Errorf("erasure: the erasure of subject %q is pending (key destroyed), but deleting the snapshots of stream %s failed; it completes at the next sweep of a runtime, or erase again: %w", subject, s, err)
 		}
 	}
 	return nil

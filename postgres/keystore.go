@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,8 +43,8 @@ func (c KeyStoreConfig) withDefaults() (KeyStoreConfig, error) {
 // MigrateKeyStore before use. All methods are safe for concurrent use, also
 // from several processes.
 //
-// What an erasure leaves behind in Postgres: Erase sets the key column to
-// NULL in one UPDATE. Until (auto)vacuum reclaims the old row version the
+// What an erasure leaves behind in Postgres: DestroyKey sets the key column
+// to NULL in one UPDATE. Until (auto)vacuum reclaims the old row version the
 // key bytes remain in the table's data files, and they remain in WAL
 // segments and in base backups of the key store taken before the erasure.
 // Keep key-store backups and WAL archives short-lived (shorter than the time
@@ -109,8 +110,41 @@ func keyStoreErr(op string, err error) error {
 	return translateErr("", "key store: "+op, err)
 }
 
-func erasedError(subject string, at time.Time, by string) error {
-	return &erasure.SubjectErasedError{Erasure: erasure.Erasure{Subject: subject, By: by, At: at.UTC()}}
+// erasureColumns are the columns an erasureRow scans.
+const erasureColumns = `erased_at, erased_by, erasure_seq, data_key IS NULL, completed_at IS NOT NULL`
+
+// erasureRow is the erasure columns of a subjects row; at is nil for a
+// subject whose erasure was not begun.
+type erasureRow struct {
+	at                 *time.Time
+	by                 *string
+	seq                *int64
+	keyless, completed bool
+}
+
+func (r *erasureRow) dest() []any { return []any{&r.at, &r.by, &r.seq, &r.keyless, &r.completed} }
+
+func (r *erasureRow) state() erasure.ErasureState {
+	switch {
+	case r.at == nil:
+		return erasure.NotErased
+	case r.completed:
+		return erasure.ErasureComplete
+	case r.keyless:
+		return erasure.ErasureKeyDestroyed
+	}
+	return erasure.ErasurePending
+}
+
+func (r *erasureRow) erasure(subject string) erasure.Erasure {
+	e := erasure.Erasure{Subject: subject, By: deref(r.by), State: r.state()}
+	if r.at != nil {
+		e.At = r.at.UTC()
+	}
+	if r.seq != nil {
+		e.Sequence = uint64(*r.seq)
+	}
+	return e
 }
 
 // DataKey implements erasure.KeyStore.
@@ -120,12 +154,11 @@ func (k *KeyStore) DataKey(ctx context.Context, subject string) (erasure.DataKey
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		var key []byte
-		var at *time.Time
-		var by *string
-		err := k.pool.QueryRow(ctx, `SELECT data_key, erased_at, erased_by FROM `+k.t.subjects+` WHERE subject = $1`, subject).Scan(&key, &at, &by)
+		var e erasureRow
+		err := k.pool.QueryRow(ctx, `SELECT data_key, `+erasureColumns+` FROM `+k.t.subjects+` WHERE subject = $1`, subject).Scan(append([]any{&key}, e.dest()...)...)
 		switch {
-		case err == nil && at != nil:
-			return erasure.DataKey{}, erasedError(subject, *at, deref(by))
+		case err == nil && e.at != nil:
+			return erasure.DataKey{}, &erasure.SubjectErasedError{Erasure: e.erasure(subject)}
 		case err == nil:
 			return erasure.DataKeyFromBytes(key)
 		case !errors.Is(err, pgx.ErrNoRows):
@@ -160,7 +193,7 @@ func (k *KeyStore) Lookup(ctx context.Context, subjects []string) (erasure.Looku
 	if len(subjects) == 0 {
 		return out, nil
 	}
-	rows, err := k.pool.Query(ctx, `SELECT subject, data_key, erased_at, erased_by FROM `+k.t.subjects+` WHERE subject = ANY($1)`, subjects)
+	rows, err := k.pool.Query(ctx, `SELECT subject, data_key, `+erasureColumns+` FROM `+k.t.subjects+` WHERE subject = ANY($1)`, subjects)
 	if err != nil {
 		return erasure.Lookup{}, keyStoreErr(fmt.Sprintf("looking up %d subjects", len(subjects)), err)
 	}
@@ -168,13 +201,12 @@ func (k *KeyStore) Lookup(ctx context.Context, subjects []string) (erasure.Looku
 	for rows.Next() {
 		var subject string
 		var key []byte
-		var at *time.Time
-		var by *string
-		if err := rows.Scan(&subject, &key, &at, &by); err != nil {
+		var e erasureRow
+		if err := rows.Scan(append([]any{&subject, &key}, e.dest()...)...); err != nil {
 			return erasure.Lookup{}, keyStoreErr("looking up subjects", err)
 		}
-		if at != nil {
-			out.Erased[subject] = erasure.Erasure{Subject: subject, By: deref(by), At: at.UTC()}
+		if e.at != nil {
+			out.Erased[subject] = e.erasure(subject)
 			continue
 		}
 		dk, err := erasure.DataKeyFromBytes(key)
@@ -189,31 +221,94 @@ func (k *KeyStore) Lookup(ctx context.Context, subjects []string) (erasure.Looku
 	return out, nil
 }
 
-// Erase implements erasure.KeyStore: one statement destroys the key and
-// records the erasure (or finds the original one).
-func (k *KeyStore) Erase(ctx context.Context, subject, by string) (erasure.Erasure, error) {
+// BeginErasure implements erasure.KeyStore: one statement records the
+// erasure and keeps the key (or finds the erasure begun before). A trigger
+// gives the erasure its sequence number under the lock of the one-row
+// erasure_head table, so sequence numbers commit in their order.
+func (k *KeyStore) BeginErasure(ctx context.Context, subject, by string) (erasure.Erasure, error) {
 	if err := erasure.ValidateSubject(subject); err != nil {
 		return erasure.Erasure{}, err
 	}
 	if err := erasure.ValidateBy(by); err != nil {
 		return erasure.Erasure{}, err
 	}
-	var at time.Time
-	var gotBy string
+	var e erasureRow
 	err := k.pool.QueryRow(ctx, `INSERT INTO `+k.t.subjects+` AS s (subject, data_key, erased_at, erased_by) VALUES ($1, NULL, now(), $2)
-		ON CONFLICT (subject) DO UPDATE SET data_key = NULL, erased_at = now(), erased_by = EXCLUDED.erased_by WHERE s.erased_at IS NULL
-		RETURNING erased_at, erased_by`, subject, by).Scan(&at, &gotBy)
+		ON CONFLICT (subject) DO UPDATE SET erased_at = now(), erased_by = EXCLUDED.erased_by WHERE s.erased_at IS NULL
+		RETURNING `+erasureColumns, subject, by).Scan(e.dest()...)
 	if err == nil {
-		return erasure.Erasure{Subject: subject, By: gotBy, At: at.UTC()}, nil
+		return e.erasure(subject), nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return erasure.Erasure{}, ksErr("erasing", subject, err)
+		return erasure.Erasure{}, ksErr("beginning the erasure", subject, err)
 	}
-	// Already erased: report the original erasure.
-	if err := k.pool.QueryRow(ctx, `SELECT erased_at, erased_by FROM `+k.t.subjects+` WHERE subject = $1`, subject).Scan(&at, &gotBy); err != nil {
+	// Already begun: report the original erasure.
+	if err := k.pool.QueryRow(ctx, `SELECT `+erasureColumns+` FROM `+k.t.subjects+` WHERE subject = $1`, subject).Scan(e.dest()...); err != nil {
 		return erasure.Erasure{}, ksErr("reading the erasure", subject, err)
 	}
-	return erasure.Erasure{Subject: subject, By: gotBy, At: at.UTC(), Repeat: true}, nil
+	out := e.erasure(subject)
+	out.Repeat = true
+	return out, nil
+}
+
+// DestroyKey implements erasure.KeyStore: one UPDATE sets the key column to
+// NULL (see KeyStore for what Postgres keeps of the old row version).
+func (k *KeyStore) DestroyKey(ctx context.Context, subject string) (erasure.Erasure, error) {
+	return k.advance(ctx, "destroying the key", subject, `data_key = NULL`)
+}
+
+// CompleteErasure implements erasure.KeyStore.
+func (k *KeyStore) CompleteErasure(ctx context.Context, subject string) (erasure.Erasure, error) {
+	return k.advance(ctx, "completing the erasure", subject, `data_key = NULL, completed_at = coalesce(completed_at, now())`)
+}
+
+// advance applies set to subject's row if its erasure was begun.
+func (k *KeyStore) advance(ctx context.Context, op, subject, set string) (erasure.Erasure, error) {
+	if err := erasure.ValidateSubject(subject); err != nil {
+		return erasure.Erasure{}, err
+	}
+	var e erasureRow
+	err := k.pool.QueryRow(ctx, `UPDATE `+k.t.subjects+` SET `+set+` WHERE subject = $1 AND erased_at IS NOT NULL RETURNING `+erasureColumns, subject).Scan(e.dest()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return erasure.Erasure{}, fmt.Errorf("%w: subject %q; erase it first", erasure.ErrNotErasing, subject)
+	}
+	if err != nil {
+		return erasure.Erasure{}, ksErr(op, subject, err)
+	}
+	return e.erasure(subject), nil
+}
+
+// Erasures implements erasure.KeyStore.
+func (k *KeyStore) Erasures(ctx context.Context, q erasure.ErasureQuery) ([]erasure.Erasure, error) {
+	var lim *int
+	if q.Limit > 0 {
+		lim = &q.Limit
+	}
+	pending := ""
+	if q.PendingOnly {
+		pending = ` AND completed_at IS NULL`
+	}
+	if q.After > math.MaxInt64 {
+		return nil, nil
+	}
+	rows, err := k.pool.Query(ctx, `SELECT subject, `+erasureColumns+` FROM `+k.t.subjects+` WHERE erasure_seq > $1`+pending+` ORDER BY erasure_seq LIMIT $2`, int64(q.After), lim)
+	if err != nil {
+		return nil, keyStoreErr("listing erasures", err)
+	}
+	defer rows.Close()
+	var out []erasure.Erasure
+	for rows.Next() {
+		var subject string
+		var e erasureRow
+		if err := rows.Scan(append([]any{&subject}, e.dest()...)...); err != nil {
+			return nil, keyStoreErr("listing erasures", err)
+		}
+		out = append(out, e.erasure(subject))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, keyStoreErr("listing erasures", err)
+	}
+	return out, nil
 }
 
 // Subjects implements erasure.KeyStore.
@@ -222,7 +317,7 @@ func (k *KeyStore) Subjects(ctx context.Context, after string, limit int) ([]era
 	if limit > 0 {
 		lim = &limit
 	}
-	rows, err := k.pool.Query(ctx, `SELECT subject, created_at, erased_at, erased_by FROM `+k.t.subjects+` WHERE subject COLLATE "C" > $1 ORDER BY subject COLLATE "C" LIMIT $2`, after, lim)
+	rows, err := k.pool.Query(ctx, `SELECT subject, created_at, `+erasureColumns+` FROM `+k.t.subjects+` WHERE subject COLLATE "C" > $1 ORDER BY subject COLLATE "C" LIMIT $2`, after, lim)
 	if err != nil {
 		return nil, keyStoreErr("listing subjects", err)
 	}
@@ -230,14 +325,13 @@ func (k *KeyStore) Subjects(ctx context.Context, after string, limit int) ([]era
 	var out []erasure.Subject
 	for rows.Next() {
 		var s erasure.Subject
-		var at *time.Time
-		var by *string
-		if err := rows.Scan(&s.ID, &s.CreatedAt, &at, &by); err != nil {
+		var e erasureRow
+		if err := rows.Scan(append([]any{&s.ID, &s.CreatedAt}, e.dest()...)...); err != nil {
 			return nil, keyStoreErr("listing subjects", err)
 		}
 		s.CreatedAt = s.CreatedAt.UTC()
-		if at != nil {
-			s.Erased, s.ErasedAt, s.ErasedBy = true, at.UTC(), deref(by)
+		if er := e.erasure(s.ID); er.State.Begun() {
+			s.Erasure, s.ErasedAt, s.ErasedBy, s.Erased = er.State, er.At, er.By, true
 		}
 		out = append(out, s)
 	}

@@ -62,7 +62,7 @@ func eraseCommand() *command {
 	return &command{
 		name:    "erase",
 		args:    "SUBJECT",
-		summary: "crypto-shred a data subject: destroy its key, record the erasure in the journal, drop its snapshots",
+		summary: "crypto-shred a data subject: record the erasure as pending, append its record to the journal, destroy its key, drop its snapshots, record it complete",
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&confirm, "confirm", false, "really erase (without it, say what would happen and change nothing)")
 			fs.StringVar(&by, "by", "", "who asks for the erasure, stored with it (default $USER, else \"scribe-cli\")")
@@ -112,15 +112,17 @@ func eraseCommand() *command {
 			}
 			if !confirm {
 				state := "has a data key"
-				if er, ok := look.Erased[subject]; ok {
-					state = fmt.Sprintf("is already erased (at %s by %q); erasing again changes nothing but re-sends the erasure record", fmtTime(er.At), er.By)
+				if er, ok := look.Erased[subject]; ok && er.State == erasure.ErasureComplete {
+					state = fmt.Sprintf("is already erased (at %s by %q); erasing again changes nothing", fmtTime(er.At), er.By)
+				} else if ok {
+					state = fmt.Sprintf("has an erasure pending since %s by %q (%s); erasing again completes it", fmtTime(er.At), er.By, er.State)
 				} else if _, ok := look.Keys[subject]; !ok {
 					state = "is unknown to the key store; erasing it records an erasure so that no personal data can ever be stored for it"
 				}
 				fmt.Fprintf(e.stderr, "scribe erase: not erasing without -confirm. Subject %q %s.\n", subject, state)
-				fmt.Fprintf(e.stderr, "With -confirm, scribe erase would: destroy the subject's data key in key store schema %q (its personal fields become unreadable for good: no undo),\n", cmp.Or(kcfg.Schema, postgres.DefaultKeyStoreSchema))
-				fmt.Fprintf(e.stderr, "append the erasure record to the journal in schema %q (running services drop the subject's in-memory state when it reaches them),\n", s.cfg.Schema)
-				fmt.Fprintf(e.stderr, "and delete the snapshots of the %d stream(s) holding its data.\n", len(streams))
+				fmt.Fprintf(e.stderr, "With -confirm, scribe erase would: record the erasure as pending in key store schema %q (from then on its key is refused everywhere and running services drop the subject's in-memory state within a second; no undo),\n", cmp.Or(kcfg.Schema, postgres.DefaultKeyStoreSchema))
+				fmt.Fprintf(e.stderr, "append the erasure record to the journal in schema %q, destroy the subject's data key (its personal fields become unreadable for good),\n", s.cfg.Schema)
+				fmt.Fprintf(e.stderr, "delete the snapshots of the %d stream(s) holding its data, and record the erasure complete. If it stops midway, a running service's sweep completes it.\n", len(streams))
 				return errFailed
 			}
 			er, err := erasure.Erase(e.ctx, erasure.EraseParams{Journal: s.journal, KeyStore: ks, Snapshots: snaps, Subject: subject, By: by})
@@ -131,10 +133,10 @@ func eraseCommand() *command {
 				return emitJSON(e.stdout, map[string]any{"subject": er.Subject, "by": er.By, "erasedAt": jsonTime(er.At), "repeat": er.Repeat, "streams": len(streams)})
 			}
 			if er.Repeat {
-				fmt.Fprintf(e.stdout, "subject %q was already erased at %s by %q; the erasure record and snapshot deletion were re-applied\n", er.Subject, fmtTime(er.At), er.By)
+				fmt.Fprintf(e.stdout, "subject %q was already erased at %s by %q; every step of the erasure is done\n", er.Subject, fmtTime(er.At), er.By)
 				return nil
 			}
-			fmt.Fprintf(e.stdout, "subject %q erased at %s by %q: key destroyed, erasure recorded in the journal, snapshots of %d stream(s) deleted\n", er.Subject, fmtTime(er.At), er.By, len(streams))
+			fmt.Fprintf(e.stdout, "subject %q erased at %s by %q: erasure recorded in the journal, key destroyed, snapshots of %d stream(s) deleted; complete\n", er.Subject, fmtTime(er.At), er.By, len(streams))
 			return nil
 		},
 	}
@@ -145,7 +147,7 @@ func subjectsCommand() *command {
 	var limit int
 	return &command{
 		name:    "subjects",
-		summary: "list the data subjects of the erasure key store and whether each is erased (never any key)",
+		summary: "list the data subjects of the erasure key store and whether each is erased, pending or not (never any key)",
 		flags: func(fs *flag.FlagSet) {
 			keySchemaFlag(fs, &keys)
 			fs.StringVar(&after, "after", "", "list subjects whose ID sorts after this one")
@@ -173,17 +175,32 @@ func subjectsCommand() *command {
 			}
 			if e.opts.json {
 				for _, sub := range subs {
-					if err := emitJSON(e.stdout, map[string]any{"subject": sub.ID, "createdAt": jsonTime(sub.CreatedAt), "erased": sub.Erased, "erasedAt": jsonTime(sub.ErasedAt), "erasedBy": sub.ErasedBy}); err != nil {
+					// "erased" is true only once every step is done; "erasure"
+					// names the state (no, pending, key destroyed, complete).
+					if err := emitJSON(e.stdout, map[string]any{"subject": sub.ID, "createdAt": jsonTime(sub.CreatedAt), "erased": sub.Erasure == erasure.ErasureComplete,
+						"erasure": sub.Erasure.String(), "erasedAt": jsonTime(sub.ErasedAt), "erasedBy": sub.ErasedBy}); err != nil {
 						return err
 					}
 				}
 				return nil
 			}
+			// ERASED says yes only once every step is done; a begun erasure
+			// shows "pending" (key refused, still stored) or "pending (key
+			// destroyed)" until a runtime's sweep or a repeated `scribe
+			// erase` completes it.
 			t := newTable(e.stdout, "SUBJECT", "CREATED", "ERASED", "ERASED AT", "ERASED BY")
+			pending := 0
 			for _, sub := range subs {
 				erased, erasedBy := "no", "-"
-				if sub.Erased {
+				switch sub.Erasure {
+				case erasure.ErasureComplete:
 					erased, erasedBy = "yes", sub.ErasedBy
+				case erasure.ErasurePending:
+					erased, erasedBy = "pending", sub.ErasedBy
+					pending++
+				case erasure.ErasureKeyDestroyed:
+					erased, erasedBy = "pending (key destroyed)", sub.ErasedBy
+					pending++
 				}
 				t.row(sub.ID, fmtTime(sub.CreatedAt), erased, fmtTime(sub.ErasedAt), erasedBy)
 			}
@@ -191,6 +208,9 @@ func subjectsCommand() *command {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "\n%d subjects\n", len(subs))
+			if pending > 0 {
+				fmt.Fprintf(e.stdout, "%d erasure(s) pending: a running service completes them at its next sweep, or run `scribe erase SUBJECT -confirm` again\n", pending)
+			}
 			return nil
 		},
 	}
