@@ -357,8 +357,50 @@ func TestPartitionMoveClusterEtcd(t *testing.T) {
 			require.Zero(t, code, "move %d: scribe verify on %s: %s", move, url, out)
 		}
 		for i, p := range procs {
-			require.NotContains(t, p.log(), "DATA RACE", "bank-%d", i+1)
+			require.Empty(t, unknownRaces(t, p.log()), "bank-%d: data races", i+1)
 		}
 		t.Logf("move %d (%s → %s): %d operations so far (%d retried), %d keys stored on %s, %d of money", move, from, to, len(all), retried, len(stored), at, sum)
 	}
+}
+
+// knownRaces name the data races a member built with -race may report
+// that are protoactor-go's own, whatever the provider: a report whose two
+// accesses' stacks hold one of these frames and no frame of Scribe's is
+// tolerated (and counted); every other report fails the test.
+var knownRaces = []string{
+	// remote.BlockList hands out its set (BlockedMembers) without its lock
+	// while a gossiped topology adds to it (Block).
+	"protoactor-go/remote.(*BlockList)",
+	// The gossip informer updates its state (setKey) while the remote
+	// endpoint writer serializes the same state to send it.
+	"protoactor-go/cluster.(*Informer)",
+}
+
+// unknownRaces returns the race detector's reports in a member's log other
+// than knownRaces; it logs how many known ones it saw.
+func unknownRaces(t *testing.T, log string) []string {
+	t.Helper()
+	const header = "WARNING: DATA RACE"
+	var unknown []string
+	known := map[string]int{}
+	for _, r := range strings.Split(log, header)[1:] {
+		r, _, _ = strings.Cut(r, "==================")
+		// The two accesses' stacks, without where their goroutines started.
+		accesses, _, _ := strings.Cut(r, "\nGoroutine ")
+		kind := ""
+		for _, k := range knownRaces {
+			if strings.Contains(accesses, k) {
+				kind = k
+			}
+		}
+		if kind == "" || strings.Contains(accesses, "github.com/scribe-es/scribe/") {
+			unknown = append(unknown, header+r)
+			continue
+		}
+		known[kind]++
+	}
+	if len(known) > 0 {
+		t.Logf("known data races of protoactor-go (not Scribe's): %v", known)
+	}
+	return unknown
 }
