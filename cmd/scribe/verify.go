@@ -24,6 +24,7 @@ func verifyCommand() *command {
 	var workers int
 	var archive bool
 	var keys string
+	var checkpoints, pubkey string
 	return &command{
 		name: "verify",
 		summary: "verify the hash chain of every stream, the untagged chains ($untagged:TYPE) included (of a partition, or one tag): report the first broken link of each " +
@@ -35,6 +36,9 @@ func verifyCommand() *command {
 			keySchemaFlag(fs, &keys)
 			fs.BoolVar(&archive, "archive", false, "also verify each stream's archived events against its checkpoint "+
 				"(by default a stream is verified from its checkpoint on: its hot events)")
+			fs.StringVar(&checkpoints, "checkpoints", "", "also check every signed checkpoint file in this directory (written by scribe checkpoint): its signature "+
+				"with -pubkey, and that the current chains still hold each event it covers (names the first event that differs)")
+			fs.StringVar(&pubkey, "pubkey", "", "the public key file of the checkpoints' signer (with -checkpoints)")
 		},
 		run: func(e *env, _ *flag.FlagSet, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -42,6 +46,16 @@ func verifyCommand() *command {
 			}
 			if workers < 1 {
 				return usagef("-workers %d: give at least 1", workers)
+			}
+			if (checkpoints == "") != (pubkey == "") {
+				return usagef("give -checkpoints DIR and -pubkey FILE together")
+			}
+			var signed *checkpointSet
+			if checkpoints != "" {
+				var err error
+				if signed, err = readCheckpoints(checkpoints, pubkey); err != nil {
+					return err
+				}
 			}
 			s, err := e.open()
 			if err != nil {
@@ -83,7 +97,19 @@ func verifyCommand() *command {
 					return err
 				}
 			}
-			return v.report(unchained)
+			checkpointsOK := true
+			if signed != nil {
+				include := func(id journal.StreamID) bool {
+					return (partition == "" || id.Partition == partition) && (tag == "" || id == streams[0])
+				}
+				if checkpointsOK, err = signed.check(e, evidenceSource{s.journal}, include, workers); err != nil {
+					return err
+				}
+			}
+			if err := v.report(unchained); err != nil || checkpointsOK {
+				return err
+			}
+			return errFailed
 		},
 	}
 }

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"flag"
+	"fmt"
+	"iter"
+	"os"
+	"time"
+
+	"github.com/scribe-es/scribe/evidence"
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres"
+)
+
+// evidenceSource is the Postgres journal as package evidence reads it: the
+// journal with its archive, and a listing of every stream (archived whole
+// ones included) from the streams table.
+type evidenceSource struct {
+	*postgres.Journal
+}
+
+// ListStreams implements evidence.StreamLister.
+func (s evidenceSource) ListStreams(ctx context.Context, partition string) iter.Seq2[journal.StreamID, error] {
+	return func(yield func(journal.StreamID, error) bool) {
+		streams, err := listStreams(ctx, s.Journal, partition)
+		if err != nil {
+			yield(journal.StreamID{}, err)
+			return
+		}
+		for _, id := range streams {
+			if !yield(id, nil) {
+				return
+			}
+		}
+	}
+}
+
+func checkpointKeygenCommand() *command {
+	var out string
+	return &command{
+		name: "checkpoint keygen",
+		summary: "write a new Ed25519 key pair for signing checkpoints: the private key to -out (mode 0600; keep it away from the database " +
+			"and its administrators) and the public key to -out.pub (give it to whoever verifies)",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&out, "out", "", "the private key file to create (required; never overwritten); the public key goes to FILE.pub")
+		},
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			if out == "" {
+				return usagef("give -out FILE, the private key file to create")
+			}
+			pub, err := evidence.GenerateKeyFiles(out)
+			if err != nil {
+				return err
+			}
+			id := evidence.KeyID(pub)
+			if e.opts.json {
+				return emitJSON(e.stdout, map[string]any{"privateKey": out, "publicKey": out + ".pub", "keyId": fmt.Sprintf("%x", id[:])})
+			}
+			_, err = fmt.Fprintf(e.stdout, "wrote the private key to %s (mode 0600) and the public key to %s.pub; key ID %x\n", out, out, id[:])
+			return err
+		},
+	}
+}
+
+func checkpointCommand() *command {
+	var key, out, partition string
+	var workers int
+	return &command{
+		name: "checkpoint",
+		summary: "make a signed checkpoint of every chain (each stream's event hashes in a Merkle tree, the streams in one root, signed with -key) " +
+			"and write it to a file in -out; `scribe verify -checkpoints` later names any event changed since, recomputed hashes or not",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&key, "key", "", "the private key file (written by scribe checkpoint keygen; required)")
+			fs.StringVar(&out, "out", "", "the directory to write the checkpoint file to (required; created when missing)")
+			fs.StringVar(&partition, "partition", "", "only this partition (default: every partition)")
+			fs.IntVar(&workers, "workers", 4, "streams read at once (each uses one connection at a time)")
+		},
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			if key == "" || out == "" {
+				return usagef("give -key FILE (the signing key) and -out DIR (where the checkpoint goes)")
+			}
+			if workers < 1 {
+				return usagef("-workers %d: give at least 1", workers)
+			}
+			priv, err := readSigningKey(e, key)
+			if err != nil {
+				return err
+			}
+			s, err := e.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			start := time.Now()
+			pr := progressLine{e: e, verb: "checkpointing", on: isTerminal(e.stderr)}
+			c, err := evidence.Make(e.ctx, evidenceSource{s.journal}, evidence.MakeOptions{
+				Journal: s.cfg.Schema, Partition: partition, Workers: workers, Progress: pr.show})
+			pr.clear()
+			if err != nil {
+				return fmt.Errorf("no checkpoint written: %w", err)
+			}
+			if err := c.Sign(priv); err != nil {
+				return err
+			}
+			name, err := evidence.DirSink{Dir: out}.Put(e.ctx, c)
+			if err != nil {
+				return err
+			}
+			took := time.Since(start)
+			st, err := os.Stat(name)
+			if err != nil {
+				return err
+			}
+			if e.opts.json {
+				return emitJSON(e.stdout, map[string]any{"file": name, "bytes": st.Size(), "seconds": took.Seconds(), "checkpoint": c.Signed})
+			}
+			_, err = fmt.Fprintf(e.stdout, "wrote %s: %d streams, %d events, root %x, key %x, %d bytes, in %s\n",
+				name, c.Statement.Streams, c.Events, c.Root[:], c.KeyID[:8], st.Size(), took.Round(time.Millisecond))
+			return err
+		},
+	}
+}
+
+// readSigningKey reads the private key file, warning when others may read it.
+func readSigningKey(e *env, path string) (ed25519.PrivateKey, error) {
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(e.stderr, "scribe: warning: the key file %s can be read by others (mode %o); chmod 600 it\n", path, st.Mode().Perm())
+	}
+	return evidence.ReadPrivateKey(path)
+}
+
+// progressLine redraws one progress line on a terminal.
+type progressLine struct {
+	e     *env
+	verb  string
+	on    bool
+	shown time.Time
+}
+
+func (p *progressLine) show(pr evidence.Progress) {
+	if !p.on || time.Since(p.shown) < progressEvery {
+		return
+	}
+	p.shown = time.Now()
+	fmt.Fprintf(p.e.stderr, "\r%s: %d/%d streams (%d%%), %d events", p.verb, pr.StreamsDone, pr.Streams, pr.StreamsDone*100/max(pr.Streams, 1), pr.Events)
+}
+
+func (p *progressLine) clear() {
+	if p.on && !p.shown.IsZero() {
+		fmt.Fprint(p.e.stderr, "\r\033[K")
+	}
+}
