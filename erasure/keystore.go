@@ -282,6 +282,10 @@ type KeyStore interface {
 	// Erasures lists the erasures q selects (pending and complete ones,
 	// or only pending ones), in ascending Sequence order.
 	Erasures(ctx context.Context, q ErasureQuery) ([]Erasure, error)
+	// ErasureHead returns a Sequence at least as great as that of every
+	// erasure begun before the call (0 when there is none): a follower
+	// that then asks Erasures for those after it misses none begun later.
+	ErasureHead(ctx context.Context) (uint64, error)
 	// Subjects lists up to limit subjects (limit ≤ 0: all) with IDs
 	// greater than after, in ascending ID order.
 	Subjects(ctx context.Context, after string, limit int) ([]Subject, error)

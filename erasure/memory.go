@@ -160,6 +160,16 @@ func (m *MemoryKeyStore) advance(ctx context.Context, subject string, to Erasure
 	return erasureOf(s), nil
 }
 
+// ErasureHead implements KeyStore.
+func (m *MemoryKeyStore) ErasureHead(ctx context.Context) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seq, nil
+}
+
 // Erasures implements KeyStore.
 func (m *MemoryKeyStore) Erasures(ctx context.Context, q ErasureQuery) ([]Erasure, error) {
 	if err := ctx.Err(); err != nil {

@@ -58,7 +58,7 @@ type KeyStore struct {
 }
 
 type keyStoreTables struct {
-	subjects, streams string
+	subjects, streams, head string
 }
 
 var _ erasure.KeyStore = (*KeyStore)(nil)
@@ -74,7 +74,7 @@ func NewKeyStore(pool *pgxpool.Pool, cfg KeyStoreConfig) (*KeyStore, error) {
 		return nil, err
 	}
 	s := pgx.Identifier{cfg.Schema}.Sanitize()
-	return &KeyStore{pool: pool, cfg: cfg, t: keyStoreTables{subjects: s + ".subjects", streams: s + ".subject_streams"}}, nil
+	return &KeyStore{pool: pool, cfg: cfg, t: keyStoreTables{subjects: s + ".subjects", streams: s + ".subject_streams", head: s + ".erasure_head"}}, nil
 }
 
 // MigrateKeyStore creates cfg.Schema if needed and applies the key store's
@@ -276,6 +276,16 @@ func (k *KeyStore) advance(ctx context.Context, op, subject, set string) (erasur
 		return erasure.Erasure{}, ksErr(op, subject, err)
 	}
 	return e.erasure(subject), nil
+}
+
+// ErasureHead implements erasure.KeyStore: the one-row erasure_head's
+// committed value (an erasure still in flight holds a greater one).
+func (k *KeyStore) ErasureHead(ctx context.Context) (uint64, error) {
+	var seq int64
+	if err := k.pool.QueryRow(ctx, `SELECT seq FROM `+k.t.head).Scan(&seq); err != nil {
+		return 0, keyStoreErr("reading the erasure head", err)
+	}
+	return uint64(seq), nil
 }
 
 // Erasures implements erasure.KeyStore.

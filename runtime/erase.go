@@ -2,30 +2,41 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/scribe-es/scribe/erasure"
-	"github.com/scribe-es/scribe/journal"
 )
 
-// Erase crypto-shreds a data subject's personal data (see package erasure):
-// it destroys the subject's key in Config.KeyStore, recording by (who asked)
-// and when, appends an untagged erasure.RecordType event, and drops the
-// cached key and the snapshots and actors (unsnapshotted) of the subject's
-// streams, as every runtime on the journal does when the event reaches it.
-// The subject's events still load, verify and fold, their personal fields
-// zero; a command storing new personal data for it fails with
-// erasure.ErrSubjectErased. Subject and by are stored in clear: use
-// identifiers. Erase is idempotent (a repeat returns the first erasure,
-// Repeat set): after an error, which says where it stopped, retry.
+// Erase crypto-shreds a data subject's personal data (see package erasure
+// and erasure.Erase for the steps): it records the erasure as pending in
+// Config.KeyStore with by (who asked) and when, appends the untagged
+// erasure.RecordType event, destroys the key, deletes the snapshots of the
+// subject's streams from Config.Snapshots, records the erasure complete,
+// and drops the cached key and the actors (unsnapshotted) of the subject's
+// streams. Every runtime on the key store drops its own within its
+// Config.ErasurePollInterval of the first step. The subject's events still
+// load, verify and fold, their personal fields zero; a command storing new
+// personal data for it fails with erasure.ErrSubjectErased. Subject and by
+// are stored in clear: use identifiers.
+//
+// If Erase fails or its process stops after the first step, the erasure
+// stays pending (the key already refused everywhere) and the next sweep of
+// any runtime on the key store completes it (Config.ErasureSweepInterval,
+// and at every New); calling Erase again completes it too. Erase is
+// idempotent: a repeat returns the first erasure with Repeat set.
 func (rt *Runtime) Erase(ctx context.Context, subject, by string) (erasure.Erasure, error) {
 	if rt.cfg.KeyStore == nil {
 		return erasure.Erasure{}, fmt.Errorf("%w: set Config.KeyStore to the key store the subject's data was sealed with", ErrNoKeyStore)
 	}
-	e, err := erasure.Erase(ctx, erasure.EraseParams{Journal: rt.cfg.Journal, KeyStore: rt.cfg.KeyStore, Subject: subject, By: by})
+	e, err := erasure.Erase(ctx, erasure.EraseParams{Journal: rt.cfg.Journal, KeyStore: rt.cfg.KeyStore, Snapshots: rt.cfg.Snapshots, Subject: subject, By: by})
 	if err != nil {
+		if e.State.Begun() {
+			// Pending: drop what this runtime holds now; the sweep completes the rest.
+			return e, fmt.Errorf("runtime: %w", errors.Join(err, rt.dropErased(ctx, e)))
+		}
 		return e, fmt.Errorf("runtime: %w", err)
 	}
 	if err := rt.dropErased(ctx, e); err != nil {
@@ -34,9 +45,11 @@ func (rt *Runtime) Erase(ctx context.Context, subject, by string) (erasure.Erasu
 	return e, nil
 }
 
-// dropErased forgets the subject's cached key, stops the actors of its
-// bound streams without snapshotting them, then deletes those streams'
-// snapshots (after the actors stopped, so none is saved afterwards).
+// dropErased forgets the subject's cached key and stops the actors of its
+// bound streams without snapshotting them; their next use rebuilds their
+// state without the subject's personal data. (The erasure itself deletes
+// the streams' snapshots; a snapshot this runtime saves of a state it still
+// held from before is refused by sealedSnapshots.)
 func (rt *Runtime) dropErased(ctx context.Context, e erasure.Erasure) error {
 	rt.reg.keys.forget(e)
 	streams, err := rt.cfg.KeyStore.Streams(ctx, e.Subject)
@@ -48,91 +61,107 @@ func (rt *Runtime) dropErased(ctx context.Context, e erasure.Erasure) error {
 			return fmt.Errorf("runtime: erasure of subject %q: %w", e.Subject, err)
 		}
 	}
-	if rt.cfg.Snapshots != nil {
-		if err := erasure.DropSnapshots(ctx, rt.cfg.KeyStore, rt.cfg.Snapshots, e.Subject); err != nil {
-			return fmt.Errorf("runtime: %w", err)
-		}
-	}
 	rt.reg.keys.markDropped(e.Subject)
 	return nil
 }
 
-// erasureWatcher follows the journal's erasure records and drops what this
-// runtime holds of each erased subject (dropErased).
+// erasureWatcher follows the key store's erasure feed and sweeps pending
+// erasures, each in a goroutine of its own.
 type erasureWatcher struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
 
-// watchErasures starts following erasure records appended after the
-// journal's current head. Erasures older than that need nothing: this
-// runtime cached no key and started no actor before it existed.
+// watchErasures starts following the erasures begun after the key store's
+// current erasure head (erasures begun before it need nothing: their keys
+// were refused before this runtime could read their subjects' data), and
+// the sweep of pending erasures, at once and every ErasureSweepInterval.
 func (rt *Runtime) watchErasures(ctx context.Context) error {
 	if rt.cfg.KeyStore == nil {
 		return nil
 	}
-	head, err := rt.cfg.Journal.Head(ctx)
+	head, err := rt.cfg.KeyStore.ErasureHead(ctx)
 	if err != nil {
-		return fmt.Errorf("runtime: reading the journal head to follow erasures: %w", err)
+		return fmt.Errorf("runtime: reading the key store's erasure head to follow erasures: %w", err)
 	}
 	rt.reg.keys.mu.Lock()
-	rt.reg.keys.startHead = head
+	rt.reg.keys.startSeq = head
 	rt.reg.keys.mu.Unlock()
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &erasureWatcher{cancel: cancel}
-	w.done.Add(1)
-	go func() {
-		defer w.done.Done()
-		rt.followErasures(wctx, head)
-	}()
+	w.done.Go(func() { rt.followErasures(wctx, head) })
+	w.done.Go(func() { rt.sweepErasures(wctx) })
 	rt.erasures = w
 	return nil
 }
 
-// followErasures reads the journal for erasure records after after, every
-// Config.ErasurePollInterval, and drops what this runtime holds of each
-// erased subject. It polls rather than subscribes: a live subscription
-// wakes at every commit of the journal, and an erasure can wait a second.
-func (rt *Runtime) followErasures(ctx context.Context, after journal.Position) {
+// erasurePage bounds one read of the erasure feed.
+const erasurePage = 1000
+
+// followErasures reads the key store's erasure feed after the cursor after,
+// every Config.ErasurePollInterval, and drops what this runtime holds of
+// each subject whose erasure was begun (dropErased). A failed read empties
+// the key cache (clearKeys): until the feed answers again, reads ask the
+// key store, which refuses the keys of begun erasures.
+func (rt *Runtime) followErasures(ctx context.Context, after uint64) {
 	interval := rt.cfg.ErasurePollInterval
 	failing := false
 	for sleepCtx(ctx, interval) {
-		var failure error
-		for rec, err := range rt.cfg.Journal.Read(ctx, erasure.RecordQuery(), journal.ReadOptions{From: after}) {
-			if err != nil {
-				failure = err
-				break
-			}
-			if !rec.Position.After(after) {
-				continue // From is inclusive
-			}
-			d, ok, err := erasure.ParseRecord(&rec)
-			if !ok {
-				continue
-			}
-			if err != nil {
-				rt.cfg.Logger.Error("skipping a malformed erasure record", "position", rec.Position.String(), "error", err)
-				after = rec.Position
-				continue
-			}
-			if err := rt.dropErased(ctx, erasure.Erasure{Subject: d.Subject, By: d.By, At: d.ErasedAt}); err != nil {
-				failure = err
-				break // retried from this record at the next poll
-			}
-			after = rec.Position
-		}
+		failure := rt.pollErasures(ctx, &after)
 		if ctx.Err() != nil {
 			return
 		}
 		switch {
 		case failure != nil && !failing:
 			// One warning per outage; its further failures log at debug level.
-			rt.cfg.Logger.Warn("following erasure records failed; retrying until the journal answers", "error", failure, "retry_in", interval)
+			rt.cfg.Logger.Warn("following the key store's erasures failed; cached data keys dropped, retrying until the key store answers", "error", failure, "retry_in", interval)
 			failing = true
 		case failure != nil:
-			rt.cfg.Logger.Debug("following erasure records failed again", "error", failure)
+			rt.cfg.Logger.Debug("following the key store's erasures failed again", "error", failure)
 		default:
 			failing = false
+		}
+	}
+}
+
+// pollErasures drops what this runtime holds of every erasure after
+// *after, advancing *after past each one dropped.
+func (rt *Runtime) pollErasures(ctx context.Context, after *uint64) error {
+	for {
+		es, err := rt.cfg.KeyStore.Erasures(ctx, erasure.ErasureQuery{After: *after, Limit: erasurePage})
+		if err != nil {
+			rt.reg.keys.clearKeys()
+			return err
+		}
+		for _, e := range es {
+			if err := rt.dropErased(ctx, e); err != nil {
+				return err // retried from this erasure at the next poll
+			}
+			*after = e.Sequence
+		}
+		if len(es) < erasurePage {
+			return nil
+		}
+	}
+}
+
+// sweepErasures completes the pending erasures (erasure.CompletePending) at
+// once and then every Config.ErasureSweepInterval.
+func (rt *Runtime) sweepErasures(ctx context.Context) {
+	p := erasure.CompleteParams{Journal: rt.cfg.Journal, KeyStore: rt.cfg.KeyStore, Snapshots: rt.cfg.Snapshots}
+	for {
+		done, err := erasure.CompletePending(ctx, p)
+		if ctx.Err() != nil {
+			return
+		}
+		for _, e := range done {
+			rt.cfg.Logger.Info("completed a pending erasure", "subject", e.Subject, "erased_at", e.At, "by", e.By)
+		}
+		if err != nil {
+			rt.cfg.Logger.Warn("completing pending erasures failed; retrying at the next sweep", "error", err, "retry_in", rt.cfg.ErasureSweepInterval)
+		}
+		if !sleepCtx(ctx, rt.cfg.ErasureSweepInterval) {
+			return
 		}
 	}
 }

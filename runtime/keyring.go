@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -13,23 +12,29 @@ import (
 // keyring is a Runtime's view of its key store: a bounded in-process cache
 // of data keys, erasures and stream bindings in front of the KeyStore.
 // Safe for concurrent use. Keys leave the cache when their subject's
-// erasure record reaches this runtime (forget), or to make room.
+// erasure reaches this runtime on the key store's erasure feed (forget),
+// when a poll of that feed fails (clearKeys), or to make room.
 type keyring struct {
 	store erasure.KeyStore
 	max   int
 
 	mu     sync.RWMutex // read-locked on the hot paths (cache hits)
 	keys   map[string]erasure.DataKey
-	erased map[string]erasure.Erasure // erasures are permanent: safe to cache
+	erased map[string]erasure.Erasure // begun erasures are permanent: safe to cache
 	bound  map[bindKey]struct{}
+	// gen counts forget and clearKeys calls: a key read from the store is
+	// cached only if gen did not move during the read, so a key read just
+	// before its erasure began never outlives the forget that followed.
+	gen uint64
 	// dropped holds the erased subjects whose streams' actors this runtime
 	// has evicted since (dropErased): every state it holds of them now was
 	// rebuilt after the erasure, without their personal data.
 	dropped map[string]struct{}
-	// startHead is the journal's head when this runtime began to follow
-	// erasure records: an erasure recorded at or before it was complete
-	// (key destroyed) before this runtime could read the subject's data.
-	startHead journal.Position
+	// startSeq is the key store's erasure head (KeyStore.ErasureHead) when
+	// this runtime began to follow the erasure feed: an erasure with a
+	// Sequence at or below it was begun (its key refused) before this
+	// runtime could read the subject's data.
+	startSeq uint64
 }
 
 type bindKey struct {
@@ -67,14 +72,17 @@ func (k *keyring) dataKey(ctx context.Context, subject string) (erasure.DataKey,
 		k.mu.RUnlock()
 		return erasure.DataKey{}, &erasure.SubjectErasedError{Erasure: e}
 	}
+	gen := k.gen
 	k.mu.RUnlock()
 	key, err := k.store.DataKey(ctx, subject)
 	if err != nil {
 		return erasure.DataKey{}, err
 	}
 	k.mu.Lock()
-	makeRoom(k.keys, k.max)
-	k.keys[subject] = key
+	if k.gen == gen {
+		makeRoom(k.keys, k.max)
+		k.keys[subject] = key
+	}
 	k.mu.Unlock()
 	return key, nil
 }
@@ -117,6 +125,7 @@ func (k *keyring) lookup(ctx context.Context, subjects []string) (erasure.Lookup
 			missing = append(missing, s)
 		}
 	}
+	gen := k.gen
 	k.mu.RUnlock()
 	if len(missing) == 0 {
 		return out, nil
@@ -129,8 +138,10 @@ func (k *keyring) lookup(ctx context.Context, subjects []string) (erasure.Lookup
 	defer k.mu.Unlock()
 	for s, key := range got.Keys {
 		out.Keys[s] = key
-		makeRoom(k.keys, k.max)
-		k.keys[s] = key
+		if k.gen == gen {
+			makeRoom(k.keys, k.max)
+			k.keys[s] = key
+		}
 	}
 	for s, e := range got.Erased {
 		if out.Erased == nil {
@@ -148,6 +159,7 @@ func (k *keyring) lookup(ctx context.Context, subjects []string) (erasure.Lookup
 func (k *keyring) forget(e erasure.Erasure) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.gen++
 	delete(k.keys, e.Subject)
 	for bk := range k.bound {
 		if bk.subject == e.Subject {
@@ -167,30 +179,27 @@ func (k *keyring) markDropped(subject string) {
 	k.dropped[subject] = struct{}{}
 }
 
-// wasDropped reports whether this runtime holds no state of subject from
-// before its erasure: markDropped was called for it, or its erasure record
-// is at or before the head this runtime started from (the key was gone
-// before the runtime could read the data).
-func (k *keyring) wasDropped(ctx context.Context, j journal.Journal, subject string) (bool, error) {
+// clearKeys empties the key cache: after a failed poll of the erasure feed
+// this runtime cannot tell which cached keys were destroyed since.
+func (k *keyring) clearKeys() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.gen++
+	clear(k.keys)
+}
+
+// wasDropped reports whether this runtime holds no state of e's subject
+// from before its erasure: markDropped was called for it, or the erasure
+// was begun before this runtime started following the erasure feed (its
+// key was refused before the runtime could read the data). The zero
+// Erasure (not erased) reports false.
+func (k *keyring) wasDropped(e erasure.Erasure) bool {
 	k.mu.RLock()
-	_, ok := k.dropped[subject]
-	start := k.startHead
-	k.mu.RUnlock()
-	if ok {
-		return true, nil
+	defer k.mu.RUnlock()
+	if _, ok := k.dropped[e.Subject]; ok {
+		return true
 	}
-	rec, err := j.ReadEvent(ctx, erasure.RecordID(subject))
-	if errors.Is(err, journal.ErrNotFound) {
-		return false, nil // the erasure is not recorded yet
-	}
-	if err != nil {
-		return false, err
-	}
-	if rec.Position.After(start) {
-		return false, nil // the watcher evicts its actors when it gets there
-	}
-	k.markDropped(subject)
-	return true, nil
+	return e.State.Begun() && e.Sequence <= k.startSeq
 }
 
 // open opens the sealed fields of a stored record's data.

@@ -29,9 +29,10 @@ func DefaultLimits() Limits { return actors.DefaultLimits() }
 
 // Defaults of Config fields, stated in their comments.
 const (
-	defaultErasurePollInterval = time.Second
-	defaultKeyCacheSize        = 10000
-	defaultReplicaWait         = 2 * time.Second
+	defaultErasurePollInterval  = time.Second
+	defaultErasureSweepInterval = 10 * time.Second
+	defaultKeyCacheSize         = 10000
+	defaultReplicaWait          = 2 * time.Second
 )
 
 // Config configures a Runtime. Only Journal is required; a zero field takes
@@ -71,12 +72,27 @@ type Config struct {
 	// holding them, and destroys them on Erase (the streams then replay).
 	// Default nil: registering personal data fails.
 	KeyStore erasure.KeyStore
-	// ErasurePollInterval is how often, with a KeyStore, the runtime polls
-	// the journal for erasures made elsewhere (`scribe erase`, another
-	// runtime); KeyCacheSize bounds each of its caches of data keys,
-	// erasures and stream bindings. Defaults: 1 s; 10000.
+	// ErasurePollInterval is how often, with a KeyStore, the runtime reads
+	// the key store's erasure feed (KeyStore.Erasures) for erasures begun
+	// anywhere (`scribe erase`, another runtime, a process that crashed
+	// midway): for each it drops the subject's cached key and stops the
+	// actors of its streams. So within ErasurePollInterval plus one poll's
+	// work (a key-store read, the evictions) of an erasure's first step,
+	// this runtime serves none of the subject's personal data, whether or
+	// not the erasure record ever reaches the journal: 2 s with the
+	// default. A poll that fails empties the key cache, so reads ask the
+	// key store (and fail while it cannot answer) instead of using keys
+	// that may be destroyed. KeyCacheSize bounds each of its caches of
+	// data keys, erasures and stream bindings. Defaults: 1 s; 10000.
 	ErasurePollInterval time.Duration
 	KeyCacheSize        int
+	// ErasureSweepInterval is how often, with a KeyStore, the runtime
+	// completes the erasures left pending by a process that stopped or
+	// failed midway (erasure.CompletePending: the record appended, the key
+	// destroyed, Snapshots of the subject's streams deleted, completion
+	// recorded); it also sweeps once at New, in the background. Default
+	// 10 s.
+	ErasureSweepInterval time.Duration
 	// Replica, a read replica of the journal (postgres.NewReplica), serves
 	// State's reads only; with AtLeastVersion, State waits up to ReplicaWait
 	// for it, then reads Journal. Defaults: none; 2 s.
@@ -94,8 +110,8 @@ type Runtime struct {
 	reg     *registry
 	host    *actors.Host
 	cluster membership.Member // nil in single-node mode
-	// erasures follows the journal's erasure records; nil without a
-	// KeyStore.
+	// erasures follows the key store's erasure feed and sweeps pending
+	// erasures; nil without a KeyStore.
 	erasures *erasureWatcher
 }
 
@@ -143,6 +159,12 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.ErasurePollInterval == 0 {
 		cfg.ErasurePollInterval = defaultErasurePollInterval
 	}
+	if cfg.ErasureSweepInterval < 0 {
+		return nil, fmt.Errorf("runtime: Config.ErasureSweepInterval is %s; use 0 for the default (%s) or a positive interval", cfg.ErasureSweepInterval, defaultErasureSweepInterval)
+	}
+	if cfg.ErasureSweepInterval == 0 {
+		cfg.ErasureSweepInterval = defaultErasureSweepInterval
+	}
 	if cfg.KeyCacheSize < 0 {
 		return nil, fmt.Errorf("runtime: Config.KeyCacheSize is %d; use 0 for the default (%d) or a positive size", cfg.KeyCacheSize, defaultKeyCacheSize)
 	}
@@ -154,7 +176,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	snaps := cfg.Snapshots
 	if snaps != nil && keys != nil {
 		// Snapshots of streams holding personal data are sealed too.
-		snaps = sealedSnapshots{Store: snaps, keys: keys, journal: cfg.Journal}
+		snaps = sealedSnapshots{Store: snaps, keys: keys}
 	}
 	hostCfg := actors.Config{
 		Journal:        cfg.Journal,

@@ -17,8 +17,7 @@ import (
 // through unchanged. Safe for concurrent use.
 type sealedSnapshots struct {
 	snapshots.Store
-	keys    *keyring
-	journal journal.Journal
+	keys *keyring
 }
 
 // Save seals s when its stream is bound to subjects. An erased subject
@@ -48,11 +47,7 @@ func (s sealedSnapshots) Save(ctx context.Context, snap snapshots.Snapshot) erro
 		if _, erased := keys.Erased[sub]; !erased {
 			return nil // unknown to the key store: no snapshot
 		}
-		dropped, err := s.keys.wasDropped(ctx, s.journal, sub)
-		if err != nil {
-			return fmt.Errorf("runtime: sealing the snapshot of stream %s: %w", snap.Stream, err)
-		}
-		if !dropped {
+		if !s.keys.wasDropped(keys.Erased[sub]) {
 			return nil // erased, but this runtime may still hold its data: no snapshot
 		}
 	}

@@ -202,6 +202,9 @@ func testStepsNeedBegin(t *testing.T, ks erasure.KeyStore) {
 
 func testErasuresFeed(t *testing.T, ks erasure.KeyStore) {
 	ctx := context.Background()
+	head, err := ks.ErasureHead(ctx)
+	require.NoError(t, err)
+	require.Zero(t, head, "no erasure yet")
 	var seqs []uint64
 	for i := range 5 {
 		e, err := ks.BeginErasure(ctx, fmt.Sprintf("f-%d", i), "op")
@@ -230,6 +233,17 @@ func testErasuresFeed(t *testing.T, ks erasure.KeyStore) {
 	none, err := ks.Erasures(ctx, erasure.ErasureQuery{After: seqs[4]})
 	require.NoError(t, err)
 	require.Empty(t, none)
+	head, err = ks.ErasureHead(ctx)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, head, seqs[4])
+	none, err = ks.Erasures(ctx, erasure.ErasureQuery{After: head})
+	require.NoError(t, err)
+	require.Empty(t, none)
+	e, err := ks.BeginErasure(ctx, "f-late", "op")
+	require.NoError(t, err)
+	late, err := ks.Erasures(ctx, erasure.ErasureQuery{After: head})
+	require.NoError(t, err)
+	require.Equal(t, []erasure.Erasure{e}, late, "a follower starting at the head sees what is begun later")
 }
 
 // Erasures begun concurrently while a follower reads the feed from its
