@@ -133,7 +133,9 @@ func TestCheckpointDetectsConsistentRewrite(t *testing.T) {
 		{name: "deleted newest event", tag: bank.AccountTag("a"), drop: 1, reason: "events were removed",
 			at: func(recs []journal.Record) journal.Record { return last(recs, bank.AccountTag("a")) }},
 		{name: "truncated untagged chain", tag: journal.UntaggedChain("RatesPublished"), drop: 2, reason: "events were removed",
-			at: func(recs []journal.Record) journal.Record { return nth(t, recs, journal.UntaggedChain("RatesPublished"), 1) }},
+			at: func(recs []journal.Record) journal.Record {
+				return nth(t, recs, journal.UntaggedChain("RatesPublished"), 1)
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
