@@ -139,8 +139,9 @@ type MoveError struct {
 	// down or restarting, a cancelled context or deadline, a deadlock or a
 	// lock or statement timeout): running the same move again (same
 	// partition, source and target) continues it from Step. When false,
-	// the error names what to fix first: a refusal (ErrMoveRefused), or a
-	// statement the database refused.
+	// the error names what to fix first: a refusal (ErrMoveRefused), or
+	// another failure (a statement the database refused, a schema not
+	// migrated).
 	Rerun bool
 	Err   error
 }
@@ -163,7 +164,7 @@ func (e *MoveError) Error() string {
 	case errors.Is(e.Err, ErrMoveRefused):
 		fmt.Fprintf(&b, "; running it again as it is fails the same way: fix that first, then run the same move again and it continues from step %s", e.Step)
 	default:
-		fmt.Fprintf(&b, "; the database refused the statement, so running it again as it is fails the same way: fix the cause first, then run the same move again and it continues from step %s", e.Step)
+		fmt.Fprintf(&b, "; this is not a passing fault, so running it again as it is fails the same way: fix its cause first, then run the same move again and it continues from step %s", e.Step)
 	}
 	return b.String()
 }
