@@ -19,7 +19,9 @@ import (
 type PartitionMove struct {
 	// Partition is the partition to move ("" means journal.DefaultPartition).
 	Partition string
-	// Source and Target are pools on the two databases. Required.
+	// Source and Target are pools on the two databases. Required; the
+	// target pool needs at least 2 connections (a move holds one for its
+	// lock), and verifies up to 8 streams at a time with the rest.
 	Source, Target *pgxpool.Pool
 	// SourceSchema and TargetSchema are the schemas (migrated to this
 	// build's version). Default "scribe".
@@ -263,6 +265,9 @@ func newMover(m PartitionMove) (*mover, error) {
 	mv.dstAddr = Address(m.Target.Config().ConnConfig) + " schema " + m.TargetSchema
 	if mv.m.To == "" {
 		mv.m.To = mv.dstAddr
+	}
+	if m.Target.Config().MaxConns < 2 {
+		return mv, mv.fail("", refusedf("the target pool allows %d connection; a move holds one for its lock and needs another: give it at least 2", m.Target.Config().MaxConns))
 	}
 	if mv.srcAddr == mv.dstAddr {
 		return mv, mv.fail("", refusedf("the source and the target are the same schema; give another target"))
