@@ -329,10 +329,10 @@ func (mv *mover) close() {
 // makes the retire step refuse (ErrMoveRefused) instead of deleting it.
 func MovePartition(ctx context.Context, m PartitionMove) (MoveReport, error) {
 	mv, err := newMover(m)
+	defer mv.close()
 	if err != nil {
 		return mv.report, err
 	}
-	defer mv.close()
 	state, err := mv.begin(ctx)
 	if err != nil {
 		return mv.report, mv.fail("", err)

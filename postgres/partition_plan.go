@@ -31,10 +31,10 @@ type MovePlan struct {
 // (ErrMoveRefused) MovePartition would fail with at once.
 func PlanPartitionMove(ctx context.Context, m PartitionMove) (MovePlan, error) {
 	mv, err := newMover(m)
+	defer mv.close()
 	if err != nil {
 		return MovePlan{Partition: mv.m.Partition}, err
 	}
-	defer mv.close()
 	plan, err := mv.plan(ctx)
 	if err != nil {
 		return plan, mv.fail("", err)
