@@ -58,3 +58,51 @@ func TestKeyringIsBoundedAndForgets(t *testing.T) {
 	require.Contains(t, l.Erased, "s-9")
 	require.NotContains(t, l.Keys, "s-9")
 }
+
+// slowStore holds DataKey until release is closed, after entered.
+type slowStore struct {
+	erasure.KeyStore
+	entered, release chan struct{}
+}
+
+func (s *slowStore) DataKey(ctx context.Context, sub string) (erasure.DataKey, error) {
+	k, err := s.KeyStore.DataKey(ctx, sub)
+	close(s.entered)
+	<-s.release
+	return k, err
+}
+
+// A key read from the store while its subject's erasure reaches the
+// runtime (forget) is not cached after it; a failed poll (clearKeys)
+// empties the cache.
+func TestKeyringForgetWinsOverAConcurrentRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := &slowStore{KeyStore: erasure.NewMemoryKeyStore(erasure.MemoryKeyStoreConfig{}), entered: make(chan struct{}), release: make(chan struct{})}
+	k := newKeyring(store, 10)
+	done := make(chan error)
+	go func() {
+		_, err := k.dataKey(ctx, "s-1")
+		done <- err
+	}()
+	<-store.entered // the key is read, not yet cached
+	_, err := store.KeyStore.BeginErasure(ctx, "s-1", "op")
+	require.NoError(t, err)
+	k.forget(erasure.Erasure{Subject: "s-1", By: "op"})
+	close(store.release)
+	require.NoError(t, <-done)
+	k.mu.RLock()
+	_, cached := k.keys["s-1"]
+	k.mu.RUnlock()
+	require.False(t, cached, "a key read before the erasure must not be cached after its forget")
+
+	other := erasure.NewMemoryKeyStore(erasure.MemoryKeyStoreConfig{})
+	k = newKeyring(other, 10)
+	_, err = k.lookup(ctx, []string{"s-2"})
+	require.NoError(t, err)
+	_, err = k.dataKey(ctx, "s-2")
+	require.NoError(t, err)
+	require.Len(t, k.keys, 1)
+	k.clearKeys()
+	require.Empty(t, k.keys)
+}

@@ -470,3 +470,56 @@ func TestEraseArchivedStream(t *testing.T) {
 	require.NoError(t, err)
 	require.NotZero(t, n)
 }
+
+// TestSubjectsShowsPendingErasures: an erasure stopped after its first
+// step shows as pending in `scribe subjects` (never "yes", "erased": false
+// in JSON), the dry run says running it again completes it, and
+// `scribe erase -confirm` again completes it: then, and only then, "yes".
+func TestSubjectsShowsPendingErasures(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := setup(t, true)
+	keySchema := f.schema + "_keys"
+	t.Cleanup(func() {
+		_, _ = f.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{keySchema}.Sanitize()+" CASCADE")
+	})
+	require.Equal(t, 0, f.scribe(t, "migrate", "keys", "-keys", keySchema).code)
+	ks, err := postgres.NewKeyStore(f.pool, postgres.KeyStoreConfig{Schema: keySchema})
+	require.NoError(t, err)
+	_, err = ks.DataKey(ctx, "c-1")
+	require.NoError(t, err)
+	_, err = ks.DataKey(ctx, "c-2")
+	require.NoError(t, err)
+	_, err = ks.BeginErasure(ctx, "c-1", "dpo") // the process stopped here
+	require.NoError(t, err)
+
+	r := f.scribe(t, "subjects", "-keys", keySchema)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `c-1 +\S+ +pending +\S+ +dpo`, r.stdout)
+	require.Regexp(t, `c-2 +\S+ +no `, r.stdout)
+	require.Contains(t, r.stdout, "1 erasure(s) pending")
+	require.NotContains(t, r.stdout, "yes")
+	r = f.scribe(t, "subjects", "-keys", keySchema, "-json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"erased":false`)
+	require.Contains(t, r.stdout, `"erasure":"pending"`)
+
+	r = f.scribe(t, "erase", "c-1", "-keys", keySchema)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "erasing again completes it")
+
+	r = f.scribe(t, "erase", "c-1", "-confirm", "-by", "someone-else", "-keys", keySchema)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `by "dpo"`, "the original erasure is reported")
+	r = f.scribe(t, "subjects", "-keys", keySchema)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `c-1 +\S+ +yes +\S+ +dpo`, r.stdout)
+	require.NotContains(t, r.stdout, "pending")
+	n := 0
+	for rec, err := range f.journal.Read(ctx, erasure.RecordQuery(), journal.ReadOptions{}) {
+		require.NoError(t, err)
+		require.Equal(t, erasure.RecordID("c-1"), rec.ID)
+		n++
+	}
+	require.Equal(t, 1, n)
+}
