@@ -133,8 +133,10 @@ RETURNING epoch`
 // fails with ErrOpenTimeout naming the holder. A stream of a partition under
 // a move fence (MovePartition) fails at once with a
 // *journal.PartitionMoveError: journal.ErrPartitionMoving (retryable) while
-// the partition moves out of or into this schema, journal.ErrPartitionMoved
-// once it has moved away.
+// the partition moves out of this schema, or into it for the first time;
+// journal.ErrPartitionMoved naming where it is served once it has moved
+// away, and also while it moves back in (until the switch, the database it
+// moved to still serves it).
 func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream journal.StreamID, wait time.Duration) (journal.Lease, error) {
 	if err := j.checkOpen(); err != nil {
 		return journal.Lease{}, err

@@ -57,7 +57,11 @@
 // one database's). While the
 // partition moves, its Acquire fails with the retryable
 // journal.ErrPartitionMoving, so commands get a retryable error for the
-// cut-over. Update every node's configuration before its next restart (a
+// cut-over; a node whose map already names the target of a move back is
+// answered there with journal.ErrPartitionMoved naming the database that
+// still serves the partition, and follows it there until the switch. Stream
+// actors holding leases the move's fence revoked acquire their streams
+// again at their next append or reservation (journal.ErrLeaseRevoked). Update every node's configuration before its next restart (a
 // node restarted with the old map is redirected again by the same answer,
 // at the cost of one refused call per partition). SetPartition changes the
 // map by hand. In a cluster, commands are routed by stream as ever: the
