@@ -59,11 +59,12 @@ type clusterLoad struct {
 	wg       sync.WaitGroup
 }
 
-// do sends op's request to its member until it gets a definite answer (at
-// most 20 attempts) and records it.
+// do sends op's request to its member until it gets a definite answer (for
+// at most opPatience: the cut-over of a move answers retryable 503s for
+// seconds on a loaded machine) and records it.
 func (l *clusterLoad) do(ctx context.Context, op *clusterOp, path string, body any) {
 	op.start = time.Now()
-	for op.attempts < 20 && ctx.Err() == nil {
+	for (op.attempts == 0 || time.Since(op.start) < opPatience) && ctx.Err() == nil {
 		op.attempts++
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		res, err := l.clients[op.node].postKey(rctx, path, op.key, body)
@@ -322,7 +323,7 @@ func TestPartitionMoveClusterEtcd(t *testing.T) {
 			case o.answered(o.final):
 				require.Zero(t, n, "move %d: %s %s refused for funds but stored", move, o.kind, o.key)
 			default:
-				t.Fatalf("move %d: %s %s on bank-%d got no definite answer in %d attempts (last status %d %s)", move, o.kind, o.key, o.node+1, o.attempts, o.final, o.code)
+				t.Fatalf("move %d: %s %s on bank-%d got no definite answer in %d attempts over %s (last status %d %s)", move, o.kind, o.key, o.node+1, o.attempts, opPatience, o.final, o.code)
 			}
 		}
 		for k, n := range stored {

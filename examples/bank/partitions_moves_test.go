@@ -23,6 +23,12 @@ import (
 // issue's bound for a live node to follow a move.
 const afterMoveBound = 2 * time.Second
 
+// opPatience is how long a move test's client retries one operation with
+// its Idempotency-Key before it counts it as undecided: the cut-over of a
+// move answers retryable 503s for seconds on a loaded machine (from the
+// fence to the switch), and a client with a deadline waits it out.
+const opPatience = 60 * time.Second
+
 // moveOp is one request of the move test's load: a deposit or a transfer,
 // sent with an Idempotency-Key and retried with the same key until it gets
 // a definite answer.
@@ -71,7 +77,7 @@ func (l *moveLoad) start(ctx context.Context, workers int) {
 					to := (from + 1 + rng.IntN(len(l.accounts)-1)) % len(l.accounts)
 					op.kind, path, body = "transfer", "/transfers", map[string]any{"from": l.accounts[from], "to": l.accounts[to], "amount": op.amount}
 				}
-				for op.attempts < 20 && ctx.Err() == nil {
+				for (op.attempts == 0 || time.Since(op.start) < opPatience) && ctx.Err() == nil {
 					op.attempts++
 					rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 					res, err := l.c.postKey(rctx, path, op.key, body)
@@ -240,7 +246,7 @@ func TestPartitionMoveBankThereAndBack(t *testing.T) {
 				undecided++
 			}
 		}
-		require.Zero(t, undecided, "move %d: operations left without a definite answer after 20 attempts", i+1)
+		require.Zero(t, undecided, "move %d: operations left without a definite answer after retrying for %s", i+1, opPatience)
 		for k, n := range stored {
 			require.Equal(t, 1, n, "move %d: key %s stored %d times", i+1, k, n)
 		}
