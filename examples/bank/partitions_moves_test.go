@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
@@ -127,32 +125,6 @@ func (l *moveLoad) since(t time.Time) []*moveOp {
 	return out
 }
 
-// keysStoredIn counts, per idempotency key, the events of partition stored in
-// schema at url.
-func keysStoredIn(t *testing.T, ctx context.Context, url, schema, partition string) map[string]int {
-	t.Helper()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT metadata FROM `+pgx.Identifier{schema, "events"}.Sanitize()+` WHERE partition = $1`, partition)
-	require.NoError(t, err)
-	defer rows.Close()
-	keys := map[string]int{}
-	for rows.Next() {
-		var raw []byte
-		require.NoError(t, rows.Scan(&raw))
-		var md struct {
-			IdempotencyKey string `json:"idempotencyKey"`
-		}
-		require.NoError(t, json.Unmarshal(raw, &md))
-		if md.IdempotencyKey != "" {
-			keys[md.IdempotencyKey]++
-		}
-	}
-	require.NoError(t, rows.Err())
-	return keys
-}
-
 // TestPartitionMoveBankThereAndBack moves the bank's partition "east" from
 // the second server to the first, back, and there again (B→A→B→A is the
 // same three moves seen from the other side) with `scribe partition move`
@@ -228,7 +200,7 @@ func TestPartitionMoveBankThereAndBack(t *testing.T) {
 		// Every acknowledged operation is stored exactly once, where east
 		// is now; the other server holds nothing of east.
 		all := load.since(time.Time{})
-		stored := keysStoredIn(t, ctx, urls[at], schema, "east")
+		stored := idempotencyKeysIn(t, ctx, urls[at], schema, "east")
 		var undecided int
 		deposited := int64(accounts * initial)
 		for _, o := range all {
