@@ -100,14 +100,21 @@ func ksErr(op, subject string, err error) error {
 }
 
 // keyStoreErr translates a driver error of the key store like the
-// journal's (journal.ErrUnavailable when the database cannot be reached:
-// retry later), with the key store's own hint for an unmigrated schema.
+// journal's, and marks the key store's absence: a missing schema or table
+// (undefined_table, invalid_schema_name) or a database that cannot be
+// reached matches erasure.ErrKeyStoreUnavailable (a missing schema also
+// journal.ErrStoreNotOpen, an unreachable database journal.ErrUnavailable:
+// retry later), so that callers tell it from an erased subject.
 func keyStoreErr(op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
-		return fmt.Errorf("%w: postgres: key store: %s: its schema is not migrated (%s); run postgres.MigrateKeyStore (or `scribe migrate keys`) first", journal.ErrStoreNotOpen, op, pgErr.Message)
+		return fmt.Errorf("%w: %w: postgres: key store: %s: the key store is missing (%s): if the journal was restored, restore the key store from its own backup (sealed data stays unreadable until then) or point the service at the database holding it; for a new key store run postgres.MigrateKeyStore (or `scribe migrate keys`)", erasure.ErrKeyStoreUnavailable, journal.ErrStoreNotOpen, op, pgErr.Message)
 	}
-	return translateErr("", "key store: "+op, err)
+	out := translateErr("", "key store: "+op, err)
+	if errors.Is(out, journal.ErrUnavailable) {
+		return fmt.Errorf("%w: %w", erasure.ErrKeyStoreUnavailable, out)
+	}
+	return out
 }
 
 // erasureColumns are the columns an erasureRow scans.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/erasure/erasuretest"
 
@@ -60,7 +61,47 @@ func TestKeyStoreNotMigrated(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ks.DataKey(context.Background(), "c-1")
 	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
+	require.ErrorIs(t, err, erasure.ErrKeyStoreUnavailable)
 	require.Contains(t, err.Error(), "MigrateKeyStore")
+}
+
+// TestKeyStoreMissingIsUnavailable: a key store whose schema was dropped
+// (a journal restored without it) or whose database cannot be reached
+// answers every read with erasure.ErrKeyStoreUnavailable, never as an
+// erased subject; the missing one says to restore it, the unreachable one
+// also matches the retryable journal.ErrUnavailable.
+func TestKeyStoreMissingIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, schema := pgtest.Pool(t)
+	cfg := postgres.KeyStoreConfig{Schema: schema + "_keys"}
+	require.NoError(t, postgres.MigrateKeyStore(ctx, pool, cfg))
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE") })
+	ks, err := postgres.NewKeyStore(pool, cfg)
+	require.NoError(t, err)
+	_, err = ks.DataKey(ctx, "c-1")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE")
+	require.NoError(t, err)
+	_, err = ks.Lookup(ctx, []string{"c-1"})
+	require.ErrorIs(t, err, erasure.ErrKeyStoreUnavailable)
+	require.NotErrorIs(t, err, erasure.ErrSubjectErased)
+	require.NotErrorIs(t, err, journal.ErrUnavailable)
+	require.ErrorContains(t, err, "missing")
+	require.ErrorContains(t, err, "restore")
+	_, err = ks.DataKey(ctx, "c-1")
+	require.ErrorIs(t, err, erasure.ErrKeyStoreUnavailable)
+	_, err = ks.Subjects(ctx, "", 0)
+	require.ErrorIs(t, err, erasure.ErrKeyStoreUnavailable)
+
+	closed, err := pgxpool.New(ctx, pgtest.URL(t))
+	require.NoError(t, err)
+	closed.Close()
+	ks, err = postgres.NewKeyStore(closed, cfg)
+	require.NoError(t, err)
+	_, err = ks.Lookup(ctx, []string{"c-1"})
+	require.ErrorIs(t, err, erasure.ErrKeyStoreUnavailable)
+	require.ErrorIs(t, err, journal.ErrUnavailable)
 }
 
 // A key store migrated by version 1 (one statement destroyed the key and

@@ -41,7 +41,7 @@ func (e *env) openKeyStore(s *store, cfg postgres.KeyStoreConfig) (*postgres.Key
 	}
 	if !exists {
 		schema := cmp.Or(cfg.Schema, postgres.DefaultKeyStoreSchema)
-		return nil, fmt.Errorf("schema %q holds no key store; run `scribe migrate keys -keys %s`, or pass the key store schema your service uses with -keys or $%s", schema, schema, EnvKeySchema)
+		return nil, fmt.Errorf("%w: the key store is missing: schema %q holds no key store tables, so nothing can be said about any subject (this is not an erasure). If the journal was restored without its key store, restore the key store from its own backup; if your service keeps its keys elsewhere, pass its key store schema with -keys or $%s; for a new key store run `scribe migrate keys -keys %s`", erasure.ErrKeyStoreUnavailable, schema, EnvKeySchema, schema)
 	}
 	return ks, nil
 }

@@ -218,14 +218,19 @@ func (s *bankService) execute(ctx context.Context, id string, cmd any, opts Comm
 // classify passes domain errors through and marks transient runtime errors
 // as errUnavailable (HTTP 503: retry with the same Idempotency-Key): a busy
 // or unavailable stream, a lost lease, an unknown append outcome, shutdown,
-// a timeout, or a DCB conflict (the actors re-read their streams, so a retry
-// decides afresh).
+// a timeout, a DCB conflict (the actors re-read their streams, so a retry
+// decides afresh), or a key store that is missing, unreachable or lacks the
+// data's key (erasure.ErrKeyStoreUnavailable, erasure.ErrKeyMissing: the
+// journal was restored without its key store, or -keys-db names another
+// one; retrying succeeds once it is restored).
 func classify(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case bank.CodeOf(err) != "":
 		return err
+	case errors.Is(err, erasure.ErrKeyStoreUnavailable), errors.Is(err, erasure.ErrKeyMissing):
+		return fmt.Errorf("%w: %w", errUnavailable, err)
 	case errors.Is(err, journal.ErrOpenTimeout), errors.Is(err, journal.ErrSessionExpired),
 		errors.Is(err, journal.ErrInvalidSession), errors.Is(err, journal.ErrOutcomeUnknown),
 		errors.Is(err, runtime.ErrShutdown), errors.Is(err, runtime.ErrReservationTimeout),
@@ -302,7 +307,10 @@ func (s *bankService) accountResult(ctx context.Context, id string, res runtime.
 	}
 	rec := res.Records[0]
 	e, err := s.decode(ctx, rec)
-	if err != nil || !same(e) {
+	if err != nil {
+		return AccountView{}, err
+	}
+	if !same(e) {
 		return AccountView{}, keyReused(opts.IdempotencyKey)
 	}
 	return s.accountAt(ctx, id, rec.Version(bank.AccountTag(id)))
@@ -354,7 +362,7 @@ func (s *bankService) Account(ctx context.Context, id string) (AccountView, erro
 func (s *bankService) decode(ctx context.Context, rec journal.Record) (bank.Event, error) {
 	d, err := s.rt.DecodeRecord(ctx, rec)
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
 	e, ok := d.Value.(bank.Event)
 	if !ok {

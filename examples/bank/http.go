@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
@@ -59,6 +60,12 @@ const (
 	// commit was not confirmed; it may or may not have taken effect: retry
 	// with the same Idempotency-Key to learn which. HTTP 503 with Retry-After.
 	codeOutcomeUnknown bank.Code = "outcome_unknown"
+	// codeKeyStoreUnavailable: the customers' key store (erasure) is
+	// missing (restored without it, or -keys-db names another database),
+	// holds no key for the data, or cannot be reached; the sealed customer
+	// data cannot be read and nothing was done. HTTP 503 with Retry-After:
+	// retry once the key store is restored or reachable.
+	codeKeyStoreUnavailable bank.Code = "key_store_unavailable"
 	// codeNotReady: /readyz while the node cannot serve. HTTP 503.
 	codeNotReady bank.Code = "not_ready"
 	// codeInternal: a server fault; the body says nothing more. HTTP 500.
@@ -114,7 +121,7 @@ func statusOf(code bank.Code) int {
 		return http.StatusUnprocessableEntity
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case codeUnavailable, codeOverloaded, codeDatabaseUnavailable, codeLeaseLost, codeOutcomeUnknown, codeNotReady:
+	case codeUnavailable, codeOverloaded, codeDatabaseUnavailable, codeKeyStoreUnavailable, codeLeaseLost, codeOutcomeUnknown, codeNotReady:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -407,6 +414,12 @@ func (a *api) failure(ctx context.Context, op string, err error) response {
 func retryableResponse(err error) response {
 	code, after, msg := codeUnavailable, 1, "the service could not complete the request in time or is shutting down; retry it with the same Idempotency-Key"
 	switch {
+	case errors.Is(err, erasure.ErrKeyMissing):
+		code, after, msg = codeKeyStoreUnavailable, 5, "the key store holds no key for this account's sealed customer data: it is not the key store the data was written with (a journal restored without its key store, or -keys-db and -keys name another one); nothing was done: restore the key store from its backup or check -keys-db and -keys, then retry"
+	case errors.Is(err, erasure.ErrKeyStoreUnavailable) && errors.Is(err, journal.ErrUnavailable):
+		code, after, msg = codeKeyStoreUnavailable, 2, "the key store's database cannot be reached, so the sealed customer data cannot be read; nothing was done: check -keys-db and that its database runs, then retry after the Retry-After delay"
+	case errors.Is(err, erasure.ErrKeyStoreUnavailable):
+		code, after, msg = codeKeyStoreUnavailable, 5, "the key store is missing (its schema or tables do not exist: a journal restored without its key store?), so the sealed customer data cannot be read; nothing was done: restore the key store from its backup or check -keys-db and -keys, then retry"
 	case errors.Is(err, journal.ErrOutcomeUnknown):
 		code, msg = codeOutcomeUnknown, "the request reached the database but its commit was not confirmed, so it may or may not have taken effect; retry it with the same Idempotency-Key to learn which (it is never applied twice)"
 	case errors.Is(err, runtime.ErrOverloaded):
