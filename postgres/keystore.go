@@ -15,7 +15,10 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// DefaultKeyStoreSchema is the default of KeyStoreConfig.Schema.
+// DefaultKeyStoreSchema is the default of KeyStoreConfig.Schema for
+// NewKeyStore and MigrateKeyStore: KeyStoreSchemaFor the default journal
+// schema "scribe". Open (WithKeyStore) defaults to KeyStoreSchemaFor its
+// journal schema instead, and so do the bank example and the scribe CLI.
 const DefaultKeyStoreSchema = "scribe_keys"
 
 // KeyStoreConfig configures a KeyStore.

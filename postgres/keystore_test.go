@@ -76,7 +76,9 @@ func TestKeyStoreMissingIsUnavailable(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	cfg := postgres.KeyStoreConfig{Schema: schema + "_keys"}
 	require.NoError(t, postgres.MigrateKeyStore(ctx, pool, cfg))
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE") })
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE")
+	})
 	ks, err := postgres.NewKeyStore(pool, cfg)
 	require.NoError(t, err)
 	_, err = ks.DataKey(ctx, "c-1")

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -38,12 +39,23 @@ type Store struct {
 	Snapshots *SnapshotStore
 	// Projections is the projection store for projection.NewRunner.
 	Projections *ProjectionStore
+	// Keys is the erasure key store (runtime.Config.KeyStore) when Open was
+	// given WithKeyStore or WithKeyStoreURL, else nil. It lives in a schema
+	// of its own (KeyStoreConfig.Schema, default KeyStoreSchemaFor the
+	// journal's schema), on Pool or, with WithKeyStoreURL, on a pool of
+	// its own on another database, which Close also closes.
+	Keys *KeyStore
+	// KeysAddress names the key store's database like Address ("" without
+	// a key store).
+	KeysAddress string
 	// Config is the configuration every store was built with (defaults
 	// applied).
 	Config Config
 	// Address names the database Open reached, without credentials:
 	// "user@host:port/database" (several hosts comma-separated), for logs.
 	Address string
+	// keysPool is the key store's own pool (WithKeyStoreURL), else nil.
+	keysPool *pgxpool.Pool
 }
 
 // Close closes the journal (its batch workers and LISTEN connection; calls
@@ -53,6 +65,9 @@ type Store struct {
 func (s *Store) Close() {
 	_ = s.Journal.Close()
 	s.Pool.Close()
+	if s.keysPool != nil {
+		s.keysPool.Close()
+	}
 }
 
 // Option configures Open.
@@ -63,6 +78,42 @@ type openOptions struct {
 	verify   bool
 	maxConns int32
 	tp       trace.TracerProvider
+	keys     *KeyStoreConfig
+	keysURL  string
+}
+
+// KeyStoreSchemaFor is the key store schema kept beside the journal schema
+// schema: "<schema>_keys" ("scribe_keys", DefaultKeyStoreSchema, beside the
+// default "scribe"). Open (WithKeyStore), the bank example and the scribe
+// CLI (-keys) all default to it, so they find the same keys.
+func KeyStoreSchemaFor(schema string) string {
+	if schema == "" {
+		schema = "scribe"
+	}
+	return schema + "_keys"
+}
+
+// WithKeyStore makes Open also set up the erasure key store (Store.Keys):
+// migrate its schema (or, WithVerifyOnly, check that it exists) and open
+// it. cfg.Schema defaults to KeyStoreSchemaFor the journal's schema; on the
+// journal's database it must differ from the journal's schema. The key
+// store is on the journal's pool unless WithKeyStoreURL names another
+// database. Default: no key store (Store.Keys is nil).
+func WithKeyStore(cfg KeyStoreConfig) Option {
+	return func(o *openOptions) { o.keys = &cfg }
+}
+
+// WithKeyStoreURL keeps the key store on the database at url, with its own
+// pool (same WithMaxConns and tracing), so that keys and events are backed
+// up and restored apart; it implies WithKeyStore (with its default schema
+// unless WithKeyStore gives one). Default: the journal's database.
+func WithKeyStoreURL(url string) Option {
+	return func(o *openOptions) {
+		o.keysURL = url
+		if o.keys == nil {
+			o.keys = &KeyStoreConfig{}
+		}
+	}
 }
 
 // WithSchema sets the schema holding Scribe's tables. Default "scribe".
@@ -113,6 +164,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *openOptions) { o.cfg.Log
 // check. The rule: at start a database that cannot be reached is a
 // configuration error; once Open has returned, the same failure during
 // operation is an outage, reported retryable (journal.ErrUnavailable).
+// WithKeyStore and WithKeyStoreURL also set up the erasure key store
+// (Store.Keys) and fail the same way about its database and schema.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	var o openOptions
 	for _, opt := range opts {
@@ -147,12 +200,59 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err == nil {
 		var projs *ProjectionStore
 		if projs, err = NewProjectionStore(pool, cfg); err == nil {
-			return &Store{Pool: pool, Journal: j, Snapshots: snaps, Projections: projs, Config: cfg, Address: where}, nil
+			st := &Store{Pool: pool, Journal: j, Snapshots: snaps, Projections: projs, Config: cfg, Address: where}
+			if o.keys == nil {
+				return st, nil
+			}
+			if err = st.openKeys(ctx, o); err == nil {
+				return st, nil
+			}
 		}
 	}
 	_ = j.Close()
 	pool.Close()
 	return nil, err
+}
+
+// openKeys sets up s.Keys as o says (WithKeyStore, WithKeyStoreURL).
+func (s *Store) openKeys(ctx context.Context, o openOptions) (err error) {
+	defer func() {
+		if err != nil && s.keysPool != nil {
+			s.keysPool.Close()
+			s.keysPool = nil
+		}
+	}()
+	kcfg := *o.keys
+	if kcfg.Schema == "" {
+		kcfg.Schema = KeyStoreSchemaFor(s.Config.Schema)
+	}
+	pool, where := s.Pool, s.Address
+	if o.keysURL != "" {
+		kp, err := connect(ctx, o.keysURL, o)
+		if err != nil {
+			return fmt.Errorf("postgres: the key store's database (WithKeyStoreURL): %w", err)
+		}
+		s.keysPool, pool, where = kp, kp, Address(kp.Config().ConnConfig)
+	} else if kcfg.Schema == s.Config.Schema {
+		return fmt.Errorf("%w: postgres: the key store schema %q is the journal's schema; keep keys in a schema of their own (a dump of the journal must hold no key), such as %q", journal.ErrConfiguration, kcfg.Schema, KeyStoreSchemaFor(s.Config.Schema))
+	}
+	if o.verify {
+		var exists bool
+		err = pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{kcfg.Schema, "subjects"}.Sanitize()).Scan(&exists)
+		if err == nil && !exists {
+			err = fmt.Errorf("%w: %w: postgres: the key store is missing: schema %q at %s has no key store tables; restore the key store from its backup, check the key store's database URL and schema, or run postgres.MigrateKeyStore (`scribe migrate keys`) for a new one", journal.ErrConfiguration, erasure.ErrKeyStoreUnavailable, kcfg.Schema, where)
+		}
+	} else {
+		err = MigrateKeyStore(ctx, pool, kcfg)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: key store schema %q at %s: %w", kcfg.Schema, where, err)
+	}
+	if s.Keys, err = NewKeyStore(pool, kcfg); err != nil {
+		return err
+	}
+	s.KeysAddress = where
+	return nil
 }
 
 // Connect opens a connection pool on url and checks that it reaches the
