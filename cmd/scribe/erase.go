@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/postgres"
@@ -14,50 +15,100 @@ import (
 // EnvKeySchema names the environment variable read when -keys is not given.
 const EnvKeySchema = "SCRIBE_KEY_SCHEMA"
 
-// keySchemaFlag registers -keys on fs.
+// EnvKeysDatabaseURL names the environment variable read when -keys-db is
+// not given.
+const EnvKeysDatabaseURL = "SCRIBE_KEYS_DATABASE_URL"
+
+// keySchemaFlag registers -keys on fs. Its default, "<schema>_keys"
+// (postgres.KeyStoreSchemaFor the journal's -schema: "scribe_keys" beside
+// "scribe"), is the schema postgres.Open's WithKeyStore and the bank
+// example create, so every tool finds the same keys.
 func keySchemaFlag(fs *flag.FlagSet, v *string) {
-	fs.StringVar(v, "keys", "", "Postgres schema of the erasure key store (default $"+EnvKeySchema+", else "+postgres.DefaultKeyStoreSchema+")")
+	fs.StringVar(v, "keys", "", "Postgres schema of the erasure key store (default $"+EnvKeySchema+", else \"<-schema>_keys\": "+postgres.DefaultKeyStoreSchema+" beside the default schema)")
+}
+
+// keysDBFlag registers -keys-db on fs.
+func keysDBFlag(fs *flag.FlagSet, v *string) {
+	fs.StringVar(v, "keys-db", "", "Postgres URL of the key store's database when it is not the journal's (default $"+EnvKeysDatabaseURL+", else the -db database)")
 }
 
 // keyStoreConfig returns the key store's config from -keys or the
-// environment.
+// environment, else postgres.KeyStoreSchemaFor the journal's schema.
 func (e *env) keyStoreConfig(flagValue string) postgres.KeyStoreConfig {
 	if flagValue == "" {
 		flagValue = e.opts.getenv(EnvKeySchema)
 	}
+	if flagValue == "" {
+		flagValue = postgres.KeyStoreSchemaFor(e.opts.schema)
+	}
 	return postgres.KeyStoreConfig{Schema: flagValue}
 }
 
-// openKeyStore opens the key store on s's pool after checking that its
-// schema is migrated.
-func (e *env) openKeyStore(s *store, cfg postgres.KeyStoreConfig) (*postgres.KeyStore, error) {
-	ks, err := postgres.NewKeyStore(s.pool, cfg)
+// keysPool returns the pool of the key store's database: a new pool on
+// -keys-db (or $SCRIBE_KEYS_DATABASE_URL) when given, else journalPool. The
+// returned func closes the pool it opened (a no-op otherwise).
+func (e *env) keysPool(journalPool *pgxpool.Pool, keysDB string) (*pgxpool.Pool, func(), error) {
+	if keysDB == "" {
+		keysDB = e.opts.getenv(EnvKeysDatabaseURL)
+	}
+	if keysDB == "" {
+		return journalPool, func() {}, nil
+	}
+	if _, err := pgxpool.ParseConfig(keysDB); err != nil {
+		return nil, nil, usagef("the key store's database URL is not valid (%v); give -keys-db or $%s as a URL such as postgres://user@host:5432/keys?sslmode=disable", err, EnvKeysDatabaseURL)
+	}
+	pool, err := postgres.Connect(e.ctx, keysDB, postgres.WithMaxConns(4))
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("the key store's database: %w; check -keys-db or %s", err, EnvKeysDatabaseURL)
 	}
-	exists, err := e.keyStoreExists(s, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if !exists {
-		schema := cmp.Or(cfg.Schema, postgres.DefaultKeyStoreSchema)
-		return nil, fmt.Errorf("%w: the key store is missing: schema %q holds no key store tables, so nothing can be said about any subject (this is not an erasure). If the journal was restored without its key store, restore the key store from its own backup; if your service keeps its keys elsewhere, pass its key store schema with -keys or $%s; for a new key store run `scribe migrate keys -keys %s`", erasure.ErrKeyStoreUnavailable, schema, EnvKeySchema, schema)
-	}
-	return ks, nil
+	return pool, pool.Close, nil
 }
 
-// keyStoreExists reports whether cfg's schema holds a migrated key store.
+// openKeyStore opens the key store on s's pool, or on -keys-db's database
+// (keysDB), after checking that its schema is migrated. Call the returned
+// func when done.
+func (e *env) openKeyStore(s *store, cfg postgres.KeyStoreConfig, keysDB string) (*postgres.KeyStore, func(), error) {
+	pool, closeKeys, err := e.keysPool(s.pool, keysDB)
+	if err != nil {
+		return nil, nil, err
+	}
+	ks, err := postgres.NewKeyStore(pool, cfg)
+	if err != nil {
+		closeKeys()
+		return nil, nil, err
+	}
+	exists, err := e.keyStoreExistsOn(pool, cfg)
+	if err != nil {
+		closeKeys()
+		return nil, nil, err
+	}
+	if !exists {
+		closeKeys()
+		schema := cmp.Or(cfg.Schema, postgres.DefaultKeyStoreSchema)
+		return nil, nil, fmt.Errorf("%w: the key store is missing: schema %q holds no key store tables, so nothing can be said about any subject (this is not an erasure). If the journal was restored without its key store, restore the key store from its own backup; if your service keeps its keys elsewhere, pass its key store schema with -keys or $%s and its database with -keys-db or $SCRIBE_KEYS_DATABASE_URL; for a new key store run `scribe migrate keys -keys %s`", erasure.ErrKeyStoreUnavailable, schema, EnvKeySchema, schema)
+	}
+	return ks, closeKeys, nil
+}
+
+// keyStoreExists reports whether cfg's schema on s's database holds a
+// migrated key store.
 func (e *env) keyStoreExists(s *store, cfg postgres.KeyStoreConfig) (bool, error) {
+	return e.keyStoreExistsOn(s.pool, cfg)
+}
+
+// keyStoreExistsOn reports whether cfg's schema on pool's database holds
+// a migrated key store.
+func (e *env) keyStoreExistsOn(pool *pgxpool.Pool, cfg postgres.KeyStoreConfig) (bool, error) {
 	schema := cmp.Or(cfg.Schema, postgres.DefaultKeyStoreSchema)
 	var exists bool
-	if err := s.pool.QueryRow(e.ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "subjects"}.Sanitize()).Scan(&exists); err != nil {
+	if err := pool.QueryRow(e.ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "subjects"}.Sanitize()).Scan(&exists); err != nil {
 		return false, fmt.Errorf("checking the key store schema %q: %w", schema, err)
 	}
 	return exists, nil
 }
 
 func eraseCommand() *command {
-	var by, keys string
+	var by, keys, keysDB string
 	var confirm bool
 	return &command{
 		name:    "erase",
@@ -67,6 +118,7 @@ func eraseCommand() *command {
 			fs.BoolVar(&confirm, "confirm", false, "really erase (without it, say what would happen and change nothing)")
 			fs.StringVar(&by, "by", "", "who asks for the erasure, stored with it (default $USER, else \"scribe-cli\")")
 			keySchemaFlag(fs, &keys)
+			keysDBFlag(fs, &keysDB)
 		},
 		run: func(e *env, fs *flag.FlagSet, args []string) error {
 			if len(args) == 0 {
@@ -98,10 +150,11 @@ func eraseCommand() *command {
 			}
 			defer s.Close()
 			kcfg := e.keyStoreConfig(keys)
-			ks, err := e.openKeyStore(s, kcfg)
+			ks, closeKeys, err := e.openKeyStore(s, kcfg, keysDB)
 			if err != nil {
 				return err
 			}
+			defer closeKeys()
 			streams, err := ks.Streams(e.ctx, subject)
 			if err != nil {
 				return err
@@ -143,13 +196,14 @@ func eraseCommand() *command {
 }
 
 func subjectsCommand() *command {
-	var keys, after string
+	var keys, keysDB, after string
 	var limit int
 	return &command{
 		name:    "subjects",
 		summary: "list the data subjects of the erasure key store and whether each is erased, pending or not (never any key)",
 		flags: func(fs *flag.FlagSet) {
 			keySchemaFlag(fs, &keys)
+			keysDBFlag(fs, &keysDB)
 			fs.StringVar(&after, "after", "", "list subjects whose ID sorts after this one")
 			fs.IntVar(&limit, "limit", 1000, "list at most this many subjects (0: all)")
 		},
@@ -165,10 +219,11 @@ func subjectsCommand() *command {
 				return err
 			}
 			defer s.Close()
-			ks, err := e.openKeyStore(s, e.keyStoreConfig(keys))
+			ks, closeKeys, err := e.openKeyStore(s, e.keyStoreConfig(keys), keysDB)
 			if err != nil {
 				return err
 			}
+			defer closeKeys()
 			subs, err := ks.Subjects(e.ctx, after, limit)
 			if err != nil {
 				return err
@@ -217,21 +272,39 @@ func subjectsCommand() *command {
 }
 
 func migrateKeysCommand() *command {
-	var keys string
+	var keys, keysDB string
 	return &command{
 		name:    "migrate keys",
-		summary: "create or upgrade the erasure key store's tables (in their own schema, -keys)",
-		flags:   func(fs *flag.FlagSet) { keySchemaFlag(fs, &keys) },
+		summary: "create or upgrade the erasure key store's tables (in their own schema, -keys, on -db's database or -keys-db's)",
+		flags: func(fs *flag.FlagSet) {
+			keySchemaFlag(fs, &keys)
+			keysDBFlag(fs, &keysDB)
+		},
 		run: func(e *env, _ *flag.FlagSet, args []string) error {
 			if err := noArgs(args); err != nil {
 				return err
+			}
+			if keysDB == "" {
+				keysDB = e.opts.getenv(EnvKeysDatabaseURL)
+			}
+			kcfg := e.keyStoreConfig(keys)
+			if keysDB != "" {
+				pool, closeKeys, err := e.keysPool(nil, keysDB)
+				if err != nil {
+					return err
+				}
+				defer closeKeys()
+				if err := postgres.MigrateKeyStore(e.ctx, pool, kcfg); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "key store schema %s at %s is up to date\n", kcfg.Schema, postgres.Address(pool.Config().ConnConfig))
+				return nil
 			}
 			pool, cfg, err := e.connect()
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			kcfg := e.keyStoreConfig(keys)
 			if cmp.Or(kcfg.Schema, postgres.DefaultKeyStoreSchema) == cfg.Schema {
 				return usagef("the key store schema %q is the journal's schema; keep keys in a schema of their own (a dump of the journal must hold no key)", cfg.Schema)
 			}

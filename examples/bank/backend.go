@@ -17,8 +17,10 @@ import (
 	"github.com/scribe-es/scribe/snapshots"
 )
 
-// keySchema is the key store's schema for the journal schema schema.
-func keySchema(schema string) string { return schema + "_keys" }
+// keySchema is the key store's schema for the journal schema schema:
+// "<schema>_keys", the default of postgres.Open's WithKeyStore and of the
+// scribe CLI's -keys, so that the three find the same keys.
+func keySchema(schema string) string { return postgres.KeyStoreSchemaFor(schema) }
 
 // backend is the storage the runtime runs on.
 type backend struct {
@@ -27,7 +29,8 @@ type backend struct {
 	Snapshots snapshots.Store
 	// KeyStore keeps the customers' data keys (erasure): in memory with the
 	// memory journal; on Postgres in the schema "<schema>_keys", beside the
-	// journal's schema and never in it.
+	// journal's schema and never in it, on the journal's database or on
+	// -keys-db's.
 	KeyStore erasure.KeyStore
 	// Description says what it is, for the start log line (no secrets).
 	Description string
@@ -53,12 +56,23 @@ func (b *backend) Close() {
 	}
 }
 
-// openBackend opens the in-memory journal when databaseURL is empty, or
-// connects to Postgres, migrates the schema explicitly and opens the
-// Postgres journal, sessions and snapshot store; every statement on the pool
-// is traced to tp (postgres.Tracer: db.* spans).
+// openBackend is openBackendKeys with the key store on the journal's
+// database.
 func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logger, tp trace.TracerProvider) (*backend, error) {
+	return openBackendKeys(ctx, databaseURL, "", schema, log, tp)
+}
+
+// openBackendKeys opens the in-memory journal when databaseURL is empty, or
+// connects to Postgres, migrates the schema explicitly and opens the
+// Postgres journal, sessions, snapshot store and key store (schema
+// keySchema(schema) on keysURL's database, or on databaseURL's when keysURL
+// is empty); every statement on the pools is traced to tp (postgres.Tracer:
+// db.* spans).
+func openBackendKeys(ctx context.Context, databaseURL, keysURL, schema string, log *slog.Logger, tp trace.TracerProvider) (*backend, error) {
 	if databaseURL == "" {
+		if keysURL != "" {
+			return nil, fmt.Errorf("-keys-db (or SCRIBE_KEYS_DATABASE_URL) is set without -db: the in-memory journal keeps its keys in memory; give -db too, or drop -keys-db")
+		}
 		mem := memory.New()
 		log.Info("no -db and no SCRIBE_DATABASE_URL: using the in-memory journal; every account is lost when the process exits (pass -db postgres://… for durable storage)")
 		return &backend{
@@ -73,12 +87,19 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	// Open connects, migrates the schema and opens the journal and the
-	// snapshot and projection stores; its errors name the database (never
-	// the password) and what to check.
-	store, err := postgres.Open(cctx, databaseURL, postgres.WithSchema(schema), postgres.WithLogger(log),
-		postgres.WithTracerProvider(tp))
+	// Open connects, migrates the schema and the key store's and opens the
+	// journal, the snapshot and projection stores and the key store; its
+	// errors name the database (never the password) and what to check.
+	opts := []postgres.Option{postgres.WithSchema(schema), postgres.WithLogger(log), postgres.WithTracerProvider(tp),
+		postgres.WithKeyStore(postgres.KeyStoreConfig{Schema: keySchema(schema)})}
+	if keysURL != "" {
+		opts = append(opts, postgres.WithKeyStoreURL(keysURL))
+	}
+	store, err := postgres.Open(cctx, databaseURL, opts...)
 	if err != nil {
+		if keysURL != "" {
+			return nil, fmt.Errorf("open Postgres (-db or SCRIBE_DATABASE_URL, -keys-db or SCRIBE_KEYS_DATABASE_URL): %w", err)
+		}
 		return nil, fmt.Errorf("open Postgres (-db or SCRIBE_DATABASE_URL): %w", err)
 	}
 	server, err := postgres.ServerAddress(cctx, store.Pool)
@@ -87,23 +108,18 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 		return nil, fmt.Errorf("connect to Postgres at %s: %w", store.Address, err)
 	}
 	log.Info("connected to postgres", "configured", store.Address, "server", server)
-	log.Info("postgres schema migrated", "database", store.Address, "server", server, "schema", schema, "version", postgres.LatestVersion(), "took_ms", time.Since(start).Milliseconds())
-	keyCfg := postgres.KeyStoreConfig{Schema: keySchema(schema)}
-	if err := postgres.MigrateKeyStore(cctx, store.Pool, keyCfg); err != nil {
-		store.Close()
-		return nil, fmt.Errorf("migrate the key store schema %q at %s: %w", keyCfg.Schema, store.Address, err)
-	}
-	keys, err := postgres.NewKeyStore(store.Pool, keyCfg)
-	if err != nil {
-		store.Close()
-		return nil, err
+	log.Info("postgres schema migrated", "database", store.Address, "server", server, "schema", schema, "version", postgres.LatestVersion(),
+		"key_store_database", store.KeysAddress, "key_store_schema", keySchema(schema), "took_ms", time.Since(start).Milliseconds())
+	desc := "postgres " + store.Address + " schema " + schema
+	if keysURL != "" {
+		desc += ", keys " + store.KeysAddress + " schema " + keySchema(schema)
 	}
 	return &backend{
 		Journal:     store.Journal,
 		Sessions:    store.Journal,
 		Snapshots:   store.Snapshots,
-		KeyStore:    keys,
-		Description: "postgres " + store.Address + " schema " + schema,
+		KeyStore:    store.Keys,
+		Description: desc,
 		pool:        store.Pool,
 		pgCfg:       store.Config,
 		close:       store.Close,

@@ -38,6 +38,7 @@ func runServer(ctx context.Context, args []string, getenv func(string) string, s
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&cfg.DatabaseURL, "db", "", "Postgres URL, e.g. postgres://user@localhost:5432/bank?sslmode=disable (default $SCRIBE_DATABASE_URL); empty runs on the in-memory journal")
 	fs.StringVar(&cfg.Schema, "schema", "scribe", "Postgres schema of Scribe's tables")
+	fs.StringVar(&cfg.KeysDatabaseURL, "keys-db", "", "Postgres URL of the customers' key store (erasure), schema \"<schema>_keys\", to back up keys apart from events (default $SCRIBE_KEYS_DATABASE_URL, else the -db database)")
 	fs.StringVar(&cfg.NodeID, "node", host, "node ID, stable across restarts (a restarted node takes over its streams at once)")
 	fs.BoolVar(&cfg.OtelStdout, "otel-stdout", false, "export OpenTelemetry traces and metrics to stdout (OTLP is used when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
@@ -62,6 +63,13 @@ func runServer(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = getenv("SCRIBE_DATABASE_URL")
+	}
+	if cfg.KeysDatabaseURL == "" {
+		cfg.KeysDatabaseURL = getenv("SCRIBE_KEYS_DATABASE_URL")
+	}
+	if cfg.KeysDatabaseURL != "" && cfg.DatabaseURL == "" {
+		fmt.Fprintln(stderr, "bank: -keys-db (or SCRIBE_KEYS_DATABASE_URL) is set without -db (or SCRIBE_DATABASE_URL): the in-memory journal keeps its keys in memory; give -db too, or drop -keys-db")
+		return 2
 	}
 	var err error
 	if cfg.Cluster, cfg.SessionTimeout, err = clusterF.config(); err != nil {

@@ -23,6 +23,10 @@ type serverConfig struct {
 	DatabaseURL string
 	// Schema is the Postgres schema (default "scribe").
 	Schema string
+	// KeysDatabaseURL keeps the erasure key store (schema
+	// "<Schema>_keys") on another Postgres database, backed up apart from
+	// the events; empty: on DatabaseURL's.
+	KeysDatabaseURL string
 	// NodeID names this node; keep it stable across restarts.
 	NodeID string
 	// OtelStdout exports traces and metrics to TelemetryOut.
@@ -89,7 +93,7 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 	if s.tel, err = newTelemetry(ctx, cfg.NodeID, cfg.OtelStdout, cfg.TelemetryOut); err != nil {
 		return nil, err
 	}
-	if s.backend, err = openBackend(ctx, cfg.DatabaseURL, cfg.Schema, log, s.tel.Tracer); err != nil {
+	if s.backend, err = openBackendKeys(ctx, cfg.DatabaseURL, cfg.KeysDatabaseURL, cfg.Schema, log, s.tel.Tracer); err != nil {
 		return nil, err
 	}
 	if cfg.SecondDatabaseURL != "" {
