@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/erasure"
+	"github.com/scribe-es/scribe/internal/throwawaypg"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/projection"
@@ -522,4 +523,63 @@ func TestSubjectsShowsPendingErasures(t *testing.T) {
 		n++
 	}
 	require.Equal(t, 1, n)
+}
+
+// TestKeyStoreDefaultAndApart: -keys defaults to "<-schema>_keys"
+// (postgres.KeyStoreSchemaFor, what postgres.Open's WithKeyStore and the
+// bank create); a key store schema that is missing makes subjects and erase
+// exit 1 saying so, distinct from an erasure, and erase writes nothing;
+// -keys-db keeps the key store on another database only.
+func TestKeyStoreDefaultAndApart(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := setup(t, true)
+	keySchema := postgres.KeyStoreSchemaFor(f.schema)
+	t.Cleanup(func() {
+		_, _ = f.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{keySchema}.Sanitize()+" CASCADE")
+	})
+
+	r := f.scribe(t, "subjects")
+	require.Equal(t, exitFailure, r.code, r.stdout)
+	require.Contains(t, r.stderr, "key store is missing")
+	require.Contains(t, r.stderr, "not an erasure")
+	require.Contains(t, r.stderr, "restore")
+	require.Contains(t, r.stderr, keySchema)
+	r = f.scribe(t, "erase", "c-1", "-confirm")
+	require.Equal(t, exitFailure, r.code, r.stdout)
+	require.Contains(t, r.stderr, "key store is missing")
+	for _, err := range f.journal.Read(ctx, erasure.RecordQuery(), journal.ReadOptions{}) {
+		require.NoError(t, err)
+		t.Fatal("an erasure without a key store wrote to the journal")
+	}
+
+	r = f.scribe(t, "migrate", "keys")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, keySchema)
+	st, err := postgres.Open(ctx, f.url, postgres.WithSchema(f.schema), postgres.WithKeyStore(postgres.KeyStoreConfig{}))
+	require.NoError(t, err)
+	_, err = st.Keys.DataKey(ctx, "c-open")
+	require.NoError(t, err)
+	st.Close()
+	r = f.scribe(t, "subjects")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "c-open", "the CLI's default key schema is the one Open created")
+
+	if testing.Short() {
+		t.Skip("starts a second Postgres server")
+	}
+	url2 := throwawaypg.Start(t).URL()
+	r = f.scribe(t, "migrate", "keys", "-keys-db", url2, "-keys", "apart_keys")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = f.scribe(t, "erase", "c-apart", "-confirm", "-keys-db", url2, "-keys", "apart_keys")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = f.scribe(t, "subjects", "-keys-db", url2, "-keys", "apart_keys")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `c-apart +\S+ +yes`, r.stdout)
+	var here bool
+	require.NoError(t, f.pool.QueryRow(ctx, "SELECT to_regclass('apart_keys.subjects') IS NOT NULL").Scan(&here))
+	require.False(t, here, "-keys-db keeps the key store off the journal's database")
+	r = f.scribe(t, "subjects", "-keys-db", "postgres://nobody@127.0.0.1:1/x?sslmode=disable&connect_timeout=2")
+	require.NotEqual(t, 0, r.code)
+	require.Contains(t, r.stderr, "-keys-db")
 }
