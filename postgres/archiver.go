@@ -80,13 +80,46 @@ const moveEventsSQL = `WITH m AS (
 )
 INSERT INTO __S__.events_archive (` + archiveCols + `, correlation_id) SELECT * FROM m`
 
-// feedFloorSQL is the lowest checkpoint among the projections (and
-// publishers) that follow the feed with their checkpoints in this schema:
-// each projection's active version and any newer one catching up; versions
-// an activation superseded do not count. NULL when there are none.
-const feedFloorSQL = `SELECT min(ARRAY[p.commit_xid, p.seq]) FROM __S__.projections p
+// liveCheckpointsSQL lists the checkpoints held in this schema
+// (ProjectionStore) by the projection (and publisher) versions that may
+// still read: each projection's active version and any newer one catching
+// up, whatever their state (running, paused, stopped, failed); versions an
+// activation superseded do not count. With each, the index it reads through:
+// tag_group NULL for an unsliced projection (its own row; it follows the
+// feed, the events table); for a sliced one (migration 9) each slice's
+// checkpoint with its partition and tag group, read through the tag index
+// (event_tags_group_slice) and then the events table; its own row, which a
+// sliced commit never moves, does not count. A slice of a projection across
+// several databases (an empty tag_group, migration 12) holds a position on the
+// database its member column names, which this journal cannot tell from
+// itself: such positions count as if they were this database's (the
+// conservative side: a position of another database can only hold back more
+// here, never less, and a slice of this database is always counted).
+const liveCheckpointsSQL = `SELECT NULL::text AS partition, NULL::text AS tag_group, p.commit_xid, p.seq FROM __S__.projections p
 	LEFT JOIN __S__.projection_active a ON a.name = p.name
-	WHERE a.version IS NULL OR p.version >= a.version`
+	WHERE (a.version IS NULL OR p.version >= a.version)
+	  AND NOT EXISTS (SELECT FROM __S__.projection_slices ps WHERE ps.name = p.name AND ps.version = p.version)
+	UNION ALL
+	SELECT ps.partition, ps.tag_group, ps.commit_xid, ps.seq FROM __S__.projection_slices ps
+	LEFT JOIN __S__.projection_active a ON a.name = ps.name
+	WHERE a.version IS NULL OR ps.version >= a.version`
+
+// feedFloorSQL is the lowest of liveCheckpointsSQL's checkpoints: no event
+// row after it may leave the events table. NULL when there are none.
+const feedFloorSQL = `SELECT min(ARRAY[c.commit_xid, c.seq]) FROM (` + liveCheckpointsSQL + `) c`
+
+// tagFloorSQL is the lowest checkpoint among the sliced projections that
+// read the tag index rows of tag $2 in partition $1 (its group's): no tag
+// index row of the stream after it may leave event_tags. NULL when there
+// are none.
+const tagFloorSQL = `SELECT min(ARRAY[c.commit_xid, c.seq]) FROM (` + liveCheckpointsSQL + `) c
+	WHERE c.partition = $1 AND c.tag_group <> '' AND c.tag_group = split_part($2::text, ':', 1)`
+
+// tagHeldSQL is the lowest version in (cut $3, next $4] of a stream whose
+// tag index row is after the tag floor ($5, $6): the versions from it on
+// stay hot. NULL when none is.
+const tagHeldSQL = `SELECT min(version) FROM __S__.event_tags
+	WHERE partition = $1 AND tag = $2 AND version > $3 AND version <= $4 AND (commit_xid, seq) > ($5::bigint, $6::bigint)`
 
 // sweepSQL selects up to $5 hot events that fullyCutSQL lets go but no batch
 // moved (a projection's checkpoint held them back then), oldest first.
@@ -168,8 +201,13 @@ func (j *Journal) ArchivePlanned(ctx context.Context, plan ArchivePlan, opts Arc
 
 // feedFloor reads feedFloorSQL's floor as two nullable arguments.
 func (j *Journal) feedFloor(ctx context.Context, tx pgx.Tx) ([2]pgtype.Int8, error) {
+	return j.floor(ctx, tx, feedFloorSQL)
+}
+
+// floor reads a floor (feedFloorSQL, tagFloorSQL) as two nullable arguments.
+func (j *Journal) floor(ctx context.Context, tx pgx.Tx, stmt string, args ...any) ([2]pgtype.Int8, error) {
 	var floor []int64
-	if err := tx.QueryRow(ctx, j.sql(feedFloorSQL)).Scan(&floor); err != nil {
+	if err := tx.QueryRow(ctx, j.sql(stmt), args...).Scan(&floor); err != nil {
 		return [2]pgtype.Int8{}, fmt.Errorf("read the projections' checkpoints: %w", err)
 	}
 	if len(floor) != 2 {
@@ -280,6 +318,26 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 				done++
 				streams++
 				continue
+			}
+			// A sliced projection reads the stream through its tag index
+			// rows: those it has not passed stay hot, and the cut with
+			// them (a later run moves them on).
+			tf, err := j.floor(ctx, tx, tagFloorSQL, c.Stream.Partition, string(c.Stream.Tag))
+			if err != nil {
+				return err
+			}
+			if tf[0].Valid {
+				var held pgtype.Int8
+				if err := tx.QueryRow(ctx, j.sql(tagHeldSQL), c.Stream.Partition, string(c.Stream.Tag), cut, i64(next), tf[0], tf[1]).Scan(&held); err != nil {
+					return fmt.Errorf("read the tag index of %s: %w", c.Stream, err)
+				}
+				if held.Valid {
+					next = min(next, uint64(held.Int64-1))
+				}
+				if next <= uint64(cut) {
+					done++
+					continue
+				}
 			}
 			rows, err := tx.Query(ctx, j.sql(moveTagsSQL), c.Stream.Partition, string(c.Stream.Tag), cut, i64(next))
 			if err != nil {

@@ -29,7 +29,11 @@ import (
 // feed (ReadAll, Subscribe) reads the hot table only, so a lagging projection
 // would otherwise skip it. Each Archive run ends with a sweep that moves the
 // event rows every chain let go and the projections have passed since (one
-// ordered scan of the hot events table).
+// ordered scan of the hot events table). A sliced projection's checkpoints
+// are its slices' (projection_slices), and it reads its slices through the
+// tag index: a stream's tag index rows it has not passed stay hot too, and
+// the stream's cut stops before them until a later run (archiver.go,
+// liveCheckpointsSQL).
 //
 // Archive works in batches of at most ArchiveOptions.BatchSize tag index
 // rows. Each batch is one transaction under the schema's archive lock: it
