@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/scribe-es/scribe/internal/ordered"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -229,68 +229,17 @@ func checkLink(stream journal.StreamID, r *journal.Record, want uint64, prev jou
 // goroutine). It stops at the first error.
 func forEachStream[T any](ctx context.Context, streams []journal.StreamID, workers int,
 	work func(context.Context, journal.StreamID) (T, error), done func(int, T) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type result struct {
-		i   int
 		v   T
 		err error
 	}
-	jobs := make(chan int)
-	results := make(chan result)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	for range min(workers, max(len(streams), 1)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				v, err := work(ctx, streams[i])
-				select {
-				case results <- result{i: i, v: v, err: err}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(jobs)
-		for i := range streams {
-			select {
-			case jobs <- i:
-			case <-ctx.Done():
-				return
-			}
+	return ordered.Each(ctx, len(streams), workers, func(ctx context.Context, i int) result {
+		v, err := work(ctx, streams[i])
+		return result{v, err}
+	}, func(i int, r result) error {
+		if r.err != nil {
+			return r.err
 		}
-	}()
-	pending := map[int]result{}
-	for next := 0; next < len(streams); {
-		select {
-		case r := <-results:
-			pending[r.i] = r
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		for {
-			r, ok := pending[next]
-			if !ok {
-				break
-			}
-			delete(pending, next)
-			if r.err != nil {
-				return r.err
-			}
-			if err := done(next, r.v); err != nil {
-				return err
-			}
-			next++
-		}
-	}
-	return nil
+		return done(i, r.v)
+	})
 }

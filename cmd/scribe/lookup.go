@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,16 @@ func printRecord(w io.Writer, r journal.Record) {
 	fmt.Fprintf(w, "  id        %s\n  tags      %s\n  chains    %s\n  data      %s\n  metadata  %s\n", r.ID, tagList(r.Tags), chains, r.Data, metadataJSON(r.Metadata))
 }
 
+// readEvent reads the event with ID id, hot or archived; one that does not
+// exist is an error naming the ID and the schema searched.
+func (s *store) readEvent(ctx context.Context, id uuid.UUID) (journal.Record, error) {
+	r, err := s.journal.ReadEvent(ctx, id)
+	if errors.Is(err, journal.ErrNotFound) {
+		return r, fmt.Errorf("no event with ID %s in schema %q, hot or archived; check the ID and -schema", id, s.cfg.Schema)
+	}
+	return r, err
+}
+
 func eventCommand() *command {
 	return &command{
 		name:    "event",
@@ -46,10 +57,7 @@ func eventCommand() *command {
 				return err
 			}
 			defer s.Close()
-			r, err := s.journal.ReadEvent(e.ctx, id)
-			if errors.Is(err, journal.ErrNotFound) {
-				return fmt.Errorf("no event with ID %s in schema %q, hot or archived; check the ID and -schema", id, s.cfg.Schema)
-			}
+			r, err := s.readEvent(e.ctx, id)
 			if err != nil {
 				return err
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -71,10 +70,7 @@ func proofCommand() *command {
 				return err
 			}
 			defer s.Close()
-			r, err := s.journal.ReadEvent(e.ctx, id)
-			if errors.Is(err, journal.ErrNotFound) {
-				return fmt.Errorf("no event with ID %s in schema %q, hot or archived; check the ID and -schema", id, s.cfg.Schema)
-			}
+			r, err := s.readEvent(e.ctx, id)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/erasure"
+	"github.com/scribe-es/scribe/internal/ordered"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 )
@@ -282,7 +283,6 @@ func (v *verifier) clearProgress() {
 
 // checked is the outcome of one stream's verification.
 type checked struct {
-	i   int
 	n   uint64
 	err error
 }
@@ -291,59 +291,12 @@ type checked struct {
 // in the order of streams, each as soon as it and every stream before it
 // are done. It stops at the first failure to read the database at all.
 func (v *verifier) run(streams []journal.StreamID, workers int) error {
-	ctx, cancel := context.WithCancel(v.e.ctx)
-	jobs := make(chan int)
-	results := make(chan checked)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel() // unblocks the feeder and workers, then waits for them
-		wg.Wait()
-	}()
-	for range min(workers, max(len(streams), 1)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				n, err := v.verifyOne(ctx, streams[i])
-				select {
-				case results <- checked{i: i, n: n, err: err}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	go func() {
-		defer close(jobs)
-		for i := range streams {
-			select {
-			case jobs <- i:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	pending := make(map[int]checked)
-	for next := 0; next < len(streams); {
-		select {
-		case c := <-results:
-			pending[c.i] = c
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		for {
-			c, ok := pending[next]
-			if !ok {
-				break
-			}
-			delete(pending, next)
-			if err := v.record(streams[next], c.n, c.err); err != nil {
-				return err
-			}
-			next++
-		}
-	}
-	return nil
+	return ordered.Each(v.e.ctx, len(streams), workers, func(ctx context.Context, i int) checked {
+		n, err := v.verifyOne(ctx, streams[i])
+		return checked{n: n, err: err}
+	}, func(i int, c checked) error {
+		return v.record(streams[i], c.n, c.err)
+	})
 }
 
 // record notes one stream's outcome, reporting a broken link at once. It
