@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,24 +17,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribe-es/scribe/internal/freeport"
 	"github.com/scribe-es/scribe/internal/pgtest"
 )
 
-// clusterPorts returns n distinct TCP ports that were free on 127.0.0.1.
+// clusterPorts returns n distinct TCP ports that were free on 127.0.0.1 and
+// that no outgoing connection can take before a member binds them.
 func clusterPorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		require.NoError(t, l.Close())
-	}
-	return ports
+	return freeport.Ports(t, n)
 }
 
 // bankPost posts body to url with an Idempotency-Key and decodes the JSON answer.

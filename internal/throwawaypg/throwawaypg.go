@@ -2,7 +2,6 @@ package throwawaypg
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -10,8 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
+	"github.com/scribe-es/scribe/internal/freeport"
 	"github.com/scribe-es/scribe/internal/pgtest"
 )
 
@@ -175,18 +174,6 @@ func isExec(p string) bool {
 
 // freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
 func freePort(t testing.TB) int {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port > 1024 {
-			return port
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("no free port")
-	return 0
+	t.Helper()
+	return freeport.Port(t)
 }
