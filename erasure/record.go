@@ -177,13 +177,38 @@ func CompletePending(ctx context.Context, p CompleteParams) ([]Erasure, error) {
 
 // complete runs steps 2–5 of Erase for the begun erasure e.
 func complete(ctx context.Context, j journal.Journal, ks KeyStore, snaps snapshots.Store, e Erasure) (Erasure, error) {
-	ev, err := RecordEvent(e)
-	if err != nil {
-		return e, err
-	}
-	if _, err := j.Append(ctx, []journal.Event{ev}, journal.AppendOptions{}); err != nil {
+	if err := appendRecord(ctx, j, e); err != nil {
 		return e, fmt.Errorf("erasure: the erasure of subject %q is pending (its key is refused everywhere), but appending its erasure record failed; it completes at the next sweep of a runtime, or erase again: %w", e.Subject, err)
 	}
+	return finish(ctx, ks, snaps, e)
+}
+
+// appendRecord appends e's erasure record (step 2). A record of the subject
+// already in the journal with other content (an erasure re-applied to a
+// restored key store by ReapplyRecorded carries a new time) counts as
+// appended: the journal records the subject's erasure either way.
+func appendRecord(ctx context.Context, j journal.Journal, e Erasure) error {
+	ev, err := RecordEvent(e)
+	if err != nil {
+		return err
+	}
+	_, err = j.Append(ctx, []journal.Event{ev}, journal.AppendOptions{})
+	if !errors.Is(err, journal.ErrDuplicateMismatch) {
+		return err
+	}
+	rec, rerr := j.ReadEvent(ctx, ev.ID)
+	if rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if d, ok, perr := ParseRecord(&rec); perr != nil || !ok || d.Subject != e.Subject {
+		return err
+	}
+	return nil
+}
+
+// finish runs steps 3–5 of Erase for the begun erasure e, whose record is
+// in the journal.
+func finish(ctx context.Context, ks KeyStore, snaps snapshots.Store, e Erasure) (Erasure, error) {
 	destroyed, err := ks.DestroyKey(ctx, e.Subject)
 	if err != nil {
 		return e, fmt.Errorf("erasure: the erasure of subject %q is pending (recorded in the journal), but destroying its key failed; it completes at the next sweep of a runtime, or erase again: %w", e.Subject, err)
