@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/scribe-es/scribe/internal/console"
@@ -16,12 +17,14 @@ import (
 func consoleCommand() *command {
 	var addr string
 	var allowActions bool
+	var hosts hostList
 	return &command{
 		name:    "console",
 		summary: "serve the web console (overview, streams, events, types, leases, projections, verify) on 127.0.0.1; read-only unless -allow-actions",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&addr, "addr", "127.0.0.1:7070", "address to listen on; give 0.0.0.0:PORT only behind an authenticating proxy (the console has no login)")
 			fs.BoolVar(&allowActions, "allow-actions", false, "enable state changes from the pages (projection rebuild, each with a confirmation)")
+			fs.Var(&hosts, "allowed-host", "a further name the console answers to (host, or host:port), such as the name an authenticating proxy forwards; repeat it or separate names with commas. Its own address and localhost always work; any other Host is refused")
 		},
 		run: func(e *env, _ *flag.FlagSet, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -38,6 +41,7 @@ func consoleCommand() *command {
 			}
 			c, err := console.New(console.Config{
 				Journal: s.journal, Projections: ps, Schema: s.cfg.Schema, Database: postgres.Address(s.pool.Config().ConnConfig), AllowActions: allowActions,
+				AllowedHosts: hosts,
 			})
 			if err != nil {
 				return err
@@ -71,4 +75,19 @@ func consoleCommand() *command {
 			return err
 		},
 	}
+}
+
+// hostList is the -allowed-host flag: names given repeatedly or separated
+// by commas.
+type hostList []string
+
+func (h *hostList) String() string { return strings.Join(*h, ",") }
+
+func (h *hostList) Set(v string) error {
+	for _, name := range strings.Split(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			*h = append(*h, name)
+		}
+	}
+	return nil
 }

@@ -2,12 +2,16 @@ package console
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -34,6 +38,13 @@ type Config struct {
 	// pause or resume, a dead-letter replay); without it the console is read-only and every POST is
 	// refused with 403.
 	AllowActions bool
+	// AllowedHosts are the further names (a host, or host:port to pin the
+	// port) the console answers to in a request's Host header, such as the
+	// name an authenticating proxy forwards. The address a request arrived
+	// on and localhost, 127.0.0.1 and [::1] with the listening port are
+	// always accepted; every other Host is refused with 421, so a page that
+	// rebinds its own DNS name to this address reaches nothing. Default none.
+	AllowedHosts []string
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
 }
@@ -46,7 +57,19 @@ type Server struct {
 	mux  *http.ServeMux
 	hub  *hub
 	log  *slog.Logger
+	// token is the per-process secret the console's own forms carry
+	// (tokenField); every POST without it is refused.
+	token string
+	// hosts are Config.AllowedHosts, lower-cased.
+	hosts []string
 }
+
+// tokenField is the form field (and tokenHeader the header) that carries
+// the action token of a POST.
+const (
+	tokenField  = "token"
+	tokenHeader = "X-Scribe-Console-Token"
+)
 
 // New returns a console for cfg; it fails when a required field is missing.
 func New(cfg Config) (*Server, error) {
@@ -61,7 +84,19 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: parsing the page templates: %w", err)
 	}
-	s := &Server{cfg: cfg, tmpl: tmpl, mux: http.NewServeMux(), hub: newHub(), log: log}
+	var secret [32]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return nil, fmt.Errorf("console: making the action token: %w", err)
+	}
+	hosts := make([]string, 0, len(cfg.AllowedHosts))
+	for _, h := range cfg.AllowedHosts {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if h == "" || strings.ContainsAny(h, "/ \t") {
+			return nil, fmt.Errorf("console: allowed host %q is not a host name or host:port; give names such as console.example.com or console.example.com:8443", h)
+		}
+		hosts = append(hosts, h)
+	}
+	s := &Server{cfg: cfg, tmpl: tmpl, mux: http.NewServeMux(), hub: newHub(), log: log, token: hex.EncodeToString(secret[:]), hosts: hosts}
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
@@ -86,23 +121,85 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the console's HTTP handler. It sets headers that keep the
-// pages from being framed or from loading anything but their own assets, and
-// refuses cross-origin POSTs.
+// Handler returns the console's HTTP handler. It answers only requests whose
+// Host header names a host it serves (see Config.AllowedHosts), refusing any
+// other with 421 Misdirected Request; it refuses a state-changing request
+// (any method but GET and HEAD) with 403 unless it comes from the console's
+// own pages: same-origin, and carrying the per-process action token that only
+// those pages hold. Its headers keep the pages from being framed or from
+// loading anything but their own assets.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
+		if !s.servesHost(r) {
+			http.Error(w, "misdirected request: this console answers only to its own address, localhost and the names given with -allowed-host", http.StatusMisdirectedRequest)
+			return
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if !sameOrigin(r) {
 				http.Error(w, "cross-origin request refused: the console accepts state changes only from its own pages", http.StatusForbidden)
 				return
 			}
+			if !s.validToken(r) {
+				http.Error(w, "missing or wrong action token: reload the console's page and submit its form again", http.StatusForbidden)
+				return
+			}
 		}
 		s.mux.ServeHTTP(w, r)
 	})
+}
+
+// servesHost reports whether r's Host header names this console: the
+// address the request arrived on, a loopback name (localhost, 127.0.0.1,
+// [::1]) with the port it arrived on, or one of Config.AllowedHosts (a name
+// alone matches any port).
+func (s *Server) servesHost(r *http.Request) bool {
+	host := strings.ToLower(r.Host)
+	name, port, err := net.SplitHostPort(host)
+	if err != nil {
+		name, port = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), ""
+	}
+	for _, allowed := range s.hosts {
+		if allowed == host || allowed == name {
+			return true
+		}
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	lhost, lport, err := net.SplitHostPort(local.String())
+	if err != nil {
+		return false
+	}
+	if port == "" {
+		port = "80"
+		if r.TLS != nil {
+			port = "443"
+		}
+	}
+	if port != lport {
+		return false
+	}
+	switch name {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	ip, lip := net.ParseIP(name), net.ParseIP(lhost)
+	return ip != nil && lip != nil && ip.Equal(lip) && !lip.IsUnspecified()
+}
+
+// validToken reports whether a state-changing request carries the action
+// token, in the form field the console's forms send or in its header.
+func (s *Server) validToken(r *http.Request) bool {
+	got := r.Header.Get(tokenHeader)
+	if got == "" {
+		got = r.PostFormValue(tokenField)
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
 }
 
 // sameOrigin reports whether a state-changing request comes from the
@@ -157,7 +254,11 @@ func (s *Server) lags(ctx context.Context) []projectionLag {
 // page renders the named template inside the layout.
 func (s *Server) page(w http.ResponseWriter, name string, title string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	err := s.tmpl.ExecuteTemplate(w, name, pageData{Title: title, Schema: s.cfg.Schema, Database: s.cfg.Database, Actions: s.cfg.AllowActions, Data: data})
+	d := pageData{Title: title, Schema: s.cfg.Schema, Database: s.cfg.Database, Actions: s.cfg.AllowActions, Data: data}
+	if s.cfg.AllowActions {
+		d.Token = s.token
+	}
+	err := s.tmpl.ExecuteTemplate(w, name, d)
 	if err != nil {
 		s.log.Error("console: rendering a page", "page", name, "err", err)
 	}
@@ -175,7 +276,10 @@ type pageData struct {
 	Schema   string
 	Database string
 	Actions  bool
-	Data     any
+	// Token is the action token the page's forms send; empty on a
+	// read-only console.
+	Token string
+	Data  any
 }
 
 var funcs = template.FuncMap{

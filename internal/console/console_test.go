@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,32 @@ func (f *fixture) get(t *testing.T, path string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
+// tokenRE finds the action token in a page's forms.
+var tokenRE = regexp.MustCompile(`<input type="hidden" name="token" value="([0-9a-f]+)">`)
+
+// token reads the action token from the console's projections page, as a
+// browser submitting its forms does; "" when the page has none.
+func (f *fixture) token(t *testing.T) string {
+	t.Helper()
+	code, body := f.get(t, "/projections")
+	require.Equal(t, http.StatusOK, code, body)
+	m := tokenRE.FindStringSubmatch(body)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// withToken returns a copy of form with the token field set.
+func withToken(form url.Values, token string) url.Values {
+	out := url.Values{}
+	for k, v := range form {
+		out[k] = v
+	}
+	out.Set("token", token)
+	return out
+}
+
 // TestPages: every page answers at its stable URL with what it is about, and
 // event data (user input) is shown as text, never as markup.
 func TestPages(t *testing.T) {
@@ -124,6 +151,7 @@ func TestPages(t *testing.T) {
 func TestActions(t *testing.T) {
 	t.Parallel()
 	post := func(f *fixture, origin string, form url.Values) int {
+		form = withToken(form, f.token(t))
 		req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/projections/rebuild", strings.NewReader(form.Encode()))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -171,6 +199,7 @@ func TestActions(t *testing.T) {
 	require.Contains(t, body, f.recs[2].ID.String())
 	require.Contains(t, body, "sink refused &lt;b&gt;it&lt;/b&gt;")
 	replay := func(form url.Values) int {
+		form = withToken(form, f.token(t))
 		req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/projections/replay", strings.NewReader(form.Encode()))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -192,6 +221,7 @@ func TestActions(t *testing.T) {
 
 	// Pause and resume, behind the same confirmation.
 	postTo := func(path string, form url.Values) int {
+		form = withToken(form, f.token(t))
 		req, err := http.NewRequest(http.MethodPost, f.srv.URL+path, strings.NewReader(form.Encode()))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
