@@ -90,12 +90,6 @@ func (e *env) openKeyStore(s *store, cfg postgres.KeyStoreConfig, keysDB string)
 	return ks, closeKeys, nil
 }
 
-// keyStoreExists reports whether cfg's schema on s's database holds a
-// migrated key store.
-func (e *env) keyStoreExists(s *store, cfg postgres.KeyStoreConfig) (bool, error) {
-	return e.keyStoreExistsOn(s.pool, cfg)
-}
-
 // keyStoreExistsOn reports whether cfg's schema on pool's database holds
 // a migrated key store.
 func (e *env) keyStoreExistsOn(pool *pgxpool.Pool, cfg postgres.KeyStoreConfig) (bool, error) {
@@ -109,18 +103,26 @@ func (e *env) keyStoreExistsOn(pool *pgxpool.Pool, cfg postgres.KeyStoreConfig) 
 
 func eraseCommand() *command {
 	var by, keys, keysDB string
-	var confirm bool
+	var confirm, recorded bool
 	return &command{
 		name:    "erase",
-		args:    "SUBJECT",
+		args:    "SUBJECT | -recorded",
 		summary: "crypto-shred a data subject: record the erasure as pending, append its record to the journal, destroy its key, drop its snapshots, record it complete",
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&confirm, "confirm", false, "really erase (without it, say what would happen and change nothing)")
 			fs.StringVar(&by, "by", "", "who asks for the erasure, stored with it (default $USER, else \"scribe-cli\")")
 			keySchemaFlag(fs, &keys)
 			keysDBFlag(fs, &keysDB)
+			fs.BoolVar(&recorded, "recorded", false, "instead of one subject, erase again in the key store every subject whose erasure the journal records "+
+				"but the key store does not know (run it after restoring the key store from a backup)")
 		},
 		run: func(e *env, fs *flag.FlagSet, args []string) error {
+			if recorded {
+				if len(args) > 0 {
+					return usagef("-recorded erases the subjects the journal records; give no subject ID")
+				}
+				return eraseRecorded(e, keys, keysDB, confirm)
+			}
 			if len(args) == 0 {
 				return usagef("give exactly one subject ID")
 			}
@@ -131,6 +133,9 @@ func eraseCommand() *command {
 			}
 			if fs.NArg() > 0 {
 				return usagef("unexpected argument %q; give exactly one subject ID", fs.Arg(0))
+			}
+			if recorded {
+				return usagef("-recorded erases the subjects the journal records; give no subject ID")
 			}
 			if err := erasure.ValidateSubject(subject); err != nil {
 				return usagef("%v", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -24,7 +25,7 @@ func verifyCommand() *command {
 	var partition, tag string
 	var workers int
 	var archive bool
-	var keys string
+	var keys, keysDB string
 	var checkpoints, pubkey string
 	return &command{
 		name: "verify",
@@ -35,6 +36,7 @@ func verifyCommand() *command {
 			fs.StringVar(&tag, "tag", "", "only this stream")
 			fs.IntVar(&workers, "workers", 4, "streams verified at once (each uses one connection at a time)")
 			keySchemaFlag(fs, &keys)
+			keysDBFlag(fs, &keysDB)
 			fs.BoolVar(&archive, "archive", false, "also verify each stream's archived events against its checkpoint "+
 				"(by default a stream is verified from its checkpoint on: its hot events)")
 			fs.StringVar(&checkpoints, "checkpoints", "", "also check every signed checkpoint file in this directory (written by scribe checkpoint): its signature "+
@@ -78,7 +80,7 @@ func verifyCommand() *command {
 				}
 				streams = append(streams, unrecorded...)
 			}
-			erased, err := e.erasedSubjects(s, e.keyStoreConfig(keys))
+			erased, err := e.erasedSubjects(s, e.keyStoreConfig(keys), keysDB)
 			if err != nil {
 				return err
 			}
@@ -166,14 +168,29 @@ type verifier struct {
 	erasedEvents map[uuid.UUID]bool
 }
 
-// erasedSubjects lists the subjects the key store in cfg's schema reports
-// erased; nil when the schema holds no key store (a journal used without
-// erasure).
-func (e *env) erasedSubjects(s *store, cfg postgres.KeyStoreConfig) (map[string]bool, error) {
-	if exists, err := e.keyStoreExists(s, cfg); err != nil || !exists {
+// erasedSubjects lists the subjects the key store in cfg's schema, on
+// keysDB's database (-keys-db, $SCRIBE_KEYS_DATABASE_URL, else the
+// journal's), reports erased; nil when the schema holds no key store (a
+// journal used without erasure; said on stderr when the key store's
+// database was given).
+func (e *env) erasedSubjects(s *store, cfg postgres.KeyStoreConfig, keysDB string) (map[string]bool, error) {
+	pool, closeKeys, err := e.keysPool(s.pool, keysDB)
+	if err != nil {
 		return nil, err
 	}
-	ks, err := postgres.NewKeyStore(s.pool, cfg)
+	defer closeKeys()
+	exists, err := e.keyStoreExistsOn(pool, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		if pool != s.pool {
+			fmt.Fprintf(e.stderr, "scribe: note: the key store's database holds no key store schema %q, so events of erased subjects are not counted; check -keys and -keys-db\n",
+				cmp.Or(cfg.Schema, postgres.DefaultKeyStoreSchema))
+		}
+		return nil, nil
+	}
+	ks, err := postgres.NewKeyStore(pool, cfg)
 	if err != nil {
 		return nil, err
 	}
