@@ -112,8 +112,8 @@ func (st *ProjectionStore) ClaimSlices(ctx context.Context, k projection.Key, ow
 			return err
 		}
 		if len(out) > 0 {
-			_, err = tx.Exec(ctx, `UPDATE `+st.s+`.projections SET state = 'running', updated_at = clock_timestamp()
-				WHERE name = $1 AND version = $2 AND state NOT IN ('running', 'failed')`, k.Name, k.Version)
+			_, err = tx.Exec(ctx, `UPDATE `+st.s+`.projections SET state = `+stateAfterSQL(projection.OpClaim, "state", "paused")+`, updated_at = clock_timestamp()
+				WHERE name = $1 AND version = $2 AND state <> 'running'`, k.Name, k.Version)
 		}
 		return err
 	})
@@ -297,7 +297,7 @@ func (st *ProjectionStore) CommitSlices(ctx context.Context, ls []projection.Sli
 
 // FailSlice implements projection.SliceStore.
 func (st *ProjectionStore) FailSlice(ctx context.Context, l projection.SliceLease, pos journal.Position, msg string) error {
-	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET state = 'failed', failed_xid = $5, failed_seq = $6, error = $7, updated_at = clock_timestamp()
+	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET state = `+stateAfterSQL(projection.OpFail, "state", "paused")+`, failed_xid = $5, failed_seq = $6, error = $7, updated_at = clock_timestamp()
 		WHERE name = $1 AND version = $2
 		  AND EXISTS (SELECT FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 AND slice = $3 AND epoch = $4)`,
 		l.Key.Name, l.Key.Version, l.Slice, int64(l.Epoch), i64(pos.Commit), i64(pos.Seq), msg)

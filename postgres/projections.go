@@ -66,6 +66,23 @@ func (st *ProjectionStore) translate(op string, err error) error {
 	return translateErr(st.cfg.Schema, "projections: "+op, err)
 }
 
+// stateAfterSQL is the SQL expression of the state a projections row is in
+// after op: projection.State.Next, evaluated on the row's state column
+// (col) and on whether the pause holds after op (paused: a boolean SQL
+// expression), so that both stores move states by the same table.
+func stateAfterSQL(op projection.Operation, col, paused string) string {
+	arms := func(p bool) string {
+		var b strings.Builder
+		b.WriteString("CASE " + col)
+		for _, s := range projection.AllStates() {
+			b.WriteString(" WHEN '" + string(s) + "' THEN '" + string(s.Next(op, p)) + "'")
+		}
+		b.WriteString(" ELSE " + col + " END")
+		return b.String()
+	}
+	return "CASE WHEN " + paused + " THEN " + arms(true) + " ELSE " + arms(false) + " END"
+}
+
 func interval(d time.Duration) string {
 	return strconv.FormatInt(d.Microseconds(), 10) + " microseconds"
 }
@@ -84,7 +101,7 @@ func (st *ProjectionStore) Claim(ctx context.Context, k projection.Key, owner st
 		VALUES ($1, $2, $3, 1, clock_timestamp() + $4::interval, 'running', clock_timestamp())
 		ON CONFLICT (name, version) DO UPDATE SET owner = EXCLUDED.owner, epoch = p.epoch + 1,
 			lease_until = EXCLUDED.lease_until, updated_at = EXCLUDED.updated_at,
-			state = CASE WHEN p.state = 'failed' THEN 'failed' ELSE 'running' END
+			state = `+stateAfterSQL(projection.OpClaim, "p.state", "p.paused")+`
 		WHERE NOT p.paused AND (p.owner = '' OR p.owner = EXCLUDED.owner OR p.lease_until <= clock_timestamp())
 		RETURNING epoch, commit_xid, seq, events`, k.Name, k.Version, owner, interval(ttl)).Scan(&l.Epoch, &commit, &seq, &events)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -119,7 +136,7 @@ func (st *ProjectionStore) Pause(ctx context.Context, k projection.Key) error {
 		return err
 	}
 	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET paused = true, epoch = epoch + 1, owner = '', lease_until = '-infinity',
-			state = CASE WHEN state IN ('failed', 'superseded') THEN state ELSE 'paused' END, updated_at = clock_timestamp()
+			state = `+stateAfterSQL(projection.OpPause, "state", "true")+`, updated_at = clock_timestamp()
 		WHERE name = $1 AND version = $2 AND NOT paused`, k.Name, k.Version)
 	if err != nil {
 		return st.translate("pause", err)
@@ -148,11 +165,16 @@ func (st *ProjectionStore) Resume(ctx context.Context, k projection.Key) error {
 	if err := k.Validate(); err != nil {
 		return err
 	}
-	_, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET paused = false,
-			state = CASE WHEN state = 'paused' THEN 'standby' ELSE state END, updated_at = clock_timestamp()
-		WHERE name = $1 AND version = $2 AND paused`, k.Name, k.Version)
+	var exists bool
+	err := st.pool.QueryRow(ctx, `WITH r AS (UPDATE `+st.s+`.projections SET paused = false,
+			state = `+stateAfterSQL(projection.OpResume, "state", "false")+`, updated_at = clock_timestamp()
+		WHERE name = $1 AND version = $2 AND paused RETURNING 1)
+		SELECT EXISTS (SELECT FROM r) OR EXISTS (SELECT FROM `+st.s+`.projections WHERE name = $1 AND version = $2)`, k.Name, k.Version).Scan(&exists)
 	if err != nil {
 		return st.translate("resume", err)
+	}
+	if !exists {
+		return fmt.Errorf("projection %s is unknown to schema %q: nothing to resume", k, st.cfg.Schema)
 	}
 	return nil
 }
@@ -198,7 +220,7 @@ func (st *ProjectionStore) Renew(ctx context.Context, l projection.Lease) error 
 // Release implements projection.Store.
 func (st *ProjectionStore) Release(ctx context.Context, l projection.Lease) error {
 	_, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET owner = '', lease_until = '-infinity',
-			state = CASE WHEN state = 'running' THEN 'stopped' ELSE state END, updated_at = clock_timestamp()
+			state = `+stateAfterSQL(projection.OpRelease, "state", "paused")+`, updated_at = clock_timestamp()
 		WHERE name = $1 AND version = $2 AND epoch = $3 AND owner = $4`, l.Key.Name, l.Key.Version, int64(l.Epoch), l.Owner)
 	if err != nil {
 		return st.translate("release", err)
@@ -252,7 +274,7 @@ func (st *ProjectionStore) Commit(ctx context.Context, l projection.Lease, from 
 	}
 	last := records[len(records)-1].Position
 	tag, err := tx.Exec(ctx, `UPDATE `+st.s+`.projections SET commit_xid = $4, seq = $5, events = events + $6,
-			lease_until = clock_timestamp() + $7::interval, state = 'running', error = '', failed_xid = 0, failed_seq = 0,
+			lease_until = clock_timestamp() + $7::interval, state = `+stateAfterSQL(projection.OpCommit, "state", "paused")+`, error = '', failed_xid = 0, failed_seq = 0,
 			updated_at = clock_timestamp()
 		WHERE name = $1 AND version = $2 AND epoch = $3`,
 		l.Key.Name, l.Key.Version, int64(l.Epoch), int64(last.Commit), int64(last.Seq), len(records), interval(l.TTL))
@@ -270,7 +292,7 @@ func (st *ProjectionStore) Commit(ctx context.Context, l projection.Lease, from 
 
 // Fail implements projection.Store.
 func (st *ProjectionStore) Fail(ctx context.Context, l projection.Lease, pos journal.Position, msg string) error {
-	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET state = 'failed', failed_xid = $4, failed_seq = $5, error = $6,
+	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET state = `+stateAfterSQL(projection.OpFail, "state", "paused")+`, failed_xid = $4, failed_seq = $5, error = $6,
 			updated_at = clock_timestamp()
 		WHERE name = $1 AND version = $2 AND epoch = $3`,
 		l.Key.Name, l.Key.Version, int64(l.Epoch), int64(pos.Commit), int64(pos.Seq), msg)
@@ -459,7 +481,8 @@ func (st *ProjectionStore) Activate(ctx context.Context, k projection.Key) error
 }
 
 const projectionStatusSQL = `SELECT p.name, p.version, p.state, p.commit_xid, p.seq, p.events, p.owner, p.epoch,
-		CASE WHEN isfinite(p.lease_until) THEN p.lease_until END, p.lease_until > clock_timestamp(), coalesce(a.version, 0), p.failed_xid, p.failed_seq, p.error, p.updated_at, p.read_model
+		CASE WHEN isfinite(p.lease_until) THEN p.lease_until END, p.lease_until > clock_timestamp(), coalesce(a.version, 0), p.failed_xid, p.failed_seq, p.error, p.updated_at, p.read_model,
+		p.paused
 	FROM __S__.projections p LEFT JOIN __S__.projection_active a ON a.name = p.name`
 
 func scanStatus(row pgx.Row) (projection.Status, error) {
@@ -471,7 +494,7 @@ func scanStatus(row pgx.Row) (projection.Status, error) {
 	var until *time.Time
 	var readModel string
 	if err := row.Scan(&s.Key.Name, &s.Key.Version, &state, &commit, &seq, &events, &s.Owner, &epoch, &until,
-		&live, &active, &fcommit, &fseq, &s.Error, &s.UpdatedAt, &readModel); err != nil {
+		&live, &active, &fcommit, &fseq, &s.Error, &s.UpdatedAt, &readModel, &s.Paused); err != nil {
 		return s, err
 	}
 	s.ReadModel = projection.ReadModelKind(readModel)
@@ -562,7 +585,7 @@ func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear fu
 			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE `+st.s+`.projections SET commit_xid = 0, seq = 0, events = 0, owner = '',
-				epoch = epoch + 1, lease_until = '-infinity', state = 'idle', error = '', failed_xid = 0, failed_seq = 0,
+				epoch = epoch + 1, lease_until = '-infinity', state = `+stateAfterSQL(projection.OpReset, "state", "paused")+`, error = '', failed_xid = 0, failed_seq = 0,
 				updated_at = clock_timestamp()
 			WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
 			return st.translate("reset", err)

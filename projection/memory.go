@@ -101,9 +101,7 @@ func (s *MemoryStore) Claim(ctx context.Context, k Key, owner string, ttl time.D
 	}
 	r.st.Epoch++
 	r.st.Owner, r.st.LeaseUntil, r.ttl, r.st.UpdatedAt = owner, now.Add(ttl), ttl, now
-	if r.st.State != StateFailed {
-		r.st.State = StateRunning
-	}
+	r.st.State = r.st.State.Next(OpClaim, r.paused)
 	return Lease{Key: k, Owner: owner, Epoch: r.st.Epoch, TTL: ttl, Checkpoint: r.st.Checkpoint, Events: r.st.Events}, nil
 }
 
@@ -130,9 +128,7 @@ func (s *MemoryStore) Pause(ctx context.Context, k Key) error {
 	s.resetSlicesLocked(k, false)
 	r.st.Epoch++
 	r.st.Owner, r.st.LeaseUntil, r.st.UpdatedAt = "", time.Time{}, s.now()
-	if r.st.State != StateFailed && r.st.State != StateSuperseded {
-		r.st.State = StatePaused
-	}
+	r.st.State = r.st.State.Next(OpPause, true)
 	return nil
 }
 
@@ -144,13 +140,14 @@ func (s *MemoryStore) Resume(ctx context.Context, k Key) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.rows[k]
-	if r == nil || !r.paused {
+	if r == nil {
+		return fmt.Errorf("projection %s is unknown to the store: nothing to resume", k)
+	}
+	if !r.paused {
 		return nil
 	}
 	r.paused = false
-	if r.st.State == StatePaused {
-		r.st.State = StateStandby
-	}
+	r.st.State = r.st.State.Next(OpResume, false)
 	r.st.UpdatedAt = s.now()
 	return nil
 }
@@ -192,9 +189,7 @@ func (s *MemoryStore) Release(ctx context.Context, l Lease) error {
 	defer s.mu.Unlock()
 	if r.st.Epoch == l.Epoch && r.st.Owner == l.Owner {
 		r.st.Owner, r.st.LeaseUntil = "", time.Time{}
-		if r.st.State == StateRunning {
-			r.st.State = StateStopped
-		}
+		r.st.State = r.st.State.Next(OpRelease, r.paused)
 		if v, ok := s.active[l.Key.Name]; ok && v > l.Key.Version {
 			r.st.State = StateSuperseded
 		}
@@ -234,7 +229,7 @@ func (s *MemoryStore) Commit(ctx context.Context, l Lease, from journal.Position
 	now := s.now()
 	r.st.Checkpoint = records[len(records)-1].Position
 	r.st.Events += uint64(len(records))
-	r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = StateRunning, "", journal.Position{}, now
+	r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = r.st.State.Next(OpCommit, r.paused), "", journal.Position{}, now
 	r.st.LeaseUntil = now.Add(l.TTL)
 	return nil
 }
@@ -249,7 +244,7 @@ func (s *MemoryStore) Fail(ctx context.Context, l Lease, pos journal.Position, m
 	if r.st.Epoch != l.Epoch {
 		return fmt.Errorf("%w: %s is at epoch %d, the lease has epoch %d", ErrFenced, l.Key, r.st.Epoch, l.Epoch)
 	}
-	r.st.State, r.st.FailedAt, r.st.Error, r.st.UpdatedAt = StateFailed, pos, msg, s.now()
+	r.st.State, r.st.FailedAt, r.st.Error, r.st.UpdatedAt = r.st.State.Next(OpFail, r.paused), pos, msg, s.now()
 	return nil
 }
 
@@ -373,6 +368,7 @@ func (s *MemoryStore) Status(ctx context.Context, k Key) (Status, error) {
 
 func (s *MemoryStore) status(r *memRow) Status {
 	st := r.st
+	st.Paused = r.paused
 	st.Active = s.active[st.Key.Name] == st.Key.Version
 	if v, ok := s.active[st.Key.Name]; ok && v > st.Key.Version && st.State != StateFailed {
 		st.State = StateSuperseded
@@ -421,7 +417,7 @@ func (s *MemoryStore) Reset(ctx context.Context, k Key, clear func(ctx context.C
 	r.st.Epoch++ // fences the current holder
 	r.st.Owner, r.st.LeaseUntil = "", time.Time{}
 	r.st.Checkpoint, r.st.Events = journal.Position{}, 0
-	r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = StateIdle, "", journal.Position{}, s.now()
+	r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = r.st.State.Next(OpReset, r.paused), "", journal.Position{}, s.now()
 	delete(s.dead, k)
 	delete(s.docs, k)
 	return nil

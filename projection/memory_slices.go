@@ -230,8 +230,8 @@ func (s *MemoryStore) ClaimSlices(ctx context.Context, k Key, owner string, ttl 
 		out = append(out, SliceLease{Key: k, Slice: i, Owner: owner, Epoch: st.Epoch, TTL: ttl, Checkpoint: st.Checkpoint, Events: st.Events,
 			Partition: st.Partition, Member: st.Member, EventID: st.EventID})
 	}
-	if r != nil && r.st.State != StateFailed && len(out) > 0 {
-		r.st.State, r.st.UpdatedAt = StateRunning, now
+	if r != nil && len(out) > 0 {
+		r.st.State, r.st.UpdatedAt = r.st.State.Next(OpClaim, r.paused), now
 	}
 	return out, nil
 }
@@ -348,7 +348,7 @@ func (s *MemoryStore) CommitSlices(ctx context.Context, ls []SliceLease, records
 		if records[len(records)-1].Position.After(r.st.Checkpoint) {
 			r.st.Checkpoint = records[len(records)-1].Position
 		}
-		r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = StateRunning, "", journal.Position{}, now
+		r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = r.st.State.Next(OpCommit, r.paused), "", journal.Position{}, now
 	}
 	return nil
 }
@@ -365,7 +365,7 @@ func (s *MemoryStore) FailSlice(ctx context.Context, l SliceLease, pos journal.P
 		return fmt.Errorf("%w: slice %d of %s moved on to a newer epoch", ErrFenced, l.Slice, l.Key)
 	}
 	if r := s.rows[l.Key]; r != nil {
-		r.st.State, r.st.FailedAt, r.st.Error, r.st.UpdatedAt = StateFailed, pos, msg, s.now()
+		r.st.State, r.st.FailedAt, r.st.Error, r.st.UpdatedAt = r.st.State.Next(OpFail, r.paused), pos, msg, s.now()
 	}
 	return nil
 }

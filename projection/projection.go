@@ -135,14 +135,16 @@ type State string
 
 // States of a projection, as stores record them and runners report them.
 const (
-	StateIdle       State = "idle"       // never run, or reset
-	StateStandby    State = "standby"    // a runner waits for the lease
+	StateIdle       State = "idle"       // never run, or reset (and not paused)
+	StateStandby    State = "standby"    // resumed and not claimed yet; a runner's own Progress: it waits for the lease
 	StateRunning    State = "running"    // a runner holds the lease and applies batches
 	StateFailed     State = "failed"     // stopped after MaxAttempts at FailedAt
 	StateSuperseded State = "superseded" // a newer version took over
 	StateStopped    State = "stopped"    // the runner's context ended
-	StatePaused     State = "paused"     // an operator paused it (Pauser); runners wait
+	StatePaused     State = "paused"     // an operator paused it (Pauser), also through a reset; runners wait
 )
+
+// The transitions between states are in state.go (State.Next).
 
 // Status describes a projection as its store records it.
 type Status struct {
@@ -169,6 +171,11 @@ type Status struct {
 	// when it set the projection up (Store.Setup): whether Reset alone
 	// empties it.
 	ReadModel ReadModelKind
+	// Paused reports that an operator's pause holds (Pauser): no runner
+	// can claim the projection until Resume. State is StatePaused then,
+	// unless the projection failed or was superseded, which it reports
+	// instead.
+	Paused bool
 	// Slices is the number of slices of a sliced projection (0: not
 	// sliced). A sliced projection's status sums up its slices (see
 	// SummarizeSlices): Checkpoint is its oldest slice checkpoint, Events
@@ -182,9 +189,9 @@ type Status struct {
 // progress taken from its slices, as Status.Slices describes; live[i]
 // reports whether slices[i]'s lease is held and unexpired, by the store's
 // clock. A failed, paused or superseded projection keeps its state; without
-// a live slice lease it is stopped, or idle while it is idle (never run, or
-// reset) and no slice has applied anything. Both stores report sliced
-// projections through it.
+// a live slice lease it is stopped, standby while it is resumed and not
+// claimed yet, or idle while it is idle (never run, or reset) and no slice
+// has applied anything. Both stores report sliced projections through it.
 func SummarizeSlices(st Status, slices []SliceStatus, live []bool) Status {
 	if len(slices) == 0 {
 		return st
@@ -207,6 +214,7 @@ func SummarizeSlices(st Status, slices []SliceStatus, live []bool) Status {
 	case st.State == StateFailed || st.State == StatePaused || st.State == StateSuperseded:
 	case len(owners) > 0:
 		st.State = StateRunning
+	case st.State == StateStandby:
 	case st.State != StateIdle || applied:
 		st.State = StateStopped
 	}
@@ -298,7 +306,9 @@ type Pauser interface {
 	// paused projection changes nothing; an unknown projection is an error.
 	Pause(ctx context.Context, k Key) error
 	// Resume lets runners claim the projection again; they continue from its
-	// checkpoint. Resuming a projection that is not paused changes nothing.
+	// checkpoint, and its state becomes StateStandby until one claims it
+	// (State.Next). Resuming a projection that is not paused changes
+	// nothing; an unknown projection is an error.
 	Resume(ctx context.Context, k Key) error
 }
 

@@ -221,6 +221,10 @@ func pauseCommand(pause bool) *command {
 				return err
 			}
 			defer s.Close()
+			before, err := st.Status(e.ctx, k)
+			if err != nil {
+				return err
+			}
 			if pause {
 				err = st.Pause(e.ctx, k)
 			} else {
@@ -234,14 +238,31 @@ func pauseCommand(pause bool) *command {
 				return err
 			}
 			if e.opts.json {
-				return emitJSON(e.stdout, map[string]any{"name": k.Name, "version": k.Version, "state": after.State, "checkpoint": after.Checkpoint})
+				return emitJSON(e.stdout, map[string]any{"name": k.Name, "version": k.Version, "state": after.State, "paused": after.Paused,
+					"wasPaused": before.Paused, "checkpoint": after.Checkpoint})
 			}
-			if pause {
-				fmt.Fprintf(e.stdout, "projection %s paused at checkpoint %s (state %s); resume it with `scribe projections resume -version %d %s`\n", k, after.Checkpoint, after.State, k.Version, k.Name)
-			} else {
-				fmt.Fprintf(e.stdout, "projection %s resumed (state %s): a running runner claims it within a quarter of its lease TTL and continues from %s\n", k, after.State, after.Checkpoint)
-			}
+			fmt.Fprintln(e.stdout, pauseMessage(k, pause, before, after))
 			return nil
 		},
 	}
+}
+
+// pauseMessage says what `projections pause` (pause true) or `projections
+// resume` did to k, from its status before and after.
+func pauseMessage(k projection.Key, pause bool, before, after projection.Status) string {
+	from := "continues from " + after.Checkpoint.String()
+	if after.Checkpoint.IsZero() && after.Events == 0 {
+		from = "starts from the beginning of the feed (nothing is applied: it never ran or was rebuilt)"
+	}
+	switch {
+	case pause && before.Paused:
+		return fmt.Sprintf("projection %s was already paused; nothing changed (state %s, checkpoint %s)", k, after.State, after.Checkpoint)
+	case pause:
+		return fmt.Sprintf("projection %s paused at checkpoint %s (state %s); resume it with `scribe projections resume -version %d %s`", k, after.Checkpoint, after.State, k.Version, k.Name)
+	case !before.Paused:
+		return fmt.Sprintf("projection %s was not paused; nothing changed (state %s)", k, after.State)
+	case after.State == projection.StateFailed:
+		return fmt.Sprintf("projection %s resumed but failed at %s (%s): fix the handler or the data, or rebuild it; a runner then %s", k, after.FailedAt, after.Error, from)
+	}
+	return fmt.Sprintf("projection %s resumed (state %s): no runner holds it yet; a running runner claims it within a quarter of its lease TTL and %s", k, after.State, from)
 }

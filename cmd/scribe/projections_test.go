@@ -262,3 +262,53 @@ func TestProjectionsStatusSlices(t *testing.T) {
 	require.Equal(t, "running", rows[0]["state"])
 	require.Positive(t, rows[0]["lagSeconds"], "the age of the oldest delivery not applied")
 }
+
+// TestProjectionsPauseThenRebuild: a projection rebuilt while paused shows
+// paused (never idle) in status; resume says it resumed to standby and
+// starts from the beginning of the feed; resuming again says it was not
+// paused; resuming an unknown projection fails and says so.
+func TestProjectionsPauseThenRebuild(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	recs := f.fillBank(t)
+	ctx := t.Context()
+	st, err := postgres.NewProjectionStore(f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	k := projection.Key{Name: "accounts", Version: 1}
+	lease, err := st.Claim(ctx, k, "bank-1", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, st.Commit(ctx, lease, lease.Checkpoint, recs[:3], func(context.Context, pgx.Tx) error { return nil }))
+
+	res := f.scribe(t, "projections", "pause", "-version", "1", "accounts")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	res = f.scribe(t, "projections", "rebuild", "-version", "1", "-confirm", "accounts")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	res = f.scribe(t, "projections", "status")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Regexp(t, `accounts\s+1\s+paused\s`, res.stdout, "rebuilt while paused: the pause holds")
+	res = f.scribe(t, "-json", "projections", "status")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	rows := jsonLines(t, res.stdout)
+	require.Len(t, rows, 1)
+	require.Equal(t, "paused", rows[0]["state"])
+	require.Equal(t, "0.0", rows[0]["checkpoint"])
+	res = f.scribe(t, "projections", "pause", "-version", "1", "accounts")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "was already paused; nothing changed (state paused")
+
+	res = f.scribe(t, "projections", "resume", "-version", "1", "accounts")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "resumed (state standby)")
+	require.Contains(t, res.stdout, "starts from the beginning of the feed")
+	require.NotContains(t, res.stdout, "idle")
+	res = f.scribe(t, "projections", "resume", "-version", "1", "accounts")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "was not paused; nothing changed (state standby)")
+	res = f.scribe(t, "projections", "resume", "-version", "4", "accounts")
+	require.Equal(t, exitFailure, res.code)
+	require.Contains(t, res.stderr, "is unknown to schema")
+
+	lease, err = st.Claim(ctx, k, "bank-2", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, journal.Position{}, lease.Checkpoint, "it starts over")
+}

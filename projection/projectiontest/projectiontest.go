@@ -61,6 +61,7 @@ func Run[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) {
 		{"RebuildRowsDoesNotDoubleCount", testRebuildRows[Tx]},
 		{"RebuildClearsDeclaredReadModel", testRebuildClearsDeclaredReadModel[Tx]},
 		{"PauseAndResume", testPauseResume[Tx]},
+		{"StatesThroughPauseAndRebuild", testStatesThroughPauseAndRebuild[Tx]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newHarness(t)) })

@@ -28,6 +28,7 @@ func RunSlices[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) 
 		{"SliceRunnersShareTheWork", testSliceRunnersShare[Tx]},
 		{"SlicedStatusSumsUpItsSlices", testSlicedStatus[Tx]},
 		{"SlicedDeadLetterReplayedOnce", testSlicedDeadLetterReplay[Tx]},
+		{"SlicedStatesThroughPauseAndRebuild", testSlicedStatesThroughPauseAndRebuild[Tx]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newHarness(t)) })
@@ -290,7 +291,7 @@ func testSlicedStatus[Tx any](t *testing.T, h Harness[Tx]) {
 	require.NoError(t, p.Pause(ctx, k))
 	require.Equal(t, projection.StatePaused, status().State)
 	require.NoError(t, p.Resume(ctx, k))
-	require.Equal(t, projection.StateStopped, status().State, "resumed, with no runner")
+	require.Equal(t, projection.StateStandby, status().State, "resumed, with no runner yet")
 
 	// A reset moves every slice back to zero: idle, as before it ran.
 	require.NoError(t, h.Store.Reset(ctx, k, nil))
