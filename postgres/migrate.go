@@ -137,15 +137,32 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, ms 
 	s := cfg.quotedSchema()
 	lockKey := migrateLockKey(cfg.Schema)
 
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey); err != nil {
 			return fmt.Errorf("postgres: migrate schema %s: lock: %w", cfg.Schema, err)
 		}
-		if _, err := tx.Exec(ctx, createSchemaSQL(s)); err != nil {
-			return fmt.Errorf("postgres: migrate: create schema %s: %w", cfg.Schema, err)
+		// CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when
+		// the schema exists: the owner role (RolesSQL) has it only on its
+		// schema.
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)", cfg.Schema).Scan(&exists); err != nil {
+			return fmt.Errorf("postgres: migrate: look up schema %s: %w", cfg.Schema, err)
 		}
-		if _, err := tx.Exec(ctx, createMigrationsTableSQL(s)); err != nil {
+		if !exists {
+			if _, err := tx.Exec(ctx, createSchemaSQL(s)); err != nil {
+				return fmt.Errorf("postgres: migrate: create schema %s: %w", cfg.Schema, err)
+			}
+		}
+		// Each DDL statement runs only when needed, so migrating a schema
+		// that is up to date needs no more than the service role's SELECT.
+		var hasTable bool
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", s+".schema_migrations").Scan(&hasTable); err != nil {
 			return fmt.Errorf("postgres: migrate schema %s: %w", cfg.Schema, err)
+		}
+		if !hasTable {
+			if _, err := tx.Exec(ctx, createMigrationsTableSQL(s)); err != nil {
+				return fmt.Errorf("postgres: migrate schema %s: %w", cfg.Schema, err)
+			}
 		}
 		var current int
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+s+".schema_migrations").Scan(&current); err != nil {
@@ -180,6 +197,7 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, ms 
 		}
 		return nil
 	})
+	return privilegeError(ctx, pool, schema, "migrate", "owner", err)
 }
 
 // The statements of a migration run, for the quoted schema s; Migrate
