@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"sync"
 	"time"
@@ -215,33 +216,6 @@ func (s *bankService) execute(ctx context.Context, id string, cmd any, opts Comm
 	return res, classify(err)
 }
 
-// classify passes domain errors through and marks transient runtime errors
-// as errUnavailable (HTTP 503: retry with the same Idempotency-Key): a busy
-// or unavailable stream, a lost lease, an unknown append outcome, shutdown,
-// a timeout, a DCB conflict (the actors re-read their streams, so a retry
-// decides afresh), or a key store that is missing, unreachable or lacks the
-// data's key (erasure.ErrKeyStoreUnavailable, erasure.ErrKeyMissing: the
-// journal was restored without its key store, or -keys-db names another
-// one; retrying succeeds once it is restored).
-func classify(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case bank.CodeOf(err) != "":
-		return err
-	case errors.Is(err, erasure.ErrKeyStoreUnavailable), errors.Is(err, erasure.ErrKeyMissing):
-		return fmt.Errorf("%w: %w", errUnavailable, err)
-	case errors.Is(err, journal.ErrOpenTimeout), errors.Is(err, journal.ErrSessionExpired),
-		errors.Is(err, journal.ErrInvalidSession), errors.Is(err, journal.ErrOutcomeUnknown),
-		errors.Is(err, runtime.ErrShutdown), errors.Is(err, runtime.ErrReservationTimeout),
-		errors.Is(err, runtime.ErrConflict), runtime.IsRetryable(err),
-		errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, context.Canceled):
-		return fmt.Errorf("%w: %w", errUnavailable, err)
-	}
-	return err
-}
-
 // keyReused is the error of an idempotency key whose first execution was a
 // different command.
 func keyReused(key string) error {
@@ -260,10 +234,13 @@ func (s *bankService) CreateAccount(ctx context.Context, id string, customer *ba
 		return AccountView{}, &bank.Error{Code: bank.CodeCustomerErased, Message: fmt.Sprintf(
 			"customer %q was erased, so no personal data can be stored for it again; open the account for a new customer ID", customer.ID)}
 	}
-	if err != nil {
-		return AccountView{}, err
+	if errors.Is(err, bank.ErrAccountExists) {
+		// A retired account exists too, but for good: say so.
+		if sum, serr := s.journal.TagSummary(ctx, s.stream(id)); serr == nil && sum.Retired {
+			return AccountView{}, classify(&journal.StreamRetiredError{Stream: s.stream(id), Version: sum.Version})
+		}
 	}
-	return s.accountResult(ctx, id, res, opts, func(e bank.Event) bool {
+	return s.accountResult(ctx, id, res, err, opts, func(e bank.Event) bool {
 		_, ok := e.(bank.AccountOpened)
 		return ok
 	})
@@ -272,10 +249,7 @@ func (s *bankService) CreateAccount(ctx context.Context, id string, customer *ba
 // Deposit implements Service.
 func (s *bankService) Deposit(ctx context.Context, id string, amount int64, opts CommandOptions) (AccountView, error) {
 	res, err := s.execute(ctx, id, bank.DepositMoney{AccountID: id, Amount: amount}, opts)
-	if err != nil {
-		return AccountView{}, err
-	}
-	return s.accountResult(ctx, id, res, opts, func(e bank.Event) bool {
+	return s.accountResult(ctx, id, res, err, opts, func(e bank.Event) bool {
 		d, ok := e.(bank.MoneyDeposited)
 		return ok && d.Amount == amount
 	})
@@ -284,43 +258,83 @@ func (s *bankService) Deposit(ctx context.Context, id string, amount int64, opts
 // Withdraw implements Service.
 func (s *bankService) Withdraw(ctx context.Context, id string, amount int64, opts CommandOptions) (AccountView, error) {
 	res, err := s.execute(ctx, id, bank.WithdrawMoney{AccountID: id, Amount: amount}, opts)
-	if err != nil {
-		return AccountView{}, err
-	}
-	return s.accountResult(ctx, id, res, opts, func(e bank.Event) bool {
+	return s.accountResult(ctx, id, res, err, opts, func(e bank.Event) bool {
 		w, ok := e.(bank.MoneyWithdrawn)
 		return ok && w.Amount == amount
 	})
 }
 
-// accountResult renders a command's result. A fresh execution reports the
-// state right after it. A duplicate (the idempotency key was executed
-// before) must be the same command — same is checked on its stored event —
-// and reports the state right after the first execution, rebuilt from the
-// stream, so the retry answers exactly like the first attempt did.
-func (s *bankService) accountResult(ctx context.Context, id string, res runtime.Result[bank.Account], opts CommandOptions, same func(bank.Event) bool) (AccountView, error) {
+// accountResult renders a command's result, or its error. A fresh
+// execution reports the state right after it. A duplicate (the idempotency
+// key was executed before) must be the same command — same is checked on
+// its stored event — and reports the state right after the first
+// execution, which the runtime rebuilt from the journal (through the
+// archive where it has one), so the retry answers exactly like the first
+// attempt did. A duplicate whose events are archived, which the runtime
+// refuses with journal.ErrArchived without running it again, is answered
+// by archivedOutcome.
+func (s *bankService) accountResult(ctx context.Context, id string, res runtime.Result[bank.Account], err error, opts CommandOptions, same func(bank.Event) bool) (AccountView, error) {
+	if err != nil {
+		if opts.IdempotencyKey != "" && errors.Is(err, journal.ErrArchived) && !errors.Is(err, journal.ErrStreamRetired) {
+			return s.archivedOutcome(ctx, id, opts.IdempotencyKey, err, same)
+		}
+		return AccountView{}, err
+	}
 	if !res.Duplicate {
 		return s.view(ctx, res.State, res.Version)
 	}
 	if len(res.Records) != 1 {
 		return AccountView{}, keyReused(opts.IdempotencyKey)
 	}
-	rec := res.Records[0]
-	e, err := s.decode(ctx, rec)
+	e, err := s.decode(ctx, res.Records[0])
 	if err != nil {
 		return AccountView{}, err
 	}
 	if !same(e) {
 		return AccountView{}, keyReused(opts.IdempotencyKey)
 	}
-	return s.accountAt(ctx, id, rec.Version(bank.AccountTag(id)))
+	return s.view(ctx, res.State, res.Version)
 }
 
-// accountAt folds account id's stream up to version.
+// archivedOutcome answers a repeat of idempotency key on account id whose
+// event the runtime found archived: its refusal (cause, an
+// *journal.ArchivedError) names the version it asked for, the key's event.
+// The account is folded through the archive up to that version, and when
+// that event carries key and is the same command (same), the repeat gets
+// the first outcome. Otherwise the outcome cannot be rebuilt here (a journal
+// without an archive reader, a refusal that lost its details crossing
+// cluster members): a final outcome_archived answer, never a retry.
+func (s *bankService) archivedOutcome(ctx context.Context, id, key string, cause error, same func(bank.Event) bool) (AccountView, error) {
+	var ae *journal.ArchivedError
+	if _, ok := s.journal.(journal.ArchiveReader); ok && errors.As(cause, &ae) && ae.Stream.Tag == bank.AccountTag(id) && ae.FromVersion > 0 {
+		var a bank.Account
+		for rec, err := range s.readStream(ctx, s.stream(id), 1, int(ae.FromVersion)) {
+			if err != nil {
+				return AccountView{}, classify(err)
+			}
+			e, err := s.decode(ctx, rec)
+			if err != nil {
+				return AccountView{}, err
+			}
+			a = bank.Evolve(a, e)
+			if rec.Version(bank.AccountTag(id)) == ae.FromVersion && rec.Metadata.IdempotencyKey == key {
+				if !same(e) {
+					return AccountView{}, keyReused(key)
+				}
+				return s.view(ctx, a, ae.FromVersion)
+			}
+		}
+	}
+	return AccountView{}, fmt.Errorf("%w: %w", &bank.Error{Code: codeOutcomeArchived, Message: fmt.Sprintf(
+		"Idempotency-Key %q was executed on account %q before, but its events were archived and its outcome can no longer be rebuilt; it is not executed again: read the account with GET /accounts/%s", key, id, id)}, cause)
+}
+
+// accountAt folds account id's stream up to version, through the archive
+// where the journal has one (readStream).
 func (s *bankService) accountAt(ctx context.Context, id string, version uint64) (AccountView, error) {
 	var a bank.Account
 	var n uint64
-	for rec, err := range s.journal.ReadStream(ctx, s.stream(id), 1, int(version)) {
+	for rec, err := range s.readStream(ctx, s.stream(id), 1, int(version)) {
 		if err != nil {
 			return AccountView{}, classify(err)
 		}
@@ -337,8 +351,44 @@ func (s *bankService) accountAt(ctx context.Context, id string, version uint64) 
 	return s.view(ctx, a, version)
 }
 
+// readStream reads versions from (at most limit; 0: all) of stream as
+// journal.ReadStream does, and when some of them are archived
+// (journal.ErrArchived) and the journal is a journal.ArchiveReader, reads on
+// through the archive from the first version not yet yielded, as the
+// runtime's recovery does: reads of hot events never touch the archive.
+// It never reads the archive of the in-memory journal, which keeps all.
+func (s *bankService) readStream(ctx context.Context, stream journal.StreamID, from uint64, limit int) iter.Seq2[journal.Record, error] {
+	return func(yield func(journal.Record, error) bool) {
+		next, n := from, 0
+		for rec, err := range s.journal.ReadStream(ctx, stream, from, limit) {
+			if err != nil {
+				ar, ok := s.journal.(journal.ArchiveReader)
+				if !ok || !errors.Is(err, journal.ErrArchived) {
+					yield(journal.Record{}, err)
+					return
+				}
+				rest := 0
+				if limit > 0 {
+					rest = limit - n
+				}
+				for rec, err := range ar.ReadStreamWithArchive(ctx, stream, next, rest) {
+					if !yield(rec, err) || err != nil {
+						return
+					}
+				}
+				return
+			}
+			if !yield(rec, nil) {
+				return
+			}
+			next, n = rec.Version(stream.Tag)+1, n+1
+		}
+	}
+}
+
 // Account implements Service. An account whose stream is empty is reported
-// missing without activating an actor for it.
+// missing, and one whose stream was retired is reported retired
+// (account_retired), without activating an actor for it.
 func (s *bankService) Account(ctx context.Context, id string) (AccountView, error) {
 	sum, err := s.journal.TagSummary(ctx, s.stream(id))
 	if err != nil {
@@ -346,6 +396,9 @@ func (s *bankService) Account(ctx context.Context, id string) (AccountView, erro
 	}
 	if sum.Version == 0 {
 		return AccountView{}, bank.NotFound(id)
+	}
+	if sum.Retired {
+		return AccountView{}, classify(&journal.StreamRetiredError{Stream: s.stream(id), Version: sum.Version})
 	}
 	res, err := s.execute(ctx, id, readAccount{}, CommandOptions{})
 	if err != nil {
@@ -421,7 +474,7 @@ func (s *bankService) Events(ctx context.Context, id string, from uint64, limit 
 			"an events page from version %d with limit %d was asked for; give a version of at least 1 and a limit from 1 to %d", from, limit, maxEventsPage))
 	}
 	var page []EventView
-	for rec, err := range s.journal.ReadStream(ctx, s.stream(id), from, limit+1) {
+	for rec, err := range s.readStream(ctx, s.stream(id), from, limit+1) {
 		if err != nil {
 			return nil, false, classify(err)
 		}
@@ -446,7 +499,7 @@ func (s *bankService) Events(ctx context.Context, id string, from uint64, limit 
 	// between the two reads is reported as existing, which is also true.
 	exists := false
 	if from > 1 {
-		for _, err := range s.journal.ReadStream(ctx, s.stream(id), 1, 1) {
+		for _, err := range s.readStream(ctx, s.stream(id), 1, 1) {
 			if err != nil {
 				return nil, false, classify(err)
 			}

@@ -119,6 +119,8 @@ func statusOf(code bank.Code) int {
 		return http.StatusConflict
 	case codeIdempotencyKeyReused:
 		return http.StatusUnprocessableEntity
+	case codeAccountRetired, codeHistoryArchived, codeOutcomeArchived:
+		return http.StatusGone
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case codeUnavailable, codeOverloaded, codeDatabaseUnavailable, codeKeyStoreUnavailable, codeLeaseLost, codeOutcomeUnknown, codeNotReady:
@@ -390,16 +392,24 @@ func errorResponse(code bank.Code, msg string) response {
 	return response{status: statusOf(code), body: append(body, '\n')}
 }
 
-// failure turns a service error into a response: domain errors keep their
-// code and message; transient errors become 503; anything else is logged
-// and becomes a 500 whose body says nothing about internals.
+// failure turns a service error into a response, after classify: domain
+// errors keep their code and message; transient errors become 503; known
+// server faults are logged and become a 500 server_fault without retry
+// advice; anything else is logged and becomes a 500 internal. No 5xx body
+// says anything about internals.
 func (a *api) failure(ctx context.Context, op string, err error) response {
+	err = classify(err)
 	var be *bank.Error
 	if errors.As(err, &be) {
 		return errorResponse(be.Code, be.Message)
 	}
 	span := trace.SpanFromContext(ctx)
 	span.RecordError(err)
+	var fault *serverFault
+	if errors.As(err, &fault) {
+		a.log.ErrorContext(ctx, "request failed", "op", op, "err", err)
+		return errorResponse(codeServerFault, serverFaultMessage)
+	}
 	if errors.Is(err, errUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		resp := retryableResponse(err)
 		a.shed.note(op, err)
@@ -424,10 +434,12 @@ func retryableResponse(err error) response {
 		code, msg = codeOutcomeUnknown, "the request reached the database but its commit was not confirmed, so it may or may not have taken effect; retry it with the same Idempotency-Key to learn which (it is never applied twice)"
 	case errors.Is(err, runtime.ErrOverloaded):
 		code, msg = codeOverloaded, "the account has more requests waiting than it can answer in time (its queue is full or kept requests waiting too long), or the request's deadline (Request-Timeout) was too near to be met; nothing was done: retry after the Retry-After delay"
+	case errors.Is(err, journal.ErrPartitionMoving):
+		code, after, msg = codeUnavailable, 2, "the account's partition is moving to another database and is fenced for the cut-over; nothing was done: retry after the Retry-After delay with the same Idempotency-Key"
 	case errors.Is(err, journal.ErrUnavailable):
 		code, after, msg = codeDatabaseUnavailable, 2, "the database cannot be reached; nothing was done: retry after the Retry-After delay with the same Idempotency-Key"
 	case errors.Is(err, journal.ErrNodeSuperseded):
-		code, msg = codeLeaseLost, "this node stopped serving: another process runs with its node ID; nothing was done: send the request to another node"
+		code, msg = codeLeaseLost, "this node stopped serving: another process runs with its node ID; nothing was done: retry on another node"
 	case errors.Is(err, runtime.ErrLeaseLost):
 		code, msg = codeLeaseLost, "this node cannot confirm it still owns the account (it was paused or cut off from the database); nothing was done or read: retry after the Retry-After delay"
 	}
