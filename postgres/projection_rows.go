@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -298,6 +299,47 @@ func (r *pgRows) set(collection, key string, doc json.RawMessage) error {
 	return nil
 }
 
+// setupError is the error of a projection's Setup that failed with err: a
+// missing schema (the store's own: not migrated), database or table, or a
+// missing privilege, is a
+// configuration error (it matches journal.ErrConfiguration, which a runner
+// does not retry, and err) that says what to do; anything else is returned
+// as it is, wrapped.
+func (st *ProjectionStore) setupError(k projection.Key, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && !unavailable(err) {
+		var do string
+		switch pgErr.Code {
+		case "3F000": // invalid_schema_name
+			do = "create it or point Setup at an existing schema"
+			if strings.Contains(pgErr.Message, `"`+st.cfg.Schema+`"`) {
+				do = "the store's schema: migrate it (scribe migrate up)"
+			}
+		case "3D000": // invalid_catalog_name
+			do = "check the database Setup names"
+		case "42P01": // undefined_table
+			do = "create the table first or fix Setup"
+		case "42501": // insufficient_privilege
+			do = "grant the runner's user what Setup needs (CREATE on the schema)"
+		}
+		if do != "" {
+			return &configError{msg: fmt.Sprintf("%v: Setup: %s (%s); %s, then restart the runner", journal.ErrConfiguration, pgErr.Message, pgErr.Code, do),
+				errs: []error{journal.ErrConfiguration, err}}
+		}
+	}
+	return fmt.Errorf("projection %s: setting up the read model failed: %w", k, err)
+}
+
+// configError is a configuration error whose message says it all: it
+// matches each of errs (errors.Is, errors.As) without repeating them.
+type configError struct {
+	msg  string
+	errs []error
+}
+
+func (e *configError) Error() string   { return e.msg }
+func (e *configError) Unwrap() []error { return e.errs }
+
 // Setup implements projection.Store: one transaction, serialized with the
 // setups of every projection of the schema (a transaction-scoped advisory
 // lock, so that concurrent CREATE TABLE IF NOT EXISTS of two processes do
@@ -312,7 +354,7 @@ func (st *ProjectionStore) Setup(ctx context.Context, k projection.Key, kind pro
 		}
 		if setup != nil {
 			if err := setup(ctx, tx); err != nil {
-				return fmt.Errorf("projection %s: setting up the read model failed: %w", k, err)
+				return st.setupError(k, err)
 			}
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projections AS p (name, version, read_model) VALUES ($1, $2, $3)

@@ -309,8 +309,11 @@ func (r *Runner[Tx]) setState(s State) {
 // Run fails fast on configuration: until its first claim succeeds, a store
 // that is not usable as configured (a Postgres schema not migrated, or
 // migrated by a newer incompatible build: journal.ErrStoreNotOpen,
-// journal.ErrConfiguration) is not retried: Run returns at once an error
-// matching journal.ErrConfiguration that says what to do.
+// journal.ErrConfiguration) is not retried, and neither is a read model
+// whose Setup fails for such a reason (the Postgres store classifies a
+// missing schema or table and a missing privilege as
+// journal.ErrConfiguration): Run returns at once an error matching
+// journal.ErrConfiguration that says what to do.
 //
 // A sliced projection's runner (Projection.Slicing) joins the projection's
 // live runners instead and holds a share of its slices (see Slicing); it
@@ -325,13 +328,19 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 	claimed := false
 	for {
 		lease, err := r.store.Claim(ctx, r.key, r.o.Owner, r.o.LeaseTTL)
-		if err != nil && !claimed && ctx.Err() == nil && (errors.Is(err, journal.ErrStoreNotOpen) || errors.Is(err, journal.ErrConfiguration)) {
+		if err != nil && !claimed && ctx.Err() == nil && misconfigured(err) {
 			return r.cannotStart(err)
 		}
 		switch {
 		case err == nil:
 			claimed = true
 			if err = r.setup(ctx); err != nil {
+				if ctx.Err() == nil && misconfigured(err) {
+					rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+					_ = r.store.Release(rctx, lease)
+					rcancel()
+					return r.cannotStart(err)
+				}
 				break
 			}
 			delay = r.o.Backoff
@@ -385,7 +394,8 @@ func (r *Runner[Tx]) backOff(ctx context.Context, err error, delay *time.Duratio
 }
 
 // setup runs the projection's Store.Setup once per runner, before its first
-// batch; a failure is retried like any store error.
+// batch; a failure is retried like any store error, unless it is a
+// configuration error (misconfigured), which ends Run.
 func (r *Runner[Tx]) setup(ctx context.Context) error {
 	if r.setUp {
 		return nil
@@ -395,6 +405,15 @@ func (r *Runner[Tx]) setup(ctx context.Context) error {
 	}
 	r.setUp = true
 	return nil
+}
+
+// misconfigured reports whether err says that the store or the read model
+// cannot be used as configured, which no retry mends: the schema is not
+// migrated (journal.ErrStoreNotOpen), a configuration error
+// (journal.ErrConfiguration, also from a read model's Setup), or the
+// projection version is stored with another slicing.
+func misconfigured(err error) bool {
+	return errors.Is(err, journal.ErrStoreNotOpen) || errors.Is(err, journal.ErrConfiguration) || errors.Is(err, ErrSlicingChanged)
 }
 
 // cannotStart records and returns the error of a runner whose store is not
@@ -408,7 +427,7 @@ func (r *Runner[Tx]) cannotStart(err error) error {
 	err = fmt.Errorf("projection %s cannot start: %w", r.key, err)
 	r.update(func(p *Progress) { p.Error = err.Error() })
 	r.setState(StateStopped)
-	r.o.Logger.Error("projection cannot start: its store is not usable as configured", "projection", r.key.String(), "error", err)
+	r.o.Logger.Error("projection cannot start: its store or read model is not usable as configured", "projection", r.key.String(), "error", err)
 	return err
 }
 

@@ -98,7 +98,7 @@ func (r *Runner[Tx]) runSliced(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return r.stopped()
 		}
-		if !joined && (errors.Is(err, journal.ErrStoreNotOpen) || errors.Is(err, journal.ErrConfiguration) || errors.Is(err, ErrSlicingChanged)) {
+		if !joined && misconfigured(err) {
 			return r.cannotStart(err)
 		}
 		if r.ended(err) {
