@@ -32,8 +32,11 @@ func TestRunnerStopsOnASetupConfigurationError(t *testing.T) {
 			o := projection.Options{Owner: "r", LeaseTTL: time.Second, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}
 			newProjection := func(name string, setup func() error, applied *atomic.Int32) projection.Projection[projection.NoTx] {
 				p := projection.Projection[projection.NoTx]{Name: name, Version: 1,
-					Setup:  func(context.Context, projection.NoTx) error { return setup() },
-					Handle: func(_ context.Context, _ projection.NoTx, b projection.Batch) error { applied.Add(int32(len(b.Records))); return nil }}
+					Setup: func(context.Context, projection.NoTx) error { return setup() },
+					Handle: func(_ context.Context, _ projection.NoTx, b projection.Batch) error {
+						applied.Add(int32(len(b.Records)))
+						return nil
+					}}
 				if sliced {
 					p.Slicing = &projection.Slicing{Group: "acct", Count: 4}
 				}
