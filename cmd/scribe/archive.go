@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +82,9 @@ func archiveCommand() *command {
 				return err
 			}
 			defer s.Close()
+			if err := checkArchiveSelectors(e, s, partition, policy); err != nil {
+				return err
+			}
 			pol := postgres.RetentionPolicy{Groups: policy, Partition: partition}
 			plan, err := s.journal.PlanArchive(e.ctx, pol)
 			if err != nil {
@@ -85,6 +92,10 @@ func archiveCommand() *command {
 			}
 			if dryRun {
 				return printPlan(e, plan)
+			}
+			if len(plan.Streams) == 0 {
+				fmt.Fprintln(e.stdout, "nothing to retire: every stream the policy selects is within its rule, and no retired stream has hot events; nothing was changed")
+				return nil
 			}
 			if refused := plan.Refused(); len(refused) > 0 {
 				if !skip {
@@ -97,6 +108,39 @@ func archiveCommand() *command {
 			return runArchive(e, s, plan, batch, compact)
 		},
 	}
+}
+
+// checkArchiveSelectors fails, naming them, when -partition names a
+// partition without streams or a -policy group has no stream (in that
+// partition, or in any): such a run would retire nothing and say only
+// "retired 0", so a typo in a scheduled job would never be noticed.
+func checkArchiveSelectors(e *env, s *store, partition string, policy policyFlag) error {
+	where := "any partition"
+	if partition != "" {
+		where = fmt.Sprintf("partition %q", partition)
+		page, err := s.journal.Streams(e.ctx, postgres.StreamsQuery{Partition: partition, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return fmt.Errorf("-partition %q matches no stream, so nothing was retired; check its spelling (`scribe streams list` shows each stream's partition)", partition)
+		}
+	}
+	var missing []string
+	for _, g := range slices.Sorted(maps.Keys(policy)) {
+		page, err := s.journal.Streams(e.ctx, postgres.StreamsQuery{Partition: partition, TagPrefix: g + ":", Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			missing = append(missing, strconv.Quote(g))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("-policy group %s matches no stream in %s, so nothing was retired; check its spelling (`scribe streams list` shows the tags, group:value)",
+			strings.Join(missing, ", "), where)
+	}
+	return nil
 }
 
 // printPlan prints what a plan would retire: a row per stream and a total
@@ -205,7 +249,7 @@ func runArchive(e *env, s *store, plan postgres.ArchivePlan, batch int, compact 
 	prog, err := s.journal.ArchivePlanned(e.ctx, plan, postgres.ArchiveOptions{BatchSize: batch, Progress: bar.show})
 	bar.clear()
 	if err != nil {
-		return fmt.Errorf("%w (%d batches committed before it, %d of %d versions retired; they stay retired: run the same command again to go on)", err, prog.Batches, prog.Versions, prog.Total)
+		return archiveStopped(err, prog)
 	}
 	vacuum := "VACUUM"
 	if compact {
@@ -230,6 +274,37 @@ func runArchive(e *env, s *store, plan postgres.ArchivePlan, batch int, compact 
 		fmt.Fprintln(e.stdout, "(a plain VACUUM makes the space of retired rows reusable by new events but shrinks the files only at their end; run with -compact in a maintenance window to return it)")
 	}
 	return nil
+}
+
+// archiveStoppedError is an archive run that failed after planning: what
+// stopped it and what was retired before (prog), which stays retired.
+type archiveStoppedError struct {
+	err  error
+	prog postgres.ArchiveProgress
+}
+
+func (e *archiveStoppedError) Error() string {
+	done := "nothing was retired"
+	if e.prog.Versions > 0 {
+		done = fmt.Sprintf("the %d batches committed before it retired %d of %d versions, which stay retired", e.prog.Batches, e.prog.Versions, e.prog.Total)
+	}
+	var sr *postgres.SnapshotRequiredError
+	if errors.As(e.err, &sr) && len(sr.Streams) > 0 {
+		// Its own message says "Nothing was retired", true of a plan but
+		// not of a run that committed batches before the check failed.
+		c := sr.Streams[0]
+		return fmt.Sprintf("archive stopped: stream %s no longer has a snapshot at or after version %d (newest now: %d), so its batch was rolled back; %s. Snapshot it, or retire less, and run again",
+			c.Stream, c.Target, c.Snapshot, done)
+	}
+	return fmt.Sprintf("archive stopped: %v; %s. Run the same command again to go on", e.err, done)
+}
+
+// Unwrap returns what stopped the run.
+func (e *archiveStoppedError) Unwrap() error { return e.err }
+
+// archiveStopped says what stopped an archive run and what it had retired.
+func archiveStopped(err error, prog postgres.ArchiveProgress) error {
+	return &archiveStoppedError{err: err, prog: prog}
 }
 
 // bytesString renders a size in MiB.

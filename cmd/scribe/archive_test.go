@@ -277,3 +277,90 @@ func TestArchiveCommands(t *testing.T) {
 	}
 	require.NotEmpty(t, rows)
 }
+
+// TestArchiveSelectorsMustMatch: a -policy group or a -partition that
+// matches no stream (a typo in a scheduled job) exits 1 naming it, with
+// -confirm and -dry-run, and retires nothing, even beside a group that
+// matches; a policy that matches but has nothing due says so and exits 0.
+func TestArchiveSelectorsMustMatch(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	f.fillBank(t)
+	for _, mode := range []string{"-confirm", "-dry-run"} {
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"-policy", "acount=keep:1,nosnapshot"}, `-policy group "acount" matches no stream in any partition, so nothing was retired`},
+			{[]string{"-policy", "acount=keep:1,nosnapshot", "-policy", "account=keep:1,nosnapshot"}, `-policy group "acount" matches no stream in any partition`},
+			{[]string{"-policy", "account:=keep:1,nosnapshot"}, `-policy group "account:" matches no stream`},
+			{[]string{"-partition", "nosuch", "-policy", "account=keep:1,nosnapshot"}, `-partition "nosuch" matches no stream, so nothing was retired`},
+			{[]string{"-partition", "nosuch"}, `-partition "nosuch" matches no stream`},
+			{[]string{"-partition", "default", "-policy", "acount=keep:1,nosnapshot"}, `-policy group "acount" matches no stream in partition "default"`},
+		} {
+			res := f.scribe(t, append([]string{"archive", mode}, tc.args...)...)
+			require.Equal(t, exitFailure, res.code, "%s %v: stdout %s stderr %s", mode, tc.args, res.stdout, res.stderr)
+			require.Contains(t, res.stderr, tc.want, "%s %v", mode, tc.args)
+			require.NotContains(t, res.stdout, "retired 0", "%s %v", mode, tc.args)
+		}
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		sum, err := f.journal.TagSummary(t.Context(), journal.Stream(bank.AccountTag(id)))
+		require.NoError(t, err)
+		require.Zero(t, sum.Cut.Version, "account %s: nothing was retired", id)
+	}
+
+	res := f.scribe(t, "archive", "-confirm", "-policy", "account=keep:100,nosnapshot")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "nothing to retire: every stream the policy selects is within its rule")
+	res = f.scribe(t, "archive", "-confirm", "-partition", "default", "-policy", "account=keep:100,nosnapshot")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "nothing to retire")
+
+	res = f.scribe(t, "retire-stream", "-confirm", "account:nosuch")
+	require.Equal(t, exitFailure, res.code, res.stdout)
+	require.Contains(t, res.stderr, "stream default/account:nosuch has no events, so there is nothing to retire")
+	res = f.scribe(t, "retire-stream", "-partition", "nosuch", "account:a")
+	require.Equal(t, exitFailure, res.code, res.stdout)
+	require.Contains(t, res.stderr, "stream nosuch/account:a has no events")
+}
+
+// TestArchiveStoppedSaysWhatWasRetired: when a stream's snapshot
+// disappears while the archive runs, the run stops at that stream and its
+// error says how many versions the batches before it retired (they stay
+// retired), never "Nothing was retired".
+func TestArchiveStoppedSaysWhatWasRetired(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	f.fillBank(t)
+	st, err := postgres.NewSnapshotStore(f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		stream := journal.Stream(bank.AccountTag(id))
+		sum, err := f.journal.TagSummary(t.Context(), stream)
+		require.NoError(t, err)
+		require.NoError(t, st.Save(t.Context(), snapshots.Snapshot{Stream: stream, Version: sum.Version, SchemaVersion: 1, State: []byte(`{}`)}))
+	}
+	plan, err := f.journal.PlanArchive(t.Context(), postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"account": {KeepLast: 1}}})
+	require.NoError(t, err)
+	require.Empty(t, plan.Refused())
+	require.Equal(t, uint64(17), plan.Events())
+	require.EqualValues(t, 1, f.exec(t, `DELETE FROM __S__.snapshots WHERE tag = 'account:c'`))
+
+	var stdout, stderr strings.Builder
+	e := &env{ctx: t.Context(), stdout: &stdout, stderr: &stderr, opts: &options{}}
+	err = runArchive(e, &store{pool: f.pool, journal: f.journal}, plan, 2, false)
+	require.ErrorIs(t, err, journal.ErrSnapshotRequired)
+	t.Logf("%v", err)
+	var retired uint64
+	for _, id := range []string{"a", "b", "c", "d"} {
+		sum, serr := f.journal.TagSummary(t.Context(), journal.Stream(bank.AccountTag(id)))
+		require.NoError(t, serr)
+		retired += sum.Cut.Version
+	}
+	require.Positive(t, retired, "batches before the run reached c committed")
+	require.Less(t, retired, uint64(17))
+	require.NotContains(t, err.Error(), "Nothing was retired")
+	require.Contains(t, err.Error(), "stream default/account:c no longer has a snapshot at or after version 4 (newest now: 0)")
+	require.Regexp(t, fmt.Sprintf(`the \d+ batches committed before it retired %d of 17 versions, which stay retired`, retired), err.Error())
+}
