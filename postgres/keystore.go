@@ -121,7 +121,7 @@ func keyStoreErr(op string, err error) error {
 }
 
 // erasureColumns are the columns an erasureRow scans.
-const erasureColumns = `erased_at, erased_by, erasure_seq, data_key IS NULL, completed_at IS NOT NULL`
+const erasureColumns = `erased_at, erased_by, erasure_seq, keyless, completed_at IS NOT NULL`
 
 // erasureRow is the erasure columns of a subjects row; at is nil for a
 // subject whose erasure was not begun.

@@ -339,6 +339,13 @@ func TestRolesServiceCannotRewriteHistory(t *testing.T) {
 	var subjects int
 	require.NoError(t, reader.QueryRow(ctx, "SELECT count(subject) FROM "+k+".subjects WHERE erased_at IS NULL").Scan(&subjects))
 	require.Equal(t, 1, subjects)
+	rks, err := postgres.NewKeyStore(reader, keys)
+	require.NoError(t, err)
+	subs, err := rks.Subjects(ctx, "", 0)
+	require.NoError(t, err, "the reader lists subjects and their erasure state without a key")
+	require.Len(t, subs, 1)
+	_, err = rks.DataKey(ctx, "subject-1")
+	requirePrivilegeRefused(t, err, "a data key read as the reader")
 }
 
 // TestRolesMigrateNeedsTheOwner: a migration attempted as the service role
