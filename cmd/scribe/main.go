@@ -122,6 +122,7 @@ func commands() []*command {
 		eraseCommand(),
 		subjectsCommand(),
 		consoleCommand(),
+		rolesSQLCommand(),
 	}
 }
 
@@ -203,7 +204,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	case errors.Is(err, errFailed):
 		return exitFailure
 	default:
-		fmt.Fprintf(stderr, "scribe %s: %v\n", cmd.name, err)
+		fmt.Fprintf(stderr, "scribe %s: %v\n", cmd.name, privilegeHint(cmd.name, err))
 		return exitFailure
 	}
 }
