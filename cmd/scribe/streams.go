@@ -68,6 +68,9 @@ func streamsListCommand() *command {
 				}
 				q.After = page[len(page)-1].Stream
 			}
+			if streams == 0 && (partition != "" || prefix != "") {
+				return fmt.Errorf("no stream matches %s; check the spelling (without it, `scribe streams list` lists every stream)", streamsFilter(partition, prefix))
+			}
 			if e.opts.json {
 				return nil
 			}
@@ -78,6 +81,18 @@ func streamsListCommand() *command {
 			return nil
 		},
 	}
+}
+
+// streamsFilter describes the selectors of a streams listing.
+func streamsFilter(partition, prefix string) string {
+	var parts []string
+	if partition != "" {
+		parts = append(parts, fmt.Sprintf("-partition %q", partition))
+	}
+	if prefix != "" {
+		parts = append(parts, fmt.Sprintf("-tag-prefix %q", prefix))
+	}
+	return strings.Join(parts, " with ")
 }
 
 // summaryView is the JSON form of a tag summary.
@@ -266,6 +281,10 @@ func tagsCommand() *command {
 			sums, err := s.journal.TagsOfGroup(e.ctx, partition, group)
 			if err != nil {
 				return err
+			}
+			if len(sums) == 0 {
+				return fmt.Errorf("group %q has no streams in partition %s; check the group and -partition (`scribe streams list` shows every stream's partition and tag)",
+					group, journal.StreamID{Partition: partition}.Normalize().Partition)
 			}
 			if e.opts.json {
 				for _, sum := range sums {
