@@ -12,9 +12,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/internal/usercode"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/snapshots"
+	"github.com/scribe-es/scribe/tagconsistency"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -230,9 +232,9 @@ func TestPanicFailsOnlyThatCommandAndRebuilds(t *testing.T) {
 	s := stream("panic")
 	exec(t, h, s, add{2})
 	_, err := h.Execute(context.Background(), s, actors.Command{Payload: boom{}})
-	var pe *actors.PanicError
+	var pe *usercode.PanicError
 	require.ErrorAs(t, err, &pe)
-	require.ErrorIs(t, err, actors.ErrPanic)
+	require.ErrorIs(t, err, usercode.ErrPanic)
 	require.Equal(t, "decide", pe.Phase)
 	require.Contains(t, err.Error(), "boom in decide")
 
@@ -268,7 +270,7 @@ func TestPanicInBatchKeepsOtherCommands(t *testing.T) {
 		if err := <-errs; err == nil {
 			oks++
 		} else {
-			require.ErrorIs(t, err, actors.ErrPanic)
+			require.ErrorIs(t, err, usercode.ErrPanic)
 			panics++
 		}
 	}
@@ -318,7 +320,7 @@ func TestReservationQueuesCommandsAndAdoptsConfirmedEvents(t *testing.T) {
 	cmdDone := make(chan actors.Result, 1)
 	go func() { cmdDone <- exec(t, h, s, add{100}) }()
 	require.Eventually(t, func() bool { return h.Pending(s) == 1 }, 5*time.Second, time.Millisecond)
-	second := make(chan *actors.Reservation, 1)
+	second := make(chan *tagconsistency.Reservation, 1)
 	go func() {
 		r2, err := h.Reserve(context.Background(), s)
 		if err != nil {
@@ -359,16 +361,16 @@ func TestReservationWaitTimesOutNamingTheTag(t *testing.T) {
 	r, err := h.Reserve(context.Background(), s)
 	require.NoError(t, err)
 	_, err = h.Reserve(context.Background(), s)
-	var rte *actors.ReservationTimeoutError
+	var rte *tagconsistency.ReservationTimeoutError
 	require.ErrorAs(t, err, &rte)
-	require.Equal(t, s.Tag, rte.Tag)
+	require.Equal(t, s, rte.Stream)
 	require.Contains(t, err.Error(), string(s.Tag))
 	// The first reservation outlived the timeout too: the actor cancelled it.
 	require.Eventually(t, func() bool {
 		_, err := h.Execute(context.Background(), s, actors.Command{Payload: noop{}})
 		return err == nil
 	}, 5*time.Second, 10*time.Millisecond)
-	require.ErrorIs(t, r.Grantor.Confirm(context.Background(), nil), actors.ErrReservationLost)
+	require.ErrorIs(t, r.Grantor.Confirm(context.Background(), nil), tagconsistency.ErrReservationLost)
 }
 
 func TestAppendBehindTheActorsBackIsCaughtUp(t *testing.T) {
@@ -508,7 +510,7 @@ func TestLostNodeSessionStopsActorsAndReopens(t *testing.T) {
 
 	clock.Add(int64(time.Hour)) // the next renewal finds the node session expired
 	require.ErrorIs(t, <-pending, journal.ErrSessionExpired)
-	require.ErrorIs(t, r.Grantor.Confirm(context.Background(), nil), actors.ErrReservationLost)
+	require.ErrorIs(t, r.Grantor.Confirm(context.Background(), nil), tagconsistency.ErrReservationLost)
 
 	// The host opened a new incarnation and serves again, from the journal.
 	require.Eventually(t, func() bool { return h.Node().Incarnation > first }, 5*time.Second, time.Millisecond)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	otelx "github.com/scribe-es/scribe/internal/telemetry"
+	"github.com/scribe-es/scribe/internal/usercode"
 	"github.com/scribe-es/scribe/journal"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -81,7 +82,7 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 			continue
 		}
 		evs, err := a.decideOne(r, working)
-		var pe *PanicError
+		var pe *usercode.PanicError
 		if errors.As(err, &pe) {
 			a.onPanic(r, pe, b, cmds[i+1:])
 			return false
@@ -165,7 +166,7 @@ func (a *streamActor) decideOne(r *commandReq, state any) (evs []any, err error)
 	_, span := a.host.tel.tracer.Start(r.ctx, otelx.SpanStreamDecide, trace.WithAttributes(
 		otelx.AttrStream.String(a.stream.String()), otelx.AttrAggregate.String(a.model.Name()), otelx.AttrVersion.Int64(int64(a.version))))
 	defer func() {
-		var pe *PanicError
+		var pe *usercode.PanicError
 		switch {
 		case errors.As(err, &pe):
 			failed(span, err)
@@ -217,7 +218,7 @@ func (a *streamActor) stamp(je *journal.Event, r *commandReq, key string, index 
 // onPanic fails the command whose user code panicked, puts the rest of the
 // batch (undecided, never appended) back at the head of the queue and
 // rebuilds the state from the journal before serving again.
-func (a *streamActor) onPanic(r *commandReq, pe *PanicError, b *batch, rest []*commandReq) {
+func (a *streamActor) onPanic(r *commandReq, pe *usercode.PanicError, b *batch, rest []*commandReq) {
 	a.host.cfg.Logger.Error("user code panicked; failing the command and rebuilding the stream's state", "stream", a.stream.String(), "phase", pe.Phase, "panic", fmt.Sprint(pe.Value))
 	a.reply(r, Result{}, pe, otelx.OutcomeError)
 	requeue := make([]any, 0, len(b.entries)+len(rest)+len(a.queue))

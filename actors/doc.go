@@ -129,7 +129,7 @@ package actors
 // events leave no trace and run again on repeat.
 //
 // Panics in user code (Decide, Evolve, codecs) are recovered: only the command
-// concerned fails, with a *PanicError carrying the panic value; the actor
+// concerned fails, with a *usercode.PanicError (runtime.PanicError) carrying the panic value; the actor
 // rebuilds its state from the snapshot and journal before serving the others.
 //
 // Passivation: after Config.IdleTimeout without messages the actor saves a
@@ -138,13 +138,14 @@ package actors
 //
 // # DCB reservations
 //
-// Host.Reserve asks a stream's actor for a Reservation: it is granted after the
+// Host implements tagconsistency.TagOwners, the DCB executor's contract:
+// Host.Reserve asks a stream's actor for a tagconsistency.Reservation: it is granted after the
 // requests queued before it and hands out the actor's lease, version, last
 // position and state. While it is held, the actor queues its own commands and
 // further reservations (contenders wait, they do not fail). The holder appends
 // with the lease and the expected version, then calls Confirm with the stored
 // records (the actor evolves its state with those carrying its tag) or Cancel.
-// Reserve fails with a *ReservationTimeoutError naming the tag after
+// Reserve fails with a *tagconsistency.ReservationTimeoutError naming the tag after
 // Config.ReservationTimeout; a reservation held longer than
 // Config.ReservationHold is cancelled by the actor, which re-reads its tail.
 //

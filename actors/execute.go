@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 
 	"go.opentelemetry.io/otel/trace"
 

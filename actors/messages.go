@@ -7,6 +7,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/snapshots"
+	"github.com/scribe-es/scribe/tagconsistency"
 )
 
 // Request states: a caller abandons a pending request when its context ends;
@@ -73,7 +74,7 @@ type commandReq struct {
 }
 
 type reserveReply struct {
-	res *Reservation
+	res *tagconsistency.Reservation
 	err error
 }
 

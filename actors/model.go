@@ -14,7 +14,7 @@ import (
 // for concurrent use; Decide and Evolve must be pure (Evolve returns a new state
 // and never mutates its input: the actor keeps the confirmed state while it
 // decides a batch against a working copy). A panic in any method is recovered
-// by the actor and reported as a *PanicError.
+// by the actor and reported as a *usercode.PanicError (runtime.PanicError).
 type Model interface {
 	// Name is the aggregate's name (the tag group of its streams).
 	Name() string

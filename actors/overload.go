@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"log/slog"
 	"math"
 	"slices"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 
 	"github.com/scribe-es/scribe/journal"
 )

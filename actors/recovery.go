@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"log/slog"
 	"math"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scribe-es/scribe/journal"

@@ -4,58 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"sync/atomic"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
+	"github.com/scribe-es/scribe/tagconsistency"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/journal"
 )
-
-// Reservation is a DCB hold on one stream, granted by the stream's actor
-// (Host.Reserve, or the hosting member's actor through runtime/cluster, which
-// sets its own Grantor). While it is held the actor decides none of its own
-// commands and grants no other reservation: they queue. The holder appends
-// with Lease and Expect{Stream.Tag: Version}, then ends it through Grantor.
-// A reservation held longer than Config.ReservationHold is cancelled by the
-// actor, which re-reads the stream's tail before serving again. The data
-// fields are read-only once granted.
-type Reservation struct {
-	// Stream is the reserved stream.
-	Stream journal.StreamID
-	// Lease is the actor's lease: the holder's append must carry it.
-	Lease journal.Lease
-	// Version is the stream's version the actor holds (its confirmed state).
-	Version uint64
-	// LastPosition is the position of the event at Version; zero when the
-	// stream is empty or the grantor does not know it.
-	LastPosition journal.Position
-	// State is the aggregate's confirmed state at Version, nil when no
-	// aggregate owns the stream's tag group. Treat it as immutable.
-	State any
-	// Records, when Complete is true, are every record of the stream
-	// (versions 1..Version) in ascending version order, owned by the grantor
-	// (holders only read them). Stream actors do not set them.
-	Records  []journal.Record
-	Complete bool
-	// Grantor ends the reservation at the owner that granted it.
-	Grantor Grantor
-}
-
-// Grantor is the granting owner's end of one Reservation: exactly one of
-// Confirm or Cancel is called, once, from any goroutine.
-type Grantor interface {
-	// Confirm hands the owner the appended records: it adopts those carrying
-	// its tag (re-reading its tail if they do not continue Version) and
-	// serves its queue again. ErrReservationLost: it was no longer held.
-	Confirm(ctx context.Context, records []journal.Record) error
-	// Cancel ends the reservation without an append; a non-nil cause (the
-	// append failed or its outcome is unknown) makes the owner re-read its
-	// tail before serving again.
-	Cancel(ctx context.Context, cause error) error
-}
 
 // actorGrant is the Grantor of a reservation granted by one of this host's
 // stream actors.
@@ -70,9 +29,9 @@ type actorGrant struct {
 
 // Reserve waits until the stream's actor grants a reservation: after the
 // commands and reservations queued before it. It fails with a
-// *ReservationTimeoutError (naming the tag) after Config.ReservationTimeout,
+// *tagconsistency.ReservationTimeoutError (naming the tag) after Config.ReservationTimeout,
 // or with ctx's error; a reservation that was not granted leaves no trace.
-func (h *Host) Reserve(ctx context.Context, stream journal.StreamID) (*Reservation, error) {
+func (h *Host) Reserve(ctx context.Context, stream journal.StreamID) (*tagconsistency.Reservation, error) {
 	stream = stream.Normalize()
 	ctx, span := h.tel.tracer.Start(ctx, otelx.SpanStreamReserve, trace.WithAttributes(otelx.AttrStream.String(stream.String())))
 	defer span.End()
@@ -85,7 +44,7 @@ func (h *Host) Reserve(ctx context.Context, stream journal.StreamID) (*Reservati
 	return res, err
 }
 
-func (h *Host) reserve(ctx context.Context, stream journal.StreamID) (*Reservation, error) {
+func (h *Host) reserve(ctx context.Context, stream journal.StreamID) (*tagconsistency.Reservation, error) {
 	timer := time.NewTimer(h.cfg.ReservationTimeout)
 	defer timer.Stop()
 	dctx, cancel := context.WithTimeout(ctx, h.cfg.ReservationTimeout)
@@ -93,7 +52,7 @@ func (h *Host) reserve(ctx context.Context, stream journal.StreamID) (*Reservati
 	req := &reserveReq{ctx: ctx, enqueued: time.Now(), reply: make(chan reserveReply, 1)}
 	if _, err := h.deliver(dctx, stream, req); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, &ReservationTimeoutError{Stream: stream, Tag: stream.Tag}
+			return nil, &tagconsistency.ReservationTimeoutError{Stream: stream, Waited: h.cfg.ReservationTimeout}
 		}
 		return nil, err
 	}
@@ -102,7 +61,7 @@ func (h *Host) reserve(ctx context.Context, stream journal.StreamID) (*Reservati
 		return r.res, r.err
 	case <-timer.C:
 		if req.abandon() {
-			return nil, &ReservationTimeoutError{Stream: stream, Tag: stream.Tag}
+			return nil, &tagconsistency.ReservationTimeoutError{Stream: stream, Waited: h.cfg.ReservationTimeout}
 		}
 	case <-ctx.Done():
 		if req.abandon() {
@@ -130,7 +89,7 @@ func (g *actorGrant) finish(ctx context.Context, msg any, reply chan error) erro
 	}
 	select {
 	case <-g.done:
-		return fmt.Errorf("%w: the actor of stream %s stopped", ErrReservationLost, g.stream)
+		return fmt.Errorf("%w: the actor of stream %s stopped", tagconsistency.ErrReservationLost, g.stream)
 	default:
 	}
 	g.host.send(g.pid, msg)
@@ -142,7 +101,7 @@ func (g *actorGrant) finish(ctx context.Context, msg any, reply chan error) erro
 		case err := <-reply:
 			return err
 		default:
-			return fmt.Errorf("%w: the actor of stream %s stopped", ErrReservationLost, g.stream)
+			return fmt.Errorf("%w: the actor of stream %s stopped", tagconsistency.ErrReservationLost, g.stream)
 		}
 	case <-ctx.Done():
 		return ctx.Err()
@@ -164,7 +123,7 @@ func (a *streamActor) grant(r *reserveReq) {
 	a.reserved = &heldReservation{id: id, timer: time.AfterFunc(h.cfg.ReservationHold, func() {
 		h.send(self, &reservationExpiredMsg{id: id})
 	})}
-	r.reply <- reserveReply{res: &Reservation{
+	r.reply <- reserveReply{res: &tagconsistency.Reservation{
 		Stream: a.stream, Lease: a.lease, Version: a.version, LastPosition: a.lastPos, State: a.state,
 		Grantor: &actorGrant{stream: a.stream, host: h, pid: self, done: a.entry.done, id: id},
 	}}
@@ -184,7 +143,7 @@ func (a *streamActor) onConfirm(m *confirmMsg) {
 		if len(m.records) > 0 {
 			a.stale = true
 		}
-		m.reply <- fmt.Errorf("%w: stream %s (it outlived the reservation timeout, or the actor lost its lease)", ErrReservationLost, a.stream)
+		m.reply <- fmt.Errorf("%w: stream %s (it outlived the reservation timeout, or the actor lost its lease)", tagconsistency.ErrReservationLost, a.stream)
 		return
 	}
 	tag := a.stream.Tag
@@ -229,7 +188,7 @@ func (a *streamActor) onConfirm(m *confirmMsg) {
 
 func (a *streamActor) onCancel(m *cancelMsg) {
 	if !a.held(m.id) {
-		m.reply <- fmt.Errorf("%w: stream %s (it outlived the reservation timeout, or the actor lost its lease)", ErrReservationLost, a.stream)
+		m.reply <- fmt.Errorf("%w: stream %s (it outlived the reservation timeout, or the actor lost its lease)", tagconsistency.ErrReservationLost, a.stream)
 		return
 	}
 	if m.cause != nil {

@@ -2,10 +2,11 @@ package actors
 
 import (
 	"context"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 
 	"go.opentelemetry.io/otel/metric"
 

@@ -3,9 +3,10 @@ package actors
 import (
 	"context"
 	"fmt"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
-	"runtime/debug"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
+	"github.com/scribe-es/scribe/internal/usercode"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
@@ -343,12 +344,7 @@ func (a *streamActor) reply(r *commandReq, res Result, err error, outcome string
 	r.reply <- commandReply{res: res, err: err, outcome: outcome}
 }
 
-// safe runs user code, turning a panic into a *PanicError.
-func safe(stream journal.StreamID, phase string, fn func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Stream: stream, Phase: phase, Value: v, Stack: debug.Stack()}
-		}
-	}()
-	return fn()
+// safe runs user code, turning a panic into a *usercode.PanicError.
+func safe(stream journal.StreamID, phase string, fn func() error) error {
+	return usercode.Run(stream, "", phase, fn)
 }

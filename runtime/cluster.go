@@ -65,7 +65,7 @@ func (rt *Runtime) tagOwners() tagconsistency.TagOwners {
 	if rt.cluster != nil {
 		return rt.cluster.Owners()
 	}
-	return tagconsistency.ActorOwners(rt.host)
+	return rt.host
 }
 
 // ClusterMembers returns the sorted addresses of the members this runtime

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/internal/usercode"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/tagconsistency"
 )
@@ -28,7 +29,7 @@ var (
 	// (see Tagged); nothing was appended. Append them with a DCB command.
 	ErrForeignTags = actors.ErrForeignTags
 	// ErrPanic: the command's user code panicked (see PanicError).
-	ErrPanic = actors.ErrPanic
+	ErrPanic = usercode.ErrPanic
 	// ErrIdempotencyKeyReused: the key was already executed with another
 	// command (type or content) on the stream, or by the DCB command; nothing
 	// was executed (see KeyReusedError). Not retryable: use a new key for a
@@ -77,7 +78,7 @@ var (
 // aggregate's (Stream set) or DCB command's (Command set) user code. Only
 // that command failed, writing nothing; an aggregate's actor rebuilt its
 // state from the journal before serving the others.
-type PanicError = actors.PanicError
+type PanicError = usercode.PanicError
 
 // twinNodeError is every error of a runtime after another live process
 // opened its NodeID (the journal superseded its node session while it ran):

@@ -32,11 +32,11 @@ type Command[S any] struct {
 	// Query determine. Required.
 	Evolve func(S, journal.Record) S
 	// FromStates, when set, builds the state from the owners' cached states
-	// (actors.Reservation.State of every reserved stream, keyed by tag) instead of
+	// (Reservation.State of every reserved stream, keyed by tag) instead of
 	// folding the query's events; returning false falls back to folding. Use
 	// it when the tags' aggregates already hold what the decision needs: no
 	// journal read at all. The append condition then covers everything after
-	// the newest actors.Reservation.LastPosition, so the owners must report it.
+	// the newest Reservation.LastPosition, so the owners must report it.
 	// Optional.
 	FromStates func(states map[journal.Tag]any) (S, bool)
 	// Decide returns the events to append (each with its tags), none to do

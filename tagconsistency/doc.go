@@ -8,8 +8,8 @@
 // tags. [Execute] runs it once:
 //
 //  1. it reserves every tag of the query (and of Command.Tags) at the tag's
-//     single writer, a [TagOwners] (in Scribe, the stream actors: see
-//     [ActorOwners]), in ascending tag order, so concurrent commands never
+//     single writer, a [TagOwners] (in Scribe, the stream actors:
+//     *actors.Host implements it), in ascending tag order, so concurrent commands never
 //     deadlock; a busy tag queues the command, and a reservation that waits
 //     longer than the owner's reservation timeout fails with a
 //     [ReservationTimeoutError] naming the tag;

@@ -21,8 +21,13 @@ var (
 	ErrConflict = errors.New("tagconsistency: conflict")
 	// ErrReservationTimeout: a tag stayed busy longer than its owner's
 	// reservation timeout (TagOwners.Reserve). A ReservationTimeoutError
-	// names the tag.
+	// names the tag. It is the one reservation-timeout error: owners return
+	// it, and the executor adds the command's name.
 	ErrReservationTimeout = errors.New("tagconsistency: reservation timeout")
+	// ErrReservationLost is returned by Grantor.Confirm or Cancel when the
+	// reservation is no longer held: it outlived the owner's hold limit and
+	// was cancelled, or the owner stopped (lease lost).
+	ErrReservationLost = errors.New("tagconsistency: reservation no longer held")
 	// ErrInvalidCommand: the command is malformed (nothing was reserved or
 	// written), or its decision is (nothing was written).
 	ErrInvalidCommand = errors.New("tagconsistency: invalid command")
@@ -54,12 +59,17 @@ func (e *ConflictError) Unwrap() error { return e.Err }
 // ReservationTimeoutError details ErrReservationTimeout: the tag that stayed
 // busy and how long the command waited for it.
 type ReservationTimeoutError struct {
+	// Command is the DCB command's name; empty when an owner reports it.
 	Command string
 	Stream  journal.StreamID
 	Waited  time.Duration
 }
 
 func (e *ReservationTimeoutError) Error() string {
+	if e.Command == "" {
+		return fmt.Sprintf("tagconsistency: reserving tag %s waited %s, past the reservation timeout; the tag is busy: retry later or raise runtime.Config.ReservationTimeout",
+			e.Stream, e.Waited.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("tagconsistency: command %q waited %s to reserve tag %s, longer than its owner's reservation timeout; the tag is busy with other commands: retry later, raise the owner's reservation timeout (runtime.Config.ReservationTimeout) or reduce contention on that tag",
 		e.Command, e.Waited.Round(time.Millisecond), e.Stream)
 }

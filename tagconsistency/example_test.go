@@ -98,7 +98,7 @@ func Example() {
 	}
 	defer func() { _ = host.Shutdown(ctx) }()
 
-	x, err := tagconsistency.New(tagconsistency.Config{Journal: j, Owners: tagconsistency.ActorOwners(host)})
+	x, err := tagconsistency.New(tagconsistency.Config{Journal: j, Owners: host})
 	if err != nil {
 		panic(err)
 	}

@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"iter"
 	"slices"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -228,7 +228,7 @@ func executeOnce[S any](ctx context.Context, x *Executor, cmd Command[S], opts O
 		x.tel.finishExecute(ctx, span, cmd.Name, outcome, err)
 	}()
 
-	held := make([]*actors.Reservation, 0, len(streams))
+	held := make([]*Reservation, 0, len(streams))
 	for _, s := range streams {
 		r, err := x.reserve(ctx, cmd.Name, s)
 		if err != nil {

@@ -3,12 +3,14 @@ package tagconsistency_test
 import (
 	"context"
 	"errors"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
+	"github.com/scribe-es/scribe/internal/usercode"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -16,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/tagconsistency"
@@ -80,7 +81,7 @@ type recordingOwners struct {
 	released []journal.Tag
 }
 
-func (o *recordingOwners) Reserve(ctx context.Context, id journal.StreamID) (*actors.Reservation, error) {
+func (o *recordingOwners) Reserve(ctx context.Context, id journal.StreamID) (*tagconsistency.Reservation, error) {
 	r, err := o.lockOwners.Reserve(ctx, id)
 	if err == nil {
 		o.mu.Lock()
@@ -93,7 +94,7 @@ func (o *recordingOwners) Reserve(ctx context.Context, id journal.StreamID) (*ac
 
 // recordingGrant records the release of a reservation, then ends it.
 type recordingGrant struct {
-	actors.Grantor
+	tagconsistency.Grantor
 	o   *recordingOwners
 	tag journal.Tag
 }
@@ -180,11 +181,11 @@ func TestPanicsInUserCodeFailOnlyThatCommand(t *testing.T) {
 	cmd := enrol("s", "c")
 	cmd.Decide = func(enrolState) ([]journal.Event, error) { panic("boom") }
 	_, err := tagconsistency.Execute(ctx, e.x, cmd, tagconsistency.Options{})
-	var pe *actors.PanicError
+	var pe *usercode.PanicError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "decide", pe.Phase)
 	require.Equal(t, cmd.Name, pe.Command)
-	require.ErrorIs(t, err, actors.ErrPanic)
+	require.ErrorIs(t, err, usercode.ErrPanic)
 
 	cmd = enrol("s", "other")
 	cmd.Evolve = func(enrolState, journal.Record) enrolState { panic("evolve boom") }

@@ -3,14 +3,14 @@ package tagconsistency
 import (
 	"context"
 	"fmt"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"slices"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -29,7 +29,7 @@ import (
 // of the cache) and then reads only the streams that moved since, from the
 // first version it has not seen; otherwise from the owners' complete record
 // caches when they cover the query; otherwise from version 1.
-func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []*actors.Reservation, key string) (state S, after journal.Position, err error) {
+func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []*Reservation, key string) (state S, after journal.Position, err error) {
 	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBRead)
 	defer span.End()
 	fail := func(err error) (S, journal.Position, error) {
@@ -133,14 +133,14 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []*actor
 
 // streamsToRead picks one reserved stream per query item, the shortest of the
 // item's tags, without repeats.
-func streamsToRead(q journal.Query, held []*actors.Reservation) []*actors.Reservation {
-	byTag := make(map[journal.Tag]*actors.Reservation, len(held))
+func streamsToRead(q journal.Query, held []*Reservation) []*Reservation {
+	byTag := make(map[journal.Tag]*Reservation, len(held))
 	for _, r := range held {
 		byTag[r.Stream.Tag] = r
 	}
-	var out []*actors.Reservation
+	var out []*Reservation
 	for _, it := range q.Items {
-		var best *actors.Reservation
+		var best *Reservation
 		for _, t := range it.Tags {
 			if r := byTag[t]; best == nil || r.Version < best.Version {
 				best = r
@@ -154,7 +154,7 @@ func streamsToRead(q journal.Query, held []*actors.Reservation) []*actors.Reserv
 }
 
 // versionsOf returns the reserved streams' versions.
-func versionsOf(held []*actors.Reservation) map[journal.Tag]uint64 {
+func versionsOf(held []*Reservation) map[journal.Tag]uint64 {
 	v := make(map[journal.Tag]uint64, len(held))
 	for _, r := range held {
 		v[r.Stream.Tag] = r.Version
@@ -166,7 +166,7 @@ func versionsOf(held []*actors.Reservation) map[journal.Tag]uint64 {
 // and caches the result at the streams' new versions. The append condition
 // guaranteed that no other matching event lies between after and these
 // records.
-func advance[S any](c *foldCache, cmd Command[S], key string, state S, after journal.Position, held []*actors.Reservation, records []journal.Record) {
+func advance[S any](c *foldCache, cmd Command[S], key string, state S, after journal.Position, held []*Reservation, records []journal.Record) {
 	if c == nil || cmd.FromStates != nil {
 		return
 	}
@@ -191,8 +191,8 @@ func advance[S any](c *foldCache, cmd Command[S], key string, state S, after jou
 // fromCache collects the records matching q from the owners' complete record
 // caches, in ascending position order. It reports false when some query item
 // has no reserved tag with a complete cache (then the journal is read).
-func fromCache(q journal.Query, held []*actors.Reservation) ([]journal.Record, bool) {
-	byTag := make(map[journal.Tag]*actors.Reservation, len(held))
+func fromCache(q journal.Query, held []*Reservation) ([]journal.Record, bool) {
+	byTag := make(map[journal.Tag]*Reservation, len(held))
 	for _, r := range held {
 		if r.Complete {
 			byTag[r.Stream.Tag] = r
@@ -204,7 +204,7 @@ func fromCache(q journal.Query, held []*actors.Reservation) ([]journal.Record, b
 	var out []journal.Record
 	seen := make(map[uuid.UUID]bool)
 	for _, it := range q.Items {
-		var src *actors.Reservation
+		var src *Reservation
 		for _, t := range it.Tags {
 			if r, ok := byTag[t]; ok {
 				src = r

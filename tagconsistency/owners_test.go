@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/tagconsistency"
 )
@@ -126,12 +125,12 @@ func (s *lockStream) adopt(tag journal.Tag, recs []journal.Record) error {
 	return nil
 }
 
-func (o *lockOwners) Reserve(ctx context.Context, id journal.StreamID) (*actors.Reservation, error) {
+func (o *lockOwners) Reserve(ctx context.Context, id journal.StreamID) (*tagconsistency.Reservation, error) {
 	s, err := o.hold(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	r := &actors.Reservation{Stream: id.Normalize(), Lease: s.lease, Version: uint64(len(s.records)), Grantor: &lockGrant{s: s, tag: id.Tag}}
+	r := &tagconsistency.Reservation{Stream: id.Normalize(), Lease: s.lease, Version: uint64(len(s.records)), Grantor: &lockGrant{s: s, tag: id.Tag}}
 	if n := len(s.records); n > 0 {
 		r.LastPosition = s.records[n-1].Position
 	}

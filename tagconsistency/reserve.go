@@ -4,19 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"sync"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 )
 
-func (x *Executor) reserve(ctx context.Context, command string, s journal.StreamID) (*actors.Reservation, error) {
+func (x *Executor) reserve(ctx context.Context, command string, s journal.StreamID) (*Reservation, error) {
 	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBReserve, trace.WithAttributes(
 		attribute.String("scribe.stream", s.String()),
 	))
@@ -61,10 +61,10 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 // records are durable whatever Confirm returns: a failed confirm is recorded
 // on the span (the owner reloads before writing again, and the journal fences
 // it meanwhile), not returned to the caller.
-func (x *Executor) confirmAll(ctx context.Context, held []*actors.Reservation, records []journal.Record) {
+func (x *Executor) confirmAll(ctx context.Context, held []*Reservation, records []journal.Record) {
 	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBConfirm, trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
 	defer span.End()
-	x.endReservations(ctx, span, held, "confirming", func(ctx context.Context, r *actors.Reservation) error {
+	x.endReservations(ctx, span, held, "confirming", func(ctx context.Context, r *Reservation) error {
 		var mine []journal.Record
 		for _, rec := range records {
 			if rec.HasTag(r.Stream.Tag) {
@@ -77,7 +77,7 @@ func (x *Executor) confirmAll(ctx context.Context, held []*actors.Reservation, r
 
 // cancelAll cancels every reservation. cause is passed to the owners (nil:
 // nothing was written and their view is exact).
-func (x *Executor) cancelAll(ctx context.Context, held []*actors.Reservation, cause error) {
+func (x *Executor) cancelAll(ctx context.Context, held []*Reservation, cause error) {
 	if len(held) == 0 {
 		return
 	}
@@ -86,7 +86,7 @@ func (x *Executor) cancelAll(ctx context.Context, held []*actors.Reservation, ca
 		attribute.Bool("scribe.dcb.reload", cause != nil),
 	))
 	defer span.End()
-	x.endReservations(ctx, span, held, "cancelling", func(ctx context.Context, r *actors.Reservation) error {
+	x.endReservations(ctx, span, held, "cancelling", func(ctx context.Context, r *Reservation) error {
 		return r.Grantor.Cancel(ctx, cause)
 	})
 }
@@ -95,7 +95,7 @@ func (x *Executor) cancelAll(ctx context.Context, held []*actors.Reservation, ca
 // that every tag is freed one owner round trip after the command finished,
 // each with its own EndTimeout and regardless of the caller's context.
 // Failures are recorded on span.
-func (x *Executor) endReservations(ctx context.Context, span trace.Span, held []*actors.Reservation, verb string, end func(context.Context, *actors.Reservation) error) {
+func (x *Executor) endReservations(ctx context.Context, span trace.Span, held []*Reservation, verb string, end func(context.Context, *Reservation) error) {
 	ctx = context.WithoutCancel(ctx)
 	errs := make([]error, len(held))
 	one := func(i int) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/scribe-es/scribe/actors"
 	otelx "github.com/scribe-es/scribe/internal/telemetry"
+	"github.com/scribe-es/scribe/internal/usercode"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -35,16 +34,10 @@ func decide[S any](ctx context.Context, x *Executor, cmd Command[S], state S) (e
 	return events, false, nil
 }
 
-// guard runs f, turning a panic into an *actors.PanicError naming the
+// guard runs f, turning a panic into a *usercode.PanicError naming the
 // command and the phase.
-func guard(command, phase string, f func()) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &actors.PanicError{Command: command, Phase: phase, Value: v, Stack: debug.Stack()}
-		}
-	}()
-	f()
-	return nil
+func guard(command, phase string, f func()) error {
+	return usercode.Run(journal.StreamID{}, command, phase, func() error { f(); return nil })
 }
 
 // stamp checks the decided events' tags and partition and fills in IDs and
@@ -101,7 +94,7 @@ func (x *Executor) stamp(ctx context.Context, command, partition string, streams
 
 // append writes the events once, fenced by the owners' leases and versions,
 // with the DCB condition as a backstop.
-func (x *Executor) append(ctx context.Context, command string, q journal.Query, held []*actors.Reservation, events []journal.Event, after journal.Position) (journal.AppendResult, error) {
+func (x *Executor) append(ctx context.Context, command string, q journal.Query, held []*Reservation, events []journal.Event, after journal.Position) (journal.AppendResult, error) {
 	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBAppend, trace.WithAttributes(
 		attribute.Int("scribe.dcb.events", len(events)),
 	))

@@ -8,7 +8,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/internal/clusterpb"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
@@ -33,7 +32,7 @@ type remoteGrant struct {
 	id     uint64 // the reservation's ID on the hosting member
 }
 
-func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (*actors.Reservation, error) {
+func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (*tagconsistency.Reservation, error) {
 	c := o.c
 	stream = stream.Normalize()
 	identity := stream.String()
@@ -55,7 +54,7 @@ func (o clusterOwners) Reserve(ctx context.Context, stream journal.StreamID) (*a
 	}
 }
 
-func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamID) (*actors.Reservation, bool, error) {
+func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamID) (*tagconsistency.Reservation, bool, error) {
 	c := o.c
 	identity := stream.String()
 	pid := c.pid(identity)
@@ -86,11 +85,7 @@ func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamI
 				c.cl.PidCache.Remove(identity, streamKind)
 				return nil, true, fmt.Errorf("%w: member %s no longer hosts stream %s; nothing was reserved: retry", runtime.ErrNodeUnavailable, pid.Address, stream)
 			}
-			err := c.decodeError(r.Error, pid.Address)
-			if errors.Is(err, actors.ErrReservationTimeout) {
-				err = fmt.Errorf("%w: %w", tagconsistency.ErrReservationTimeout, err)
-			}
-			return nil, false, err
+			return nil, false, c.decodeError(r.Error, pid.Address)
 		}
 		res, err := c.reservationFromPB(ctx, stream, pid, r)
 		if err != nil {
@@ -114,8 +109,8 @@ func (o clusterOwners) remoteReserve(ctx context.Context, stream journal.StreamI
 // reservationFromPB is the reservation r granted by the member at pid; its
 // state is decoded with the aggregate's state codec. With reservationToPB it
 // is the only conversion between a reservation and its wire form.
-func (c *clusterNode) reservationFromPB(ctx context.Context, stream journal.StreamID, pid *actor.PID, r *clusterpb.ReserveReply) (*actors.Reservation, error) {
-	res := &actors.Reservation{
+func (c *clusterNode) reservationFromPB(ctx context.Context, stream journal.StreamID, pid *actor.PID, r *clusterpb.ReserveReply) (*tagconsistency.Reservation, error) {
+	res := &tagconsistency.Reservation{
 		Stream:  stream,
 		Version: r.Version,
 		Grantor: &remoteGrant{node: c, pid: pid, stream: stream, id: r.ReservationId},
@@ -141,7 +136,7 @@ func (c *clusterNode) reservationFromPB(ctx context.Context, stream journal.Stre
 
 // reservationToPB fills reply with the reservation r granted here, its state
 // encoded with the aggregate's state codec.
-func (c *clusterNode) reservationToPB(r *actors.Reservation, reply *clusterpb.ReserveReply) error {
+func (c *clusterNode) reservationToPB(r *tagconsistency.Reservation, reply *clusterpb.ReserveReply) error {
 	if r.State != nil {
 		if mod := c.node.Model(r.Stream.Tag.Group()); mod != nil {
 			data, err := mod.EncodeState(r.State)
@@ -187,19 +182,19 @@ func (g *remoteGrant) end(ctx context.Context, req *clusterpb.EndReservationRequ
 		}
 		return nil
 	case error:
-		return fmt.Errorf("%w: ending the reservation of stream %s on member %s: %w (%w)", runtime.ErrNodeUnavailable, stream, pid.Address, r, actors.ErrReservationLost)
+		return fmt.Errorf("%w: ending the reservation of stream %s on member %s: %w (%w)", runtime.ErrNodeUnavailable, stream, pid.Address, r, tagconsistency.ErrReservationLost)
 	}
 	return fmt.Errorf("runtime: unexpected reply %T from member %s", r, pid.Address)
 }
 
 // heldReservation is a reservation this member granted to another member.
 type heldReservation struct {
-	r      *actors.Reservation
+	r      *tagconsistency.Reservation
 	holder string // the address of the member holding it
 }
 
 func (c *clusterNode) localOwners() tagconsistency.TagOwners {
-	return tagconsistency.ActorOwners(c.node.Host)
+	return c.node.Host
 }
 
 // abandonedReserve is a reservation request whose caller gave up.
@@ -252,7 +247,7 @@ func (c *clusterNode) serveEndReservation(m *clusterpb.EndReservationRequest) *c
 	delete(c.held, m.ReservationId)
 	c.mu.Unlock()
 	if !ok {
-		reply.Error = c.encodeError(fmt.Errorf("%w: member %s holds no reservation %d of stream %s", actors.ErrReservationLost, c.self(), m.ReservationId, streamFromPB(m.Stream)))
+		reply.Error = c.encodeError(fmt.Errorf("%w: member %s holds no reservation %d of stream %s", tagconsistency.ErrReservationLost, c.self(), m.ReservationId, streamFromPB(m.Stream)))
 		return reply
 	}
 	ctx, cancel := c.serveContext(m.TimeoutNanos, "", "")
@@ -275,7 +270,7 @@ func (c *clusterNode) serveEndReservation(m *clusterpb.EndReservationRequest) *c
 
 // cancelHeldBy cancels the reservations granted to a member that left.
 func (c *clusterNode) cancelHeldBy(addr string) {
-	var rs []*actors.Reservation
+	var rs []*tagconsistency.Reservation
 	c.mu.Lock()
 	for id, h := range c.held {
 		if h.holder == addr {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -265,7 +266,7 @@ func (m *member) Shutdown() {
 // reservation's Grantor ends it through the membership that made it.
 type memberOwners struct{ m *member }
 
-func (o memberOwners) Reserve(ctx context.Context, stream journal.StreamID) (*actors.Reservation, error) {
+func (o memberOwners) Reserve(ctx context.Context, stream journal.StreamID) (*tagconsistency.Reservation, error) {
 	c, err := o.m.serving()
 	if err != nil {
 		return nil, err

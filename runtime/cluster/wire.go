@@ -10,8 +10,10 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/internal/clusterpb"
+	"github.com/scribe-es/scribe/internal/usercode"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/tagconsistency"
 )
 
 // RemoteError is an error returned by another cluster member. Message is
@@ -62,9 +64,9 @@ func builtinErrorCodes() []ErrorCode {
 		{Code: "scribe.foreign_tags", Err: actors.ErrForeignTags},
 		{Code: "scribe.shutdown", Err: actors.ErrShutdown},
 		{Code: "scribe.no_aggregate", Err: actors.ErrNoAggregate},
-		{Code: "scribe.panic", Err: actors.ErrPanic},
-		{Code: "scribe.reservation_timeout", Err: actors.ErrReservationTimeout},
-		{Code: "scribe.reservation_lost", Err: actors.ErrReservationLost},
+		{Code: "scribe.panic", Err: usercode.ErrPanic},
+		{Code: "scribe.reservation_timeout", Err: tagconsistency.ErrReservationTimeout},
+		{Code: "scribe.reservation_lost", Err: tagconsistency.ErrReservationLost},
 		{Code: "scribe.unknown_aggregate", Err: runtime.ErrUnknownAggregate},
 		{Code: "scribe.unknown_event", Err: runtime.ErrUnknownEvent},
 		{Code: "scribe.unknown_command", Err: runtime.ErrUnknownCommand},
