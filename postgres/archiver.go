@@ -87,7 +87,8 @@ INSERT INTO __S__.events_archive (` + archiveCols + `, correlation_id) SELECT * 
 // activation superseded do not count. With each, the index it reads through:
 // tag_group NULL for an unsliced projection (its own row; it follows the
 // feed, the events table); for a sliced one (migration 9) each slice's
-// checkpoint with its partition and tag group, read through the tag index
+// checkpoint with its partition, tag group and the range [lo, hi) of tag
+// slices (scribe_slice) it covers, read through the tag index
 // (event_tags_group_slice) and then the events table; its own row, which a
 // sliced commit never moves, does not count. A slice of a projection across
 // several databases (an empty tag_group, migration 12) holds a position on the
@@ -95,25 +96,40 @@ INSERT INTO __S__.events_archive (` + archiveCols + `, correlation_id) SELECT * 
 // itself: such positions count as if they were this database's (the
 // conservative side: a position of another database can only hold back more
 // here, never less, and a slice of this database is always counted).
-const liveCheckpointsSQL = `SELECT NULL::text AS partition, NULL::text AS tag_group, p.commit_xid, p.seq FROM __S__.projections p
+const liveCheckpointsSQL = `SELECT NULL::text AS partition, NULL::text AS tag_group, NULL::int AS lo, NULL::int AS hi, p.commit_xid, p.seq FROM __S__.projections p
 	LEFT JOIN __S__.projection_active a ON a.name = p.name
 	WHERE (a.version IS NULL OR p.version >= a.version)
 	  AND NOT EXISTS (SELECT FROM __S__.projection_slices ps WHERE ps.name = p.name AND ps.version = p.version)
 	UNION ALL
-	SELECT ps.partition, ps.tag_group, ps.commit_xid, ps.seq FROM __S__.projection_slices ps
+	SELECT ps.partition, ps.tag_group, ps.slice * (1024 / ps.slice_count), (ps.slice + 1) * (1024 / ps.slice_count), ps.commit_xid, ps.seq
+	FROM __S__.projection_slices ps
 	LEFT JOIN __S__.projection_active a ON a.name = ps.name
 	WHERE a.version IS NULL OR ps.version >= a.version`
 
-// feedFloorSQL is the lowest of liveCheckpointsSQL's checkpoints: no event
-// row after it may leave the events table. NULL when there are none.
-const feedFloorSQL = `SELECT min(ARRAY[c.commit_xid, c.seq]) FROM (` + liveCheckpointsSQL + `) c`
+// feedFloorSQL is the lowest of liveCheckpointsSQL's checkpoints of the
+// readers of the events table in position order (unsliced projections,
+// and the slices of projections across several databases, which read their
+// partition's feed): no event row after it may leave the events table.
+// NULL when there are none. The slices of a sliced projection do not
+// count: an event row leaves only once the cut of every chain it is linked
+// to passed it (fullyCutSQL), and the cut of a stream read by a slice stops
+// before the first tag index row the slice has not passed (tagFloorSQL), so
+// a row leaves only once every slice it belongs to passed it; a slice that
+// gets no events (its checkpoint stays at zero) holds nothing back.
+const feedFloorSQL = `SELECT min(ARRAY[c.commit_xid, c.seq]) FROM (` + liveCheckpointsSQL + `) c
+	WHERE c.tag_group IS NULL OR c.tag_group = ''`
 
-// tagFloorSQL is the lowest checkpoint among the sliced projections that
-// read the tag index rows of tag $2 in partition $1 (its group's): no tag
-// index row of the stream after it may leave event_tags. NULL when there
-// are none.
+// tagFloorSQL is the lowest checkpoint among the slices of sliced
+// projections that read the tag index rows of tag $2 in partition $1: the
+// slices of its group, of every sliced projection, whose range covers the
+// tag's slice. No tag index row of the stream after it may leave
+// event_tags. NULL when there are none. (A stream's rows are read by its
+// own slice only: the slices that passed them let them go although
+// another slice lags; the event rows stay hot while any slice of any
+// projection has not passed them, by feedFloorSQL.)
 const tagFloorSQL = `SELECT min(ARRAY[c.commit_xid, c.seq]) FROM (` + liveCheckpointsSQL + `) c
-	WHERE c.partition = $1 AND c.tag_group <> '' AND c.tag_group = split_part($2::text, ':', 1)`
+	WHERE c.partition = $1 AND c.tag_group <> '' AND c.tag_group = split_part($2::text, ':', 1)
+	  AND __S__.scribe_slice($2::text) >= c.lo AND __S__.scribe_slice($2::text) < c.hi`
 
 // tagHeldSQL is the lowest version in (cut $3, next $4] of a stream whose
 // tag index row is after the tag floor ($5, $6): the versions from it on
