@@ -69,6 +69,9 @@ func (m *aggregateModel[S]) Initial() any            { return m.def.Initial() }
 func (m *aggregateModel[S]) StateSchemaVersion() int { return m.def.SchemaVersion }
 
 func (m *aggregateModel[S]) Decide(state any, command any) ([]any, error) {
+	if s, ok := command.(seedCommand); ok {
+		return s.events, nil
+	}
 	return m.def.Decide(asState[S](state), command)
 }
 

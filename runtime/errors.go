@@ -67,9 +67,11 @@ var (
 	// journal.ErrNodeSuperseded and ErrLeaseLost), and executes nothing more.
 	// Send commands to another member; restart this one with its own NodeID.
 	ErrNodeFenced = errors.New("runtime: cluster member fenced")
-	// ErrUnknownCommand (cluster): a command crossing members has a type
-	// missing from the caller's or the host's cluster Commands.
-	ErrUnknownCommand = errors.New("runtime: command type not registered for the cluster")
+	// ErrUnknownCommand: a command crossing members has a type missing from
+	// the caller's or the host's cluster Commands; or a command reached an
+	// AggregateOf by an untyped path and is not of its command type; or
+	// Seed ran in cluster mode. Nothing was decided.
+	ErrUnknownCommand = errors.New("runtime: unknown command type")
 	// ErrNoKeyStore: Erase without Config.KeyStore.
 	ErrNoKeyStore = errors.New("runtime: no key store configured")
 )
