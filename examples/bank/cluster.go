@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/examples/bank/bank"
+	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/runtime/cluster"
 	"github.com/scribe-es/scribe/runtime/cluster/automanaged"
@@ -102,5 +104,22 @@ func withBankTypes(cfg *cluster.Config) {
 			Err:     e,
 			Rebuild: func(msg string) error { return &bank.Error{Code: code, Message: msg} },
 		})
+	}
+	// Library errors the cluster does not carry by itself, which classify
+	// answers without a retry (or with one): a retired account must answer
+	// 410 from every member, not 500 "retry".
+	for _, e := range []struct {
+		code string
+		err  error
+	}{
+		{"journal.archived", journal.ErrArchived}, {"journal.stream_retired", journal.ErrStreamRetired},
+		{"journal.partition_moving", journal.ErrPartitionMoving}, {"journal.partition_moved", journal.ErrPartitionMoved},
+		{"journal.configuration", journal.ErrConfiguration}, {"runtime.idempotency_key_reused", runtime.ErrIdempotencyKeyReused},
+		{"runtime.conflict", runtime.ErrConflict}, {"runtime.invalid_command", runtime.ErrInvalidCommand},
+		{"runtime.no_key_store", runtime.ErrNoKeyStore}, {"erasure.subject_erased", erasure.ErrSubjectErased},
+		{"erasure.key_missing", erasure.ErrKeyMissing}, {"erasure.key_store_unavailable", erasure.ErrKeyStoreUnavailable},
+		{"erasure.corrupt", erasure.ErrCorrupt}, {"erasure.invalid_argument", erasure.ErrInvalidArgument},
+	} {
+		cfg.Errors = append(cfg.Errors, cluster.ErrorCode{Code: "bank.lib." + e.code, Err: e.err})
 	}
 }

@@ -249,7 +249,12 @@ func runBankCluster(t *testing.T, kill bool) {
 func startBankCluster(t *testing.T, n int) []*process {
 	t.Helper()
 	_, schema := pgSchema(t)
-	dbURL := pgtest.URL(t)
+	return startBankClusterIn(t, n, pgtest.URL(t), schema)
+}
+
+// startBankClusterIn is startBankCluster on schema of dbURL's database.
+func startBankClusterIn(t *testing.T, n int, dbURL, schema string) []*process {
+	t.Helper()
 	bin := buildBinary(t)
 	ports := clusterPorts(t, 2*n)
 	var peers []string
