@@ -3,7 +3,7 @@
 //
 //   - Memory: a single-node runtime on an in-memory journal, snapshot store
 //     and key store, in one line, shut down when the test ends.
-//   - DatabaseURL, Postgres, PostgresRuntime: a throwaway, migrated Postgres
+//   - DatabaseURL, Schema, Postgres, PostgresRuntime: a throwaway, migrated Postgres
 //     schema (with its key store) on the database $SCRIBE_TEST_DATABASE_URL
 //     names, dropped when the test ends; without the variable the test is
 //     skipped with a message saying what to set, or fails when $CI is "true"

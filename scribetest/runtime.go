@@ -113,6 +113,18 @@ func Postgres(t testing.TB, opts ...postgres.Option) *postgres.Store {
 	return s
 }
 
+// Schema returns the database URL (DatabaseURL) and a fresh schema name for
+// a service that opens its store itself (postgres.Open with WithSchema):
+// nothing is created, and when the test ends the schema and its key store
+// schema (postgres.KeyStoreSchemaFor) are dropped if they exist.
+func Schema(t testing.TB) (url, schema string) {
+	t.Helper()
+	url = DatabaseURL(t)
+	schema = schemaName(t)
+	t.Cleanup(func() { dropSchemas(t, url, schema, postgres.KeyStoreSchemaFor(schema)) })
+	return url, schema
+}
+
 func dropSchemas(t testing.TB, url string, schemas ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

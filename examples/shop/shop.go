@@ -12,7 +12,10 @@ import (
 
 // The domain: products with stock, and orders over several products.
 type (
-	// Restock adds units of a product (a command of the product aggregate).
+	// ProductCommand is a command of the product aggregate: the compiler
+	// refuses any other type where one is expected.
+	ProductCommand interface{ productCommand() }
+	// Restock adds units of a product.
 	Restock struct {
 		SKU   string
 		Units int
@@ -48,6 +51,8 @@ type (
 	}
 )
 
+func (Restock) productCommand() {}
+
 // Tags puts an order on every product it touches.
 func (e OrderPlaced) Tags() []journal.Tag {
 	tags := make([]journal.Tag, len(e.Lines))
@@ -57,8 +62,12 @@ func (e OrderPlaced) Tags() []journal.Tag {
 	return tags
 }
 
-// ErrOutOfStock rejects an order a product cannot serve.
-var ErrOutOfStock = errors.New("out of stock")
+// ErrOutOfStock rejects an order a product cannot serve; ErrInvalidUnits a
+// restock of no units or fewer.
+var (
+	ErrOutOfStock   = errors.New("out of stock")
+	ErrInvalidUnits = errors.New("units must be positive")
+)
 
 func evolve(s Stock, ev any) Stock {
 	switch e := ev.(type) {
@@ -77,6 +86,7 @@ func evolve(s Stock, ev any) Stock {
 // Shop is the service: the runtime, the order command and the read model.
 type Shop struct {
 	rt       *runtime.Runtime
+	product  *runtime.Commands[Stock, ProductCommand]
 	products runtime.AggregateState[Stock]
 	place    *runtime.DCBCommand[PlaceOrder, runtime.DCBStates]
 	orders   projection.RowReader
@@ -116,15 +126,18 @@ func ordersProjection(rt *runtime.Runtime) projection.RowProjection {
 func register(rt *runtime.Runtime) (*Shop, error) {
 	runtime.MustRegisterEvent[Restocked](rt, "Restocked", 1)
 	runtime.MustRegisterEvent[OrderPlaced](rt, "OrderPlaced", 1)
-	runtime.MustRegisterAggregate(rt, runtime.Aggregate[Stock]{
+	product := runtime.MustRegisterAggregateOf(rt, runtime.AggregateOf[Stock, ProductCommand]{
 		Name:    "product",
 		Initial: func() Stock { return Stock{} },
-		Decide: func(s Stock, cmd any) ([]any, error) {
-			c, ok := cmd.(Restock)
-			if !ok || c.Units <= 0 {
-				return nil, fmt.Errorf("shop: a product takes Restock with positive units, not %#v", cmd)
+		Decide: func(s Stock, cmd ProductCommand) ([]any, error) {
+			switch c := cmd.(type) {
+			case Restock:
+				if c.Units <= 0 {
+					return nil, fmt.Errorf("restock of %s: %d units: %w", c.SKU, c.Units, ErrInvalidUnits)
+				}
+				return []any{Restocked{SKU: c.SKU, Units: c.Units}}, nil
 			}
-			return []any{Restocked{SKU: c.SKU, Units: c.Units}}, nil
+			return nil, fmt.Errorf("shop: no rule for %T", cmd)
 		},
 		Evolve: evolve,
 	})
@@ -151,12 +164,12 @@ func register(rt *runtime.Runtime) (*Shop, error) {
 			return []any{OrderPlaced{Order: o.Order, Lines: o.Lines}}, nil
 		},
 	})
-	return &Shop{rt: rt, products: products, place: place}, nil
+	return &Shop{rt: rt, product: product, products: products, place: place}, nil
 }
 
 // Restock adds units to a product.
 func (s *Shop) Restock(ctx context.Context, sku string, units int) error {
-	_, err := s.rt.Execute(ctx, runtime.Target{Aggregate: "product", ID: sku}, Restock{SKU: sku, Units: units})
+	_, err := s.product.Execute(ctx, sku, Restock{SKU: sku, Units: units})
 	return err
 }
 
@@ -183,7 +196,7 @@ func (s *Shop) Place(ctx context.Context, order string, lines ...Line) (map[stri
 
 // Stock reads a product's stock without its actor (any node).
 func (s *Shop) Stock(ctx context.Context, sku string) (Stock, bool, error) {
-	st, err := runtime.State[Stock](ctx, s.rt, runtime.Target{Aggregate: "product", ID: sku})
+	st, err := s.product.State(ctx, sku)
 	return st.State, st.Exists, err
 }
 

@@ -5,7 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/scribetest"
 )
 
 // TestShop runs the same shop on memory and on Postgres: an order decided
@@ -14,9 +15,32 @@ import (
 func TestShop(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { testShop(t, "", "") })
 	t.Run("postgres", func(t *testing.T) {
-		_, schema := pgtest.Pool(t) // a fresh schema, dropped at the end
-		testShop(t, pgtest.URL(t), schema)
+		url, schema := scribetest.Schema(t) // a fresh schema, dropped at the end
+		testShop(t, url, schema)
 	})
+}
+
+// The shop's rules, given/when/then, on a runtime in memory.
+func TestShopRules(t *testing.T) {
+	rt := scribetest.Memory(t)
+	shop, err := register(rt)
+	require.NoError(t, err)
+
+	products := scribetest.Aggregate(t, rt, shop.product)
+	products.Given("pen", Restocked{SKU: "pen", Units: 2}).
+		When(Restock{SKU: "pen", Units: 3}).
+		ThenEvents(Restocked{SKU: "pen", Units: 3}).
+		ThenState(Stock{SKU: "pen", Units: 5})
+	products.Given("ink").When(Restock{SKU: "ink", Units: 0}).ThenError(ErrInvalidUnits)
+
+	orders := scribetest.DCB(t, rt, shop.place).
+		Given(shop.product.Target("cap"), Restocked{SKU: "cap", Units: 1}).
+		Given(shop.product.Target("nib"), Restocked{SKU: "nib", Units: 4})
+	lines := []Line{{SKU: "cap", Units: 1}, {SKU: "nib", Units: 2}}
+	orders.When(PlaceOrder{Order: "o1", Lines: lines}).ThenEvents(OrderPlaced{Order: "o1", Lines: lines})
+	orders.When(PlaceOrder{Order: "o2", Lines: lines}).ThenError(ErrOutOfStock) // no cap left
+	orders.When(PlaceOrder{Order: "o3", Lines: []Line{{SKU: "nib", Units: 2}}}, runtime.WithIdempotencyKey("o3")).
+		ThenEvents(OrderPlaced{Order: "o3", Lines: []Line{{SKU: "nib", Units: 2}}})
 }
 
 func testShop(t *testing.T, url, schema string) {
