@@ -184,3 +184,14 @@ func TestRolesReadVerbsAsReader(t *testing.T) {
 	require.Contains(t, res.stderr, `as role "`+f.roles.Service+`"`)
 	require.Contains(t, res.stderr, "use the owner role")
 }
+
+// TestConsoleAllowedHosts: -allowed-host takes names repeated or separated
+// by commas, blanks dropped.
+func TestConsoleAllowedHosts(t *testing.T) {
+	t.Parallel()
+	var h hostList
+	require.NoError(t, h.Set("a.example, b.example:8443,"))
+	require.NoError(t, h.Set("c.example"))
+	require.Equal(t, hostList{"a.example", "b.example:8443", "c.example"}, h)
+	require.Equal(t, "a.example,b.example:8443,c.example", h.String())
+}
