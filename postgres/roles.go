@@ -35,6 +35,8 @@ import (
 // The roles are NOLOGIN groups: grant each to the login role a process
 // connects as (GRANT "app_service" TO "billing_api").
 type Roles struct {
+	// Owner, Service and Reader are the three roles' names, plain
+	// identifiers; empty takes DefaultRoles.
 	Owner, Service, Reader string
 	// KeyStoreSchema is the erasure key store's schema the roles also
 	// cover. Default KeyStoreSchemaFor the journal schema.
