@@ -8,10 +8,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/scribe-es/scribe/journal/memory"
-	"github.com/scribe-es/scribe/postgres"
-	"github.com/scribe-es/scribe/projection"
-	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe"
 )
 
 func main() {
@@ -30,53 +27,26 @@ func main() {
 }
 
 // open starts the shop on Postgres (url, in schema) or in memory (url
-// empty): the only code that differs between the two. done stops it.
-func open(ctx context.Context, url, schema string) (shop *Shop, done func(), err error) {
-	cfg := runtime.Config{Journal: memory.New(), NodeID: "shop-1"}
-	var store *postgres.Store
-	if url != "" {
-		if store, err = postgres.Open(ctx, url, postgres.WithSchema(schema)); err != nil {
-			return nil, nil, err
-		}
-		cfg.Journal, cfg.Snapshots = store.Journal, store.Snapshots
-	}
-	rt, err := runtime.New(ctx, cfg)
-	if err == nil {
-		shop, err = register(rt)
-	}
-	var stopOrders func()
-	if err == nil && store == nil {
-		stopOrders, err = runOrders(ctx, shop, cfg.Journal, projection.NewMemoryStore())
-	} else if err == nil {
-		stopOrders, err = runOrders(ctx, shop, store.Journal, store.Projections)
-	}
+// empty): one call sets up the stores, the runtime and the read model.
+// done stops it.
+func open(ctx context.Context, url, schema string) (*Shop, func(), error) {
+	svc, err := scribe.Open(ctx, scribe.Config{DatabaseURL: url, Schema: schema, NodeID: "shop-1"})
 	if err != nil {
-		if store != nil {
-			store.Close()
-		}
 		return nil, nil, err
 	}
-	return shop, func() {
-		stopOrders()
-		_ = rt.Shutdown(context.Background())
-		if store != nil {
-			store.Close()
-		}
-	}, nil
-}
-
-// runOrders runs the orders read model on store (either store: the
-// projection is written once) until the returned stop is called.
-func runOrders[Tx any](ctx context.Context, s *Shop, src projection.Source, store projection.RowStore[Tx]) (func(), error) {
-	r, err := projection.NewRunner(src, store, projection.Bind(store, ordersProjection(s.rt)), projection.Options{Owner: "shop-1"})
+	done := func() { _ = svc.Close(context.Background()) }
+	shop, err := register(svc.Runtime)
 	if err != nil {
-		return nil, err
+		done()
+		return nil, nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	ended := make(chan struct{})
-	go func() { defer close(ended); _ = r.Run(ctx) }()
-	s.orders, s.ordersAt = store.ReadRows(r.Key()), r.WaitFor
-	return func() { cancel(); <-ended }, nil
+	orders, err := svc.Project(ordersProjection(svc.Runtime))
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	shop.orders, shop.ordersAt = orders.Rows(), orders.WaitFor
+	return shop, done, nil
 }
 
 func demo(ctx context.Context, shop *Shop) error {
