@@ -425,7 +425,10 @@ func TotalSliceLag(lags []SliceLag) SliceLag {
 // The events are counted up to atMost per slice (0: all), and the oldest
 // found, on the tag index of migration 9 (the slice's entries after its
 // checkpoint); not gated, so an append committing meanwhile may or may not
-// be counted.
+// be counted. These are exactly the events the slice has not applied: the
+// index is what the slice's runner reads, and an archive never moves an
+// index row after the checkpoint of a live slice that reads it
+// (tagFloorSQL), so no archive changes a lag.
 func (st *ProjectionStore) SliceLags(ctx context.Context, k projection.Key, atMost int) ([]SliceLag, error) {
 	rows, err := st.pool.Query(ctx, st.sliceLagsSQL(atMost), k.Name, k.Version)
 	if err != nil {
