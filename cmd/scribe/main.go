@@ -93,6 +93,7 @@ func commands() []*command {
 	return []*command{
 		migrateUpCommand(),
 		migrateStatusCommand(),
+		migrateSQLCommand(),
 		migrateKeysCommand(),
 		streamsListCommand(),
 		streamShowCommand(),

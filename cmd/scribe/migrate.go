@@ -3,6 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/scribe-es/scribe/postgres"
 )
@@ -132,4 +135,53 @@ func fmtFloor(v int) string {
 		return "-"
 	}
 	return fmt.Sprintf("v%d", v)
+}
+
+// migrateSQLCommand prints the SQL of a fresh schema, or writes it as one
+// file per migration for a migration tool, with no database.
+func migrateSQLCommand() *command {
+	var dir string
+	return &command{
+		name:    "migrate sql",
+		summary: "print the SQL that creates the schema at this scribe's version (no database needed), or -files DIR for goose/golang-migrate",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&dir, "files", "", "write one NNNN_description.up.sql file per migration into this directory instead (created if missing)")
+		},
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			if dir == "" {
+				sql, err := postgres.SchemaSQL(e.opts.schema)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(e.stdout, sql)
+				fmt.Fprintf(e.stderr, "schema %s at version %d: apply it with psql -v ON_ERROR_STOP=1 -f FILE, or run `scribe migrate up`\n", e.opts.schema, postgres.LatestVersion())
+				return nil
+			}
+			files, err := postgres.MigrationFiles(e.opts.schema)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("creating the directory for the migration files: %w", err)
+			}
+			names, err := fs.Glob(files, "*.sql")
+			if err != nil {
+				return err
+			}
+			for _, n := range names {
+				b, err := fs.ReadFile(files, n)
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+					return fmt.Errorf("writing migration file %s: %w", n, err)
+				}
+			}
+			fmt.Fprintf(e.stdout, "wrote %d migration files of schema %s into %s; apply them in name order, one transaction each, instead of `scribe migrate up`\n", len(names), e.opts.schema, dir)
+			return nil
+		},
+	}
 }
