@@ -87,6 +87,10 @@ func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...E
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if et, ok := r.byName[name]; ok {
+		if et.version != schemaVersion {
+			lo, hi := min(et.version, schemaVersion), max(et.version, schemaVersion)
+			return regErr("event %q is already registered at version %d: register it once, at %d, and read stored version %d with RegisterUpcaster(rt, %q, %d, fn)", name, et.version, hi, lo, name, lo)
+		}
 		return regErr("event %q is already registered (Go type %s)", name, et.typ)
 	}
 	if et, ok := r.byType[typ]; ok {
