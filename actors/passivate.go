@@ -122,6 +122,7 @@ func (a *streamActor) encodeSnapshot() (snapshots.Snapshot, bool) {
 		a.host.cfg.Logger.Warn("encoding a snapshot failed; continuing without it", "stream", a.stream.String(), "error", err)
 		return snapshots.Snapshot{}, false
 	}
+	data = WithFingerprint(fingerprintOf(a.model), data)
 	return snapshots.Snapshot{Stream: a.stream, Version: a.version, SchemaVersion: a.model.StateSchemaVersion(), State: data, CreatedAt: time.Now().UTC()}, true
 }
 

@@ -181,10 +181,20 @@ func (h *Host) doRecover(ctx context.Context, src journal.Journal, stream journa
 		}
 		if snap, ok := h.loadSnapshot(ctx, stream, model.StateSchemaVersion(), snapCap); ok {
 			var st any
-			err := safe(stream, "decode state", func() (err error) { st, err = model.DecodeState(snap.State); return err })
-			if err != nil {
-				h.cfg.Logger.Warn("ignoring a snapshot that does not decode; replaying the stream", "stream", stream.String(), "version", snap.Version, "error", err)
-			} else {
+			fp := fingerprintOf(model)
+			data, got, shaped := stripFingerprint(fp, snap.State)
+			var decodeErr error
+			if shaped {
+				decodeErr = safe(stream, "decode state", func() (err error) { st, err = model.DecodeState(data); return err })
+			}
+			switch {
+			case !shaped:
+				h.tel.snapshotsIgnored.Add(ctx, 1)
+				h.cfg.Logger.Warn("ignoring a snapshot of another state shape (the state type changed without a new schema version, or it predates fingerprints); replaying the stream",
+					"stream", stream.String(), "version", snap.Version, "fingerprint", got, "want", fp)
+			case decodeErr != nil:
+				h.cfg.Logger.Warn("ignoring a snapshot that does not decode; replaying the stream", "stream", stream.String(), "version", snap.Version, "error", decodeErr)
+			default:
 				rec.state, rec.version, rec.snapVersion = st, snap.Version, snap.Version
 			}
 		}

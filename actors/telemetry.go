@@ -25,8 +25,11 @@ type telemetry struct {
 	passivations    metric.Int64Counter
 	recoveries      metric.Int64Counter
 	fenceRejections metric.Int64Counter
-	outcomeOpts     map[string]metric.AddOption
-	meter           metric.Meter
+	// snapshotsIgnored counts snapshots of another state shape (see
+	// StateFingerprinter).
+	snapshotsIgnored metric.Int64Counter
+	outcomeOpts      map[string]metric.AddOption
+	meter            metric.Meter
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
@@ -63,6 +66,9 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		return nil, err
 	}
 	if t.fenceRejections, err = m.Int64Counter(otelx.MetricFenceRejections, metric.WithDescription("Appends or renewals rejected because the lease or node session was lost."), metric.WithUnit("{rejection}")); err != nil {
+		return nil, err
+	}
+	if t.snapshotsIgnored, err = m.Int64Counter(otelx.MetricSnapshotsIgnored, metric.WithDescription("Snapshots ignored at recovery because their state shape differs from the running build's (the stream was replayed)."), metric.WithUnit("{snapshot}")); err != nil {
 		return nil, err
 	}
 	for _, o := range []string{otelx.OutcomeOK, otelx.OutcomeDuplicate, otelx.OutcomeDomainError, otelx.OutcomeError, otelx.OutcomeCanceled, otelx.OutcomeOverloaded} {

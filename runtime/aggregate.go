@@ -22,8 +22,12 @@ type Aggregate[S any] struct {
 	Initial func() S
 	Decide  func(state S, command any) ([]any, error)
 	Evolve  func(state S, event any) S
-	// SchemaVersion (0 means 1) stamps snapshots of S: bump it when S's
-	// encoding changes; snapshots of another version are ignored (replay).
+	// SchemaVersion (0 means 1) stamps snapshots of S; snapshots of another
+	// version are ignored (replay). Snapshots also record S's shape (its
+	// fields' names, JSON tags and types, recursively): one of another shape
+	// is ignored too, so a forgotten bump cannot load a wrong state. Bump it
+	// when S keeps its shape but its meaning changes (a fold that counts
+	// differently).
 	SchemaVersion int
 }
 
@@ -48,15 +52,16 @@ func RegisterAggregate[S any](rt *Runtime, a Aggregate[S]) error {
 	if _, dup := r.aggregates[a.Name]; dup {
 		return regErr("aggregate %q is already registered", a.Name)
 	}
-	r.aggregates[a.Name] = &aggregateModel[S]{def: a, reg: r, stateType: reflect.TypeFor[S]()}
+	r.aggregates[a.Name] = &aggregateModel[S]{def: a, reg: r, stateType: reflect.TypeFor[S](), fingerprint: typeFingerprint(reflect.TypeFor[S]())}
 	return nil
 }
 
 // aggregateModel adapts a typed Aggregate to actors.Model.
 type aggregateModel[S any] struct {
-	def       Aggregate[S]
-	reg       *registry
-	stateType reflect.Type
+	def         Aggregate[S]
+	reg         *registry
+	stateType   reflect.Type
+	fingerprint string
 }
 
 func asState[S any](v any) S {
@@ -104,3 +109,9 @@ func (m *aggregateModel[S]) DecodeState(data []byte) (any, error) {
 	}
 	return s, nil
 }
+
+// StateFingerprint is the shape of S (actors.StateFingerprinter): snapshots
+// record it, and one saved with another shape is ignored and the stream
+// replayed, so a state type changed without a new SchemaVersion never loads
+// an old snapshot into the new shape.
+func (m *aggregateModel[S]) StateFingerprint() string { return m.fingerprint }

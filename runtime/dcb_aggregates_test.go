@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -109,7 +108,7 @@ func TestDCBUsesSnapshots(t *testing.T) {
 	require.NoError(t, first.rt.Shutdown(ctx))
 
 	// Wallet 0 is at version 2 (opened, credited 10); its snapshot says 500.
-	state, err := json.Marshal(Wallet{ID: "0", Balance: 500})
+	state, err := runtime.SnapshotState(nil, Wallet{ID: "0", Balance: 500})
 	require.NoError(t, err)
 	require.NoError(t, e.snaps.Save(ctx, snapshots.Snapshot{Stream: journal.Stream(walletTag("0")), Version: 2, SchemaVersion: 1, State: state}))
 

@@ -3,10 +3,11 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"strings"
 	"testing"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"

@@ -2,13 +2,13 @@ package runtime_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	otelx "github.com/scribe-es/scribe/internal/telemetry"
 
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -172,7 +172,7 @@ func testRestartWithSnapshots(t *testing.T, e *env) {
 
 func snapshotAt(t *testing.T, e *env, stream journal.StreamID, version uint64, schema int, s CounterState) CounterState {
 	t.Helper()
-	data, err := json.Marshal(s)
+	data, err := runtime.SnapshotState(nil, s)
 	require.NoError(t, err)
 	require.NoError(t, e.snaps.Save(context.Background(), snapshots.Snapshot{
 		Stream: stream, Version: version, SchemaVersion: schema, State: data, CreatedAt: time.Now().UTC(),

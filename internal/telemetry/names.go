@@ -44,11 +44,13 @@ const (
 	MetricPassivations    = "scribe.actors.passivations"
 	MetricRecoveries      = "scribe.actors.recoveries"
 	MetricFenceRejections = "scribe.fence.rejections"
-	MetricRewoundStreams  = "scribe.store.rewound_streams"
-	MetricLostVersions    = "scribe.store.lost_versions"
-	MetricDCBCommands     = "scribe.dcb.commands"
-	MetricDCBWait         = "scribe.dcb.reservation.wait"
-	MetricDCBConflicts    = "scribe.dcb.conflicts"
+	// MetricSnapshotsIgnored counts snapshots of another state shape.
+	MetricSnapshotsIgnored = "scribe.snapshots.ignored"
+	MetricRewoundStreams   = "scribe.store.rewound_streams"
+	MetricLostVersions     = "scribe.store.lost_versions"
+	MetricDCBCommands      = "scribe.dcb.commands"
+	MetricDCBWait          = "scribe.dcb.reservation.wait"
+	MetricDCBConflicts     = "scribe.dcb.conflicts"
 )
 
 // Command outcomes: the scribe.outcome attribute of scribe.commands and
