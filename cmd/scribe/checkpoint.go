@@ -70,15 +70,19 @@ func checkpointKeygenCommand() *command {
 func checkpointCommand() *command {
 	var key, out, partition string
 	var workers int
+	var every time.Duration
 	return &command{
 		name: "checkpoint",
 		summary: "make a signed checkpoint of every chain (each stream's event hashes in a Merkle tree, the streams in one root, signed with -key) " +
-			"and write it to a file in -out; `scribe verify -checkpoints` later names any event changed since, recomputed hashes or not",
+			"and write it to a file in -out, once or, with -every, at once and then once per interval until SIGINT/SIGTERM; " +
+			"`scribe verify -checkpoints` later names any event changed since, recomputed hashes or not",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&key, "key", "", "the private key file (written by scribe checkpoint keygen; required)")
 			fs.StringVar(&out, "out", "", "the directory to write the checkpoint file to (required; created when missing)")
 			fs.StringVar(&partition, "partition", "", "only this partition (default: every partition)")
 			fs.IntVar(&workers, "workers", 4, "streams read at once (each uses one connection at a time)")
+			fs.DurationVar(&every, "every", 0, "keep running: a checkpoint at once and then one per interval (such as 10m), each logged, until SIGINT or SIGTERM; "+
+				"a failed one is logged and the next interval tries again, and the exit status is 1 if any failed (default: one checkpoint, then exit)")
 		},
 		run: func(e *env, _ *flag.FlagSet, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -90,6 +94,9 @@ func checkpointCommand() *command {
 			if workers < 1 {
 				return usagef("-workers %d: give at least 1", workers)
 			}
+			if every < 0 || (every > 0 && every < time.Second) {
+				return usagef("-every %s: give an interval of at least 1s, such as 10m (or leave it out for one checkpoint)", every)
+			}
 			priv, err := readSigningKey(e, key)
 			if err != nil {
 				return err
@@ -99,34 +106,57 @@ func checkpointCommand() *command {
 				return err
 			}
 			defer s.Close()
-			start := time.Now()
-			pr := progressLine{e: e, verb: "checkpointing", on: isTerminal(e.stderr)}
-			c, err := evidence.Make(e.ctx, evidenceSource{s.journal}, evidence.MakeOptions{
-				Journal: s.cfg.Schema, Partition: partition, Workers: workers, Progress: pr.show})
-			pr.clear()
-			if err != nil {
-				return fmt.Errorf("no checkpoint written: %w", err)
+			pr := progressLine{e: e, verb: "checkpointing", on: isTerminal(e.stderr) && every == 0}
+			src := evidenceSource{s.journal}
+			opts := evidence.MakeOptions{Journal: s.cfg.Schema, Partition: partition, Workers: workers, Progress: pr.show}
+			sink := evidence.DirSink{Dir: out}
+			if every == 0 {
+				res := evidence.MakeSigned(e.ctx, src, priv, sink, opts)
+				pr.clear()
+				if res.Err != nil {
+					return res.Err
+				}
+				return reportCheckpoint(e, res)
 			}
-			if err := c.Sign(priv); err != nil {
+			var written, failed int
+			fmt.Fprintf(e.stderr, "scribe checkpoint: writing a checkpoint to %s at once and then every %s; stop with Ctrl-C (SIGINT) or SIGTERM\n", out, every)
+			err = evidence.Schedule(e.ctx, src, priv, sink, evidence.ScheduleOptions{Every: every, Make: opts, Done: func(res evidence.Scheduled) {
+				if res.Err != nil {
+					failed++
+					fmt.Fprintf(e.stderr, "scribe checkpoint: %s: %v; trying again in %s\n", fmtTime(time.Now()), res.Err, every)
+					return
+				}
+				written++
+				if err := reportCheckpoint(e, res); err != nil {
+					failed++
+					fmt.Fprintf(e.stderr, "scribe checkpoint: %v\n", err)
+				}
+			}})
+			if err != nil {
 				return err
 			}
-			name, err := evidence.DirSink{Dir: out}.Put(e.ctx, c)
-			if err != nil {
-				return err
+			fmt.Fprintf(e.stderr, "scribe checkpoint: stopped: %d checkpoint(s) written, %d attempt(s) failed\n", written, failed)
+			if failed > 0 {
+				return errFailed
 			}
-			took := time.Since(start)
-			st, err := os.Stat(name)
-			if err != nil {
-				return err
-			}
-			if e.opts.json {
-				return emitJSON(e.stdout, map[string]any{"file": name, "bytes": st.Size(), "seconds": took.Seconds(), "checkpoint": c.Signed})
-			}
-			_, err = fmt.Fprintf(e.stdout, "wrote %s: %d streams, %d events, root %x, key %x, %d bytes, in %s\n",
-				name, c.Statement.Streams, c.Events, c.Root[:], c.KeyID[:8], st.Size(), took.Round(time.Millisecond))
-			return err
+			return nil
 		},
 	}
+}
+
+// reportCheckpoint prints what one checkpoint wrote.
+func reportCheckpoint(e *env, res evidence.Scheduled) error {
+	c := res.Checkpoint
+	st, err := os.Stat(res.Name)
+	if err != nil {
+		return err
+	}
+	if e.opts.json {
+		return emitJSON(e.stdout, map[string]any{"file": res.Name, "bytes": st.Size(), "seconds": res.Took.Seconds(), "checkpoint": c.Signed})
+	}
+	_, err = fmt.Fprintf(e.stdout, "wrote %s: %d streams, %d events, root %x, key %x, %d bytes, in %s\n",
+		res.Name, c.Statement.Streams, c.Events, c.Root[:], c.KeyID[:8], st.Size(), res.Took.Round(time.Millisecond))
+	return err
 }
 
 // readSigningKey reads the private key file, warning when others may read it.
