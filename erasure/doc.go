@@ -34,5 +34,7 @@
 // holds the key: keep key-store backups short-lived, or keep the data keys
 // envelope-encrypted under a master key in a KMS (a KeyStore implementation
 // can do that behind this interface) so that destroying the KMS-held key
-// versions ends what old backups can decrypt.
+// versions ends what old backups can decrypt. After restoring a key store,
+// ReapplyRecorded erases again the subjects whose erasure records the
+// journal holds.
 package erasure
