@@ -75,6 +75,15 @@
 // what an auditor is shown is what was hashed. Sealed fields (package
 // erasure) stay sealed in the bytes: a proof shows ciphertext.
 //
+// # Making them
+//
+// Make builds a checkpoint and Checkpoint.Sign signs it; MakeSigned does
+// both and puts it into a Sink (DirSink: one file per checkpoint;
+// WriterSink: any io.Writer; or a service's own), on demand; Schedule does
+// so at once and then once per interval (or per tick of a channel the
+// caller owns) until its context ends, which is what `scribe checkpoint
+// -every` runs.
+//
 // # Reading the journal
 //
 // Make and Compare read through journal interfaces only (Reader, Inspector,
