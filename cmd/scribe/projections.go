@@ -71,7 +71,7 @@ func projectionsStatusCommand() *command {
 			if e.opts.json {
 				for i, p := range statuses {
 					if err := emitJSON(e.stdout, map[string]any{
-						"name": p.Key.Name, "version": p.Key.Version, "state": p.State, "active": p.Active,
+						"name": p.Key.Name, "version": p.Key.Version, "state": p.State, "paused": p.Paused, "active": p.Active,
 						"checkpoint": p.Checkpoint, "events": p.Events, "lag": lags[i], "lagSeconds": behind[i].Seconds(), "owner": p.Owner, "epoch": p.Epoch,
 						"leaseUntil": jsonTime(p.LeaseUntil), "failedAt": p.FailedAt, "error": p.Error, "updatedAt": jsonTime(p.UpdatedAt),
 						"readModel": string(p.ReadModel), "slices": sliced[i].json(),
@@ -96,7 +96,11 @@ func projectionsStatusCommand() *command {
 				} else if !p.FailedAt.IsZero() {
 					msg = fmt.Sprintf("at %s: %s", p.FailedAt, msg)
 				}
-				t.row(p.Key.Name, p.Key.Version, p.State, yesNo(p.Active), p.Checkpoint, p.Events, lags[i], behind[i], owner, fmtTime(p.LeaseUntil), msg)
+				state := string(p.State)
+				if p.Paused && p.State != projection.StatePaused {
+					state += " (paused)" // a failed projection paused by an operator
+				}
+				t.row(p.Key.Name, p.Key.Version, state, yesNo(p.Active), p.Checkpoint, p.Events, lags[i], behind[i], owner, fmtTime(p.LeaseUntil), msg)
 			}
 			if err := t.flush(); err != nil {
 				return err

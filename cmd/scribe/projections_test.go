@@ -311,4 +311,19 @@ func TestProjectionsPauseThenRebuild(t *testing.T) {
 	lease, err = st.Claim(ctx, k, "bank-2", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, journal.Position{}, lease.Checkpoint, "it starts over")
+
+	// A failure paused shows both; rebuilt, it is paused.
+	require.NoError(t, st.Fail(ctx, lease, recs[0].Position, "poison"))
+	res = f.scribe(t, "projections", "pause", "-version", "1", "accounts")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	res = f.scribe(t, "projections", "status")
+	require.Regexp(t, `accounts\s+1\s+failed \(paused\)\s`, res.stdout)
+	res = f.scribe(t, "-json", "projections", "status")
+	rows = jsonLines(t, res.stdout)
+	require.Equal(t, "failed", rows[0]["state"])
+	require.Equal(t, true, rows[0]["paused"])
+	res = f.scribe(t, "projections", "rebuild", "-version", "1", "-confirm", "accounts")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	res = f.scribe(t, "projections", "status")
+	require.Regexp(t, `accounts\s+1\s+paused\s`, res.stdout)
 }
