@@ -107,7 +107,8 @@ func eraseCommand() *command {
 	return &command{
 		name:    "erase",
 		args:    "SUBJECT | -recorded",
-		summary: "crypto-shred a data subject: record the erasure as pending, append its record to the journal, destroy its key, drop its snapshots, record it complete",
+		summary: "crypto-shred a data subject: record the erasure as pending, append its record to the journal, destroy its key, drop its snapshots, record it complete; " +
+			"with -recorded, erase again every subject the journal records erased but a restored key store does not",
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&confirm, "confirm", false, "really erase (without it, say what would happen and change nothing)")
 			fs.StringVar(&by, "by", "", "who asks for the erasure, stored with it (default $USER, else \"scribe-cli\")")
