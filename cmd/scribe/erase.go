@@ -105,8 +105,8 @@ func eraseCommand() *command {
 	var by, keys, keysDB string
 	var confirm, recorded bool
 	return &command{
-		name:    "erase",
-		args:    "SUBJECT | -recorded",
+		name: "erase",
+		args: "SUBJECT | -recorded",
 		summary: "crypto-shred a data subject: record the erasure as pending, append its record to the journal, destroy its key, drop its snapshots, record it complete; " +
 			"with -recorded, erase again every subject the journal records erased but a restored key store does not",
 		flags: func(fs *flag.FlagSet) {
