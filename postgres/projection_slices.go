@@ -450,7 +450,13 @@ func (st *ProjectionStore) SliceLags(ctx context.Context, k projection.Key, atMo
 	return out, nil
 }
 
-// sliceLagsSQL is SliceLags' statement ($1 name, $2 version).
+// sliceLagsSQL is SliceLags' statement ($1 name, $2 version). A slice of a
+// sliced projection counts its tag slices' entries in the tag index after
+// its checkpoint; a slice of a projection across several databases (tag
+// group "") its partition's events after its checkpoint, when the
+// checkpoint is a position of this database (nothing applied yet, or its
+// event is here: hot or archived), and nothing otherwise (its position is
+// another database's).
 func (st *ProjectionStore) sliceLagsSQL(atMost int) string {
 	limit := ""
 	if atMost > 0 {
@@ -460,9 +466,21 @@ func (st *ProjectionStore) sliceLagsSQL(atMost int) string {
 			  AND et.commit_xid >= s.commit_xid AND (et.commit_xid, et.seq) > (s.commit_xid, s.seq)
 			  AND __S__.scribe_slice(et.tag) >= s.slice * (1024 / s.slice_count)
 			  AND __S__.scribe_slice(et.tag) < (s.slice + 1) * (1024 / s.slice_count)`
+	const feed = `e.partition = s.partition AND e.commit_xid >= s.commit_xid AND (e.commit_xid, e.seq) > (s.commit_xid, s.seq)`
+	const here = `(s.event_id IS NULL
+			OR EXISTS (SELECT FROM __S__.events x WHERE x.commit_xid = s.commit_xid AND x.seq = s.seq AND x.id = s.event_id)
+			OR EXISTS (SELECT FROM __S__.events_archive x WHERE x.commit_xid = s.commit_xid AND x.seq = s.seq AND x.id = s.event_id))`
 	return st.sql(`SELECT
-			(SELECT count(*) FROM (SELECT DISTINCT et.commit_xid, et.seq FROM __S__.event_tags et WHERE ` + behind + limit + `) d),
-			(SELECT e.recorded_at FROM __S__.event_tags et JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
-				WHERE ` + behind + ` ORDER BY et.commit_xid, et.seq LIMIT 1)
+			CASE WHEN s.tag_group <> '' THEN
+				(SELECT count(*) FROM (SELECT DISTINCT et.commit_xid, et.seq FROM __S__.event_tags et WHERE ` + behind + limit + `) d)
+			WHEN ` + here + ` THEN
+				(SELECT count(*) FROM (SELECT FROM __S__.events e WHERE ` + feed + limit + `) d)
+			ELSE 0 END,
+			CASE WHEN s.tag_group <> '' THEN
+				(SELECT e.recorded_at FROM __S__.event_tags et JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
+					WHERE ` + behind + ` ORDER BY et.commit_xid, et.seq LIMIT 1)
+			WHEN ` + here + ` THEN
+				(SELECT e.recorded_at FROM __S__.events e WHERE ` + feed + ` ORDER BY e.commit_xid, e.seq LIMIT 1)
+			END
 		FROM __S__.projection_slices s WHERE s.name = $1 AND s.version = $2 ORDER BY s.slice`)
 }
