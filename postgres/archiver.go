@@ -125,8 +125,9 @@ const feedFloorSQL = `SELECT min(ARRAY[c.commit_xid, c.seq]) FROM (` + liveCheck
 // tag's slice. No tag index row of the stream after it may leave
 // event_tags. NULL when there are none. (A stream's rows are read by its
 // own slice only: the slices that passed them let them go although
-// another slice lags; the event rows stay hot while any slice of any
-// projection has not passed them, by feedFloorSQL.)
+// another slice lags; an event row stays hot while the cut of any chain it
+// is linked to has not passed it, so while any slice it belongs to has
+// not: see feedFloorSQL.)
 const tagFloorSQL = `SELECT min(ARRAY[c.commit_xid, c.seq]) FROM (` + liveCheckpointsSQL + `) c
 	WHERE c.partition = $1 AND c.tag_group <> '' AND c.tag_group = split_part($2::text, ':', 1)
 	  AND __S__.scribe_slice($2::text) >= c.lo AND __S__.scribe_slice($2::text) < c.hi`
