@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/scribe-es/scribe/internal/membership"
+	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/tagconsistency"
 )

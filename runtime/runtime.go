@@ -15,7 +15,7 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/erasure"
-	"github.com/scribe-es/scribe/internal/membership"
+	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/snapshots"
 )

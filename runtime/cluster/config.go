@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/scribe-es/scribe/internal/clusterprovider"
-	"github.com/scribe-es/scribe/internal/membership"
+	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/runtime"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/scribe-es/scribe/internal/membership"
+	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/runtime"
 )
 
