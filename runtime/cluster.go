@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 

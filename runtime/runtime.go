@@ -15,8 +15,8 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/erasure"
-	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/snapshots"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/scribe-es/scribe/internal/clusterprovider"
-	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/internal/membership"
 )
 
 // Defaults of Config.

@@ -17,8 +17,8 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/internal/membership"
 )
 
 // streamKind is the cluster kind of stream grains: one identity per stream

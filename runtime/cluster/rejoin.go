@@ -15,9 +15,9 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/scribe-es/scribe/actors"
-	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/tagconsistency"
 )
 
