@@ -1,0 +1,44 @@
+package partitioned_test
+
+import (
+	"context"
+	"log"
+	"os"
+
+	"github.com/scribe-es/scribe/journal/partitioned"
+	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/runtime"
+)
+
+// routeTwoDatabases is the scaling page's runtime over two databases:
+// partition "acme" lives on the US server, every other partition on the
+// EU server.
+func routeTwoDatabases(ctx context.Context, euURL, usURL, pod string) (*runtime.Runtime, error) {
+	eu, _ := postgres.Open(ctx, euURL)
+	us, _ := postgres.Open(ctx, usURL)
+	r, err := partitioned.New(partitioned.Config{
+		Members: []partitioned.Member{
+			{Name: "eu", Journal: eu.Journal, Snapshots: eu.Snapshots},
+			{Name: "us", Journal: us.Journal, Snapshots: us.Snapshots},
+		},
+		Partitions: map[string]string{"default": "eu", "acme": "us"},
+		Default:    "eu", // partitions not in the map; "" makes them an error
+	})
+	if err != nil {
+		return nil, err // names the member or partition that is wrong
+	}
+	rt, err := runtime.New(ctx, runtime.Config{Journal: r, Snapshots: r.Snapshots(), NodeID: pod})
+	// runtime.Target{Partition: "acme", Aggregate: "account", ID: "42"} lives on "us".
+	return rt, err
+}
+
+// One runtime serving partitions from two databases. (It needs both, so it
+// is compiled but not run by go test.)
+func ExampleRouter() {
+	ctx := context.Background()
+	rt, err := routeTwoDatabases(ctx, os.Getenv("EU_URL"), os.Getenv("US_URL"), os.Getenv("POD_NAME"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = rt.Shutdown(ctx) }()
+}
