@@ -159,6 +159,7 @@ func readAccount(ctx context.Context, rt *runtime.Runtime, j journal.Journal, ac
 	}
 	fmt.Println("balance", acc.State.Balance, "exists", acc.Exists)
 
+	rec := res.Records[0]
 	for d, err := range rt.Decoding(j.ReadStream(ctx, journal.Stream("account:42"), 1, 0)) {
 		if err != nil {
 			return err // a read error, or a record this deployment cannot decode (named in the error)
@@ -168,7 +169,6 @@ func readAccount(ctx context.Context, rt *runtime.Runtime, j journal.Journal, ac
 			fmt.Println(d.Record.Version("account:42"), "deposited", e.Amount)
 		}
 	}
-	rec := res.Records[0]
 	dep, err := runtime.DecodeAs[MoneyDeposited](rt, rec) // when only one type can come back
 	if err != nil {
 		return err
