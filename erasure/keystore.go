@@ -208,6 +208,14 @@ type Erasure struct {
 	// subject whose erasure was already begun: By and At are the original
 	// erasure's.
 	Repeat bool
+	// Known and Position are set by Erase only. Known: the key store held a
+	// key or an erasure of the subject before the call; false means no
+	// personal data was ever stored for it (a typo?): the erasure only
+	// blocks it from now on. Position: where the erasure record is in the
+	// journal, to wait until read models have applied it (zero when the
+	// erasure did not get that far).
+	Known    bool
+	Position journal.Position
 }
 
 // Subject is a key store's view of one subject.

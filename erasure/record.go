@@ -118,15 +118,30 @@ func Erase(ctx context.Context, p EraseParams) (Erasure, error) {
 	if p.Journal == nil || p.KeyStore == nil {
 		return Erasure{}, errors.New("erasure: Erase needs a Journal and a KeyStore")
 	}
+	look, err := p.KeyStore.Lookup(ctx, []string{p.Subject})
+	if err != nil {
+		return Erasure{}, fmt.Errorf("erasure: looking subject %q up before erasing it: %w", p.Subject, err)
+	}
+	_, hasKey := look.Keys[p.Subject]
+	_, begun := look.Erased[p.Subject]
 	e, err := p.KeyStore.BeginErasure(ctx, p.Subject, p.By)
 	if err != nil {
 		return Erasure{}, fmt.Errorf("erasure: beginning the erasure of subject %q: %w", p.Subject, err)
 	}
+	var done Erasure
 	if e.State == ErasureComplete {
-		return e, nil
+		done = e
+		ev, rerr := RecordEvent(e)
+		if rerr == nil {
+			if rec, rerr := p.Journal.ReadEvent(ctx, ev.ID); rerr == nil {
+				done.Position = rec.Position
+			}
+		}
+	} else {
+		done, err = complete(ctx, p.Journal, p.KeyStore, p.Snapshots, e)
+		done.Repeat = e.Repeat
 	}
-	done, err := complete(ctx, p.Journal, p.KeyStore, p.Snapshots, e)
-	done.Repeat = e.Repeat
+	done.Known = hasKey || begun
 	return done, err
 }
 
@@ -175,35 +190,42 @@ func CompletePending(ctx context.Context, p CompleteParams) ([]Erasure, error) {
 	}
 }
 
-// complete runs steps 2–5 of Erase for the begun erasure e.
+// complete runs steps 2–5 of Erase for the begun erasure e; the result
+// carries the record's position.
 func complete(ctx context.Context, j journal.Journal, ks KeyStore, snaps snapshots.Store, e Erasure) (Erasure, error) {
-	if err := appendRecord(ctx, j, e); err != nil {
+	pos, err := appendRecord(ctx, j, e)
+	if err != nil {
 		return e, fmt.Errorf("erasure: the erasure of subject %q is pending (its key is refused everywhere), but appending its erasure record failed; it completes at the next sweep of a runtime, or erase again: %w", e.Subject, err)
 	}
-	return finish(ctx, ks, snaps, e)
+	done, err := finish(ctx, ks, snaps, e)
+	done.Position = pos
+	return done, err
 }
 
 // appendRecord appends e's erasure record (step 2). A record of the subject
 // already in the journal with other content (an erasure re-applied to a
 // restored key store by ReapplyRecorded carries a new time) counts as
 // appended: the journal records the subject's erasure either way.
-func appendRecord(ctx context.Context, j journal.Journal, e Erasure) error {
+func appendRecord(ctx context.Context, j journal.Journal, e Erasure) (journal.Position, error) {
 	ev, err := RecordEvent(e)
 	if err != nil {
-		return err
+		return journal.Position{}, err
 	}
-	_, err = j.Append(ctx, []journal.Event{ev}, journal.AppendOptions{})
+	res, err := j.Append(ctx, []journal.Event{ev}, journal.AppendOptions{})
+	if err == nil {
+		return res.Records[0].Position, nil
+	}
 	if !errors.Is(err, journal.ErrDuplicateMismatch) {
-		return err
+		return journal.Position{}, err
 	}
 	rec, rerr := j.ReadEvent(ctx, ev.ID)
 	if rerr != nil {
-		return errors.Join(err, rerr)
+		return journal.Position{}, errors.Join(err, rerr)
 	}
 	if d, ok, perr := ParseRecord(&rec); perr != nil || !ok || d.Subject != e.Subject {
-		return err
+		return journal.Position{}, err
 	}
-	return nil
+	return rec.Position, nil
 }
 
 // finish runs steps 3–5 of Erase for the begun erasure e, whose record is

@@ -22,6 +22,12 @@ import (
 // personal data for it fails with erasure.ErrSubjectErased. Subject and by
 // are stored in clear: use identifiers.
 //
+// The result says whether the key store knew the subject (Known: false for
+// a subject no personal data was ever stored for, a typo perhaps; it is
+// blocked all the same) and where the erasure record is in the journal
+// (Position: wait on it, e.g. a read model's WaitFor, before answering that
+// the data is gone everywhere).
+//
 // If Erase fails or its process stops after the first step, the erasure
 // stays pending (the key already refused everywhere) and the next sweep of
 // any runtime on the key store completes it (Config.ErasureSweepInterval,
