@@ -326,7 +326,7 @@ func (s *bankService) archivedOutcome(ctx context.Context, id, key string, cause
 		}
 	}
 	return AccountView{}, fmt.Errorf("%w: %w", &bank.Error{Code: codeOutcomeArchived, Message: fmt.Sprintf(
-		"Idempotency-Key %q was executed on account %q before, but its events were archived and its outcome can no longer be rebuilt; it is not executed again: read the account with GET /accounts/%s", key, id, id)}, cause)
+		"Idempotency-Key %q ran on account %q before, but its events are archived and its outcome cannot be rebuilt; it will not run again: read GET /accounts/%s", key, id, id)}, cause)
 }
 
 // accountAt folds account id's stream up to version, through the archive

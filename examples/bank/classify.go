@@ -158,7 +158,7 @@ func retiredMessage(err error) string {
 		stream = ae.Stream
 	}
 	if id := accountOf(stream); id != "" {
-		return fmt.Sprintf("account %q was retired (closed for good) and takes no more requests, so no retry can succeed; its history stays readable at GET /accounts/%s/events", id, id)
+		return fmt.Sprintf("account %q was retired (closed for good) and takes no more requests, so no retry can succeed; its history stays at GET /accounts/%s/events", id, id)
 	}
 	return "the account was retired (closed for good) and takes no more requests, so no retry can succeed; its history stays readable at GET /accounts/{id}/events"
 }
@@ -169,7 +169,7 @@ func archivedMessage(err error) string {
 	var ae *journal.ArchivedError
 	if errors.As(err, &ae) {
 		if id := accountOf(ae.Stream); id != "" {
-			return fmt.Sprintf("this request needs events of account %q up to version %d, which were archived, so no retry can succeed; read the account with GET /accounts/%s", id, ae.CutVersion, id)
+			return fmt.Sprintf("this request needs events of account %q up to version %d, which are archived, so no retry can succeed; read the account with GET /accounts/%s", id, ae.CutVersion, id)
 		}
 	}
 	return "this request needs events of the account that were archived, so no retry can succeed; read the account with GET /accounts/{id}"
