@@ -9,9 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/examples/bank/bank"
-	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/runtime/cluster"
 	"github.com/scribe-es/scribe/runtime/cluster/automanaged"
@@ -105,21 +103,7 @@ func withBankTypes(cfg *cluster.Config) {
 			Rebuild: func(msg string) error { return &bank.Error{Code: code, Message: msg} },
 		})
 	}
-	// Library errors the cluster does not carry by itself, which classify
-	// answers without a retry (or with one): a retired account must answer
-	// 410 from every member, not 500 "retry".
-	for _, e := range []struct {
-		code string
-		err  error
-	}{
-		{"journal.archived", journal.ErrArchived}, {"journal.stream_retired", journal.ErrStreamRetired},
-		{"journal.partition_moving", journal.ErrPartitionMoving}, {"journal.partition_moved", journal.ErrPartitionMoved},
-		{"journal.configuration", journal.ErrConfiguration}, {"runtime.idempotency_key_reused", runtime.ErrIdempotencyKeyReused},
-		{"runtime.conflict", runtime.ErrConflict}, {"runtime.invalid_command", runtime.ErrInvalidCommand},
-		{"runtime.no_key_store", runtime.ErrNoKeyStore}, {"erasure.subject_erased", erasure.ErrSubjectErased},
-		{"erasure.key_missing", erasure.ErrKeyMissing}, {"erasure.key_store_unavailable", erasure.ErrKeyStoreUnavailable},
-		{"erasure.corrupt", erasure.ErrCorrupt}, {"erasure.invalid_argument", erasure.ErrInvalidArgument},
-	} {
-		cfg.Errors = append(cfg.Errors, cluster.ErrorCode{Code: "bank.lib." + e.code, Err: e.err})
-	}
+	// Library errors (retention, partition moves, erasure, idempotency)
+	// cross members by themselves (runtime/cluster's built-in codes): a
+	// retired account answers 410 from every member, not 500 "retry".
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/internal/clusterpb"
 	"github.com/scribe-es/scribe/internal/usercode"
 	"github.com/scribe-es/scribe/journal"
@@ -59,6 +60,11 @@ func builtinErrorCodes() []ErrorCode {
 		{Code: "scribe.outcome_unknown", Err: journal.ErrOutcomeUnknown},
 		{Code: "scribe.unavailable", Err: journal.ErrUnavailable},
 		{Code: "scribe.node_superseded", Err: journal.ErrNodeSuperseded},
+		{Code: "scribe.archived", Err: journal.ErrArchived},
+		{Code: "scribe.stream_retired", Err: journal.ErrStreamRetired},
+		{Code: "scribe.partition_moving", Err: journal.ErrPartitionMoving},
+		{Code: "scribe.partition_moved", Err: journal.ErrPartitionMoved},
+		{Code: "scribe.configuration", Err: journal.ErrConfiguration},
 		{Code: "scribe.lease_lost", Err: actors.ErrLeaseLost},
 		{Code: "scribe.overloaded", Err: actors.ErrOverloaded},
 		{Code: "scribe.foreign_tags", Err: actors.ErrForeignTags},
@@ -72,6 +78,15 @@ func builtinErrorCodes() []ErrorCode {
 		{Code: "scribe.unknown_command", Err: runtime.ErrUnknownCommand},
 		{Code: "scribe.node_unavailable", Err: runtime.ErrNodeUnavailable},
 		{Code: "scribe.node_fenced", Err: runtime.ErrNodeFenced},
+		{Code: "scribe.idempotency_key_reused", Err: runtime.ErrIdempotencyKeyReused},
+		{Code: "scribe.conflict", Err: runtime.ErrConflict},
+		{Code: "scribe.invalid_command", Err: runtime.ErrInvalidCommand},
+		{Code: "scribe.no_key_store", Err: runtime.ErrNoKeyStore},
+		{Code: "scribe.subject_erased", Err: erasure.ErrSubjectErased},
+		{Code: "scribe.key_missing", Err: erasure.ErrKeyMissing},
+		{Code: "scribe.key_store_unavailable", Err: erasure.ErrKeyStoreUnavailable},
+		{Code: "scribe.erasure_corrupt", Err: erasure.ErrCorrupt},
+		{Code: "scribe.erasure_invalid_argument", Err: erasure.ErrInvalidArgument},
 		{Code: "scribe.deadline_exceeded", Err: context.DeadlineExceeded},
 		{Code: "scribe.canceled", Err: context.Canceled},
 		{Code: codeNotOwner, Err: errNotOwner},
