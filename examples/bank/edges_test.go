@@ -105,8 +105,9 @@ func (b *blockingService) Deposit(ctx context.Context, id string, amount int64, 
 }
 
 // TestInFlightLimit: with MaxInFlight requests being served, the next one is
-// answered 503 overloaded with Retry-After at once, before any work; health
-// checks are never refused.
+// answered 503 overloaded with Retry-After after its short wait for a slot
+// (admission.Config.MaxWait), before any work; health checks are never
+// refused.
 func TestInFlightLimit(t *testing.T) {
 	t.Parallel()
 	svc := &blockingService{entered: make(chan struct{}, 2), release: make(chan struct{})}

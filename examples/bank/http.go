@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/scribe-es/scribe/admission"
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
@@ -155,8 +156,8 @@ type apiConfig struct {
 	// replay cache replays a 2xx response only under the epoch it was
 	// executed in. Default: a constant.
 	StoreEpoch func() uint64
-	// MaxInFlight bounds the requests served at once (health checks aside);
-	// past it requests answer 503 overloaded at once. Default
+	// MaxInFlight bounds the requests served at once (health checks aside):
+	// the adaptive limit's maximum (see limitInFlight). Default
 	// defaultMaxInFlight.
 	MaxInFlight int
 	// RequestTimeout bounds each request's work (default 10 s).
@@ -176,18 +177,19 @@ type apiConfig struct {
 }
 
 type api struct {
-	svc       Service
-	log       *slog.Logger
-	ready     *atomic.Bool
-	readiness func(context.Context) error
-	degraded  func() string
-	inflight  chan struct{}
-	shed      *rateLimitedLog
-	timeout   time.Duration
-	idem      *idempotencyCache
-	read      *readSide
-	streams   chan struct{}
-	closing   <-chan struct{}
+	svc         Service
+	log         *slog.Logger
+	ready       *atomic.Bool
+	readiness   func(context.Context) error
+	degraded    func() string
+	admit       *admission.Limiter
+	maxInFlight int
+	shed        *rateLimitedLog
+	timeout     time.Duration
+	idem        *idempotencyCache
+	read        *readSide
+	streams     chan struct{}
+	closing     <-chan struct{}
 }
 
 // newAPI returns the bank's HTTP handler.
@@ -214,18 +216,19 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 		cfg.MeterProvider = metricnoop.NewMeterProvider()
 	}
 	a := &api{
-		svc:       cfg.Service,
-		log:       cfg.Logger,
-		ready:     cfg.Ready,
-		readiness: cfg.Readiness,
-		inflight:  make(chan struct{}, cfg.MaxInFlight),
-		shed:      newRateLimitedLog(cfg.Logger, retryableLogInterval, time.Now),
-		timeout:   cfg.RequestTimeout,
-		idem:      newIdempotencyCache(cfg.IdempotencyEntries, cfg.IdempotencyTTL, time.Now, cfg.StoreEpoch),
-		degraded:  cfg.Degraded,
-		read:      cfg.Read,
-		streams:   make(chan struct{}, maxEventStreams),
-		closing:   cfg.Closing,
+		svc:         cfg.Service,
+		log:         cfg.Logger,
+		ready:       cfg.Ready,
+		readiness:   cfg.Readiness,
+		admit:       admission.New(admission.Config{MaxLimit: cfg.MaxInFlight, InitialLimit: min(64, cfg.MaxInFlight)}),
+		maxInFlight: cfg.MaxInFlight,
+		shed:        newRateLimitedLog(cfg.Logger, retryableLogInterval, time.Now),
+		timeout:     cfg.RequestTimeout,
+		idem:        newIdempotencyCache(cfg.IdempotencyEntries, cfg.IdempotencyTTL, time.Now, cfg.StoreEpoch),
+		degraded:    cfg.Degraded,
+		read:        cfg.Read,
+		streams:     make(chan struct{}, maxEventStreams),
+		closing:     cfg.Closing,
 	}
 
 	mux := http.NewServeMux()
@@ -262,11 +265,16 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 		otelhttp.WithPropagators(propagation.TraceContext{})), nil
 }
 
-// limitInFlight answers 503 overloaded at once, before any work, when
-// MaxInFlight requests are being served; health checks are never refused.
+// limitInFlight admits requests through an adaptive concurrency limit
+// (package admission): at most MaxInFlight at once, fewer while answers
+// are slower than the limiter's target; a request finding no slot waits a
+// few tens of milliseconds, newest first, and is then answered 503
+// overloaded with Retry-After, before any work. A request whose caller
+// left while it waited gets no answer. Health checks and event streams are
+// never refused.
 func (a *api) limitInFlight(next http.Handler) http.Handler {
 	overloaded := a.instrument(func(http.ResponseWriter, *http.Request) response {
-		resp := errorResponse(codeOverloaded, fmt.Sprintf("the server is serving %d requests, its limit; nothing was done: retry after the Retry-After delay", cap(a.inflight)))
+		resp := errorResponse(codeOverloaded, fmt.Sprintf("the server is at its concurrency limit (%d now, %d at most); nothing was done: retry after the Retry-After delay", a.admit.Stats().Limit, a.maxInFlight))
 		resp.retryAfter = 1
 		return resp
 	})
@@ -275,14 +283,18 @@ func (a *api) limitInFlight(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		select {
-		case a.inflight <- struct{}{}:
-			defer func() { <-a.inflight }()
-			next.ServeHTTP(w, r)
-		default:
-			a.shed.note(string(codeOverloaded), errors.New("in-flight request limit reached"))
+		start := time.Now()
+		release, err := a.admit.Acquire(r.Context())
+		if err != nil {
+			if r.Context().Err() != nil {
+				return // the caller left while it waited: nothing was done
+			}
+			a.shed.note(string(codeOverloaded), errors.New("concurrency limit reached"))
 			overloaded.ServeHTTP(w, r)
+			return
 		}
+		defer func() { release(time.Since(start)) }()
+		next.ServeHTTP(w, r)
 	})
 }
 
