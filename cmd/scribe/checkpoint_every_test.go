@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -22,7 +24,11 @@ import (
 // both to their end before exitCode).
 func startEvery(t *testing.T, bin string, s *signed, out string) (*exec.Cmd, *bufio.Scanner, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, "-db", s.url, "-schema", s.schema, "checkpoint", "-key", s.key, "-out", out, "-every", "1s", "-json")
+	// A watchdog: a process that stops answering is killed, which ends its
+	// pipes, so the test fails with its output instead of hanging.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bin, "-db", s.url, "-schema", s.schema, "checkpoint", "-key", s.key, "-out", out, "-every", "1s", "-json")
 	cmd.Env = append(os.Environ(), "SCRIBE_DATABASE_URL=")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
