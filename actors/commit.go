@@ -114,7 +114,7 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 				return false
 			}
 			if foreign := foreignTags(je.Tags, a.stream.Tag); len(foreign) > 0 {
-				encErr = fmt.Errorf("%w: event %d (%s) decided on stream %s carries %v besides the stream's own tag; an aggregate's events may carry only their stream's tag, because the owners of other tags are not reserved: append events with several tags through a DCB command (runtime.RegisterDCB), which reserves every tag's owner",
+				encErr = fmt.Errorf("%w: event %d (%s) of stream %s also carries %v; an aggregate's events carry only their stream's tag: append events with several tags through a DCB command (runtime.RegisterDCB)",
 					ErrForeignTags, j, je.Type, a.stream, foreign)
 				break
 			}

@@ -142,7 +142,7 @@ func (c *Config) setDefaults() error {
 		}
 	}
 	if c.QueueDelayTarget >= c.QueueDelayInterval {
-		return fmt.Errorf("actors: Config.QueueDelayTarget (%s) is not shorter than Config.QueueDelayInterval (%s); the target is a queueing delay tolerated, the interval how long it must persist before shedding: give a target well below the interval (defaults %s and %s)",
+		return fmt.Errorf("actors: Config.QueueDelayTarget (%s) is not shorter than Config.QueueDelayInterval (%s); give a target well below the interval (defaults %s and %s)",
 			c.QueueDelayTarget, c.QueueDelayInterval, def.QueueDelayTarget, def.QueueDelayInterval)
 	}
 	if c.RecoveryConcurrency < 0 {

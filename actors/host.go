@@ -246,7 +246,7 @@ func (h *Host) admit(stream journal.StreamID, e *entry, command bool) error {
 	}
 	if at := e.shedAt.Load(); command && at > 0 && n >= at {
 		e.refused.Add(1)
-		return fmt.Errorf("%w: stream %s is shedding: its commands have waited longer than its target (Config.QueueDelayTarget, %s) before being appended for over %s (Config.QueueDelayInterval) while callers gave up, and %d commands already wait, as many as it answers within the target; the command was not queued or decided: retry after a back-off",
+		return fmt.Errorf("%w: stream %s is shedding: commands waited over %s (QueueDelayTarget) for %s (QueueDelayInterval) and %d wait already; nothing was queued or decided: retry after a back-off",
 			ErrOverloaded, stream, h.cfg.QueueDelayTarget, h.cfg.QueueDelayInterval, n)
 	}
 	if n := h.pending.Add(1); n > int64(h.cfg.MaxPending) {

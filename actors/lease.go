@@ -79,7 +79,7 @@ func (l *leaseClock) check() error {
 	case l.kick <- struct{}{}:
 	default:
 	}
-	return fmt.Errorf("%w: node %q last confirmed its session %s ago, longer than the session timeout (%s) minus a safety margin: the process was paused or the database could not be reached, so another node may own its streams; nothing was decided or answered from the cache, retry shortly",
+	return fmt.Errorf("%w: node %q last confirmed its session %s ago, past the session timeout (%s) less a margin (paused, or the database unreachable); nothing was decided: retry shortly",
 		ErrLeaseLost, l.node, (now - valid + l.window).Round(time.Millisecond), l.timeout)
 }
 
@@ -160,7 +160,7 @@ func (h *Host) renew(interval time.Duration) bool {
 		}
 		return true
 	case errors.Is(err, journal.ErrNodeSuperseded):
-		fault := fmt.Errorf("%w: another live process opened node ID %q (this process's incarnation %d was superseded); two processes must never share a node ID, so this one stopped serving and will not claim it back: give every process its own NodeID (e.g. the pod name), then restart this one: %w",
+		fault := fmt.Errorf("%w: another live process opened node ID %q (incarnation %d superseded), so this one stopped serving: give every process its own NodeID (e.g. the pod name) and restart: %w",
 			ErrLeaseLost, h.cfg.NodeID, cur.Incarnation, err)
 		h.lease.superseded(fault)
 		h.cfg.Logger.Error("node ID in use by another live process; this host stopped serving", "node", h.cfg.NodeID, "incarnation", cur.Incarnation, "error", err)

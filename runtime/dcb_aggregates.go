@@ -156,7 +156,7 @@ func newDCBAggregates(rt *Runtime, command string, uses []AggregateUse) (*dcbAgg
 func (a *dcbAggregates) checkQuery(command string, q journal.Query) error {
 	for i, it := range q.Items {
 		if len(it.Types) > 0 || len(it.Tags) != 1 {
-			return fmt.Errorf("%w: command %q decides from the states of aggregates %v: query item %d must name exactly one of their streams and no types (got tags %v, types %v); build the items with AggregateState.Items, or use the raw form (Evolve) to fold selected events", ErrInvalidCommand, command, a.names, i, it.Tags, it.Types)
+			return fmt.Errorf("%w: command %q decides from aggregates %v: query item %d must name one of their streams and no types (got tags %v, types %v); use AggregateState.Items", ErrInvalidCommand, command, a.names, i, it.Tags, it.Types)
 		}
 		if g := it.Tags[0].Group(); a.byGroup[g] == nil {
 			return fmt.Errorf("%w: command %q decides from the states of aggregates %v: query item %d names tag %q of group %q, which is not among them; add its aggregate to Uses, or list a tag the command only writes in Tags", ErrInvalidCommand, command, a.names, i, it.Tags[0], g)

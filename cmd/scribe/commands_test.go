@@ -124,7 +124,7 @@ func TestMigrate(t *testing.T) {
 	for _, args := range [][]string{{"migrate", "status"}, {"migrate", "up"}, {"streams", "list"}} {
 		res = f.scribe(t, args...)
 		require.Equal(t, exitFailure, res.code, "%v", args)
-		require.Contains(t, res.stderr, "is at version 9999, written by a newer Scribe than this command", "%v", args)
+		require.Contains(t, res.stderr, "is at version 9999, newer than this scribe knows", "%v", args)
 	}
 }
 

@@ -345,5 +345,5 @@ func (e *env) open() (*store, error) {
 }
 
 func tooNew(rep postgres.MigrationReport) error {
-	return fmt.Errorf("schema %q is at version %d, written by a newer Scribe than this command (it knows versions up to %d); use the scribe command of the release that migrated it (go install github.com/scribe-es/scribe/cmd/scribe@<that version>)", rep.Schema, rep.Current, rep.Latest)
+	return fmt.Errorf("schema %q is at version %d, newer than this scribe knows (%d); use the scribe command of the release that migrated it (go run ./cmd/scribe in its checkout)", rep.Schema, rep.Current, rep.Latest)
 }

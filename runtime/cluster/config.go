@@ -165,7 +165,7 @@ func (c *Config) setDefaults() error {
 	case c.Port <= 0 || c.Port > 65535:
 		return fmt.Errorf("cluster: Config.Port is %d; give the member a TCP port for its remote endpoint", c.Port)
 	case c.Provider == nil:
-		return errors.New("cluster: Config.Provider is nil; use automanaged.Provider (package runtime/cluster/automanaged) for static peers, consul.Provider, etcd.Provider, or kubernetes.Provider from package runtime/cluster/kubernetes")
+		return errors.New("cluster: Config.Provider is nil; use automanaged.Provider for static peers, or the consul, etcd or kubernetes Provider (packages under runtime/cluster)")
 	case c.JoinTimeout < 0:
 		return fmt.Errorf("cluster: Config.JoinTimeout is negative (%s); use 0 for the default", c.JoinTimeout)
 	}

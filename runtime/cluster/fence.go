@@ -47,7 +47,7 @@ func (c *clusterNode) check() error {
 		return err
 	}
 	if c.node.Host.Node().Incarnation != c.generation {
-		c.fence(fmt.Errorf("%w: node %q lost its node session (incarnation %d; paused or cut off from the database past the session timeout), so the cluster may host its streams elsewhere; this member is rejoining the cluster with a new incarnation, and executed nothing meanwhile",
+		c.fence(fmt.Errorf("%w: node %q lost its node session (incarnation %d; paused or cut off past the session timeout); it is rejoining the cluster and executed nothing meanwhile",
 			runtime.ErrLeaseLost, c.node.NodeID, c.generation))
 		return c.fenceError()
 	}

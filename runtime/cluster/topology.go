@@ -40,7 +40,7 @@ func (c *clusterNode) onEvent(ev any) {
 			// The others dropped this member (it missed their health checks)
 			// and block its member ID for good: this membership can no
 			// longer host streams. The member rejoins with a new one.
-			c.fence(fmt.Errorf("%w: member %s (node %q) was removed from cluster %q (its provider stopped listing it: it missed the others' health checks, or its pod stopped running); it is rejoining the cluster, and executed nothing meanwhile",
+			c.fence(fmt.Errorf("%w: member %s (node %q) was dropped from cluster %q by its provider (missed health checks, or its pod stopped); it is rejoining and executed nothing meanwhile",
 				runtime.ErrLeaseLost, c.system.Address(), c.node.NodeID, c.cfg.Name))
 		}
 	default:
