@@ -216,11 +216,14 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 		cfg.MeterProvider = metricnoop.NewMeterProvider()
 	}
 	a := &api{
-		svc:         cfg.Service,
-		log:         cfg.Logger,
-		ready:       cfg.Ready,
-		readiness:   cfg.Readiness,
-		admit:       admission.New(admission.Config{MaxLimit: cfg.MaxInFlight, InitialLimit: min(64, cfg.MaxInFlight)}),
+		svc:       cfg.Service,
+		log:       cfg.Logger,
+		ready:     cfg.Ready,
+		readiness: cfg.Readiness,
+		// At least 64 requests at once whatever the latency (a busy or slow
+		// machine is no reason to refuse an ordinary load); past that the
+		// limit adapts up to MaxInFlight.
+		admit:       admission.New(admission.Config{MaxLimit: cfg.MaxInFlight, MinLimit: min(64, cfg.MaxInFlight), InitialLimit: min(64, cfg.MaxInFlight)}),
 		maxInFlight: cfg.MaxInFlight,
 		shed:        newRateLimitedLog(cfg.Logger, retryableLogInterval, time.Now),
 		timeout:     cfg.RequestTimeout,
@@ -266,8 +269,8 @@ func newAPI(cfg apiConfig) (http.Handler, error) {
 }
 
 // limitInFlight admits requests through an adaptive concurrency limit
-// (package admission): at most MaxInFlight at once, fewer while answers
-// are slower than the limiter's target; a request finding no slot waits a
+// (package admission): at least 64 and at most MaxInFlight at once, fewer
+// than the most while answers are slower than the limiter's target; a request finding no slot waits a
 // few tens of milliseconds, newest first, and is then answered 503
 // overloaded with Retry-After, before any work. A request whose caller
 // left while it waited gets no answer. Health checks and event streams are
