@@ -2,11 +2,7 @@ package scribetest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/erasure"
+	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/runtime"
@@ -22,11 +19,11 @@ import (
 
 // EnvDatabaseURL names the environment variable holding the URL of the
 // database throwaway schemas are made in.
-const EnvDatabaseURL = "SCRIBE_TEST_DATABASE_URL"
+const EnvDatabaseURL = pgtest.EnvDatabaseURL
 
 // EnvRequire names the environment variable that, when "1", turns a missing
 // database into a test failure instead of a skip ($CI=true does too).
-const EnvRequire = "SCRIBE_REQUIRE_POSTGRES"
+const EnvRequire = pgtest.EnvRequire
 
 // Memory returns a single-node runtime on an in-memory journal, snapshot
 // store and key store (so events with personal data and Erase work), with
@@ -143,20 +140,4 @@ func dropSchemas(t testing.TB, url string, schemas ...string) {
 
 // schemaName is a unique schema name derived from the test's name, short
 // enough for the key store schema's suffix.
-func schemaName(t testing.TB) string {
-	var b strings.Builder
-	b.WriteString("st_")
-	for _, r := range strings.ToLower(t.Name()) {
-		if b.Len() >= 36 {
-			break
-		}
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	return fmt.Sprintf("%s_%s", b.String(), hex.EncodeToString(rnd[:]))
-}
+func schemaName(t testing.TB) string { return pgtest.SchemaName(t) }
