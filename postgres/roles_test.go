@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,19 @@ type roleSet struct {
 	url   string
 	admin *pgxpool.Pool
 	roles postgres.Roles
+	// applying serializes the runs of RolesSQL of the subtests sharing the
+	// set: two CREATE ROLE of one name at once collide in pg_authid
+	// (SQLSTATE 23505) however the script checks first, and concurrent
+	// GRANTs on one role can fail with "tuple concurrently updated".
+	applying sync.Mutex
+}
+
+// apply runs RolesSQL's output sql as the administrator, one run at a time.
+func (rs *roleSet) apply(ctx context.Context, sql string) error {
+	rs.applying.Lock()
+	defer rs.applying.Unlock()
+	_, err := rs.admin.Exec(ctx, sql)
+	return err
 }
 
 func newRoleSet(t *testing.T) *roleSet {
@@ -87,16 +101,14 @@ func (rs *roleSet) schema(t *testing.T, migrate bool) (postgres.Config, postgres
 			}
 		}
 	})
-	_, err = rs.admin.Exec(ctx, sql)
-	require.NoError(t, err)
+	require.NoError(t, rs.apply(ctx, sql))
 	if !migrate {
 		return cfg, keys
 	}
 	owner := rs.pool(t, r.Owner)
 	require.NoError(t, postgres.Migrate(ctx, owner, cfg))
 	require.NoError(t, postgres.MigrateKeyStore(ctx, owner, keys))
-	_, err = rs.admin.Exec(ctx, sql)
-	require.NoError(t, err, "RolesSQL runs again after a migration")
+	require.NoError(t, rs.apply(ctx, sql), "RolesSQL runs again after a migration")
 	return cfg, keys
 }
 
@@ -224,8 +236,7 @@ func TestRolesCoverEveryTable(t *testing.T) {
 	r.KeyStoreSchema = keys.Schema
 	sql, err := postgres.RolesSQL(cfg.Schema, r)
 	require.NoError(t, err)
-	_, err = rs.admin.Exec(ctx, sql)
-	require.NoError(t, err)
+	require.NoError(t, rs.apply(ctx, sql))
 	require.False(t, has(rs.roles.Service, q(cfg.Schema, "events"), "UPDATE"))
 }
 
@@ -389,8 +400,7 @@ func TestRolesMigrateNeedsTheOwner(t *testing.T) {
 	r.KeyStoreSchema = keys.Schema
 	sql, err := postgres.RolesSQL(cfg.Schema, r)
 	require.NoError(t, err)
-	_, err = rs.admin.Exec(ctx, sql)
-	require.NoError(t, err, "RolesSQL again after the migration: grants on the new tables")
+	require.NoError(t, rs.apply(ctx, sql), "RolesSQL again after the migration: grants on the new tables")
 	require.NoError(t, postgres.Migrate(ctx, svc, cfg), "an up-to-date schema needs no privilege to migrate")
 	require.NoError(t, postgres.MigrateKeyStore(ctx, svc, keys))
 	for _, opts := range [][]postgres.Option{
