@@ -105,7 +105,9 @@ const keyColumn = "data_key"
 // r.Owner), and grants r.Service and r.Reader exactly what Roles says,
 // revoking anything else they had. Every statement is idempotent: run it
 // before the first migration and again after each `scribe migrate up`, which
-// may add tables. Empty fields of r take DefaultRoles(schema).
+// may add tables. Run one copy at a time: two runs at once can collide
+// creating a role (SQLSTATE 23505); a failed run is simply run again.
+// Empty fields of r take DefaultRoles(schema).
 func RolesSQL(schema string, r Roles) (string, error) {
 	cfg, err := (Config{Schema: schema}).withDefaults()
 	if err != nil {
