@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 // Snippet is one ```go block of a Markdown file.
@@ -109,4 +110,87 @@ func Source(s Snippet, sources map[string]string) string {
 		}
 	}
 	return ""
+}
+
+// Link is a relative link of a Markdown file: a path (empty for the file
+// itself) and an optional anchor.
+type Link struct {
+	File   string
+	Line   int
+	Target string
+}
+
+var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// Links returns the relative links of the Markdown file at path (links
+// with a scheme, such as https:, are left out), outside code blocks and
+// code spans.
+func Links(path string) ([]Link, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []Link
+	fence := false
+	for n, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fence = !fence
+			continue
+		}
+		if fence {
+			continue
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(withoutCodeSpans(line), -1) {
+			t := m[1]
+			if i := strings.Index(t, ":"); i > 0 && !strings.ContainsAny(t[:i], "/#.") {
+				continue // https:, mailto: …
+			}
+			out = append(out, Link{File: path, Line: n + 1, Target: t})
+		}
+	}
+	return out, nil
+}
+
+// withoutCodeSpans blanks the `code spans` of a line.
+func withoutCodeSpans(line string) string {
+	parts := strings.Split(line, "`")
+	for i := 1; i < len(parts); i += 2 {
+		parts[i] = strings.Repeat(" ", len(parts[i]))
+	}
+	return strings.Join(parts, "`")
+}
+
+// Anchors returns the anchors GitHub gives the headings of the Markdown
+// file at path: lower case, punctuation dropped, spaces as hyphens.
+func Anchors(path string) (map[string]bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	fence := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fence = !fence
+			continue
+		}
+		if fence || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.TrimLeft(line, "#")
+		if !strings.HasPrefix(h, " ") {
+			continue
+		}
+		var s strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+			switch {
+			case r == ' ':
+				s.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r):
+				s.WriteRune(r)
+			}
+		}
+		out[s.String()] = true
+	}
+	return out, nil
 }
