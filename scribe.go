@@ -26,7 +26,7 @@ type Config struct {
 	// key store lives beside it (postgres.KeyStoreSchemaFor).
 	Schema string
 	// KeysDatabaseURL keeps the erasure keys on another database, backed up
-	// apart from the events (see the README's Erasure section). Optional.
+	// apart from the events (see docs/erasure-and-retention.md). Optional.
 	KeysDatabaseURL string
 	// NodeID identifies this process (runtime.Config.NodeID): give each
 	// replica its own, stable across restarts. Default: the host name.

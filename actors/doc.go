@@ -9,7 +9,7 @@
 // Command, Result, Model, Reservation, Grantor, Limits) exists for runtime, its
 // cluster mode (runtime/cluster) and the DCB executor (package tagconsistency);
 // protoactor-go types never leave it. Its guarantees are runtime's, listed in
-// the README's "Guarantees" section: one writer per stream, no reply before
+// docs/guarantees.md: one writer per stream, no reply before
 // durability, every append fenced by the stream's lease, a command whose
 // context ended before it was decided never executed.
 //

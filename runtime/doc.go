@@ -12,7 +12,7 @@
 // Beyond aggregates: DCB commands across several tags (RegisterDCB), reads
 // without an actor (Decode, State), erasure of personal data (Erase).
 //
-// Guarantees (in full in the README's "Guarantees" section):
+// Guarantees (in full in docs/guarantees.md):
 //
 //   - One writer per stream, in arrival order; concurrent callers share one
 //     append (group commit), each with its own result. Execute returns once

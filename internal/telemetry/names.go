@@ -7,7 +7,7 @@ import "go.opentelemetry.io/otel/attribute"
 const InstrumentationName = "github.com/scribe-es/scribe"
 
 // The names of every span, attribute and metric the engine records, in one
-// place (the README's "Observability" section lists them for users). Span
+// place (docs/operations.md, "Observability", lists them for users). Span
 // names follow Scribe's scheme scribe.<component>.<operation>.
 const (
 	// The stream actors' spans (component "stream").
