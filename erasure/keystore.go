@@ -43,6 +43,7 @@ var (
 	// ErrCorrupt: an envelope is malformed or fails authentication (it was
 	// altered, or moved to another field, event type or subject). Retrying
 	// is useless.
+	ErrCorrupt = errors.New("erasure: sealed field is corrupt")
 	// ErrKeyStoreUnavailable: the key store cannot be used: its tables or
 	// schema are missing (the journal was restored without its key store,
 	// or the service points at another database) or its database cannot
@@ -51,7 +52,6 @@ var (
 	// and succeeds once the key store is restored or reachable again; an
 	// unreachable database also matches journal.ErrUnavailable.
 	ErrKeyStoreUnavailable = errors.New("erasure: key store unavailable")
-	ErrCorrupt             = errors.New("erasure: sealed field is corrupt")
 	// ErrNotErasing: DestroyKey or CompleteErasure of a subject whose
 	// erasure was not begun; nothing was changed. Call Erase (or
 	// KeyStore.BeginErasure) first; retrying the same call is useless.
