@@ -234,11 +234,16 @@ type erasureMonitor struct {
 	mu         sync.Mutex
 	violations []string
 	seen       []erasure.ErasureState
+	// observed is closed after the first observation: stop waits for it, so
+	// a scenario that ends before the monitor's first read (a loaded
+	// machine) still reports what the key store said.
+	observed     chan struct{}
+	observedOnce sync.Once
 }
 
 func monitorErasure(s crashStores, subject string) *erasureMonitor {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &erasureMonitor{cancel: cancel}
+	m := &erasureMonitor{cancel: cancel, observed: make(chan struct{})}
 	stream := customer(subject).Stream()
 	m.done.Go(func() {
 		last := erasure.NotErased
@@ -273,6 +278,7 @@ func monitorErasure(s crashStores, subject string) *erasureMonitor {
 				m.seen = append(m.seen, state)
 			}
 			m.mu.Unlock()
+			m.observedOnce.Do(func() { close(m.observed) })
 			last = state
 			select {
 			case <-ctx.Done():
@@ -315,6 +321,7 @@ func (m *erasureMonitor) last() erasure.ErasureState {
 }
 
 func (m *erasureMonitor) stop() ([]string, []erasure.ErasureState) {
+	<-m.observed
 	m.cancel()
 	m.done.Wait()
 	m.mu.Lock()
