@@ -2,15 +2,11 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -66,33 +62,7 @@ func ledgerRuntime(t *testing.T, f *fixture, node string) *runtime.Runtime {
 // transaction in the same database might still see; other tests' transactions
 // in the shared test database would make how much it returns depend on
 // their timing. Transactions in other databases do not hold it back.
-func ownDatabase(t *testing.T) string {
-	t.Helper()
-	base := pgtest.URL(t)
-	conn, err := pgx.Connect(t.Context(), base)
-	require.NoError(t, err)
-	defer conn.Close(context.WithoutCancel(t.Context()))
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "scribe_retention_" + hex.EncodeToString(b)
-	_, err = conn.Exec(t.Context(), "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	u.Path = "/" + name
-	return u.String()
-}
+func ownDatabase(t *testing.T) string { return pgtest.Database(t, "scribe_retention_") }
 
 // waitForHorizon waits until no transaction of the server (in any
 // database) is older than a transaction ID drawn now, so that VACUUM FULL may

@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
 	"testing"
 
 	"github.com/google/uuid"
@@ -20,33 +17,7 @@ import (
 
 // secondDatabase creates a database of its own on the test server (dropped
 // at the test's end) and returns its URL.
-func secondDatabase(t *testing.T) string {
-	t.Helper()
-	base := pgtest.URL(t)
-	conn, err := pgx.Connect(t.Context(), base)
-	require.NoError(t, err)
-	defer conn.Close(context.WithoutCancel(t.Context()))
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "scribe_keys_" + hex.EncodeToString(b)
-	_, err = conn.Exec(t.Context(), "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	u.Path = "/" + name
-	return u.String()
-}
+func secondDatabase(t *testing.T) string { return pgtest.Database(t, "scribe_keys_") }
 
 // scribeEnv runs the command line against f's schema with env as the
 // environment.

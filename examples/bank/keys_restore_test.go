@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,35 +208,7 @@ func requireKeyStore503(t *testing.T, ts *testServer, paths []string, what strin
 // ownDatabase creates a database of its own on the test server, dropped at
 // the test's end (connections forced out), and returns its URL.
 func ownDatabase(t *testing.T, label string) string {
-	t.Helper()
-	base := pgtest.URL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "scribe_restore_" + label + "_" + hex.EncodeToString(b)
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	u.Path = "/" + name
-	return u.String()
+	return pgtest.Database(t, "scribe_restore_"+label+"_")
 }
 
 // pgTool returns the path of a PostgreSQL client program (pg_dump,
