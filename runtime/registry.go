@@ -27,11 +27,10 @@ type Tagged interface {
 }
 
 type eventType struct {
-	name      string
-	version   int
-	typ       reflect.Type
-	upcasters map[int]Upcaster // keyed by the version they upcast from
-	personal  *PersonalData    // nil: no personal data
+	name     string
+	version  int
+	typ      reflect.Type
+	personal *PersonalData // nil: no personal data
 }
 
 // registry holds the event types and aggregates of a Runtime.
@@ -41,6 +40,7 @@ type registry struct {
 	mu         sync.RWMutex
 	byName     map[string]*eventType
 	byType     map[reflect.Type]*eventType
+	upcasts    map[EventVersion]*upcastStep // keyed by the stored type and version they read
 	aggregates map[string]actors.Model
 }
 
@@ -50,6 +50,7 @@ func newRegistry(c Codec, keys *keyring) *registry {
 		keys:       keys,
 		byName:     map[string]*eventType{},
 		byType:     map[reflect.Type]*eventType{},
+		upcasts:    map[EventVersion]*upcastStep{},
 		aggregates: map[string]actors.Model{},
 	}
 }
@@ -96,7 +97,12 @@ func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...E
 	if et, ok := r.byType[typ]; ok {
 		return regErr("Go type %s is already registered as event %q", typ, et.name)
 	}
-	et := &eventType{name: name, version: schemaVersion, typ: typ, upcasters: map[int]Upcaster{}, personal: o.personal}
+	for from := range r.upcasts {
+		if from.Type == name && from.SchemaVersion >= schemaVersion {
+			return regErr("event %q at version %d: an upcaster reads its version %d; register the event at a newer version than every upcaster reads", name, schemaVersion, from.SchemaVersion)
+		}
+	}
+	et := &eventType{name: name, version: schemaVersion, typ: typ, personal: o.personal}
 	r.byName[name] = et
 	r.byType[typ] = et
 	return nil
@@ -112,6 +118,8 @@ func MustRegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster
 // RegisterUpcaster registers fn to rewrite stored events named name from
 // schema version fromVersion to fromVersion+1; register the event first.
 // Events are upcast step by step; a missing step fails the decode, naming it.
+// It is RegisterEventUpcaster's one-to-one case: same type, next version;
+// to rename, split, merge or retire a type use RegisterEventUpcaster.
 func RegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) error {
 	if fn == nil {
 		return regErr("upcaster for event %q from version %d is nil", name, fromVersion)
@@ -126,11 +134,17 @@ func RegisterUpcaster(rt *Runtime, name string, fromVersion int, fn Upcaster) er
 	if fromVersion < 1 || fromVersion >= et.version {
 		return regErr("upcaster for event %q from version %d: it must upcast from a version in [1, %d) (the registered version is %d)", name, fromVersion, et.version, et.version)
 	}
-	if _, dup := et.upcasters[fromVersion]; dup {
-		return regErr("event %q already has an upcaster from version %d", name, fromVersion)
-	}
-	et.upcasters[fromVersion] = fn
-	return nil
+	next := EventVersion{name, fromVersion + 1}
+	return r.addUpcast(EventVersion{name, fromVersion}, &upcastStep{
+		into: []EventVersion{next},
+		fn: func(data json.RawMessage) ([]Upcast, error) {
+			out, err := fn(data)
+			if err != nil {
+				return nil, err
+			}
+			return []Upcast{{Type: next.Type, SchemaVersion: next.SchemaVersion, Data: out}}, nil
+		},
+	})
 }
 
 // encodeEvent turns an event value into a journal event (without ID,
@@ -216,17 +230,12 @@ func dedupTags(tags []journal.Tag) []journal.Tag {
 	return out
 }
 
-// decodeEvent turns a stored record into its registered Go value, opening
-// its sealed personal fields (those of erased subjects are left out, so
-// they decode to zero values, and named in erased) and upcasting older
-// schema versions.
-func (r *registry) decodeEvent(ctx context.Context, rec *journal.Record) (any, []string, error) {
-	r.mu.RLock()
-	et := r.byName[rec.Type]
-	r.mu.RUnlock()
-	if et == nil {
-		return nil, nil, fmt.Errorf("%w: stored event type %q (id %s) is not registered; call runtime.RegisterEvent", ErrUnknownEvent, rec.Type, rec.ID)
-	}
+// decodeValues turns a stored record into the registered Go values it
+// upcasts to (none for a retired type, several for a split), in order,
+// opening its sealed personal fields (those of erased subjects are left
+// out, so they decode to zero values, and named in erased, in the stored
+// event's shape).
+func (r *registry) decodeValues(ctx context.Context, rec *journal.Record) ([]upcastValue, []string, error) {
 	data := json.RawMessage(rec.Data)
 	var erased []string
 	if erasure.HasSealed(data) {
@@ -239,29 +248,33 @@ func (r *registry) decodeEvent(ctx context.Context, rec *journal.Record) (any, [
 		}
 		data, erased = op.Data, op.Erased
 	}
-	v := rec.SchemaVersion
-	if v == 0 {
-		v = 1
+	values, err := r.upcastAll(rec, EventVersion{rec.Type, max(rec.SchemaVersion, 1)}, data, nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	if v > et.version {
-		return nil, nil, fmt.Errorf("runtime: stored event %q (id %s) has schema version %d, newer than the registered %d; deploy the newer event definition", rec.Type, rec.ID, v, et.version)
+	return values, erased, nil
+}
+
+// decodeEvent is decodeValues for a read that gives one value: a record
+// that upcasts to none or several fails with ErrNotOneEvent.
+func (r *registry) decodeEvent(ctx context.Context, rec *journal.Record) (any, []string, error) {
+	values, erased, err := r.decodeValues(ctx, rec)
+	if err != nil {
+		return nil, nil, err
 	}
-	for ; v < et.version; v++ {
-		up := et.upcasters[v]
-		if up == nil {
-			return nil, nil, fmt.Errorf("runtime: stored event %q (id %s) has schema version %d and no upcaster from version %d to %d is registered; call runtime.RegisterUpcaster", rec.Type, rec.ID, rec.SchemaVersion, v, v+1)
-		}
-		next, err := up(data)
-		if err != nil {
-			return nil, nil, fmt.Errorf("runtime: upcasting event %q (id %s) from version %d: %w", rec.Type, rec.ID, v, err)
-		}
-		data = next
+	if len(values) != 1 {
+		return nil, nil, notOneEvent(rec, values)
 	}
+	return values[0].value, erased, nil
+}
+
+// unmarshal decodes data into a new value of et's Go type.
+func (r *registry) unmarshal(et *eventType, data json.RawMessage) (any, error) {
 	ptr := reflect.New(et.typ)
 	if err := r.codec.Unmarshal(data, ptr.Interface()); err != nil {
-		return nil, nil, fmt.Errorf("runtime: decoding event %q (id %s): %w", rec.Type, rec.ID, err)
+		return nil, err
 	}
-	return ptr.Elem().Interface(), erased, nil
+	return ptr.Elem().Interface(), nil
 }
 
 func (r *registry) model(group string) actors.Model {
