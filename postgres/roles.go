@@ -75,6 +75,8 @@ var serviceJournalWrites = map[string]privileges{
 	"projection_rows":         "INSERT, UPDATE, DELETE",
 	"projection_runners":      "INSERT, UPDATE, DELETE",
 	"projection_slices":       "INSERT, UPDATE, DELETE",
+	"event_schemas":           "INSERT, UPDATE",
+	"event_type_builds":       "INSERT, UPDATE",
 	"partition_fences":        "",
 	"partition_moves":         "",
 	"partition_move_history":  "",

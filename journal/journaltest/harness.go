@@ -90,6 +90,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"HashChain", hashChainCases()},
 		{"Summary", summaryCases()},
 		{"Peer", peerCases()},
+		{"Types", typeCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

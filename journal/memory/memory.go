@@ -79,6 +79,8 @@ type Journal struct {
 	// hooks is nil in production; only the package's tests set it.
 	hooks *memHooks
 
+	types memTypes // the type registry (memory_types.go)
+
 	nodes        map[string]*memNode
 	leases       map[journal.StreamID]*memLease
 	epochs       uint64        // the highest epoch ever granted
