@@ -16,6 +16,7 @@ type EventOption func(*eventOptions)
 
 type eventOptions struct {
 	personal *PersonalData
+	schema   json.RawMessage // WithSchema (types.go); nil: derived
 }
 
 // PersonalData declares an event type's personal data and its subject.

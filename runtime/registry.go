@@ -31,6 +31,7 @@ type eventType struct {
 	version  int
 	typ      reflect.Type
 	personal *PersonalData // nil: no personal data
+	schema   *eventSchema  // its shape (types.go)
 }
 
 // registry holds the event types and aggregates of a Runtime.
@@ -102,7 +103,7 @@ func RegisterEvent[T any](rt *Runtime, name string, schemaVersion int, opts ...E
 			return regErr("event %q at version %d: an upcaster reads its version %d; register the event at a newer version than every upcaster reads", name, schemaVersion, from.SchemaVersion)
 		}
 	}
-	et := &eventType{name: name, version: schemaVersion, typ: typ, personal: o.personal}
+	et := &eventType{name: name, version: schemaVersion, typ: typ, personal: o.personal, schema: newEventSchema(typ, o.schema)}
 	r.byName[name] = et
 	r.byType[typ] = et
 	return nil
@@ -170,6 +171,9 @@ func (r *registry) encodeEvent(ctx context.Context, partition string, stream jou
 	data, err := r.codec.Marshal(ev)
 	if err != nil {
 		return journal.Event{}, fmt.Errorf("runtime: encoding event %q: %w", et.name, err)
+	}
+	if err := et.schema.validate(et.name, et.version, data); err != nil {
+		return journal.Event{}, err
 	}
 	je := journal.Event{Type: et.name, SchemaVersion: et.version, Data: data}
 	if t, ok := ev.(Tagged); ok {

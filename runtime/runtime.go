@@ -101,6 +101,12 @@ type Config struct {
 	// Cluster makes the runtime a cluster member (see Cluster). Default nil:
 	// a single node, no cluster code on any path.
 	Cluster Cluster
+	// TolerateUnreadableTypes lets Start succeed when the journal holds
+	// event type versions this build cannot read (no registration at that
+	// version, no upcaster chain from it); their events then fail where they
+	// are read (recovery, State, projections). Default false: Start fails
+	// with ErrConfiguration naming them.
+	TolerateUnreadableTypes bool
 }
 
 // Runtime runs the stream actors of the registered aggregates. Its methods
