@@ -110,9 +110,12 @@ func queryRecords(ctx context.Context, db querier, schema, op, q string, args ..
 		return nil, translateErr(schema, op, err)
 	}
 	defer rows.Close()
-	var out []journal.Record
+	var (
+		out []journal.Record
+		sc  recordScanner
+	)
 	for rows.Next() {
-		r, err := scanRecord(rows)
+		r, err := sc.scan(rows)
 		if err != nil {
 			return nil, translateErr(schema, op, err)
 		}

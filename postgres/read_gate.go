@@ -103,9 +103,12 @@ func (j *Journal) gated(ctx context.Context, op, stmt string, args []any, scan f
 
 // gatedRecords runs a gated statement selecting recordCols.
 func (j *Journal) gatedRecords(ctx context.Context, op, stmt string, args []any) ([]journal.Record, error) {
-	var out []journal.Record
+	var (
+		out []journal.Record
+		sc  recordScanner
+	)
 	err := j.gated(ctx, op, stmt, args, func(rows pgx.Rows) error {
-		r, err := scanRecord(rows)
+		r, err := sc.scan(rows)
 		if err != nil {
 			return err
 		}
