@@ -16,7 +16,9 @@ type backend struct {
 	Sessions journal.Sessions
 	Pool     *pgxpool.Pool // nil on the memory journal
 	Schema   string        // "" on the memory journal
-	closers  []func(context.Context) error
+	// Statements counts what the pool sends (nil on the memory journal).
+	Statements *statementCounter
+	closers    []func(context.Context) error
 }
 
 // close releases the backend in reverse order of acquisition.

@@ -11,11 +11,23 @@
 //
 // # Scenarios
 //
+// -scenario takes a comma-separated list (hot,spread): the scenarios are
+// measured one after another, each with its own table (and with -out, its
+// own subdirectory of DIR); projection runs only alone.
+//
 //   - hot: every writer sends commands to one stream.
 //   - spread: each writer has its own stream.
 //   - skewed: writers pick one of 10,000 streams from a Zipf distribution.
 //   - transfer: DCB transfers between two of 100 accounts; a transfer's
 //     decision reads both accounts' events and its event carries both tags.
+//   - load: the read path, with loads/s in place of commands/s: before each
+//     measurement one aggregate is seeded with 1,000 deposits (unmeasured),
+//     then every command loads it whole and checks that it folded 1,000
+//     events. actor loads with runtime.State on a runtime without a snapshot
+//     store (the fold of every actor activation); occ with the journal's
+//     ReadStream and the counter's fold, without the runtime; hallgren with
+//     the peer's repository Get. Other modes are skipped. See
+//     scenario_load.go.
 //   - projection: the read side, not a (mode, writers) table: fills the
 //     journal with -events deposits, measures -runs catch-ups of a new
 //     projection from position zero (checkpoint only, and a read model
@@ -56,6 +68,15 @@
 //     append. "-mode actor,actor-personal" measures the write path's cost of
 //     erasure support; the "actor ÷ mode" column is then the speed-up of
 //     going without it (1.10 is 10% overhead).
+//   - hallgren (named in -mode, needs -db): the peer library a Go team
+//     would pick instead, github.com/hallgren/eventsourcing v0.7.0 on its
+//     Postgres store (eventstore/sql v0.7.0) through the pgx stdlib driver,
+//     with -pool connections, in a schema of its own dropped after each
+//     measurement. A command is its users' loop: repository Get of a fresh
+//     aggregate, the command (the same decide function), repository Save;
+//     on a version conflict (the store's check, or the unique violation a
+//     concurrent insert gets) reload and retry at once. Not in transfer:
+//     the peer has no command over two aggregates. See mode_hallgren.go.
 //
 // Every mode runs the same pure decide function on the same state; each
 // command appends one event with a JSON payload of about 100 bytes.
@@ -69,7 +90,12 @@
 // (-warmup). With -db, every measurement gets a fresh schema, migrated before
 // and dropped after, and every mode uses one connection pool of -pool
 // connections. The table reports, per writer count and mode, the medians over
-// runs and the median of the per-run ratios actor ÷ mode.
+// runs and the median of the per-run ratios actor ÷ mode. On Postgres a second
+// table reports what each mode sent per command (round trips, statements,
+// transactions), counted by a pgx tracer on the mode's pool (see
+// statements.go) from the warm-up's start to the measurement's end: warm-up
+// and background work (sessions, notifications) included, setup and seeding
+// not.
 //
 // # Output
 //

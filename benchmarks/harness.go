@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,39 @@ type cellResult struct {
 	Errors   int64
 	FirstErr string
 	P50, P99 time.Duration
+	// Completed counts every command completed, warm-up and late ones
+	// included: what the Postgres counts are divided by.
+	Completed int64
+	// Sent is what the cell's pool sent to Postgres (warm-up included);
+	// zero on the memory journal.
+	Sent statementCounts
+}
+
+// perCommand returns what the cell sent to Postgres per completed command,
+// and false on the memory journal.
+func (r cellResult) perCommand() (roundTrips, statements, transactions float64, ok bool) {
+	if r.Sent == (statementCounts{}) || r.Completed == 0 {
+		return 0, 0, 0, false
+	}
+	n := float64(r.Completed)
+	return float64(r.Sent.RoundTrips) / n, float64(r.Sent.Statements) / n, float64(r.Sent.Transactions) / n, true
+}
+
+// perCommandText renders perCommand for the progress line ("" without counts).
+func (r cellResult) perCommandText() string {
+	rt, st, tx, ok := r.perCommand()
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("; per %s: %.2f round trips, %.2f statements, %.2f transactions", strings.TrimSuffix(unitOf(r.Scenario), "s"), rt, st, tx)
+}
+
+// unitOf names what one command of scenario is, in the plural.
+func unitOf(scenario string) string {
+	if scenario == scenarioLoad {
+		return "loads"
+	}
+	return "commands"
 }
 
 // CommandsPerSec is the measured command rate.
@@ -78,7 +112,7 @@ func (r cellResult) RetriesPerCommand() float64 {
 // streamsOf returns how many streams a scenario addresses with n writers.
 func streamsOf(scenario string, writers int) int {
 	switch scenario {
-	case scenarioHot:
+	case scenarioHot, scenarioLoad:
 		return 1
 	case scenarioSpread:
 		return writers
@@ -93,7 +127,7 @@ func streamsOf(scenario string, writers int) int {
 func picker(scenario string, id, run int) func() target {
 	rng := rand.New(rand.NewPCG(uint64(id)+1, uint64(run)+1))
 	switch scenario {
-	case scenarioHot:
+	case scenarioHot, scenarioLoad:
 		return func() target { return target{} }
 	case scenarioSpread:
 		return func() target { return target{A: id} }
@@ -220,6 +254,7 @@ func measure(ctx context.Context, c cell, m mode, warmup, window, progressEvery 
 		res.Events += st.events
 		res.Retries += st.retries
 		res.Errors += st.errors
+		res.Completed += st.done.Load()
 		if st.firstErr != nil && res.FirstErr == "" {
 			res.FirstErr = st.firstErr.Error()
 		}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	goruntime "runtime"
 	"runtime/pprof"
@@ -37,20 +38,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseOptions(args, stderr)
 	if err != nil {
 		return err
-	}
-	info := runInfo{
-		Scenario: o.Scenario, Journal: o.journalName(), Pool: o.Pool, Runs: o.Runs,
-		Cell: o.cellDuration().Round(time.Millisecond), Warmup: o.Warmup, Command: commandLine(args),
-		Machine: fmt.Sprintf("%s/%s, %d CPUs (GOMAXPROCS %d), %s", goruntime.GOOS, goruntime.GOARCH,
-			goruntime.NumCPU(), goruntime.GOMAXPROCS(0), goruntime.Version()),
-	}
-	modes := slices.Clone(o.Modes)
-	if o.DB == "" && slices.Contains(modes, modeRaw) {
-		modes = slices.DeleteFunc(modes, func(m string) bool { return m == modeRaw })
-		info.Notes = append(info.Notes, "raw skipped: it measures Postgres inserts and needs -db")
-	}
-	if len(modes) == 0 {
-		return errors.New("-mode raw alone needs Postgres: add -db URL, or name other modes")
 	}
 	if o.OutDir != "" {
 		// Fail before measuring, not after.
@@ -86,6 +73,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.Scenario == scenarioProjection {
 		return runProjection(ctx, o, stdout, stderr)
 	}
+	for _, sc := range o.Scenarios {
+		o.Scenario = sc
+		if err := runScenario(ctx, o, args, stdout, stderr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scenarioModes returns the modes of o that scenario o.Scenario measures on
+// o's journal, and a note for each mode it skips.
+func scenarioModes(o options) (modes []string, notes []string) {
+	for _, m := range o.Modes {
+		switch {
+		case o.DB == "" && m == modeRaw:
+			notes = append(notes, "raw skipped: it measures Postgres inserts and needs -db")
+		case o.DB == "" && m == modeHallgren:
+			notes = append(notes, "hallgren skipped: it measures the peer's Postgres store and needs -db")
+		case o.Scenario == scenarioLoad && !slices.Contains(loadModes, m):
+			notes = append(notes, fmt.Sprintf("%s skipped: the load scenario measures %s", m, strings.Join(loadModes, ", ")))
+		default:
+			modes = append(modes, m)
+		}
+	}
+	return modes, notes
+}
+
+// runScenario measures every run × writer count × mode of scenario
+// o.Scenario and reports it.
+func runScenario(ctx context.Context, o options, args []string, stdout, stderr io.Writer) error {
+	info := runInfo{
+		Scenario: o.Scenario, Journal: o.journalName(), Pool: o.Pool, Runs: o.Runs,
+		Cell: o.cellDuration().Round(time.Millisecond), Warmup: o.Warmup, Command: commandLine(args),
+		Machine: fmt.Sprintf("%s/%s, %d CPUs (GOMAXPROCS %d), %s", goruntime.GOOS, goruntime.GOARCH,
+			goruntime.NumCPU(), goruntime.GOMAXPROCS(0), goruntime.Version()),
+	}
+	modes, notes := scenarioModes(o)
+	info.Notes = append(info.Notes, notes...)
+	if len(modes) == 0 {
+		return fmt.Errorf("-scenario %s: no mode of -mode %s runs there (%s)", o.Scenario, strings.Join(o.Modes, ","), strings.Join(notes, "; "))
+	}
 	table := stdout
 	if o.JSON {
 		table = stderr
@@ -109,8 +137,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				if err != nil {
 					return fmt.Errorf("%s/%s, %d writers, run %d: %w", c.Scenario, c.Mode, c.Writers, c.Run, err)
 				}
-				fmt.Fprintf(stderr, "%s/%s/%s writers=%d run=%d: %s commands/s, %.3f retries/cmd, p99 %.2f ms, %d errors\n",
-					c.Scenario, c.Journal, c.Mode, c.Writers, c.Run, human(res.CommandsPerSec()), res.RetriesPerCommand(), ms(res.P99), res.Errors)
+				fmt.Fprintf(stderr, "%s/%s/%s writers=%d run=%d: %s %s/s, %.3f retries/cmd, p99 %.2f ms, %d errors%s\n",
+					c.Scenario, c.Journal, c.Mode, c.Writers, c.Run, human(res.CommandsPerSec()), unitOf(c.Scenario),
+					res.RetriesPerCommand(), ms(res.P99), res.Errors, res.perCommandText())
 				if o.JSON {
 					if err := writeJSONLine(stdout, res, o.Pool); err != nil {
 						return err
@@ -129,10 +158,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.OutDir != "" {
-		if err := writeOutDir(o.OutDir, info, results, rows, modes); err != nil {
+		dir := o.OutDir
+		if len(o.Scenarios) > 1 {
+			dir = filepath.Join(o.OutDir, o.Scenario)
+		}
+		if err := writeOutDir(dir, info, results, rows, modes); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "wrote %s/results.csv and %s/chart.svg\n", o.OutDir, o.OutDir)
+		fmt.Fprintf(stderr, "wrote %s/results.csv and %s/chart.svg\n", dir, dir)
 	}
 	return nil
 }
@@ -174,7 +207,25 @@ func runCell(ctx context.Context, o options, c cell, progress io.Writer) (cellRe
 	if err != nil {
 		return cellResult{}, errors.Join(err, b.close(context.WithoutCancel(ctx)))
 	}
+	counter := b.Statements
+	if sc, ok := m.(statementCounting); ok {
+		counter = sc.statementCounter()
+	}
+	var before statementCounts
+	if counter != nil {
+		before = counter.counts()
+	}
 	res := measure(ctx, c, m, o.Warmup, o.cellDuration(), o.Progress, progress)
+	if counter != nil {
+		after := counter.counts()
+		res.Sent = statementCounts{RoundTrips: after.RoundTrips - before.RoundTrips,
+			Statements: after.Statements - before.Statements, Transactions: after.Transactions - before.Transactions}
+	}
+	if n, ok := m.(cellNoting); ok {
+		if note := n.cellNote(); note != "" {
+			fmt.Fprintf(progress, "  %s\n", note)
+		}
+	}
 	if pj, ok := b.Journal.(*postgres.Journal); ok {
 		printEngineStats(progress, pj.Stats())
 	}
@@ -189,9 +240,30 @@ func runCell(ctx context.Context, o options, c cell, progress io.Writer) (cellRe
 	return res, nil
 }
 
+// statementCounting is a mode that talks to Postgres through a pool of its
+// own: runCell counts that pool's statements instead of the backend's.
+type statementCounting interface {
+	statementCounter() *statementCounter
+}
+
+// cellNoting is a mode with something to say after a measurement (printed
+// with the progress lines).
+type cellNoting interface {
+	cellNote() string
+}
+
 // newMode sets up mode c.Mode on backend b.
 func newMode(ctx context.Context, c cell, o options, b *backend) (mode, error) {
+	if c.Scenario == scenarioLoad {
+		return newLoadMode(ctx, c, o, b)
+	}
 	switch c.Mode {
+	case modeHallgren:
+		m, err := newHallgrenMode(ctx, c, o, b)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
 	case modeOCC, modeOCCFast:
 		return &occMode{j: b.Journal, scenario: c.Scenario, fast: c.Mode == modeOCCFast}, nil
 	case modeRaw:

@@ -151,6 +151,9 @@ func TestOptionsRejectMistakes(t *testing.T) {
 		{"-runs", "0"},
 		{"-duration", "0s"},
 		{"-pool", "0"},
+		{"-scenario", ","},
+		{"-scenario", "hot,projection"},
+		{"-scenario", "transfer", "-mode", "actor,hallgren"},
 		{"extra"},
 	} {
 		_, err := parseOptions(args, &bytes.Buffer{})

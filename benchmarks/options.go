@@ -17,6 +17,9 @@ const (
 	scenarioSpread   = "spread"
 	scenarioSkewed   = "skewed"
 	scenarioTransfer = "transfer"
+	// scenarioLoad measures the read path: one aggregate of loadEvents
+	// events, seeded before the measurement, loaded whole by every command.
+	scenarioLoad = "load"
 
 	modeActor   = "actor"
 	modeOCC     = "occ"
@@ -31,16 +34,24 @@ const (
 	// stream tag's value) and sealed with the counter's data key (an
 	// in-memory key store) on every append.
 	modeActorPersonal = "actor-personal"
+
+	// modeHallgren is the peer library hallgren/eventsourcing on its
+	// Postgres store (see mode_hallgren.go).
+	modeHallgren = "hallgren"
 )
 
 var (
-	allScenarios = []string{scenarioHot, scenarioSpread, scenarioSkewed, scenarioTransfer, scenarioProjection}
+	allScenarios = []string{scenarioHot, scenarioSpread, scenarioSkewed, scenarioTransfer, scenarioLoad, scenarioProjection}
 	allModes     = []string{modeActor, modeOCC, modeOCCFast, modeRaw}
 	// clusterModes are measured only when named in -mode or with -cluster.
 	clusterModes = []string{modeClusterLocal, modeClusterRemote}
 	// erasureModes are measured only when named in -mode.
 	erasureModes = []string{modeActorPersonal}
-	knownModes   = slices.Concat(allModes, clusterModes, erasureModes)
+	// peerModes are other libraries, measured only when named in -mode.
+	peerModes  = []string{modeHallgren}
+	knownModes = slices.Concat(allModes, clusterModes, erasureModes, peerModes)
+	// loadModes are the modes the load scenario measures; it skips the others.
+	loadModes = []string{modeActor, modeOCC, modeHallgren}
 )
 
 // Fixed sizes of the scenarios.
@@ -48,11 +59,13 @@ const (
 	skewedStreams    = 10_000
 	skewedZipfS      = 1.1 // Zipf exponent: the hottest stream takes about 11% of writes
 	transferAccounts = 100
+	loadEvents       = 1_000 // events of the load scenario's one aggregate
 )
 
 // options is the parsed command line.
 type options struct {
-	Scenario  string
+	Scenario  string   // the scenario being measured, one of Scenarios
+	Scenarios []string // as given in -scenario, measured one after another
 	Modes     []string
 	Writers   []int
 	Duration  time.Duration // measured time per (mode, writers), over all runs
@@ -91,8 +104,8 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 	fs := flag.NewFlagSet("benchmarks", flag.ContinueOnError)
 	fs.SetOutput(w)
 	var o options
-	var modes, writers string
-	fs.StringVar(&o.Scenario, "scenario", scenarioHot, "scenario: "+strings.Join(allScenarios, ", "))
+	var scenarios, modes, writers string
+	fs.StringVar(&scenarios, "scenario", scenarioHot, "comma-separated scenarios, measured one after another: "+strings.Join(allScenarios, ", ")+" (projection only alone)")
 	fs.StringVar(&modes, "mode", strings.Join(allModes, ","), "comma-separated modes: "+strings.Join(knownModes, ", ")+" (raw needs -db)")
 	fs.BoolVar(&o.Cluster, "cluster", false, "also measure "+strings.Join(clusterModes, " and ")+": Execute on a two-member cluster over loopback, by the member hosting the streams and through the other one")
 	fs.StringVar(&writers, "writers", "1,8,64", "comma-separated numbers of concurrent writers")
@@ -121,9 +134,25 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q: every setting is a flag (see -help)", fs.Args())
 	}
-	if !slices.Contains(allScenarios, o.Scenario) {
-		return o, fmt.Errorf("-scenario %q: want one of %s", o.Scenario, strings.Join(allScenarios, ", "))
+	for _, sc := range strings.Split(scenarios, ",") {
+		sc = strings.TrimSpace(sc)
+		if sc == "" {
+			continue
+		}
+		if !slices.Contains(allScenarios, sc) {
+			return o, fmt.Errorf("-scenario %q: want a comma-separated list of %s", sc, strings.Join(allScenarios, ", "))
+		}
+		if !slices.Contains(o.Scenarios, sc) {
+			o.Scenarios = append(o.Scenarios, sc)
+		}
 	}
+	switch {
+	case len(o.Scenarios) == 0:
+		return o, errors.New("-scenario is empty: name at least one of " + strings.Join(allScenarios, ", "))
+	case len(o.Scenarios) > 1 && slices.Contains(o.Scenarios, scenarioProjection):
+		return o, errors.New("-scenario projection has its own report: run it alone")
+	}
+	o.Scenario = o.Scenarios[0]
 	for _, m := range strings.Split(modes, ",") {
 		m = strings.TrimSpace(m)
 		if m == "" {
@@ -145,6 +174,9 @@ func parseOptions(args []string, w io.Writer) (options, error) {
 	}
 	if len(o.Modes) == 0 {
 		return o, errors.New("-mode is empty: name at least one of " + strings.Join(allModes, ", "))
+	}
+	if slices.Contains(o.Modes, modeHallgren) && slices.Contains(o.Scenarios, scenarioTransfer) {
+		return o, errors.New("-mode hallgren with -scenario transfer: the peer has no command over two aggregates; measure it in hot, spread, skewed or load")
 	}
 	for _, s := range strings.Split(writers, ",") {
 		s = strings.TrimSpace(s)

@@ -18,11 +18,13 @@ func openPostgres(ctx context.Context, o options) (*backend, error) {
 		return nil, fmt.Errorf("-db: %w (want a URL such as postgres://user@host:5432/db?sslmode=disable)", err)
 	}
 	cfg.MaxConns = int32(o.Pool)
+	counter := &statementCounter{}
+	cfg.ConnConfig.Tracer = counter
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("-db: connect: %w", err)
 	}
-	b := &backend{Pool: pool, closers: []func(context.Context) error{
+	b := &backend{Pool: pool, Statements: counter, closers: []func(context.Context) error{
 		func(context.Context) error { pool.Close(); return nil },
 	}}
 	var rnd [6]byte

@@ -33,12 +33,18 @@ type jsonResult struct {
 	Pool              int     `json:"pool,omitempty"`
 	DurationS         float64 `json:"duration_s"`
 	FirstError        string  `json:"first_error,omitempty"`
+	// Sent to Postgres per completed command (see statementCounter).
+	RoundTripsPerCommand   float64 `json:"round_trips_per_command,omitempty"`
+	StatementsPerCommand   float64 `json:"statements_per_command,omitempty"`
+	TransactionsPerCommand float64 `json:"transactions_per_command,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func toJSON(r cellResult, pool int) jsonResult {
+	rt, st, tx, _ := r.perCommand()
 	return jsonResult{
+		RoundTripsPerCommand: round(rt, 3), StatementsPerCommand: round(st, 3), TransactionsPerCommand: round(tx, 3),
 		Scenario: r.Scenario, Journal: r.Journal, Mode: r.Mode, Writers: r.Writers, Streams: r.Streams, Run: r.Run,
 		CommandsPerS: round(r.CommandsPerSec(), 1), EventsPerS: round(r.EventsPerSec(), 1),
 		RetriesPerCommand: round(r.RetriesPerCommand(), 3),
@@ -100,6 +106,11 @@ type summary struct {
 	// commands/s in the same run (for raw: events/s); NaN when not measured.
 	ActorRatio float64
 	FirstErr   string
+	// RoundTrips, Statements and Transactions are the medians over runs of
+	// what the mode sent to Postgres per completed command; Sent reports
+	// whether they were counted (not on the memory journal).
+	RoundTrips, Statements, Transactions float64
+	Sent                                 bool
 }
 
 func median(vs []float64) float64 {
@@ -143,8 +154,11 @@ func summarize(results []cellResult, modes []string) []summary {
 				continue
 			}
 			s := summary{Mode: m, Writers: w, Streams: rs[0].Streams, Runs: len(rs)}
-			var cps, eps, rpc, p50, p99, ratios []float64
+			var cps, eps, rpc, p50, p99, ratios, rts, sts, txs []float64
 			for _, r := range rs {
+				if rt, st, tx, ok := r.perCommand(); ok {
+					rts, sts, txs = append(rts, rt), append(sts, st), append(txs, tx)
+				}
 				cps = append(cps, r.CommandsPerSec())
 				eps = append(eps, r.EventsPerSec())
 				rpc = append(rpc, r.RetriesPerCommand())
@@ -170,6 +184,10 @@ func summarize(results []cellResult, modes []string) []summary {
 			s.CommandsPerS, s.EventsPerS, s.RetriesPerCommand = median(cps), median(eps), median(rpc)
 			s.P50, s.P99 = time.Duration(median(p50)), time.Duration(median(p99))
 			s.ActorRatio = median(ratios)
+			if len(rts) > 0 {
+				s.Sent = true
+				s.RoundTrips, s.Statements, s.Transactions = median(rts), median(sts), median(txs)
+			}
 			out = append(out, s)
 		}
 	}
@@ -201,7 +219,7 @@ func writeTable(w io.Writer, info runInfo, rows []summary) error {
 		fmt.Fprintf(&b, "`%s`\n\n", info.Command)
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| writers\t mode\t commands/s\t events/s\t retries/cmd\t p50 ms\t p99 ms\t errors\t actor ÷ mode\t")
+	fmt.Fprintf(tw, "| writers\t mode\t %s/s\t events/s\t retries/cmd\t p50 ms\t p99 ms\t errors\t actor ÷ mode\t\n", unitOf(info.Scenario))
 	fmt.Fprintln(tw, "|--------\t------\t-----------\t---------\t------------\t-------\t-------\t-------\t-------------\t")
 	for _, s := range rows {
 		ratio := "—"
@@ -225,6 +243,9 @@ func writeTable(w io.Writer, info runInfo, rows []summary) error {
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
+	if err := writeSentTable(w, info, rows); err != nil {
+		return err
+	}
 	for _, s := range rows {
 		if s.FirstErr != "" {
 			fmt.Fprintf(w, "\nerrors of %s at %d writers (first): %s", s.Mode, s.Writers, s.FirstErr)
@@ -234,6 +255,33 @@ func writeTable(w io.Writer, info runInfo, rows []summary) error {
 		fmt.Fprintf(w, "\nnote: %s", n)
 	}
 	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// writeSentTable prints, for the rows counted on Postgres, what each mode
+// sent per command (see statementCounter), as a second Markdown table.
+func writeSentTable(w io.Writer, info runInfo, rows []summary) error {
+	var b strings.Builder
+	unit := strings.TrimSuffix(unitOf(info.Scenario), "s")
+	fmt.Fprintf(&b, "\nsent to Postgres per %s (medians over runs; counted by a pgx tracer on each mode's pool, warm-up and background work included):\n\n", unit)
+	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.Debug)
+	fmt.Fprintln(tw, "| writers\t mode\t round trips\t statements\t transactions\t")
+	fmt.Fprintln(tw, "|--------\t------\t------------\t-----------\t-------------\t")
+	n := 0
+	for _, s := range rows {
+		if !s.Sent {
+			continue
+		}
+		n++
+		fmt.Fprintf(tw, "| %d\t %s\t %.2f\t %.2f\t %.2f\t\n", s.Writers, s.Mode, s.RoundTrips, s.Statements, s.Transactions)
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
@@ -290,7 +338,7 @@ func writeOutDir(dir string, info runInfo, results []cellResult, rows []summary,
 
 // modeColors are the chart's line colours, one per mode (colour-blind safe).
 var modeColors = map[string]string{modeActor: "#0072B2", modeOCC: "#D55E00", modeOCCFast: "#E69F00", modeRaw: "#009E73",
-	modeClusterLocal: "#56B4E9", modeClusterRemote: "#CC79A7"}
+	modeClusterLocal: "#56B4E9", modeClusterRemote: "#CC79A7", modeHallgren: "#000000"}
 
 // writeSVG draws two panels against writers, one line per mode, both axes
 // logarithmic: median commands/s (raw: rows/s) on top and median p99 latency
