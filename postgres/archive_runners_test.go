@@ -272,7 +272,7 @@ func TestArchiveWhileSlicedRunnersLag(t *testing.T) {
 		return per, last, total
 	}
 	applied := func() (events uint64, ckpts map[int]journal.Position) {
-		sts, _, err := store.SliceStatuses(ctx, k)
+		sts, _, err := store.Slices(ctx, k)
 		require.NoError(t, err)
 		ckpts = map[int]journal.Position{}
 		for _, x := range sts {

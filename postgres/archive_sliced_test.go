@@ -21,7 +21,7 @@ func slicedArchiveSetup(t *testing.T, f *fixture, k projection.Key) ([]journal.R
 	store, err := postgres.NewProjectionStore(f.pool, f.cfg)
 	require.NoError(t, err)
 	sl := projection.Slicing{Group: "acct", Count: 4, Partition: journal.DefaultPartition}
-	_, err = store.JoinSlices(ctx, k, sl, "r", time.Minute)
+	_, err = store.Join(ctx, k, sl.Layout(), "r", time.Minute)
 	require.NoError(t, err)
 	var recs []journal.Record
 	for range 20 {

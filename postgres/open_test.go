@@ -71,7 +71,7 @@ func TestOpenMigratesTracesAndCloses(t *testing.T) {
 	snap, err := store.Snapshots.Load(ctx, stream, 1)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), snap.Version)
-	_, err = store.Projections.Claim(ctx, projection.Key{Name: "p", Version: 1}, "open-test", time.Minute)
+	_, err = store.Projections.Join(ctx, projection.Key{Name: "p", Version: 1}, projection.Layout{}, "open-test", time.Minute)
 	require.NoError(t, err)
 	require.NotEmpty(t, rec.Ended(), "every statement on the pool is traced")
 

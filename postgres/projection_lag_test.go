@@ -35,9 +35,9 @@ func TestPartitionSliceLags(t *testing.T) {
 		other = append(other, res.Records...)
 	}
 	k := projection.Key{Name: "everywhere", Version: 1}
-	_, err = store.JoinPartitions(ctx, k, []string{journal.DefaultPartition, "p2"}, "r", time.Minute)
+	_, err = store.Join(ctx, k, projection.Layout{Partitions: []string{journal.DefaultPartition, "p2"}}, "r", time.Minute)
 	require.NoError(t, err)
-	sts, _, err := store.SliceStatuses(ctx, k)
+	sts, _, err := store.Slices(ctx, k)
 	require.NoError(t, err)
 	require.Len(t, sts, 2)
 	slice := map[string]int{sts[0].Partition: sts[0].Slice, sts[1].Partition: sts[1].Slice}
@@ -49,15 +49,15 @@ func TestPartitionSliceLags(t *testing.T) {
 	}
 	require.Equal(t, map[string]uint64{journal.DefaultPartition: 6, "p2": 6}, lagOf(), "nothing applied: every event of each partition")
 
-	ls, err := store.ClaimSlices(ctx, k, "r", time.Minute, []int{slice[journal.DefaultPartition]})
+	ls, err := store.Claim(ctx, k, "r", time.Minute, []int{slice[journal.DefaultPartition]})
 	require.NoError(t, err)
-	require.NoError(t, store.CommitSlices(ctx, ls, def[:4], []int{ls[0].Slice, ls[0].Slice, ls[0].Slice, ls[0].Slice},
+	require.NoError(t, store.Commit(ctx, ls, def[:4], []int{ls[0].Slice, ls[0].Slice, ls[0].Slice, ls[0].Slice},
 		func(context.Context, pgx.Tx) error { return nil }))
 	require.Equal(t, map[string]uint64{journal.DefaultPartition: 2, "p2": 6}, lagOf())
 
-	ls, err = store.ClaimSlices(ctx, k, "r", time.Minute, []int{slice["p2"]})
+	ls, err = store.Claim(ctx, k, "r", time.Minute, []int{slice["p2"]})
 	require.NoError(t, err)
-	require.NoError(t, store.CommitSlices(ctx, ls, other, []int{ls[0].Slice, ls[0].Slice, ls[0].Slice, ls[0].Slice, ls[0].Slice, ls[0].Slice},
+	require.NoError(t, store.Commit(ctx, ls, other, []int{ls[0].Slice, ls[0].Slice, ls[0].Slice, ls[0].Slice, ls[0].Slice, ls[0].Slice},
 		func(context.Context, pgx.Tx) error { return nil }))
 	require.Equal(t, map[string]uint64{journal.DefaultPartition: 2, "p2": 0}, lagOf())
 

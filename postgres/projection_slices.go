@@ -15,63 +15,126 @@ import (
 	"github.com/scribe-es/scribe/projection"
 )
 
-// The Postgres side of sliced projections (migration 9): one
-// projection_slices row per slice holds its checkpoint and lease, and
-// projection_runners the live runners. CommitSlices locks the rows of the
-// slices a batch touches (FOR UPDATE, in slice order) and checks each
-// lease's epoch, owner, expiry (database clock) and checkpoint before the
-// handler runs, in the transaction that runs it; claims, renewals, pauses
-// and resets wait for those locks. So a slice is applied by one runner at a
-// time, and runners of disjoint slices commit in parallel: a sliced commit
-// does not touch the projection's own row (Status and Statuses sum the
-// slices up instead).
+// A projection's slices are projection_slices rows (migration 9): each
+// holds its checkpoint and lease, and the layout it was created with
+// (tag_group, partition, slice_count): by tag, a tag group of a partition
+// cut into slice_count slices; by partition (migration 12), tag_group ''
+// and each row's partition; unsliced (migration 13), one row with
+// tag_group '' and partition ''. projection_runners holds the live
+// runners. A commit does not touch the projection's own row's progress
+// (Status and Statuses sum the slices up instead).
 
-var _ projection.SliceStore[pgx.Tx] = (*ProjectionStore)(nil)
+var _ projection.Store[pgx.Tx] = (*ProjectionStore)(nil)
 
-// JoinSlices implements projection.SliceStore; it also creates k's row in
-// projections (its status) when it has none.
-func (st *ProjectionStore) JoinSlices(ctx context.Context, k projection.Key, s projection.Slicing, owner string, ttl time.Duration) ([]string, error) {
+// Join implements projection.Store. It creates k's row in projections
+// when it has none, and its slices as l lays them out, in one transaction
+// with the membership; concurrent joins add each partition once (the
+// projection's row is locked while the slices are numbered).
+func (st *ProjectionStore) Join(ctx context.Context, k projection.Key, l projection.Layout, owner string, ttl time.Duration) ([]string, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
-	if owner == "" || ttl <= 0 || s.Group == "" || s.Count <= 0 || s.Partition == "" {
-		return nil, fmt.Errorf("projection %s: JoinSlices needs an owner, a positive TTL and a Slicing with its defaults (Group, Count, Partition)", k)
+	if owner == "" || ttl <= 0 || (l.Group != "" && (l.Count <= 0 || l.Partition == "")) {
+		return nil, fmt.Errorf("projection %s: Join needs an owner, a positive TTL and, for a tag slicing, its Count and Partition", k)
 	}
-	return st.join(ctx, k, owner, ttl, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_slices (name, version, slice, tag_group, partition, slice_count)
-			SELECT $1, $2, g, $3, $4, $5 FROM generate_series(0, $5 - 1) AS g
-			WHERE NOT EXISTS (SELECT FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2)
-			ON CONFLICT DO NOTHING`, k.Name, k.Version, s.Group, s.Partition, s.Count); err != nil {
+	var members []string
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projections (name, version) VALUES ($1, $2) ON CONFLICT DO NOTHING`, k.Name, k.Version); err != nil {
 			return err
 		}
-		var group, partition string
-		var count int
-		if err := tx.QueryRow(ctx, `SELECT tag_group, partition, slice_count FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 LIMIT 1`,
-			k.Name, k.Version).Scan(&group, &partition, &count); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT FROM `+st.s+`.projections WHERE name = $1 AND version = $2 FOR UPDATE`, k.Name, k.Version); err != nil {
 			return err
 		}
-		if group != s.Group || partition != s.Partition || count != s.Count {
-			return fmt.Errorf("%w: %s is sliced by group %q into %d slices of partition %q (group \"\": by partition), the runner asks for %q, %d, %q; give the new slicing a new version",
-				projection.ErrSlicingChanged, k, group, count, partition, s.Group, s.Count, s.Partition)
+		if err := st.layOut(ctx, tx, k, l); err != nil {
+			return err
 		}
-		return nil
+		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_runners AS r (name, version, owner, lease_until)
+			VALUES ($1, $2, $3, clock_timestamp() + $4::interval)
+			ON CONFLICT (name, version, owner) DO UPDATE SET lease_until = EXCLUDED.lease_until`, k.Name, k.Version, owner, interval(ttl)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_runners WHERE name = $1 AND version = $2 AND lease_until <= clock_timestamp()`, k.Name, k.Version); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT owner FROM `+st.s+`.projection_runners WHERE name = $1 AND version = $2`, k.Name, k.Version)
+		if err != nil {
+			return err
+		}
+		members, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
 	})
+	if errors.Is(err, projection.ErrSlicingChanged) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, st.translate("join", err)
+	}
+	slices.Sort(members)
+	return members, nil
 }
 
-// LeaveSlices implements projection.SliceStore.
-func (st *ProjectionStore) LeaveSlices(ctx context.Context, k projection.Key, owner string) error {
+// layOut creates k's slices as l lays them out when it has none, adds the
+// partitions of l that have none to a layout by partition, and refuses
+// another layout (projection.ErrSlicingChanged). The projection's row is
+// locked.
+func (st *ProjectionStore) layOut(ctx context.Context, tx pgx.Tx, k projection.Key, l projection.Layout) error {
+	rows, err := tx.Query(ctx, `SELECT tag_group, partition, slice_count FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 ORDER BY slice`, k.Name, k.Version)
+	if err != nil {
+		return err
+	}
+	var have projection.Layout
+	n := 0
+	if _, err := pgx.ForEachRow(rows, []any{&have.Group, &have.Partition, &have.Count}, func() error {
+		if have.Group == "" && have.Partition != "" {
+			have.Partitions = append(have.Partitions, have.Partition)
+		}
+		n++
+		return nil
+	}); err != nil {
+		return err
+	}
+	if have.Group == "" {
+		have.Partition, have.Count = "", 0
+	}
+	switch {
+	case n == 0 && len(l.Partitions) == 0:
+		_, err = tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_slices (name, version, slice, tag_group, partition, slice_count)
+			SELECT $1, $2, g, $3, $4, $5 FROM generate_series(0, $5 - 1) AS g`, k.Name, k.Version, l.Group, l.Partition, max(1, l.Count))
+		return err
+	case n > 0 && !l.Same(have):
+		return fmt.Errorf("%w: %s is %s, the runner asks for %s; give the new layout a new version", projection.ErrSlicingChanged, k, have.Kind(), l.Kind())
+	}
+	var add []string
+	for _, p := range l.Partitions {
+		if !slices.Contains(have.Partitions, p) && !slices.Contains(add, p) {
+			add = append(add, p)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_slices (name, version, slice, tag_group, partition, slice_count)
+		SELECT $1, $2, $3 + u.n - 1, '', u.p, 1 FROM unnest($4::text[]) WITH ORDINALITY AS u(p, n)`, k.Name, k.Version, n, add)
+	return err
+}
+
+// Leave implements projection.Store.
+func (st *ProjectionStore) Leave(ctx context.Context, k projection.Key, owner string) error {
 	if _, err := st.pool.Exec(ctx, `DELETE FROM `+st.s+`.projection_runners WHERE name = $1 AND version = $2 AND owner = $3`, k.Name, k.Version, owner); err != nil {
-		return st.translate("leave slices", err)
+		return st.translate("leave", err)
 	}
 	return nil
 }
 
-// ClaimSlices implements projection.SliceStore.
-func (st *ProjectionStore) ClaimSlices(ctx context.Context, k projection.Key, owner string, ttl time.Duration, want []int) ([]projection.SliceLease, error) {
-	if owner == "" || ttl <= 0 {
-		return nil, fmt.Errorf("projection %s: ClaimSlices needs an owner and a positive TTL", k)
+// Claim implements projection.Store.
+func (st *ProjectionStore) Claim(ctx context.Context, k projection.Key, owner string, ttl time.Duration, want []int) ([]projection.Lease, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
 	}
-	var out []projection.SliceLease
+	if owner == "" || ttl <= 0 {
+		return nil, fmt.Errorf("projection %s: Claim needs an owner and a positive TTL", k)
+	}
+	var out []projection.Lease
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		var paused bool
 		var active int
@@ -101,7 +164,7 @@ func (st *ProjectionStore) ClaimSlices(ctx context.Context, k projection.Key, ow
 				rows.Close()
 				return err
 			}
-			l := projection.SliceLease{Key: k, Slice: slice, Owner: owner, Epoch: uint64(epoch), TTL: ttl,
+			l := projection.Lease{Key: k, Slice: slice, Owner: owner, Epoch: uint64(epoch), TTL: ttl,
 				Checkpoint: journal.Position{Commit: uint64(commit), Seq: uint64(seq)}, Events: uint64(events), Partition: partition, Member: member}
 			if id != nil {
 				l.EventID = *id
@@ -121,14 +184,14 @@ func (st *ProjectionStore) ClaimSlices(ctx context.Context, k projection.Key, ow
 		return nil, err
 	}
 	if err != nil {
-		return nil, st.translate("claim slices", err)
+		return nil, st.translate("claim", err)
 	}
-	slices.SortFunc(out, func(a, b projection.SliceLease) int { return a.Slice - b.Slice })
+	slices.SortFunc(out, func(a, b projection.Lease) int { return a.Slice - b.Slice })
 	return out, nil
 }
 
 // sliceArgs returns the slices and epochs of ls as arrays.
-func sliceArgs(ls []projection.SliceLease) ([]int32, []int64) {
+func sliceArgs(ls []projection.Lease) ([]int32, []int64) {
 	s, e := make([]int32, len(ls)), make([]int64, len(ls))
 	for i, l := range ls {
 		s[i], e[i] = int32(l.Slice), int64(l.Epoch)
@@ -136,8 +199,8 @@ func sliceArgs(ls []projection.SliceLease) ([]int32, []int64) {
 	return s, e
 }
 
-// RenewSlices implements projection.SliceStore.
-func (st *ProjectionStore) RenewSlices(ctx context.Context, ls []projection.SliceLease) ([]int, error) {
+// Renew implements projection.Store.
+func (st *ProjectionStore) Renew(ctx context.Context, ls []projection.Lease) ([]int, error) {
 	if len(ls) == 0 {
 		return nil, nil
 	}
@@ -145,7 +208,7 @@ func (st *ProjectionStore) RenewSlices(ctx context.Context, ls []projection.Slic
 	sl, ep := sliceArgs(ls)
 	var active int
 	if err := st.pool.QueryRow(ctx, `SELECT coalesce((SELECT version FROM `+st.s+`.projection_active WHERE name = $1), 0)`, l0.Key.Name).Scan(&active); err != nil {
-		return nil, st.translate("renew slices", err)
+		return nil, st.translate("renew", err)
 	}
 	if active > l0.Key.Version {
 		return nil, fmt.Errorf("%w: %s is active", projection.ErrSuperseded, projection.Key{Name: l0.Key.Name, Version: active})
@@ -155,11 +218,11 @@ func (st *ProjectionStore) RenewSlices(ctx context.Context, ls []projection.Slic
 		WHERE s.name = $1 AND s.version = $2 AND s.owner = $3 AND s.slice = u.slice AND s.epoch = u.epoch AND s.lease_until > clock_timestamp()
 		RETURNING s.slice`, l0.Key.Name, l0.Key.Version, l0.Owner, interval(l0.TTL), sl, ep)
 	if err != nil {
-		return nil, st.translate("renew slices", err)
+		return nil, st.translate("renew", err)
 	}
 	kept, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	if err != nil {
-		return nil, st.translate("renew slices", err)
+		return nil, st.translate("renew", err)
 	}
 	var lost []int
 	for _, l := range ls {
@@ -170,8 +233,8 @@ func (st *ProjectionStore) RenewSlices(ctx context.Context, ls []projection.Slic
 	return lost, nil
 }
 
-// ReleaseSlices implements projection.SliceStore.
-func (st *ProjectionStore) ReleaseSlices(ctx context.Context, ls []projection.SliceLease) error {
+// Release implements projection.Store.
+func (st *ProjectionStore) Release(ctx context.Context, ls []projection.Lease) error {
 	if len(ls) == 0 {
 		return nil
 	}
@@ -180,20 +243,21 @@ func (st *ProjectionStore) ReleaseSlices(ctx context.Context, ls []projection.Sl
 		FROM unnest($4::int[], $5::bigint[]) AS u(slice, epoch)
 		WHERE s.name = $1 AND s.version = $2 AND s.owner = $3 AND s.slice = u.slice AND s.epoch = u.epoch`,
 		ls[0].Key.Name, ls[0].Key.Version, ls[0].Owner, sl, ep); err != nil {
-		return st.translate("release slices", err)
+		return st.translate("release", err)
 	}
 	return nil
 }
 
-// CommitSlices implements projection.SliceStore: one transaction locks the
-// rows of the slices of ls, checks their leases and checkpoints, runs apply,
-// moves each slice's checkpoint and extends its lease.
-func (st *ProjectionStore) CommitSlices(ctx context.Context, ls []projection.SliceLease, records []journal.Record, sl []int, apply func(ctx context.Context, tx pgx.Tx) error) error {
+// Commit implements projection.Store: one transaction locks the rows of
+// the slices of ls, checks their leases and checkpoints, runs apply, moves
+// each slice's checkpoint and extends its lease, and records the commit in
+// the projection's state.
+func (st *ProjectionStore) Commit(ctx context.Context, ls []projection.Lease, records []journal.Record, sl []int, apply func(ctx context.Context, tx pgx.Tx) error) error {
 	if len(records) == 0 || len(ls) == 0 || len(sl) != len(records) {
-		return errors.New("projection: CommitSlices needs records, one slice per record and their leases")
+		return errors.New("projection: Commit needs records, one slice per record and their leases")
 	}
 	k, ttl := ls[0].Key, ls[0].TTL
-	byslice := make(map[int]projection.SliceLease, len(ls))
+	byslice := make(map[int]projection.Lease, len(ls))
 	want := make([]int32, 0, len(ls))
 	for _, l := range ls {
 		byslice[l.Slice] = l
@@ -201,7 +265,7 @@ func (st *ProjectionStore) CommitSlices(ctx context.Context, ls []projection.Sli
 	}
 	tx, err := st.pool.Begin(ctx)
 	if err != nil {
-		return st.translate("commit slices: begin", err)
+		return st.translate("commit: begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit this is a no-op
 	b := &pgx.Batch{}
@@ -249,7 +313,7 @@ func (st *ProjectionStore) CommitSlices(ctx context.Context, ls []projection.Sli
 		err = cerr
 	}
 	if err != nil {
-		return st.translate("commit slices: lock", err)
+		return st.translate("commit: lock", err)
 	}
 	if fenced != nil {
 		return fenced
@@ -284,25 +348,32 @@ func (st *ProjectionStore) CommitSlices(ctx context.Context, ls []projection.Sli
 		WHERE s.name = $1 AND s.version = $2 AND s.slice = u.slice AND s.epoch = u.epoch`,
 		k.Name, k.Version, interval(ttl), us, ue, uc, uq, un, um, ui)
 	if err != nil {
-		return st.translate("commit slices: checkpoints", err)
+		return st.translate("commit: checkpoints", err)
 	}
 	if tag.RowsAffected() != int64(n) {
 		return fmt.Errorf("%w: the slice rows of %s changed under their locks", projection.ErrFenced, k)
 	}
+	// Only a commit after a claim or a failure changes the projection's
+	// row: the commits of disjoint slices do not wait for each other there.
+	if _, err := tx.Exec(ctx, `UPDATE `+st.s+`.projections SET state = `+stateAfterSQL(projection.OpCommit, "state", "paused")+`, error = '',
+			failed_xid = 0, failed_seq = 0, updated_at = clock_timestamp()
+		WHERE name = $1 AND version = $2 AND (state <> 'running' OR error <> '')`, k.Name, k.Version); err != nil {
+		return st.translate("commit: state", err)
+	}
 	if err := tx.Commit(ctx); err != nil {
-		return st.translate("commit slices", err)
+		return st.translate("commit", err)
 	}
 	return nil
 }
 
-// FailSlice implements projection.SliceStore.
-func (st *ProjectionStore) FailSlice(ctx context.Context, l projection.SliceLease, pos journal.Position, msg string) error {
+// Fail implements projection.Store.
+func (st *ProjectionStore) Fail(ctx context.Context, l projection.Lease, pos journal.Position, msg string) error {
 	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET state = `+stateAfterSQL(projection.OpFail, "state", "paused")+`, failed_xid = $5, failed_seq = $6, error = $7, updated_at = clock_timestamp()
 		WHERE name = $1 AND version = $2
 		  AND EXISTS (SELECT FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 AND slice = $3 AND epoch = $4)`,
 		l.Key.Name, l.Key.Version, l.Slice, int64(l.Epoch), i64(pos.Commit), i64(pos.Seq), msg)
 	if err != nil {
-		return st.translate("fail slice", err)
+		return st.translate("fail", err)
 	}
 	if tag.RowsAffected() != 1 {
 		return fmt.Errorf("%w: slice %d of %s moved on to a newer epoch", projection.ErrFenced, l.Slice, l.Key)
@@ -310,29 +381,32 @@ func (st *ProjectionStore) FailSlice(ctx context.Context, l projection.SliceLeas
 	return nil
 }
 
-// SliceStatuses implements projection.SliceStore.
-func (st *ProjectionStore) SliceStatuses(ctx context.Context, k projection.Key) ([]projection.SliceStatus, projection.Slicing, error) {
+// Slices implements projection.Store.
+func (st *ProjectionStore) Slices(ctx context.Context, k projection.Key) ([]projection.SliceStatus, projection.Layout, error) {
 	rows, err := st.pool.Query(ctx, `SELECT slice, commit_xid, seq, events, owner, epoch, CASE WHEN isfinite(lease_until) THEN lease_until END,
 			tag_group, partition, slice_count, member, event_id
 		FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 ORDER BY slice`, k.Name, k.Version)
 	if err != nil {
-		return nil, projection.Slicing{}, st.translate("slice statuses", err)
+		return nil, projection.Layout{}, st.translate("slices", err)
 	}
 	defer rows.Close()
 	var out []projection.SliceStatus
-	var s projection.Slicing
+	var l projection.Layout
 	for rows.Next() {
 		var x projection.SliceStatus
 		var commit, seq, events, epoch int64
 		var until *time.Time
 		var id *uuid.UUID
-		if err := rows.Scan(&x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &s.Group, &x.Partition, &s.Count, &x.Member, &id); err != nil {
-			return nil, projection.Slicing{}, st.translate("slice statuses", err)
+		if err := rows.Scan(&x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &l.Group, &x.Partition, &l.Count, &x.Member, &id); err != nil {
+			return nil, projection.Layout{}, st.translate("slices", err)
 		}
 		if id != nil {
 			x.EventID = *id
 		}
-		s.Partition = x.Partition
+		l.Partition = x.Partition
+		if l.Group == "" && x.Partition != "" {
+			l.Partitions = append(l.Partitions, x.Partition)
+		}
 		x.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
 		x.Events, x.Epoch = uint64(events), uint64(epoch)
 		if until != nil {
@@ -341,27 +415,28 @@ func (st *ProjectionStore) SliceStatuses(ctx context.Context, k projection.Key) 
 		out = append(out, x)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, projection.Slicing{}, st.translate("slice statuses", err)
+		return nil, projection.Layout{}, st.translate("slices", err)
 	}
-	if s.Group == "" {
-		s = projection.Slicing{} // one slice per partition
+	if l.Group == "" {
+		l.Partition, l.Count = "", 0
 	}
-	return out, s, nil
+	return out, l, nil
 }
 
-// withSlices sums up, in place, the status of each sliced projection among
-// sts from its slices (projection.SummarizeSlices), reading the slice rows
-// that where (with args) selects in one query; a lease is live by the
-// database's clock, as an unsliced projection's is.
+// withSlices sums up, in place, the status of each projection among sts
+// from its slices (projection.SummarizeSlices), reading the slice rows that
+// where (with args) selects in one query; a lease is live by the database's
+// clock.
 func (st *ProjectionStore) withSlices(ctx context.Context, sts []projection.Status, where string, args ...any) error {
 	rows, err := st.pool.Query(ctx, `SELECT name, version, slice, commit_xid, seq, events, owner, epoch,
-			owner <> '' AND lease_until > clock_timestamp()
+			CASE WHEN isfinite(lease_until) THEN lease_until END, owner <> '' AND lease_until > clock_timestamp(), tag_group, partition
 		FROM `+st.s+`.projection_slices`+where+` ORDER BY name, version, slice`, args...)
 	if err != nil {
 		return st.translate("status: slices", err)
 	}
 	defer rows.Close()
 	type sliced struct {
+		layout projection.Layout
 		slices []projection.SliceStatus
 		live   []bool
 	}
@@ -370,16 +445,25 @@ func (st *ProjectionStore) withSlices(ctx context.Context, sts []projection.Stat
 		var k projection.Key
 		var x projection.SliceStatus
 		var commit, seq, events, epoch int64
+		var until *time.Time
 		var live bool
-		if err := rows.Scan(&k.Name, &k.Version, &x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &live); err != nil {
+		var group string
+		if err := rows.Scan(&k.Name, &k.Version, &x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &live, &group, &x.Partition); err != nil {
 			return st.translate("status: slices", err)
 		}
 		x.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
 		x.Events, x.Epoch = uint64(events), uint64(epoch)
+		if until != nil {
+			x.LeaseUntil = until.UTC()
+		}
 		s := byKey[k]
 		if s == nil {
 			s = &sliced{}
 			byKey[k] = s
+		}
+		s.layout.Group = group
+		if group == "" && x.Partition != "" {
+			s.layout.Partitions = append(s.layout.Partitions, x.Partition)
 		}
 		s.slices, s.live = append(s.slices, x), append(s.live, live)
 	}
@@ -388,7 +472,7 @@ func (st *ProjectionStore) withSlices(ctx context.Context, sts []projection.Stat
 	}
 	for i := range sts {
 		if s := byKey[sts[i].Key]; s != nil {
-			sts[i] = projection.SummarizeSlices(sts[i], s.slices, s.live)
+			sts[i] = projection.SummarizeSlices(sts[i], s.layout, s.slices, s.live)
 		}
 	}
 	return nil
@@ -420,8 +504,8 @@ func TotalSliceLag(lags []SliceLag) SliceLag {
 	return total
 }
 
-// SliceLags returns, for each slice of k (in slice order, as SliceStatuses
-// lists them), its lag: for `scribe projections status` and the console.
+// SliceLags returns, for each slice of k (in slice order, as Slices lists
+// them), its lag: for `scribe projections status` and the console.
 // The events are counted up to atMost per slice (0: all), and the oldest
 // found, on the tag index of migration 9 (the slice's entries after its
 // checkpoint); not gated, so an append committing meanwhile may or may not
@@ -466,7 +550,7 @@ func (st *ProjectionStore) sliceLagsSQL(atMost int) string {
 			  AND et.commit_xid >= s.commit_xid AND (et.commit_xid, et.seq) > (s.commit_xid, s.seq)
 			  AND __S__.scribe_slice(et.tag) >= s.slice * (1024 / s.slice_count)
 			  AND __S__.scribe_slice(et.tag) < (s.slice + 1) * (1024 / s.slice_count)`
-	const feed = `e.partition = s.partition AND e.commit_xid >= s.commit_xid AND (e.commit_xid, e.seq) > (s.commit_xid, s.seq)`
+	const feed = `(s.partition = '' OR e.partition = s.partition) AND e.commit_xid >= s.commit_xid AND (e.commit_xid, e.seq) > (s.commit_xid, s.seq)`
 	const here = `(s.event_id IS NULL
 			OR EXISTS (SELECT FROM __S__.events x WHERE x.commit_xid = s.commit_xid AND x.seq = s.seq AND x.id = s.event_id)
 			OR EXISTS (SELECT FROM __S__.events_archive x WHERE x.commit_xid = s.commit_xid AND x.seq = s.seq AND x.id = s.event_id))`

@@ -18,22 +18,23 @@ import (
 	"github.com/scribe-es/scribe/projection"
 )
 
-// ProjectionStore is the Postgres projection.Store: checkpoints, leases and
-// dead letters in the projections tables of Config.Schema (migration 3),
-// rows read models (projection.RowStore, migration 7) and sliced
-// projections (projection.SliceStore, migration 9: see
-// projection_slices.go). A projection's
-// handler receives the pgx.Tx that also moves its checkpoint, so a read
-// model in the same database (its own tables, or Rows) is updated exactly
-// once per event.
+// ProjectionStore is the Postgres projection.Store: each projection's own
+// row (state, pause, failure, read model: migration 3) and its slices'
+// checkpoints and leases (projection_slices, migrations 9, 12 and 13; an
+// unsliced projection is slice 0 with an empty tag group and partition),
+// dead letters, and rows read models (projection.RowStore, migration 7).
+// A projection's handler receives the pgx.Tx that also moves its
+// checkpoints, so a read model in the same database (its own tables, or
+// Rows) is updated exactly once per event.
 //
-// Fencing: Commit locks the projection's row (SELECT … FOR UPDATE) and checks
-// the lease's epoch, owner, expiry (by the database clock) and the expected
-// checkpoint before the handler runs; claims, renewals and resets wait for
-// that lock. So at most one batch of a projection is applied at a time,
-// across processes, and a runner that lost its lease applies nothing. The
-// transaction sets idle_in_transaction_session_timeout to the lease's TTL, so
-// a paused runner cannot hold the row past its lease.
+// Fencing: Commit locks the rows of the slices a batch touches (SELECT …
+// FOR UPDATE, in slice order) and checks each lease's epoch, owner, expiry
+// (by the database clock) and checkpoint before the handler runs; claims,
+// renewals, pauses and resets wait for those locks. So a slice is applied
+// by one runner at a time, across processes, runners of disjoint slices
+// commit in parallel, and a runner that lost a lease applies nothing. The
+// transaction sets idle_in_transaction_session_timeout to the lease's TTL,
+// so a paused runner cannot hold the rows past its lease.
 type ProjectionStore struct {
 	pool *pgxpool.Pool
 	cfg  Config
@@ -87,47 +88,6 @@ func interval(d time.Duration) string {
 	return strconv.FormatInt(d.Microseconds(), 10) + " microseconds"
 }
 
-// Claim implements projection.Store.
-func (st *ProjectionStore) Claim(ctx context.Context, k projection.Key, owner string, ttl time.Duration) (projection.Lease, error) {
-	if err := k.Validate(); err != nil {
-		return projection.Lease{}, err
-	}
-	if owner == "" || ttl <= 0 {
-		return projection.Lease{}, fmt.Errorf("projection %s: Claim needs an owner and a positive TTL", k)
-	}
-	l := projection.Lease{Key: k, Owner: owner, TTL: ttl}
-	var commit, seq, events int64
-	err := st.pool.QueryRow(ctx, `INSERT INTO `+st.s+`.projections AS p (name, version, owner, epoch, lease_until, state, updated_at)
-		VALUES ($1, $2, $3, 1, clock_timestamp() + $4::interval, 'running', clock_timestamp())
-		ON CONFLICT (name, version) DO UPDATE SET owner = EXCLUDED.owner, epoch = p.epoch + 1,
-			lease_until = EXCLUDED.lease_until, updated_at = EXCLUDED.updated_at,
-			state = `+stateAfterSQL(projection.OpClaim, "p.state", "p.paused")+`
-		WHERE NOT p.paused AND (p.owner = '' OR p.owner = EXCLUDED.owner OR p.lease_until <= clock_timestamp())
-		RETURNING epoch, commit_xid, seq, events`, k.Name, k.Version, owner, interval(ttl)).Scan(&l.Epoch, &commit, &seq, &events)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var holder string
-		var until *time.Time // NULL for a released lease ('-infinity')
-		var paused bool
-		if err := st.pool.QueryRow(ctx, `SELECT owner, CASE WHEN lease_until > '-infinity' THEN lease_until END, paused
-			FROM `+st.s+`.projections WHERE name = $1 AND version = $2`, k.Name, k.Version).Scan(&holder, &until, &paused); err != nil {
-			return projection.Lease{}, st.translate("claim", err)
-		}
-		if paused {
-			return projection.Lease{}, fmt.Errorf("%w: %s (resume it with `scribe projections resume`)", projection.ErrPaused, k)
-		}
-		if until == nil {
-			return projection.Lease{}, fmt.Errorf("%w: %s is held by %q", projection.ErrLeaseHeld, k, holder)
-		}
-		return projection.Lease{}, fmt.Errorf("%w: %s holds %s until %s", projection.ErrLeaseHeld, holder, k, until.UTC().Format(time.RFC3339Nano))
-	}
-	if err != nil {
-		return projection.Lease{}, st.translate("claim", err)
-	}
-	l.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
-	l.Events = uint64(events)
-	return l, nil
-}
-
 // Pause implements projection.Pauser: it fences the current lease (a new
 // epoch), records the pause and leaves checkpoint, rows and dead letters as
 // they are.
@@ -175,132 +135,6 @@ func (st *ProjectionStore) Resume(ctx context.Context, k projection.Key) error {
 	}
 	if !exists {
 		return fmt.Errorf("projection %s is unknown to schema %q: nothing to resume", k, st.cfg.Schema)
-	}
-	return nil
-}
-
-// fenceErr explains why l may not act, given the row's current values.
-func fenceErr(l projection.Lease, epoch int64, owner string, live bool, active int) error {
-	switch {
-	case active > l.Key.Version:
-		return fmt.Errorf("%w: %s is active", projection.ErrSuperseded, projection.Key{Name: l.Key.Name, Version: active})
-	case uint64(epoch) != l.Epoch || owner != l.Owner:
-		return fmt.Errorf("%w: %s is at epoch %d (owner %q), the lease has epoch %d", projection.ErrFenced, l.Key, epoch, owner, l.Epoch)
-	case !live:
-		return fmt.Errorf("%w: the lease of %s expired", projection.ErrFenced, l.Key)
-	}
-	return nil
-}
-
-// Renew implements projection.Store.
-func (st *ProjectionStore) Renew(ctx context.Context, l projection.Lease) error {
-	var epoch int64
-	var owner string
-	var live bool
-	var active int
-	err := st.pool.QueryRow(ctx, `WITH r AS (
-			UPDATE `+st.s+`.projections SET lease_until = clock_timestamp() + $5::interval
-			WHERE name = $1 AND version = $2 AND epoch = $3 AND owner = $4 AND lease_until > clock_timestamp()
-			RETURNING epoch)
-		SELECT p.epoch, p.owner, EXISTS (SELECT FROM r), coalesce(a.version, 0)
-		FROM `+st.s+`.projections p LEFT JOIN `+st.s+`.projection_active a ON a.name = p.name
-		WHERE p.name = $1 AND p.version = $2`,
-		l.Key.Name, l.Key.Version, int64(l.Epoch), l.Owner, interval(l.TTL)).Scan(&epoch, &owner, &live, &active)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: %s has no lease row (was the schema reset?)", projection.ErrFenced, l.Key)
-	}
-	if err != nil {
-		return st.translate("renew", err)
-	}
-	// The CTE's update is not visible to the outer SELECT: epoch and owner are
-	// as before it, which is what the check compares.
-	return fenceErr(l, epoch, owner, live, active)
-}
-
-// Release implements projection.Store.
-func (st *ProjectionStore) Release(ctx context.Context, l projection.Lease) error {
-	_, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET owner = '', lease_until = '-infinity',
-			state = `+stateAfterSQL(projection.OpRelease, "state", "paused")+`, updated_at = clock_timestamp()
-		WHERE name = $1 AND version = $2 AND epoch = $3 AND owner = $4`, l.Key.Name, l.Key.Version, int64(l.Epoch), l.Owner)
-	if err != nil {
-		return st.translate("release", err)
-	}
-	return nil
-}
-
-// Commit implements projection.Store: one transaction locks the row, checks
-// the lease and the checkpoint, runs apply, moves the checkpoint and extends
-// the lease.
-func (st *ProjectionStore) Commit(ctx context.Context, l projection.Lease, from journal.Position, records []journal.Record, apply func(ctx context.Context, tx pgx.Tx) error) error {
-	if len(records) == 0 {
-		return fmt.Errorf("projection %s: Commit of no records", l.Key)
-	}
-	tx, err := st.pool.Begin(ctx)
-	if err != nil {
-		return st.translate("commit: begin", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit this is a no-op
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, strconv.FormatInt(max(l.TTL.Milliseconds(), 1), 10))
-	b.Queue(`SELECT p.epoch, p.owner, p.lease_until > clock_timestamp(), p.commit_xid, p.seq, coalesce(a.version, 0)
-		FROM `+st.s+`.projections p LEFT JOIN `+st.s+`.projection_active a ON a.name = p.name
-		WHERE p.name = $1 AND p.version = $2 FOR UPDATE OF p`, l.Key.Name, l.Key.Version)
-	br := tx.SendBatch(ctx, b)
-	_, err = br.Exec()
-	var epoch, commit, seq int64
-	var owner string
-	var live bool
-	var active int
-	if err == nil {
-		err = br.QueryRow().Scan(&epoch, &owner, &live, &commit, &seq, &active)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: %s has no lease row (was the schema reset?)", projection.ErrFenced, l.Key)
-	}
-	if err != nil {
-		return st.translate("commit: lock", err)
-	}
-	if err := fenceErr(l, epoch, owner, live, active); err != nil {
-		return err
-	}
-	if got := (journal.Position{Commit: uint64(commit), Seq: uint64(seq)}); got != from {
-		return fmt.Errorf("%w: the checkpoint of %s is %s, the runner expected %s", projection.ErrFenced, l.Key, got, from)
-	}
-	if err := st.applyBuffered(ctx, tx, l.Key, records, apply); err != nil {
-		return err
-	}
-	last := records[len(records)-1].Position
-	tag, err := tx.Exec(ctx, `UPDATE `+st.s+`.projections SET commit_xid = $4, seq = $5, events = events + $6,
-			lease_until = clock_timestamp() + $7::interval, state = `+stateAfterSQL(projection.OpCommit, "state", "paused")+`, error = '', failed_xid = 0, failed_seq = 0,
-			updated_at = clock_timestamp()
-		WHERE name = $1 AND version = $2 AND epoch = $3`,
-		l.Key.Name, l.Key.Version, int64(l.Epoch), int64(last.Commit), int64(last.Seq), len(records), interval(l.TTL))
-	if err != nil {
-		return st.translate("commit: checkpoint", err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("%w: the row of %s changed under its lock", projection.ErrFenced, l.Key)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return st.translate("commit", err)
-	}
-	return nil
-}
-
-// Fail implements projection.Store.
-func (st *ProjectionStore) Fail(ctx context.Context, l projection.Lease, pos journal.Position, msg string) error {
-	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET state = `+stateAfterSQL(projection.OpFail, "state", "paused")+`, failed_xid = $4, failed_seq = $5, error = $6,
-			updated_at = clock_timestamp()
-		WHERE name = $1 AND version = $2 AND epoch = $3`,
-		l.Key.Name, l.Key.Version, int64(l.Epoch), int64(pos.Commit), int64(pos.Seq), msg)
-	if err != nil {
-		return st.translate("fail", err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("%w: %s moved on to a newer epoch", projection.ErrFenced, l.Key)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -81,7 +82,7 @@ func TestProjectionStoreNeedsMigrate(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	store, err := postgres.NewProjectionStore(pool, postgres.Config{Schema: schema})
 	require.NoError(t, err)
-	_, err = store.Claim(context.Background(), projection.Key{Name: "p", Version: 1}, "a", 1e9)
+	_, err = store.Join(context.Background(), projection.Key{Name: "p", Version: 1}, projection.Layout{}, "a", time.Second)
 	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
 	require.ErrorContains(t, err, "run postgres.Migrate")
 }
@@ -103,9 +104,9 @@ func TestDeadLetterReplayRollsBack(t *testing.T) {
 	require.NoError(t, err)
 	rec := res.Records[0]
 	k := projection.Key{Name: "rb", Version: 1}
-	l, err := store.Claim(ctx, k, "a", time.Minute)
+	l, err := claimOne(ctx, store, k, "a")
 	require.NoError(t, err)
-	require.NoError(t, store.Commit(ctx, l, journal.Position{}, res.Records, func(ctx context.Context, tx pgx.Tx) error {
+	require.NoError(t, commitOne(ctx, store, l, journal.Position{}, res.Records, func(ctx context.Context, tx pgx.Tx) error {
 		return store.DeadLetter(ctx, tx, projection.DeadLetter{Key: k, Record: rec, Error: "boom", Attempts: 1})
 	}))
 	write := func(ctx context.Context, tx pgx.Tx, d projection.DeadLetter) error {
@@ -136,4 +137,27 @@ func TestDeadLetterReplayRollsBack(t *testing.T) {
 	dl, err = store.DeadLetters(ctx, k)
 	require.NoError(t, err)
 	require.Empty(t, dl)
+}
+
+// claimOne joins k as an unsliced projection for owner and claims its one
+// slice (an error when another runner holds it).
+func claimOne(ctx context.Context, st *postgres.ProjectionStore, k projection.Key, owner string) (projection.Lease, error) {
+	if _, err := st.Join(ctx, k, projection.Layout{}, owner, time.Minute); err != nil {
+		return projection.Lease{}, err
+	}
+	ls, err := st.Claim(ctx, k, owner, time.Minute, []int{0})
+	if err == nil && len(ls) == 0 {
+		err = errors.New("the projection's slice is held by another runner")
+	}
+	if err != nil {
+		return projection.Lease{}, err
+	}
+	return ls[0], nil
+}
+
+// commitOne commits recs under l, an unsliced projection's lease, from the
+// checkpoint from.
+func commitOne(ctx context.Context, st *postgres.ProjectionStore, l projection.Lease, from journal.Position, recs []journal.Record, apply func(context.Context, pgx.Tx) error) error {
+	l.Checkpoint = from
+	return st.Commit(ctx, []projection.Lease{l}, recs, make([]int, len(recs)), apply)
 }

@@ -150,7 +150,7 @@ func TestSliceReadUsesGroupSliceIndex(t *testing.T) {
 		store, err := postgres.NewProjectionStore(f.pool, f.cfg)
 		require.NoError(t, err)
 		k := projection.Key{Name: "lagging", Version: 1}
-		_, err = store.JoinSlices(ctx, k, projection.Slicing{Group: "acct", Count: 4, Partition: journal.DefaultPartition}, "r", time.Minute)
+		_, err = store.Join(ctx, k, projection.Layout{Group: "acct", Count: 4, Partition: journal.DefaultPartition}, "r", time.Minute)
 		require.NoError(t, err)
 		for _, atMost := range []int{0, 1000} {
 			require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+store.SliceLagsSQL(atMost), k.Name, k.Version).Scan(&plan))

@@ -38,12 +38,14 @@
 //
 // # One runner at a time
 //
-// Runners of one projection may run in many processes; the store's lease
-// lets one of them apply batches while the others stand by. Every commit is
-// fenced by the lease's epoch and expiry (checked by the store, under a lock
-// held while the batch is applied), so a paused or partitioned runner that
-// lost its lease applies nothing; a standby takes over within about
-// Options.LeaseTTL after the active runner died, at once after it stopped.
+// Runners of one projection may run in many processes. An unsliced
+// projection is one slice of the store's protocol (see Store and Layout):
+// its lease lets one runner apply batches while the others stand by. Every
+// commit is fenced by the lease's epoch and expiry (checked by the store,
+// under a lock held while the batch is applied), so a paused or
+// partitioned runner that lost its lease applies nothing; a standby takes
+// over within about Options.LeaseTTL after the active runner died, at once
+// after it stopped.
 //
 // # Many runners at once: sliced projections
 //
@@ -74,7 +76,7 @@
 // members) has no global feed: positions are ordered per database. A
 // runner over such a source (a PartitionedSource) runs the projection as a
 // sliced one whose slices are the source's partitions
-// (SliceStore.JoinPartitions; Slicing must be empty): each partition is
+// (Layout.Partitions; Slicing must be empty): each partition is
 // read on the database serving it, in the partition's own order, with a
 // checkpoint and lease of its own, and several runners share the
 // partitions as they share slices. A checkpoint names the database its

@@ -4,23 +4,26 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/scribe-es/scribe/journal"
 )
 
-// MemoryStore keeps checkpoints, leases, dead letters and rows read models
-// (RowStore) in memory, for tests and for services on the memory journal.
-// Its handlers receive a NoTx that binds their writes to Rows to the
-// batch's commit: they are stored with the checkpoint when the handler
+// MemoryStore keeps projections' slices, leases, dead letters and rows read
+// models (RowStore) in memory, for tests and for services on the memory
+// journal. Its handlers receive a NoTx that binds their writes to Rows to
+// the batch's commit: they are stored with the checkpoints when the handler
 // returns nil, and dropped when it fails. A read model of the handler's own
-// (a map) is not undone by a failed batch. Within one process it fences like the Postgres
-// store: a commit, claim, renewal or reset of a projection waits for the
-// batch being applied, so at most one batch of a projection is applied at a
-// time and a fenced runner's batch never starts.
+// (a map) is not undone by a failed batch. Within one process it fences like
+// the Postgres store: a commit, claim, renewal or reset of a slice waits for
+// the batch being applied to it, so at most one batch of a slice is applied
+// at a time and a fenced runner's batch never starts.
 type MemoryStore struct {
 	// Now is the store's clock; default time.Now.
 	Now func() time.Time
@@ -30,27 +33,37 @@ type MemoryStore struct {
 	replayMu sync.Mutex
 
 	mu     sync.Mutex
-	rows   map[Key]*memRow
+	projs  map[Key]*memProj
 	active map[string]int
 	dead   map[Key][]DeadLetter
 	// docs are the rows read models: projection, collection, key.
 	docs map[Key]map[string]map[string]json.RawMessage
-	// slicings are the sliced projections (memory_slices.go).
-	slicings map[Key]*memSliced
 }
 
-type memRow struct {
-	apply sync.Mutex // held through Claim, Renew, Commit (with its handler), Fail and Reset
-	st    Status     // guarded by MemoryStore.mu
-	ttl   time.Duration
-	// paused is set by Pause and cleared by Resume (guarded by
-	// MemoryStore.mu).
+// memProj is one projection version: its own status and its slices.
+type memProj struct {
+	// setup serializes Setup with Reset of the version.
+	setup sync.Mutex
+	// st is the projection-wide status (state, failure, read model); its
+	// progress comes from the slices (SummarizeSlices). Guarded by
+	// MemoryStore.mu, as is every field below.
+	st     Status
 	paused bool
+	layout Layout
+	// slices only grows, copy on write: read it with MemoryStore.sliceList
+	// outside the lock.
+	slices  []*memSlice
+	runners map[string]time.Time // owner → membership end
+}
+
+type memSlice struct {
+	apply sync.Mutex  // held through a commit of the slice (with its handler), claims, renewals, resets
+	st    SliceStatus // guarded by MemoryStore.mu
 }
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{rows: map[Key]*memRow{}, active: map[string]int{}, dead: map[Key][]DeadLetter{},
+	return &MemoryStore{projs: map[Key]*memProj{}, active: map[string]int{}, dead: map[Key][]DeadLetter{},
 		docs: map[Key]map[string]map[string]json.RawMessage{}}
 }
 
@@ -67,42 +80,328 @@ func (s *MemoryStore) now() time.Time {
 	return time.Now()
 }
 
-// row returns k's row, creating it idle.
-func (s *MemoryStore) row(k Key) *memRow {
+// proj returns k's projection, creating it idle. s.mu is held.
+func (s *MemoryStore) proj(k Key) *memProj {
+	p := s.projs[k]
+	if p == nil {
+		p = &memProj{st: Status{Key: k, State: StateIdle}, runners: map[string]time.Time{}}
+		s.projs[k] = p
+	}
+	return p
+}
+
+// Join implements Store.
+func (s *MemoryStore) Join(ctx context.Context, k Key, l Layout, owner string, ttl time.Duration) ([]string, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	if owner == "" || ttl <= 0 {
+		return nil, fmt.Errorf("projection %s: Join needs an owner and a positive TTL", k)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rows[k]
-	if r == nil {
-		r = &memRow{st: Status{Key: k, State: StateIdle}}
-		s.rows[k] = r
+	p := s.proj(k)
+	switch {
+	case p.slices == nil: // the first join lays the slices out
+		p.layout, p.slices = Layout{Group: l.Group, Count: l.Count, Partition: l.Partition}, []*memSlice{}
+		for i := range max(1, l.Count) {
+			if len(l.Partitions) == 0 { // by partition: one slice per partition, below
+				p.slices = append(p.slices, &memSlice{st: SliceStatus{Slice: i, Partition: l.Partition}})
+			}
+		}
+	case !l.Same(p.layout):
+		return nil, fmt.Errorf("%w: %s is %s, the runner asks for %s; give the new layout a new version", ErrSlicingChanged, k, p.layout.Kind(), l.Kind())
 	}
-	return r
+	list := p.slices
+	for _, part := range l.Partitions {
+		if !slices.Contains(p.layout.Partitions, part) {
+			list = append(slices.Clip(list), &memSlice{st: SliceStatus{Slice: len(list), Partition: part}})
+			p.layout.Partitions = append(slices.Clip(p.layout.Partitions), part)
+		}
+	}
+	p.slices = list
+	now := s.now()
+	p.runners[owner] = now.Add(ttl)
+	var live []string
+	for o, until := range p.runners {
+		if now.Before(until) {
+			live = append(live, o)
+		} else {
+			delete(p.runners, o)
+		}
+	}
+	slices.Sort(live)
+	return live, nil
+}
+
+// Leave implements Store.
+func (s *MemoryStore) Leave(ctx context.Context, k Key, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.projs[k]; p != nil {
+		delete(p.runners, owner)
+	}
+	return nil
+}
+
+// joined returns k's projection and its slices, or an error saying Join
+// comes first.
+func (s *MemoryStore) joined(k Key) (*memProj, []*memSlice, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.projs[k]
+	if p == nil || p.slices == nil {
+		return nil, nil, fmt.Errorf("projection %s has no slices in this store: Join first", k)
+	}
+	return p, p.slices, nil
+}
+
+// lockSlices locks the apply mutexes of the slices idx of list (indexes
+// outside it are skipped) in ascending order and returns the unlock.
+func lockSlices(list []*memSlice, idx []int) func() {
+	idx = slices.Clone(idx)
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	idx = slices.DeleteFunc(idx, func(i int) bool { return i < 0 || i >= len(list) })
+	for _, i := range idx {
+		list[i].apply.Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			list[i].apply.Unlock()
+		}
+	}
+}
+
+// lockAll locks every slice of k (none before its first Join), so that no
+// batch of k is being applied, and returns k's projection and the unlock.
+func (s *MemoryStore) lockAll(k Key) (*memProj, func()) {
+	s.mu.Lock()
+	p := s.proj(k)
+	list := p.slices
+	s.mu.Unlock()
+	p.setup.Lock()
+	all := make([]int, len(list))
+	for i := range all {
+		all[i] = i
+	}
+	unlock := lockSlices(list, all)
+	return p, func() { unlock(); p.setup.Unlock() }
+}
+
+// slicesOf returns the slices of ls.
+func slicesOf(ls []Lease) []int {
+	out := make([]int, len(ls))
+	for i, l := range ls {
+		out[i] = l.Slice
+	}
+	return out
+}
+
+// check reports why l may not act on its slice (nil when it may). s.mu is
+// held.
+func (s *MemoryStore) check(p *memProj, l Lease) error {
+	if l.Slice < 0 || l.Slice >= len(p.slices) {
+		return fmt.Errorf("%w: %s has no slice %d", ErrFenced, l.Key, l.Slice)
+	}
+	st := p.slices[l.Slice].st
+	switch v, ok := s.active[l.Key.Name]; {
+	case ok && v > l.Key.Version:
+		return fmt.Errorf("%w: %s is active", ErrSuperseded, Key{l.Key.Name, v})
+	case st.Epoch != l.Epoch || st.Owner != l.Owner:
+		return fmt.Errorf("%w: slice %d of %s is at epoch %d (owner %q), the lease has epoch %d", ErrFenced, l.Slice, l.Key, st.Epoch, st.Owner, l.Epoch)
+	case !s.now().Before(st.LeaseUntil):
+		return fmt.Errorf("%w: the lease of slice %d of %s expired at %s", ErrFenced, l.Slice, l.Key, st.LeaseUntil.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // Claim implements Store.
-func (s *MemoryStore) Claim(ctx context.Context, k Key, owner string, ttl time.Duration) (Lease, error) {
+func (s *MemoryStore) Claim(ctx context.Context, k Key, owner string, ttl time.Duration, want []int) ([]Lease, error) {
 	if err := k.Validate(); err != nil {
-		return Lease{}, err
+		return nil, err
 	}
 	if owner == "" || ttl <= 0 {
-		return Lease{}, fmt.Errorf("projection %s: Claim needs an owner and a positive TTL", k)
+		return nil, fmt.Errorf("projection %s: Claim needs an owner and a positive TTL", k)
 	}
-	r := s.row(k)
-	r.apply.Lock()
-	defer r.apply.Unlock()
+	p, list, err := s.joined(k)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range want {
+		if i < 0 || i >= len(list) {
+			return nil, fmt.Errorf("projection %s has slices 0 to %d; slice %d does not exist", k, len(list)-1, i)
+		}
+	}
+	defer lockSlices(list, want)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if p.paused {
+		return nil, fmt.Errorf("%w: %s (resume it with `scribe projections resume`)", ErrPaused, k)
+	}
+	if v, ok := s.active[k.Name]; ok && v > k.Version {
+		return nil, fmt.Errorf("%w: %s is active", ErrSuperseded, Key{k.Name, v})
+	}
 	now := s.now()
-	if r.paused {
-		return Lease{}, fmt.Errorf("%w: %s (resume it with `scribe projections resume`)", ErrPaused, k)
+	var out []Lease
+	for _, i := range want {
+		st := &p.slices[i].st
+		if st.Owner != "" && st.Owner != owner && now.Before(st.LeaseUntil) {
+			continue
+		}
+		st.Epoch++
+		st.Owner, st.LeaseUntil = owner, now.Add(ttl)
+		out = append(out, Lease{Key: k, Slice: i, Owner: owner, Epoch: st.Epoch, TTL: ttl, Checkpoint: st.Checkpoint, Events: st.Events,
+			Partition: st.Partition, Member: st.Member, EventID: st.EventID})
 	}
-	if r.st.Owner != "" && r.st.Owner != owner && now.Before(r.st.LeaseUntil) {
-		return Lease{}, fmt.Errorf("%w: %s holds %s until %s", ErrLeaseHeld, r.st.Owner, k, r.st.LeaseUntil.Format(time.RFC3339Nano))
+	if len(out) > 0 {
+		p.st.State, p.st.UpdatedAt = p.st.State.Next(OpClaim, p.paused), now
 	}
-	r.st.Epoch++
-	r.st.Owner, r.st.LeaseUntil, r.ttl, r.st.UpdatedAt = owner, now.Add(ttl), ttl, now
-	r.st.State = r.st.State.Next(OpClaim, r.paused)
-	return Lease{Key: k, Owner: owner, Epoch: r.st.Epoch, TTL: ttl, Checkpoint: r.st.Checkpoint, Events: r.st.Events}, nil
+	slices.SortFunc(out, func(a, b Lease) int { return a.Slice - b.Slice })
+	return out, nil
+}
+
+// Renew implements Store.
+func (s *MemoryStore) Renew(ctx context.Context, ls []Lease) ([]int, error) {
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	p, list, err := s.joined(ls[0].Key)
+	if err != nil {
+		return nil, err
+	}
+	defer lockSlices(list, slicesOf(ls))()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var lost []int
+	for _, l := range ls {
+		if err := s.check(p, l); errors.Is(err, ErrSuperseded) {
+			return nil, err
+		} else if err != nil {
+			lost = append(lost, l.Slice)
+			continue
+		}
+		p.slices[l.Slice].st.LeaseUntil = s.now().Add(l.TTL)
+	}
+	return lost, nil
+}
+
+// Release implements Store.
+func (s *MemoryStore) Release(ctx context.Context, ls []Lease) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	p, _, err := s.joined(ls[0].Key)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range ls {
+		if l.Slice < 0 || l.Slice >= len(p.slices) {
+			continue
+		}
+		if st := &p.slices[l.Slice].st; st.Epoch == l.Epoch && st.Owner == l.Owner {
+			st.Owner, st.LeaseUntil = "", time.Time{}
+		}
+	}
+	return nil
+}
+
+// Commit implements Store: apply runs while the slices of ls are locked.
+func (s *MemoryStore) Commit(ctx context.Context, ls []Lease, records []journal.Record, sl []int, apply func(ctx context.Context, tx NoTx) error) error {
+	if len(records) == 0 || len(ls) == 0 || len(sl) != len(records) {
+		return fmt.Errorf("projection: Commit needs records, one slice per record and their leases")
+	}
+	k := ls[0].Key
+	p, list, err := s.joined(k)
+	if err != nil {
+		return err
+	}
+	defer lockSlices(list, slicesOf(ls))()
+	s.mu.Lock()
+	for _, l := range ls {
+		if err = s.check(p, l); err == nil && p.slices[l.Slice].st.Checkpoint != l.Checkpoint {
+			err = fmt.Errorf("%w: the checkpoint of slice %d of %s is %s, the runner expected %s", ErrFenced, l.Slice, k, p.slices[l.Slice].st.Checkpoint, l.Checkpoint)
+		}
+		if err != nil {
+			break
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := &memWrites{k: k}
+	err = apply(ctx, NoTx{w})
+	changes := w.finish()
+	if err != nil {
+		return &HandlerError{At: records[0].Position, Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.store(k, changes)
+	now := s.now()
+	for _, l := range ls {
+		st := &p.slices[l.Slice].st
+		for i := range records {
+			if sl[i] == l.Slice {
+				st.Checkpoint, st.EventID, st.Member = records[i].Position, records[i].ID, l.Member
+				st.Events++
+			}
+		}
+		st.LeaseUntil = now.Add(l.TTL)
+	}
+	p.st.State, p.st.Error, p.st.FailedAt, p.st.UpdatedAt = p.st.State.Next(OpCommit, p.paused), "", journal.Position{}, now
+	return nil
+}
+
+// Fail implements Store.
+func (s *MemoryStore) Fail(ctx context.Context, l Lease, pos journal.Position, msg string) error {
+	p, _, err := s.joined(l.Key)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.Slice < 0 || l.Slice >= len(p.slices) || p.slices[l.Slice].st.Epoch != l.Epoch {
+		return fmt.Errorf("%w: slice %d of %s moved on to a newer epoch", ErrFenced, l.Slice, l.Key)
+	}
+	p.st.State, p.st.FailedAt, p.st.Error, p.st.UpdatedAt = p.st.State.Next(OpFail, p.paused), pos, msg, s.now()
+	return nil
+}
+
+// Slices implements Store.
+func (s *MemoryStore) Slices(ctx context.Context, k Key) ([]SliceStatus, Layout, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.projs[k]
+	if p == nil || p.slices == nil {
+		return nil, Layout{}, nil
+	}
+	out := make([]SliceStatus, len(p.slices))
+	for i, x := range p.slices {
+		out[i] = x.st
+	}
+	l := p.layout
+	l.Partitions = slices.Clone(l.Partitions)
+	return out, l, nil
+}
+
+// fenceAll fences every slice lease of p and, with zero, moves the slices'
+// checkpoints back to zero. s.mu is held; the caller holds every slice's
+// apply lock (lockAll).
+func fenceAll(p *memProj, zero bool) {
+	for _, x := range p.slices {
+		x.st.Epoch++
+		x.st.Owner, x.st.LeaseUntil = "", time.Time{}
+		if zero {
+			x.st.Checkpoint, x.st.Events, x.st.Member, x.st.EventID = journal.Position{}, 0, "", uuid.Nil
+		}
+	}
 }
 
 // Pause implements Pauser.
@@ -111,24 +410,22 @@ func (s *MemoryStore) Pause(ctx context.Context, k Key) error {
 		return err
 	}
 	s.mu.Lock()
-	r := s.rows[k]
+	_, known := s.projs[k]
 	s.mu.Unlock()
-	if r == nil {
+	if !known {
 		return fmt.Errorf("projection %s is unknown to the store: nothing to pause", k)
 	}
-	defer s.lockAllSlices(k)()
-	r.apply.Lock()
-	defer r.apply.Unlock()
+	p, unlock := s.lockAll(k)
+	defer unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r.paused {
+	if p.paused {
 		return nil
 	}
-	r.paused = true
-	s.resetSlicesLocked(k, false)
-	r.st.Epoch++
-	r.st.Owner, r.st.LeaseUntil, r.st.UpdatedAt = "", time.Time{}, s.now()
-	r.st.State = r.st.State.Next(OpPause, true)
+	p.paused = true
+	fenceAll(p, false)
+	p.st.UpdatedAt = s.now()
+	p.st.State = p.st.State.Next(OpPause, true)
 	return nil
 }
 
@@ -139,112 +436,16 @@ func (s *MemoryStore) Resume(ctx context.Context, k Key) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rows[k]
-	if r == nil {
+	p := s.projs[k]
+	if p == nil {
 		return fmt.Errorf("projection %s is unknown to the store: nothing to resume", k)
 	}
-	if !r.paused {
+	if !p.paused {
 		return nil
 	}
-	r.paused = false
-	r.st.State = r.st.State.Next(OpResume, false)
-	r.st.UpdatedAt = s.now()
-	return nil
-}
-
-// check reports why l may not act on r (nil when it may). s.mu is held.
-func (s *MemoryStore) check(r *memRow, l Lease) error {
-	if r.st.Epoch != l.Epoch || r.st.Owner != l.Owner {
-		return fmt.Errorf("%w: %s is at epoch %d (owner %q), the lease has epoch %d", ErrFenced, l.Key, r.st.Epoch, r.st.Owner, l.Epoch)
-	}
-	if !s.now().Before(r.st.LeaseUntil) {
-		return fmt.Errorf("%w: the lease of %s expired at %s", ErrFenced, l.Key, r.st.LeaseUntil.Format(time.RFC3339Nano))
-	}
-	if v, ok := s.active[l.Key.Name]; ok && v > l.Key.Version {
-		return fmt.Errorf("%w: %s is active", ErrSuperseded, Key{l.Key.Name, v})
-	}
-	return nil
-}
-
-// Renew implements Store.
-func (s *MemoryStore) Renew(ctx context.Context, l Lease) error {
-	r := s.row(l.Key)
-	r.apply.Lock()
-	defer r.apply.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.check(r, l); err != nil {
-		return err
-	}
-	r.st.LeaseUntil = s.now().Add(l.TTL)
-	return nil
-}
-
-// Release implements Store.
-func (s *MemoryStore) Release(ctx context.Context, l Lease) error {
-	r := s.row(l.Key)
-	r.apply.Lock()
-	defer r.apply.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.st.Epoch == l.Epoch && r.st.Owner == l.Owner {
-		r.st.Owner, r.st.LeaseUntil = "", time.Time{}
-		r.st.State = r.st.State.Next(OpRelease, r.paused)
-		if v, ok := s.active[l.Key.Name]; ok && v > l.Key.Version {
-			r.st.State = StateSuperseded
-		}
-	}
-	return nil
-}
-
-// Commit implements Store. apply runs while the projection's row is locked.
-func (s *MemoryStore) Commit(ctx context.Context, l Lease, from journal.Position, records []journal.Record, apply func(ctx context.Context, tx NoTx) error) error {
-	if len(records) == 0 {
-		return fmt.Errorf("projection %s: Commit of no records", l.Key)
-	}
-	r := s.row(l.Key)
-	r.apply.Lock()
-	defer r.apply.Unlock()
-	s.mu.Lock()
-	err := s.check(r, l)
-	if err == nil && r.st.Checkpoint != from {
-		err = fmt.Errorf("%w: the checkpoint of %s is %s, the runner expected %s", ErrFenced, l.Key, r.st.Checkpoint, from)
-	}
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	w := &memWrites{k: l.Key}
-	err = apply(ctx, NoTx{w})
-	changes := w.finish()
-	if err != nil {
-		return &HandlerError{At: records[0].Position, Err: err}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.store(l.Key, changes)
-	now := s.now()
-	r.st.Checkpoint = records[len(records)-1].Position
-	r.st.Events += uint64(len(records))
-	r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = r.st.State.Next(OpCommit, r.paused), "", journal.Position{}, now
-	r.st.LeaseUntil = now.Add(l.TTL)
-	return nil
-}
-
-// Fail implements Store.
-func (s *MemoryStore) Fail(ctx context.Context, l Lease, pos journal.Position, msg string) error {
-	r := s.row(l.Key)
-	r.apply.Lock()
-	defer r.apply.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.st.Epoch != l.Epoch {
-		return fmt.Errorf("%w: %s is at epoch %d, the lease has epoch %d", ErrFenced, l.Key, r.st.Epoch, l.Epoch)
-	}
-	r.st.State, r.st.FailedAt, r.st.Error, r.st.UpdatedAt = r.st.State.Next(OpFail, r.paused), pos, msg, s.now()
+	p.paused = false
+	p.st.State = p.st.State.Next(OpResume, false)
+	p.st.UpdatedAt = s.now()
 	return nil
 }
 
@@ -359,37 +560,34 @@ func (s *MemoryStore) Status(ctx context.Context, k Key) (Status, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.rows[k]
+	p, ok := s.projs[k]
 	if !ok {
 		return Status{Key: k, State: StateIdle, Active: s.active[k.Name] == k.Version}, nil
 	}
-	return s.status(r), nil
+	return s.status(p), nil
 }
 
-func (s *MemoryStore) status(r *memRow) Status {
-	st := r.st
-	st.Paused = r.paused
+func (s *MemoryStore) status(p *memProj) Status {
+	st := p.st
+	st.Paused = p.paused
 	st.Active = s.active[st.Key.Name] == st.Key.Version
 	if v, ok := s.active[st.Key.Name]; ok && v > st.Key.Version && st.State != StateFailed {
 		st.State = StateSuperseded
 	}
-	if m := s.slicedLocked(st.Key); m != nil {
-		sts, live, now := make([]SliceStatus, len(m.slices)), make([]bool, len(m.slices)), s.now()
-		for i, x := range m.slices {
-			sts[i], live[i] = x.st, x.st.Owner != "" && x.st.LeaseUntil.After(now)
-		}
-		st = SummarizeSlices(st, sts, live)
+	sts, live, now := make([]SliceStatus, len(p.slices)), make([]bool, len(p.slices)), s.now()
+	for i, x := range p.slices {
+		sts[i], live[i] = x.st, x.st.Owner != "" && x.st.LeaseUntil.After(now)
 	}
-	return st
+	return SummarizeSlices(st, p.layout, sts, live)
 }
 
 // Statuses implements Store.
 func (s *MemoryStore) Statuses(ctx context.Context) ([]Status, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Status, 0, len(s.rows))
-	for _, r := range s.rows {
-		out = append(out, s.status(r))
+	out := make([]Status, 0, len(s.projs))
+	for _, p := range s.projs {
+		out = append(out, s.status(p))
 	}
 	slices.SortFunc(out, func(a, b Status) int {
 		return cmp.Or(cmp.Compare(a.Key.Name, b.Key.Name), cmp.Compare(a.Key.Version, b.Key.Version))
@@ -402,10 +600,8 @@ func (s *MemoryStore) Reset(ctx context.Context, k Key, clear func(ctx context.C
 	if err := k.Validate(); err != nil {
 		return err
 	}
-	defer s.lockAllSlices(k)()
-	r := s.row(k)
-	r.apply.Lock()
-	defer r.apply.Unlock()
+	p, unlock := s.lockAll(k)
+	defer unlock()
 	if clear != nil {
 		if err := clear(ctx, NoTx{}); err != nil {
 			return fmt.Errorf("projection %s: reset: clearing the read model failed, nothing was reset: %w", k, err)
@@ -413,11 +609,8 @@ func (s *MemoryStore) Reset(ctx context.Context, k Key, clear func(ctx context.C
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.resetSlicesLocked(k, true)
-	r.st.Epoch++ // fences the current holder
-	r.st.Owner, r.st.LeaseUntil = "", time.Time{}
-	r.st.Checkpoint, r.st.Events = journal.Position{}, 0
-	r.st.State, r.st.Error, r.st.FailedAt, r.st.UpdatedAt = r.st.State.Next(OpReset, r.paused), "", journal.Position{}, s.now()
+	fenceAll(p, true)
+	p.st.State, p.st.Error, p.st.FailedAt, p.st.UpdatedAt = p.st.State.Next(OpReset, p.paused), "", journal.Position{}, s.now()
 	delete(s.dead, k)
 	delete(s.docs, k)
 	return nil
@@ -428,9 +621,8 @@ func (s *MemoryStore) Setup(ctx context.Context, k Key, kind ReadModelKind, setu
 	if err := k.Validate(); err != nil {
 		return err
 	}
-	r := s.row(k)
-	r.apply.Lock()
-	defer r.apply.Unlock()
+	p, unlock := s.lockAll(k)
+	defer unlock()
 	if setup != nil {
 		if err := setup(ctx, NoTx{}); err != nil {
 			return fmt.Errorf("projection %s: setting up the read model failed: %w", k, err)
@@ -438,6 +630,6 @@ func (s *MemoryStore) Setup(ctx context.Context, k Key, kind ReadModelKind, setu
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r.st.ReadModel = kind
+	p.st.ReadModel = kind
 	return nil
 }

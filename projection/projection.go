@@ -58,8 +58,8 @@ type Projection[Tx any] struct {
 
 	// Slicing, when set, cuts the projection's events into slices that
 	// several runners apply at once (see Slicing); Query must then be
-	// empty, and the store a SliceStore and the source a
-	// journal.SliceSubscriber (both memory and Postgres are).
+	// empty, and the source a journal.SliceSubscriber (both memory and
+	// Postgres are).
 	Slicing *Slicing
 
 	// rows is set by Bind: the read model is the store's rows.
@@ -72,9 +72,10 @@ type Batch struct {
 	Records []journal.Record
 	// Attempt is 1 on the first try of these records, 2 on the first retry…
 	Attempt int
-	// Epoch is the runner's lease epoch: it grows every time another runner
-	// (or this one again, after losing its lease) takes the projection over.
-	// Zero for a sliced projection, whose leases are per slice.
+	// Epoch is the runner's lease epoch of an unsliced projection: it grows
+	// every time another runner (or this one again, after losing its lease)
+	// takes the projection over. Zero for a sliced projection, whose leases
+	// are per slice.
 	Epoch uint64
 	// Slices, for a sliced projection (Projection.Slicing), is the slice
 	// each record is delivered for (Slices[i] for Records[i]); nil
@@ -112,22 +113,6 @@ func (k Key) Validate() error {
 		return fmt.Errorf("projection %q: version %d; versions start at 1", k.Name, k.Version)
 	}
 	return nil
-}
-
-// Lease is a runner's exclusive right to apply batches of one projection.
-// Stores fence every commit with it: a commit under a lease whose epoch is no
-// longer current, or that has expired, fails with ErrFenced.
-type Lease struct {
-	Key   Key
-	Owner string
-	Epoch uint64
-	// TTL is how long a claim, a renewal or a commit keeps the lease.
-	TTL time.Duration
-	// Checkpoint is the position of the last applied record when the lease
-	// was granted (zero: nothing applied), and Events the number of records
-	// applied so far.
-	Checkpoint journal.Position
-	Events     uint64
 }
 
 // State is where a projection stands.
@@ -176,23 +161,26 @@ type Status struct {
 	// unless the projection failed or was superseded, which it reports
 	// instead.
 	Paused bool
-	// Slices is the number of slices of a sliced projection (0: not
-	// sliced). A sliced projection's status sums up its slices (see
-	// SummarizeSlices): Checkpoint is its oldest slice checkpoint, Events
-	// the slices' deliveries applied, SliceOwners the runners holding a
-	// live slice lease, and State is running while any slice lease is live;
-	// Owner and LeaseUntil stay empty.
+	// Slices is the number of slices of a sliced projection or of one
+	// across several databases (0: neither; its one slice is the whole
+	// projection). Its status sums its slices up (see SummarizeSlices):
+	// Checkpoint is its oldest slice checkpoint, Events the deliveries
+	// applied, SliceOwners the runners holding a live slice lease, and
+	// State is running while any slice lease is live; Owner and LeaseUntil
+	// stay empty.
 	Slices, SliceOwners int
 }
 
-// SummarizeSlices returns st (a sliced projection's own status) with its
-// progress taken from its slices, as Status.Slices describes; live[i]
-// reports whether slices[i]'s lease is held and unexpired, by the store's
-// clock. A failed, paused or superseded projection keeps its state; without
-// a live slice lease it is stopped, standby while it is resumed and not
-// claimed yet, or idle while it is idle (never run, or reset) and no slice
-// has applied anything. Both stores report sliced projections through it.
-func SummarizeSlices(st Status, slices []SliceStatus, live []bool) Status {
+// SummarizeSlices returns st (a projection's own status) with its progress
+// taken from its slices, laid out as l: live[i] reports whether slices[i]'s
+// lease is held and unexpired, by the store's clock. An unsliced
+// projection (l's zero value) reports its one slice's checkpoint, events,
+// owner, epoch and lease; a sliced one sums up as Status.Slices says. A
+// failed, paused or superseded projection keeps its state; without a live
+// slice lease it is stopped, standby while it is resumed and not claimed
+// yet, or idle while it is idle (never run, or reset) and no slice has
+// applied anything. Both stores report statuses through it.
+func SummarizeSlices(st Status, l Layout, slices []SliceStatus, live []bool) Status {
 	if len(slices) == 0 {
 		return st
 	}
@@ -210,6 +198,12 @@ func SummarizeSlices(st Status, slices []SliceStatus, live []bool) Status {
 		}
 	}
 	st.SliceOwners = len(owners)
+	if !l.Sliced() {
+		st.Slices, st.SliceOwners, st.Epoch = 0, 0, slices[0].Epoch
+		if len(owners) > 0 {
+			st.Owner, st.LeaseUntil = slices[0].Owner, slices[0].LeaseUntil
+		}
+	}
 	switch {
 	case st.State == StateFailed || st.State == StatePaused || st.State == StateSuperseded:
 	case len(owners) > 0:
@@ -236,29 +230,55 @@ type DeadLetter struct {
 	ReplayRequestedAt time.Time
 }
 
-// Store keeps projections' checkpoints and leases. Implementations are safe
-// for concurrent use, also by several processes when they share a database.
+// Store keeps projections' slices (see Layout): each slice's checkpoint
+// and lease, the live runners of each projection, and the projection-wide
+// status, dead letters and read-model setup. An unsliced projection is one
+// slice over every event its Query selects; a sliced one (Slicing) has
+// Slicing.Count; one across several databases one per partition. Both
+// stores implement it. Implementations are safe for concurrent use, also by
+// several processes when they share a database; the calls of one lease's
+// slice are fenced against each other by epoch, expiry and checkpoint.
 type Store[Tx any] interface {
-	// Claim takes the lease of k for owner when it is free, expired, or was
-	// released: the epoch grows by one and the lease lasts ttl. When another
-	// owner holds a live lease it fails with ErrLeaseHeld.
-	Claim(ctx context.Context, k Key, owner string, ttl time.Duration) (Lease, error)
-	// Renew extends a live lease by its TTL, or fails with ErrFenced when the
-	// lease is no longer current or has expired.
-	Renew(ctx context.Context, l Lease) error
-	// Release gives the lease up so that a standby can claim it at once; a
-	// runner releases when it stops, so a running projection then reads as
-	// StateStopped (with no owner) until a runner claims it.
-	Release(ctx context.Context, l Lease) error
-	// Commit runs apply and moves the checkpoint from l's view (from) to the
-	// last record's position, atomically where the store has transactions,
-	// and extends the lease. It fails with ErrFenced, without running apply,
-	// when l is not the current live lease or the stored checkpoint is not
-	// from; with ErrSuperseded when a newer version is active; and with a
+	// Join records owner as a live runner of k until ttl from now
+	// (renewing it) and returns the live runners, sorted. The first call
+	// for k creates its slices as l lays them out; a later call with
+	// another layout fails with ErrSlicingChanged, except that a layout by
+	// partition gains a slice, with a zero checkpoint, for each of
+	// l.Partitions that has none (numbered after the existing ones; slices
+	// are never removed).
+	Join(ctx context.Context, k Key, l Layout, owner string, ttl time.Duration) ([]string, error)
+	// Leave removes owner from k's live runners.
+	Leave(ctx context.Context, k Key, owner string) error
+	// Claim claims, among want, the slices whose lease is free, expired
+	// or owner's: each gets a new epoch and lasts ttl. It returns the
+	// leases obtained, by slice (the others are held by live runners);
+	// ErrPaused when k is paused, ErrSuperseded when a newer version is
+	// active.
+	Claim(ctx context.Context, k Key, owner string, ttl time.Duration, want []int) ([]Lease, error)
+	// Renew extends the live leases among ls (all of one projection and
+	// owner) by their TTL and returns the slices whose lease is no longer
+	// current (fenced, expired, reset, paused); ErrSuperseded when a newer
+	// version is active.
+	Renew(ctx context.Context, ls []Lease) (lost []int, err error)
+	// Release gives the leases up so that another runner claims them at
+	// once.
+	Release(ctx context.Context, ls []Lease) error
+	// Commit runs apply and moves the checkpoint of each slice of ls from
+	// its lease's Checkpoint to the last of records delivered for it
+	// (slices[i] is the slice records[i] is delivered for), atomically
+	// where the store has transactions, and extends those leases; with the
+	// new checkpoint it stores the lease's Member and the event ID of that
+	// last record. It fails with ErrFenced, without running apply, when any
+	// lease of ls is not current and live or its slice's checkpoint moved;
+	// with ErrSuperseded when a newer version is active; with a
 	// *HandlerError when apply failed (nothing stored).
-	Commit(ctx context.Context, l Lease, from journal.Position, records []journal.Record, apply func(ctx context.Context, tx Tx) error) error
-	// Fail records that k stopped at the record at pos with msg.
+	Commit(ctx context.Context, ls []Lease, records []journal.Record, slices []int, apply func(ctx context.Context, tx Tx) error) error
+	// Fail records that k stopped at the record at pos with msg (its status
+	// becomes StateFailed), when l is still current.
 	Fail(ctx context.Context, l Lease, pos journal.Position, msg string) error
+	// Slices lists k's slices and their layout (none before the first
+	// Join).
+	Slices(ctx context.Context, k Key) ([]SliceStatus, Layout, error)
 	// DeadLetter stores d in tx (so that it commits with the checkpoint).
 	DeadLetter(ctx context.Context, tx Tx, d DeadLetter) error
 	// DeadLetters lists k's dead letters in position order.
@@ -269,11 +289,11 @@ type Store[Tx any] interface {
 	Status(ctx context.Context, k Key) (Status, error)
 	// Statuses lists every projection version the store knows, by name and version.
 	Statuses(ctx context.Context) ([]Status, error)
-	// Reset moves k's checkpoint back to zero, ends the current lease
-	// (the runner holding it is fenced and starts over), clears the failure
-	// and the dead letters, and deletes k's rows (RowStore); clear, when not
-	// nil, runs in the same transaction to empty the rest of the read model.
-	// When clear fails nothing is reset. See Rebuild.
+	// Reset moves every slice's checkpoint of k back to zero, ends their
+	// leases (the runners holding them are fenced and start over), clears
+	// the failure and the dead letters, and deletes k's rows (RowStore);
+	// clear, when not nil, runs in the same transaction to empty the rest
+	// of the read model. When clear fails nothing is reset. See Rebuild.
 	Reset(ctx context.Context, k Key, clear func(ctx context.Context, tx Tx) error) error
 	// Setup runs setup (when not nil) in a transaction to create k's read
 	// model and records kind in k's status (Status.ReadModel), so that tools
@@ -285,8 +305,6 @@ type Store[Tx any] interface {
 
 // Errors of stores and runners; test with errors.Is.
 var (
-	// ErrLeaseHeld: another runner holds a live lease of the projection.
-	ErrLeaseHeld = errors.New("projection: the lease is held by another runner")
 	// ErrFenced: the lease is no longer current (another runner took over,
 	// it expired, or the projection was reset); nothing was stored.
 	ErrFenced = errors.New("projection: lease lost; nothing was stored")

@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/google/uuid"
+
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -133,9 +135,9 @@ type Progress struct {
 }
 
 // Runner feeds one projection from the journal. Several runners of one
-// projection (in one or many processes) may run at once: the store's lease
-// lets one apply batches while the others stand by and take over when it
-// dies or lets its lease lapse.
+// projection (in one or many processes) may run at once: the store's slice
+// leases let one apply each slice while the others stand by and take over
+// when it dies or lets its lease lapse.
 type Runner[Tx any] struct {
 	src   Source
 	store Store[Tx]
@@ -152,14 +154,9 @@ type Runner[Tx any] struct {
 	failures metric.Int64Counter
 	lagHist  metric.Float64Histogram
 
-	// slices and sliceSrc are the store and the journal of a sliced
-	// projection (Projection.Slicing), else nil.
-	slices   SliceStore[Tx]
-	sliceSrc journal.SliceSubscriber
-	// part is the feed of a projection across several databases (the
-	// source is a PartitionedSource of several), else nil; slices is then
-	// the store.
-	part *partitionFeed
+	// rd reads the projection's slices: the whole feed, tag slices or
+	// partitions.
+	rd reader
 
 	// setUp is set once Store.Setup succeeded; used by Run's goroutine only.
 	setUp bool
@@ -205,6 +202,8 @@ func NewRunner[Tx any](src Source, store Store[Tx], p Projection[Tx], o Options)
 		if err := r.newSliced(); err != nil {
 			return nil, err
 		}
+	} else {
+		r.rd = wholeFeed{src: src, q: q}
 	}
 	if rp, ok := store.(DeadLetterReplayer[Tx]); ok && p.Replay != nil {
 		r.replayer = rp
@@ -260,7 +259,7 @@ func (r *Runner[Tx]) Behind(ctx context.Context) (uint64, error) {
 // checkpoint only moves over selected records). A sliced runner's
 // checkpoint is the newest position it committed in any of its slices, so
 // WaitFor tells only that it got that far: to wait for a record of any
-// slice, watch SliceStore.SliceStatuses. A projection across several
+// slice, watch Store.Slices. A projection across several
 // databases has positions per database: wait with WaitForEvent.
 func (r *Runner[Tx]) WaitFor(ctx context.Context, pos journal.Position) error {
 	for {
@@ -299,84 +298,59 @@ func (r *Runner[Tx]) setState(s State) {
 	})
 }
 
-// Run claims the projection's lease (standing by while another runner holds
-// it), then applies batches until ctx ends (Run returns nil), a newer version
-// takes over (ErrSuperseded), or the handler fails MaxAttempts times on one
-// record (a *FailedError; the store records the failure). A lost lease sends
-// the runner back to standby; store and journal outages are retried with
+// Run joins the projection's live runners in the store and holds a share
+// of its slices (one slice for an unsliced projection: one runner applies
+// batches while the others stand by and take over when it dies or lets its
+// lease lapse; see Slicing and PartitionedSource for the others), applying
+// batches until ctx ends (Run returns nil), a newer version takes over
+// (ErrSuperseded), or the handler fails MaxAttempts times on one record (a
+// *FailedError; the store records the failure). A lost lease sends the
+// runner back to claiming; store and journal outages are retried with
 // backoff for as long as they last.
 //
-// Run fails fast on configuration: until its first claim succeeds, a store
+// Run fails fast on configuration: until its first join succeeds, a store
 // that is not usable as configured (a Postgres schema not migrated, or
 // migrated by a newer incompatible build: journal.ErrStoreNotOpen,
-// journal.ErrConfiguration) is not retried, and neither is a read model
-// whose Setup fails for such a reason (the Postgres store classifies a
-// missing schema or table and a missing privilege as
-// journal.ErrConfiguration): Run returns at once an error matching
-// journal.ErrConfiguration that says what to do.
-//
-// A sliced projection's runner (Projection.Slicing) joins the projection's
-// live runners instead and holds a share of its slices (see Slicing); it
-// returns in the same cases. So does the runner of a projection across
-// several databases (see PartitionedSource), whose slices are its
-// partitions.
+// journal.ErrConfiguration; a version stored with another layout:
+// ErrSlicingChanged) is not retried, and neither is a read model whose
+// Setup fails for such a reason (the Postgres store classifies a missing
+// schema or table and a missing privilege as journal.ErrConfiguration):
+// Run returns at once an error matching journal.ErrConfiguration that says
+// what to do.
 func (r *Runner[Tx]) Run(ctx context.Context) error {
-	if r.slices != nil {
-		return r.runSliced(ctx)
-	}
 	delay := r.o.Backoff
-	claimed := false
+	joined := false
 	for {
-		lease, err := r.store.Claim(ctx, r.key, r.o.Owner, r.o.LeaseTTL)
-		if err != nil && !claimed && ctx.Err() == nil && misconfigured(err) {
-			return r.cannotStart(err)
-		}
-		switch {
-		case err == nil:
-			claimed = true
-			if err = r.setup(ctx); err != nil {
-				if ctx.Err() == nil && misconfigured(err) {
-					rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-					_ = r.store.Release(rctx, lease)
-					rcancel()
-					return r.cannotStart(err)
-				}
-				break
-			}
-			delay = r.o.Backoff
-			r.update(func(p *Progress) {
-				p.Checkpoint, p.Events, p.Epoch = lease.Checkpoint, lease.Events, lease.Epoch
-			})
-			r.setState(StateRunning)
-			err = r.active(ctx, lease)
-		case errors.Is(err, ErrLeaseHeld):
-			r.setState(StateStandby)
-			if !sleep(ctx, r.o.LeaseTTL/4) {
-				return r.stopped()
-			}
-			continue
-		case errors.Is(err, ErrPaused):
-			r.setState(StatePaused)
-			if !sleep(ctx, r.o.LeaseTTL/4) {
-				return r.stopped()
-			}
-			continue
+		err := r.setup(ctx)
+		if err == nil {
+			h := &holder[Tx]{r: r, held: map[int]*Lease{}, from: map[uuid.UUID]string{}}
+			err = h.run(ctx, &joined)
 		}
 		if ctx.Err() != nil {
 			return r.stopped()
+		}
+		if !joined && misconfigured(err) {
+			return r.cannotStart(err)
 		}
 		if r.ended(err) {
 			return err
 		}
 		switch {
+		case errors.Is(err, ErrPaused):
+			r.setState(StatePaused)
+			if !sleep(ctx, r.o.LeaseTTL/4) {
+				return r.stopped()
+			}
 		case errors.Is(err, ErrFenced):
-			r.o.Logger.Warn("projection lease lost; standing by", "projection", r.key.String(), "owner", r.o.Owner)
+			r.o.Logger.Warn("projection lease lost; claiming again", "projection", r.key.String(), "owner", r.o.Owner, "error", err)
 			r.setState(StateStandby)
 		default:
 			if !r.backOff(ctx, err, &delay) {
 				return r.stopped()
 			}
+			continue
 		}
+		delay = r.o.Backoff
 	}
 }
 
@@ -462,125 +436,76 @@ type item struct {
 	member string
 }
 
-// active applies batches under lease until the lease is lost, ctx ends, or
-// a failure that ends the lease's use.
-func (r *Runner[Tx]) active(ctx context.Context, lease Lease) (err error) {
-	actx, cancel := context.WithCancelCause(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel(nil)
-		wg.Wait()
-		if ctx.Err() != nil || errors.Is(err, ErrSuperseded) {
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = r.store.Release(rctx, lease)
-			rcancel()
-		}
-	}()
+// reader is how a runner reads the slices of its projection's layout.
+// Its methods run on the runner's goroutine.
+type reader interface {
+	// layout returns the layout the runner joins with.
+	layout() Layout
+	// read starts reading the held slices (the leases are the runner's
+	// own, not to be changed) into feed, each from its checkpoint, on
+	// goroutines counted in wg that end with ctx.
+	read(ctx context.Context, held map[int]*Lease, feed chan<- item, wg *sync.WaitGroup)
+	// deliver returns the slices among held that it is delivered for and
+	// have not applied it yet.
+	deliver(it item, held map[int]*Lease) []int
+	// caughtUp reports whether no slice of sts has a record after its
+	// checkpoint (the version becomes active when all of it caught up).
+	caughtUp(ctx context.Context, sts []SliceStatus) (bool, error)
+}
 
-	feed := make(chan item, 2*r.o.BatchSize) // read ahead while a batch commits
-	wg.Add(2)
-	go func() { // the journal's feed, from the lease's checkpoint
-		defer wg.Done()
-		for rec, err := range r.src.Subscribe(actx, r.q, lease.Checkpoint) {
-			select {
-			case feed <- item{rec: rec, err: err}:
-			case <-actx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	go func() { // renewals while no commit extends the lease
-		defer wg.Done()
-		t := time.NewTicker(lease.TTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-actx.Done():
-				return
-			case <-t.C:
-				if err := r.store.Renew(actx, lease); err != nil && actx.Err() == nil {
-					if errors.Is(err, ErrFenced) || errors.Is(err, ErrSuperseded) {
-						cancel(err)
-						return
-					}
-					r.o.Logger.Warn("projection lease renewal failed", "projection", r.key.String(), "error", err)
-				}
-			}
-		}
-	}()
+// wholeFeed reads an unsliced projection: one slice, the journal's feed
+// of what the projection's Query selects.
+type wholeFeed struct {
+	src Source
+	q   journal.Query
+}
 
-	checkpoint := lease.Checkpoint
-	activated := r.o.NoTakeOver
-	var lastCheck, lastReplay time.Time
-	var pending []journal.Record
-	for {
-		if r.replayer != nil && time.Since(lastReplay) >= r.o.ReplayInterval {
-			if err := r.replayRequested(actx); err != nil {
-				return r.cause(actx, err)
-			}
-			lastReplay = time.Now()
+func (wholeFeed) layout() Layout { return Layout{} }
+
+func (f wholeFeed) read(ctx context.Context, held map[int]*Lease, feed chan<- item, wg *sync.WaitGroup) {
+	from := held[0].Checkpoint
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		forward(ctx, f.src.Subscribe(ctx, f.q, from), feed)
+	}()
+}
+
+func (wholeFeed) deliver(it item, held map[int]*Lease) []int {
+	if l, ok := held[0]; ok && it.rec.Position.After(l.Checkpoint) {
+		return []int{0}
+	}
+	return nil
+}
+
+func (f wholeFeed) caughtUp(ctx context.Context, sts []SliceStatus) (bool, error) {
+	if len(sts) != 1 {
+		return false, nil
+	}
+	checkpoint := sts[0].Checkpoint
+	for rec, err := range f.src.Read(ctx, f.q, journal.ReadOptions{From: checkpoint, Limit: 2}) {
+		if err != nil {
+			return false, err
 		}
-		if len(pending) == 0 {
-			r.mu.Lock()
-			r.oldest = time.Time{}
-			r.mu.Unlock()
-			if !activated && len(feed) == 0 && time.Since(lastCheck) > 200*time.Millisecond {
-				lastCheck = time.Now()
-				caught, err := r.caughtUp(actx, checkpoint)
-				if err != nil {
-					return r.cause(actx, err)
-				}
-				if caught {
-					if err := r.store.Activate(actx, r.key); err != nil {
-						return r.cause(actx, err)
-					}
-					activated = true
-					r.o.Logger.Info("projection caught up and active", "projection", r.key.String(), "checkpoint", checkpoint.String())
-				}
-			}
-			var wait, replay <-chan time.Time
-			if !activated {
-				wait = time.After(250 * time.Millisecond)
-			}
-			if r.replayer != nil {
-				replay = time.After(r.o.ReplayInterval - time.Since(lastReplay))
-			}
-			select {
-			case <-actx.Done():
-				return context.Cause(actx)
-			case <-wait:
-				continue
-			case <-replay:
-				continue
-			case it := <-feed:
-				if it.err != nil {
-					return r.cause(actx, it.err)
-				}
-				pending = append(pending, it.rec)
-			}
+		if rec.Position.After(checkpoint) {
+			return false, nil
 		}
-		for len(pending) < r.o.BatchSize {
-			select {
-			case it := <-feed:
-				if it.err != nil {
-					return r.cause(actx, it.err)
-				}
-				pending = append(pending, it.rec)
-				continue
-			default:
-			}
-			break
+	}
+	return true, nil
+}
+
+// forward sends recs to feed until ctx ends or an error, which it sends
+// last.
+func forward(ctx context.Context, recs iter.Seq2[journal.Record, error], feed chan<- item) {
+	for rec, err := range recs {
+		select {
+		case feed <- item{rec: rec, err: err}:
+		case <-ctx.Done():
+			return
 		}
-		r.mu.Lock()
-		r.oldest = pending[0].RecordedAt
-		r.mu.Unlock()
-		if err := r.applyAll(actx, r.leaseTarget(lease, &checkpoint), pending, nil); err != nil {
-			return r.cause(actx, err)
+		if err != nil {
+			return
 		}
-		pending = pending[:0]
 	}
 }
 
@@ -608,25 +533,4 @@ func (r *Runner[Tx]) replayRequested(ctx context.Context) error {
 			}
 		}
 	}
-}
-
-// cause prefers the reason actx was cancelled (a lost lease) over err.
-func (r *Runner[Tx]) cause(actx context.Context, err error) error {
-	if c := context.Cause(actx); c != nil {
-		return c
-	}
-	return err
-}
-
-// caughtUp reports whether no selected record lies after checkpoint.
-func (r *Runner[Tx]) caughtUp(ctx context.Context, checkpoint journal.Position) (bool, error) {
-	for rec, err := range r.src.Read(ctx, r.q, journal.ReadOptions{From: checkpoint, Limit: 2}) {
-		if err != nil {
-			return false, err
-		}
-		if rec.Position.After(checkpoint) {
-			return false, nil
-		}
-	}
-	return true, nil
 }

@@ -8,45 +8,11 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// batchTarget is where applyAll stores batches: under the lease of an
-// unsliced projection, or under the slice leases of a sliced one.
-type batchTarget struct {
-	epoch uint64
-	// renew checks that the lease(s) are still held, before Prepare.
-	renew func(ctx context.Context) error
-	// commit stores b (the handler runs inside).
-	commit func(ctx context.Context, b Batch) error
-	// done records a committed b (moves the runner's checkpoints).
-	done func(b Batch)
-	// checkpoint is the runner's view of its progress after done.
-	checkpoint func() journal.Position
-	// fail records that the projection stopped at pos.
-	fail func(ctx context.Context, pos journal.Position, msg string) error
-}
-
-// leaseTarget stores batches under lease, moving *checkpoint.
-func (r *Runner[Tx]) leaseTarget(lease Lease, checkpoint *journal.Position) batchTarget {
-	return batchTarget{
-		epoch: lease.Epoch,
-		renew: func(ctx context.Context) error { return r.store.Renew(ctx, lease) },
-		commit: func(ctx context.Context, b Batch) error {
-			return r.store.Commit(ctx, lease, *checkpoint, b.Records, func(ctx context.Context, tx Tx) error {
-				return r.p.Handle(ctx, tx, b)
-			})
-		},
-		done:       func(b Batch) { *checkpoint = b.Records[len(b.Records)-1].Position },
-		checkpoint: func() journal.Position { return *checkpoint },
-		fail: func(ctx context.Context, pos journal.Position, msg string) error {
-			return r.store.Fail(ctx, lease, pos, msg)
-		},
-	}
-}
-
-// applyAll commits pending in batches (slices[i], when slices is not nil,
-// is the slice pending[i] is delivered for). After a handler error it
+// applyAll commits pending in batches under t's leases (slices[i] is the
+// slice pending[i] is delivered for). After a handler error it
 // retries record by record, so that a failure is pinned to one record,
 // backing off between attempts of that record.
-func (r *Runner[Tx]) applyAll(ctx context.Context, t batchTarget, pending []journal.Record, slices []int) error {
+func (r *Runner[Tx]) applyAll(ctx context.Context, t *holder[Tx], pending []journal.Record, slices []int) error {
 	single := false
 	attempt := 1
 	delay := r.o.Backoff
@@ -56,20 +22,17 @@ func (r *Runner[Tx]) applyAll(ctx context.Context, t batchTarget, pending []jour
 			n = 1
 		}
 		chunk := pending[:n]
-		b := Batch{Records: chunk, Attempt: attempt, Epoch: t.epoch}
-		if slices != nil {
+		b := Batch{Records: chunk, Attempt: attempt, Epoch: t.epoch()}
+		if t.layout.Sliced() {
 			b.Slices = slices[:n]
 		}
 		err := r.prepare(ctx, t, &b)
 		if err == nil {
-			err = t.commit(ctx, b)
+			err = t.commit(ctx, b, slices[:n])
 		}
 		if err == nil {
-			t.done(b)
-			pending = pending[n:]
-			if slices != nil {
-				slices = slices[n:]
-			}
+			t.done(b, slices[:n])
+			pending, slices = pending[n:], slices[n:]
 			attempt, delay = 1, r.o.Backoff
 			lag := time.Since(chunk[n-1].RecordedAt)
 			r.applied.Add(context.WithoutCancel(ctx), int64(n), r.attrs)
@@ -81,7 +44,7 @@ func (r *Runner[Tx]) applyAll(ctx context.Context, t batchTarget, pending []jour
 				r.o.Committed(b)
 			}
 			r.update(func(p *Progress) {
-				p.Checkpoint = t.checkpoint()
+				p.Checkpoint = t.last
 				p.Events += uint64(n)
 				p.LastLag = lag
 				p.Error = ""
@@ -136,7 +99,7 @@ func (r *Runner[Tx]) applyAll(ctx context.Context, t batchTarget, pending []jour
 // prepare runs the projection's Prepare, if any, after checking that the
 // lease is still held (so that a runner that lost it does not start outside
 // effects).
-func (r *Runner[Tx]) prepare(ctx context.Context, t batchTarget, b *Batch) error {
+func (r *Runner[Tx]) prepare(ctx context.Context, t *holder[Tx], b *Batch) error {
 	if r.p.Prepare == nil {
 		return nil
 	}

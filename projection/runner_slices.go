@@ -9,17 +9,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/scribe-es/scribe/journal"
 )
 
-// A sliced runner (Projection.Slicing) works like this:
+// A runner works like this, for every layout (an unsliced projection is one
+// slice):
 //
 //   - Membership: every LeaseTTL/10 it joins the projection's live runners
-//     in the store (SliceStore.JoinSlices, a lease of its own) and derives
-//     the range of slices it should own from the sorted list
-//     (Slicing.Share). Every runner computes the same ranges from the same
-//     list; while lists differ (a runner just joined or died) two runners
-//     may want one slice, and the slice's lease decides.
+//     in the store (Store.Join, a lease of its own) and derives the range
+//     of slices it should own from the sorted list (Slicing.Share). Every
+//     runner computes the same ranges from the same list; while lists
+//     differ (a runner just joined or died) two runners may want one slice,
+//     and the slice's lease decides. A projection of one slice is wanted by
+//     every runner and held by whichever claimed it: the others stand by.
 //   - Ownership: it releases the slices it holds outside its range (between
 //     batches, so never inside a commit), claims the free or expired slices
 //     of its range, and renews the rest. A runner that joins gets its share
@@ -32,15 +36,15 @@ import (
 //     takes longer than LeaseTTL/2 drops out of the list meanwhile; the
 //     others want its slices but cannot claim them while it renews, and it
 //     rejoins at its next batch boundary.)
-//   - Reading: one SubscribeSlices over the tag slices of the slices it
-//     holds, from the oldest of their checkpoints; a record is kept for each
-//     of its slices that the runner holds and whose checkpoint is before
-//     it, so a slice taken over with an older checkpoint loses and repeats
-//     nothing. The subscription restarts whenever the held set changes.
+//   - Reading: the reader of the layout reads the held slices, each from
+//     its checkpoint; a record is kept for each of its slices that the
+//     runner holds and that has not applied it, so a slice taken over with
+//     an older checkpoint loses and repeats nothing. The reading restarts
+//     whenever the held set changes.
 //   - Committing: a batch commits under the leases of the slices it
-//     touches (SliceStore.CommitSlices), each fenced by epoch, expiry and
-//     checkpoint in the store, in the transaction of the read model: the
-//     guarantees of an unsliced projection hold per slice.
+//     touches (Store.Commit), each fenced by epoch, expiry and checkpoint
+//     in the store, in the transaction of the read model; while a batch is
+//     applied (and retried) its leases are renewed every LeaseTTL/3.
 
 // newSliced checks a sliced projection's configuration for NewRunner.
 func (r *Runner[Tx]) newSliced() error {
@@ -52,102 +56,109 @@ func (r *Runner[Tx]) newSliced() error {
 	if q := r.p.Query; q.Partition != "" || q.All || len(q.Items) > 0 {
 		return fmt.Errorf("projection %s: Query is set on a sliced projection; leave it empty: Slicing selects the events (its Group, Partition and Types)", r.key)
 	}
-	var ok bool
-	if r.slices, ok = r.store.(SliceStore[Tx]); !ok {
-		return fmt.Errorf("projection %s: the store %T cannot keep sliced projections (it is not a projection.SliceStore)", r.key, r.store)
-	}
-	if r.sliceSrc, ok = r.src.(journal.SliceSubscriber); !ok {
+	src, ok := r.src.(journal.SliceSubscriber)
+	if !ok {
 		return fmt.Errorf("projection %s: the journal %T cannot be read by slice (it is not a journal.SliceSubscriber)", r.key, r.src)
 	}
+	r.rd = tagFeed{src: src, s: sl}
 	return nil
 }
 
-// slicedRunner is the state of one sliced runner's active period.
-type slicedRunner[Tx any] struct {
-	r     *Runner[Tx]
-	store SliceStore[Tx]
-	src   journal.SliceSubscriber
-	s     Slicing
-	held  map[int]*SliceLease
-	last  journal.Position // newest position committed, for Progress
+// tagFeed reads a sliced projection's tag slices.
+type tagFeed struct {
+	src journal.SliceSubscriber
+	s   Slicing
+}
+
+func (f tagFeed) layout() Layout { return f.s.Layout() }
+
+// read subscribes to the held slices from the oldest of their checkpoints.
+func (f tagFeed) read(ctx context.Context, held map[int]*Lease, feed chan<- item, wg *sync.WaitGroup) {
+	owned := slices.Sorted(maps.Keys(held))
+	from := held[owned[0]].Checkpoint
+	for _, s := range owned {
+		if cp := held[s].Checkpoint; cp.Before(from) {
+			from = cp
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		forward(ctx, f.src.SubscribeSlices(ctx, f.s.query(owned), from), feed)
+	}()
+}
+
+func (f tagFeed) deliver(it item, held map[int]*Lease) []int {
+	var out []int
+	for _, s := range f.s.slicesOf(&it.rec) {
+		if l, ok := held[s]; ok && it.rec.Position.After(l.Checkpoint) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (f tagFeed) caughtUp(ctx context.Context, sts []SliceStatus) (bool, error) {
+	if len(sts) != f.s.Count {
+		return false, nil
+	}
+	for _, st := range sts {
+		for _, err := range f.src.ReadSlices(ctx, f.s.query([]int{st.Slice}), st.Checkpoint, 1) {
+			if err != nil {
+				return false, err
+			}
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// holder is the state of one runner's period of holding slices: from its
+// join to the error that ends it.
+type holder[Tx any] struct {
+	r *Runner[Tx]
+	// layout is the joined layout, count the number of the projection's
+	// slices (Share divides them).
+	layout Layout
+	count  int
+	held   map[int]*Lease
+	last   journal.Position // newest position committed, for Progress
 	// short is set by rebalance while the runner holds less than its
 	// share: it tries again sooner.
 	short bool
+	// from is the member each pending record was read from, by event ID
+	// (a projection across several databases).
+	from map[uuid.UUID]string
 
 	feed     chan item
 	stopFeed func()
-
-	// part is the feed of a projection across several databases, whose
-	// slices are partitions; nil for a sliced projection.
-	part *partitionFeed
-}
-
-// runSliced is Run for a sliced projection.
-func (r *Runner[Tx]) runSliced(ctx context.Context) error {
-	delay := r.o.Backoff
-	joined := false
-	for {
-		err := r.setup(ctx)
-		if err == nil {
-			sr := &slicedRunner[Tx]{r: r, store: r.slices, src: r.sliceSrc, held: map[int]*SliceLease{}, part: r.part}
-			if r.p.Slicing != nil {
-				sr.s = *r.p.Slicing
-			}
-			err = sr.run(ctx, &joined)
-		}
-		if ctx.Err() != nil {
-			return r.stopped()
-		}
-		if !joined && misconfigured(err) {
-			return r.cannotStart(err)
-		}
-		if r.ended(err) {
-			return err
-		}
-		switch {
-		case errors.Is(err, ErrPaused):
-			r.setState(StatePaused)
-			if !sleep(ctx, r.o.LeaseTTL/4) {
-				return r.stopped()
-			}
-		case errors.Is(err, ErrFenced):
-			r.o.Logger.Warn("projection slice lease lost; claiming again", "projection", r.key.String(), "owner", r.o.Owner, "error", err)
-			r.setState(StateStandby)
-		default:
-			if !r.backOff(ctx, err, &delay) {
-				return r.stopped()
-			}
-			continue
-		}
-		delay = r.o.Backoff
-	}
 }
 
 // run holds slices and applies their batches until an error or ctx ends;
 // it releases what it holds and leaves the live runners when it returns.
-func (sr *slicedRunner[Tx]) run(ctx context.Context, joined *bool) (err error) {
-	r := sr.r
+func (h *holder[Tx]) run(ctx context.Context, joined *bool) (err error) {
+	r := h.r
 	defer func() {
-		sr.restartFeed(ctx, false)
+		h.restartFeed(ctx, false)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = sr.store.ReleaseSlices(rctx, sr.leases(nil))
+		_ = r.store.Release(rctx, h.leases(nil))
 		if ctx.Err() != nil || errors.Is(err, ErrSuperseded) {
-			_ = sr.store.LeaveSlices(rctx, r.key, r.o.Owner)
+			_ = r.store.Leave(rctx, r.key, r.o.Owner)
 		}
 	}()
-	if err := sr.rebalance(ctx); err != nil {
+	if err := h.rebalance(ctx); err != nil {
 		return err
 	}
 	*joined = true
-	tick := time.NewTicker(sr.period())
+	tick := time.NewTicker(h.period())
 	defer tick.Stop()
 	activated := r.o.NoTakeOver
 	var lastCheck, lastReplay time.Time
 	var pending []journal.Record
 	var pendingSlices []int
 	for {
-		if r.replayer != nil && len(sr.held) > 0 && time.Since(lastReplay) >= r.o.ReplayInterval {
+		if r.replayer != nil && len(h.held) > 0 && time.Since(lastReplay) >= r.o.ReplayInterval {
 			if err := r.replayRequested(ctx); err != nil {
 				return err
 			}
@@ -157,9 +168,13 @@ func (sr *slicedRunner[Tx]) run(ctx context.Context, joined *bool) (err error) {
 			r.mu.Lock()
 			r.oldest = time.Time{}
 			r.mu.Unlock()
-			if !activated && len(sr.feed) == 0 && time.Since(lastCheck) > 200*time.Millisecond {
+			if !activated && len(h.feed) == 0 && time.Since(lastCheck) > 200*time.Millisecond {
 				lastCheck = time.Now()
-				caught, err := sr.caughtUp(ctx)
+				sts, _, err := r.store.Slices(ctx, r.key)
+				if err != nil {
+					return err
+				}
+				caught, err := r.rd.caughtUp(ctx, sts)
 				if err != nil {
 					return err
 				}
@@ -168,44 +183,44 @@ func (sr *slicedRunner[Tx]) run(ctx context.Context, joined *bool) (err error) {
 						return err
 					}
 					activated = true
-					r.o.Logger.Info("sliced projection caught up and active", "projection", r.key.String())
+					r.o.Logger.Info("projection caught up and active", "projection", r.key.String())
 				}
 			}
 			var wait, replay <-chan time.Time
 			if !activated {
 				wait = time.After(250 * time.Millisecond)
 			}
-			if r.replayer != nil && len(sr.held) > 0 {
+			if r.replayer != nil && len(h.held) > 0 {
 				replay = time.After(r.o.ReplayInterval - time.Since(lastReplay))
 			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-tick.C:
-				if err := sr.rebalance(ctx); err != nil {
+				if err := h.rebalance(ctx); err != nil {
 					return err
 				}
-				tick.Reset(sr.period())
+				tick.Reset(h.period())
 				continue
 			case <-wait:
 				continue
 			case <-replay:
 				continue
-			case it := <-sr.feed:
+			case it := <-h.feed:
 				if it.err != nil {
 					return it.err
 				}
-				pending, pendingSlices = sr.deliveries(it, pending, pendingSlices)
+				pending, pendingSlices = h.deliveries(it, pending, pendingSlices)
 			}
 		}
 	drain:
 		for len(pending) < r.o.BatchSize {
 			select {
-			case it := <-sr.feed:
+			case it := <-h.feed:
 				if it.err != nil {
 					return it.err
 				}
-				pending, pendingSlices = sr.deliveries(it, pending, pendingSlices)
+				pending, pendingSlices = h.deliveries(it, pending, pendingSlices)
 			default:
 				break drain
 			}
@@ -216,59 +231,90 @@ func (sr *slicedRunner[Tx]) run(ctx context.Context, joined *bool) (err error) {
 		r.mu.Lock()
 		r.oldest = pending[0].RecordedAt
 		r.mu.Unlock()
-		if err := r.applyAll(ctx, sr.target(), pending, pendingSlices); err != nil {
+		if err := h.applyRenewing(ctx, pending, pendingSlices); err != nil {
 			return err
 		}
 		pending, pendingSlices = pending[:0], pendingSlices[:0]
 		select {
 		case <-tick.C:
-			if err := sr.rebalance(ctx); err != nil {
+			if err := h.rebalance(ctx); err != nil {
 				return err
 			}
-			tick.Reset(sr.period())
+			tick.Reset(h.period())
 		default:
 		}
 	}
 }
 
+// applyRenewing applies pending (applyAll) while renewing the held leases
+// every LeaseTTL/3, so that retries and back-off do not let them lapse;
+// a lease found lost ends the batch with ErrFenced.
+func (h *holder[Tx]) applyRenewing(ctx context.Context, pending []journal.Record, sl []int) error {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ls := h.leases(nil)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(h.r.o.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				lost, err := h.r.store.Renew(actx, ls)
+				if err == nil && len(lost) > 0 {
+					err = fmt.Errorf("%w: slices %v of %s", ErrFenced, lost, h.r.key)
+				}
+				if errors.Is(err, ErrFenced) || errors.Is(err, ErrSuperseded) {
+					cancel(err)
+					return
+				}
+			}
+		}
+	}()
+	err := h.r.applyAll(actx, h, pending, sl)
+	close(done)
+	wg.Wait()
+	if c := context.Cause(actx); c != nil && ctx.Err() == nil {
+		return c
+	}
+	return err
+}
+
 // period is the time to the next rebalance: LeaseTTL/10, or LeaseTTL/40
 // while the runner holds less than its share (another runner has not
 // released it yet, or it waits for a dead runner's leases to lapse).
-func (sr *slicedRunner[Tx]) period() time.Duration {
-	if sr.short {
-		return max(sr.r.o.LeaseTTL/40, time.Millisecond)
+func (h *holder[Tx]) period() time.Duration {
+	if h.short {
+		return max(h.r.o.LeaseTTL/40, time.Millisecond)
 	}
-	return sr.r.o.LeaseTTL / 10
+	return h.r.o.LeaseTTL / 10
 }
 
 // deliveries appends it's record once for each slice it is delivered to
-// that this runner holds and has not applied it in yet; a partitioned
-// feed's record once, for its partition's slice.
-func (sr *slicedRunner[Tx]) deliveries(it item, recs []journal.Record, sl []int) ([]journal.Record, []int) {
-	rec := it.rec
-	if sr.part != nil {
-		if _, ok := sr.held[it.slice]; ok {
-			sr.part.from[rec.ID] = it.member
-			recs, sl = append(recs, rec), append(sl, it.slice)
-		}
-		return recs, sl
-	}
-	for _, s := range sr.s.slicesOf(&rec) {
-		if l, ok := sr.held[s]; ok && rec.Position.After(l.Checkpoint) {
-			recs, sl = append(recs, rec), append(sl, s)
+// that this runner holds and has not applied it in yet.
+func (h *holder[Tx]) deliveries(it item, recs []journal.Record, sl []int) ([]journal.Record, []int) {
+	for _, s := range h.r.rd.deliver(it, h.held) {
+		recs, sl = append(recs, it.rec), append(sl, s)
+		if it.member != "" {
+			h.from[it.rec.ID] = it.member
 		}
 	}
 	return recs, sl
 }
 
 // leases returns the held leases of the given slices (all when nil), by slice.
-func (sr *slicedRunner[Tx]) leases(of []int) []SliceLease {
+func (h *holder[Tx]) leases(of []int) []Lease {
 	if of == nil {
-		of = slices.Sorted(maps.Keys(sr.held))
+		of = slices.Sorted(maps.Keys(h.held))
 	}
-	out := make([]SliceLease, 0, len(of))
+	out := make([]Lease, 0, len(of))
 	for _, s := range of {
-		if l, ok := sr.held[s]; ok {
+		if l, ok := h.held[s]; ok {
 			out = append(out, *l)
 		}
 	}
@@ -278,69 +324,82 @@ func (sr *slicedRunner[Tx]) leases(of []int) []SliceLease {
 // rebalance joins the live runners, renews what it holds, releases what is
 // outside its share and claims what is free inside it; the feed restarts
 // when the held set changed.
-func (sr *slicedRunner[Tx]) rebalance(ctx context.Context) error {
-	r := sr.r
+func (h *holder[Tx]) rebalance(ctx context.Context) error {
+	r := h.r
 	// Membership lasts half a lease: a dead runner leaves the list before
 	// its slice leases lapse, so the others already want its slices (and
 	// retry every LeaseTTL/40) when they become free.
-	var members []string
-	var err error
-	if sr.part != nil {
-		members, err = sr.joinPartitions(ctx)
-	} else {
-		members, err = sr.store.JoinSlices(ctx, r.key, sr.s, r.o.Owner, r.o.LeaseTTL/2)
-	}
+	l := r.rd.layout()
+	members, err := r.store.Join(ctx, r.key, l, r.o.Owner, r.o.LeaseTTL/2)
 	if err != nil {
 		return err
 	}
+	switch {
+	case len(l.Partitions) > 0 && (h.count == 0 || len(l.Partitions) > len(h.layout.Partitions)):
+		sts, _, err := r.store.Slices(ctx, r.key)
+		if err != nil {
+			return err
+		}
+		h.count = len(sts)
+	case len(l.Partitions) == 0:
+		h.count = max(1, l.Count)
+	}
+	h.layout = l
 	changed := false
-	lost, err := sr.store.RenewSlices(ctx, sr.leases(nil))
+	lost, err := r.store.Renew(ctx, h.leases(nil))
 	if err != nil {
 		return err
 	}
 	for _, s := range lost {
-		delete(sr.held, s)
+		delete(h.held, s)
 		changed = true
 	}
-	lo, hi := sr.s.Share(members, r.o.Owner)
+	lo, hi := share(h.count, members, r.o.Owner)
+	if h.count == 1 {
+		lo, hi = 0, 1 // one slice: whoever holds it keeps it
+	}
 	var out, want []int
-	for s := range sr.held {
+	for s := range h.held {
 		if s < lo || s >= hi {
 			out = append(out, s)
 		}
 	}
 	if len(out) > 0 {
-		if err := sr.store.ReleaseSlices(ctx, sr.leases(out)); err != nil {
+		if err := r.store.Release(ctx, h.leases(out)); err != nil {
 			return err
 		}
 		for _, s := range out {
-			delete(sr.held, s)
+			delete(h.held, s)
 		}
 		changed = true
 	}
 	for s := lo; s < hi; s++ {
-		if _, ok := sr.held[s]; !ok {
+		if _, ok := h.held[s]; !ok {
 			want = append(want, s)
 		}
 	}
 	if len(want) > 0 {
-		got, err := sr.store.ClaimSlices(ctx, r.key, r.o.Owner, r.o.LeaseTTL, want)
+		got, err := r.store.Claim(ctx, r.key, r.o.Owner, r.o.LeaseTTL, want)
 		if err != nil {
 			return err
 		}
 		for _, l := range got {
-			sr.held[l.Slice] = &l
+			h.held[l.Slice] = &l
 			changed = true
+			if !h.layout.Sliced() {
+				r.update(func(p *Progress) { p.Checkpoint, p.Events, p.Epoch = l.Checkpoint, l.Events, l.Epoch })
+				h.last = l.Checkpoint
+			}
 		}
 	}
-	sr.short = len(want) > 0 && len(sr.held) < hi-lo
-	if changed || sr.stopFeed == nil {
-		sr.restartFeed(ctx, true)
-		if len(sr.held) > 0 {
-			r.o.Logger.Info("projection slices held", "projection", r.key.String(), "owner", r.o.Owner, "slices", len(sr.held), "share", fmt.Sprintf("[%d,%d)", lo, hi), "runners", len(members))
+	h.short = len(want) > 0 && len(h.held) < hi-lo && h.count > 1
+	if changed || h.stopFeed == nil {
+		h.restartFeed(ctx, true)
+		if len(h.held) > 0 {
+			r.o.Logger.Info("projection slices held", "projection", r.key.String(), "owner", r.o.Owner, "slices", len(h.held), "share", fmt.Sprintf("[%d,%d)", lo, hi), "runners", len(members))
 		}
 	}
-	if len(sr.held) > 0 {
+	if len(h.held) > 0 {
 		r.setState(StateRunning)
 	} else {
 		r.setState(StateStandby)
@@ -348,128 +407,89 @@ func (sr *slicedRunner[Tx]) rebalance(ctx context.Context) error {
 	return nil
 }
 
-// restartFeed stops the current subscription and, with start and slices
-// held, subscribes to the held slices from the oldest of their checkpoints.
-func (sr *slicedRunner[Tx]) restartFeed(ctx context.Context, start bool) {
-	if sr.stopFeed != nil {
-		sr.stopFeed()
-		sr.stopFeed, sr.feed = nil, nil
+// restartFeed stops the current reading and, with start and slices held,
+// reads the held slices.
+func (h *holder[Tx]) restartFeed(ctx context.Context, start bool) {
+	if h.stopFeed != nil {
+		h.stopFeed()
+		h.stopFeed, h.feed = nil, nil
 	}
 	if !start {
 		return
 	}
-	if len(sr.held) == 0 {
-		sr.stopFeed = func() {}
+	if len(h.held) == 0 {
+		h.stopFeed = func() {}
 		return
 	}
-	if sr.part != nil {
-		fctx, cancel := context.WithCancel(ctx)
-		feed := make(chan item, 2*sr.r.o.BatchSize)
-		var wg sync.WaitGroup
-		sr.startPartitions(fctx, feed, &wg)
-		sr.feed = feed
-		sr.stopFeed = func() { cancel(); wg.Wait() }
-		return
-	}
-	owned := slices.Sorted(maps.Keys(sr.held))
-	from := sr.held[owned[0]].Checkpoint
-	for _, s := range owned {
-		if cp := sr.held[s].Checkpoint; cp.Before(from) {
-			from = cp
-		}
-	}
+	clear(h.from)
 	fctx, cancel := context.WithCancel(ctx)
-	feed := make(chan item, 2*sr.r.o.BatchSize)
+	feed := make(chan item, 2*h.r.o.BatchSize) // read ahead while a batch commits
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for rec, err := range sr.src.SubscribeSlices(fctx, sr.s.query(owned), from) {
-			select {
-			case feed <- item{rec: rec, err: err}:
-			case <-fctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	sr.feed = feed
-	sr.stopFeed = func() { cancel(); wg.Wait() }
+	h.r.rd.read(fctx, h.held, feed, &wg)
+	h.feed = feed
+	h.stopFeed = func() { cancel(); wg.Wait() }
 }
 
-// target stores batches under the leases of the slices they touch.
-func (sr *slicedRunner[Tx]) target() batchTarget {
-	r := sr.r
-	touched := func(b Batch) []int {
-		s := slices.Clone(b.Slices)
-		slices.Sort(s)
-		return slices.Compact(s)
+// epoch is the lease epoch batches carry (Batch.Epoch): the one slice's of
+// an unsliced projection, zero otherwise.
+func (h *holder[Tx]) epoch() uint64 {
+	if l, ok := h.held[0]; ok && !h.layout.Sliced() {
+		return l.Epoch
 	}
-	return batchTarget{
-		renew: func(ctx context.Context) error {
-			lost, err := sr.store.RenewSlices(ctx, sr.leases(nil))
-			if err == nil && len(lost) > 0 {
-				err = fmt.Errorf("%w: slices %v of %s", ErrFenced, lost, r.key)
+	return 0
+}
+
+// renew checks that the held leases are still current, before Prepare.
+func (h *holder[Tx]) renew(ctx context.Context) error {
+	lost, err := h.r.store.Renew(ctx, h.leases(nil))
+	if err == nil && len(lost) > 0 {
+		err = fmt.Errorf("%w: slices %v of %s", ErrFenced, lost, h.r.key)
+	}
+	return err
+}
+
+// commit stores b under the leases of the slices it touches (sl[i] is the
+// slice of b.Records[i]; b.Slices is nil for an unsliced projection), each
+// with the member the last record of its slice was read from.
+func (h *holder[Tx]) commit(ctx context.Context, b Batch, sl []int) error {
+	touched := slices.Clone(sl)
+	slices.Sort(touched)
+	ls := h.leases(slices.Compact(touched))
+	for i := range ls {
+		for j := len(b.Records) - 1; j >= 0; j-- {
+			if sl[j] == ls[i].Slice {
+				ls[i].Member = h.from[b.Records[j].ID]
+				break
 			}
-			return err
-		},
-		commit: func(ctx context.Context, b Batch) error {
-			ls := sr.leases(touched(b))
-			if sr.part != nil {
-				sr.setMembers(ls, b)
-			}
-			return sr.store.CommitSlices(ctx, ls, b.Records, b.Slices, func(ctx context.Context, tx Tx) error {
-				return r.p.Handle(ctx, tx, b)
-			})
-		},
-		done: func(b Batch) {
-			for i, s := range b.Slices {
-				l := sr.held[s]
-				l.Checkpoint, l.EventID = b.Records[i].Position, b.Records[i].ID
-				l.Events++
-				if sr.part != nil {
-					l.Member = sr.part.from[b.Records[i].ID]
-					delete(sr.part.from, b.Records[i].ID)
-				}
-			}
-			if p := b.Records[len(b.Records)-1].Position; p.After(sr.last) {
-				sr.last = p
-			}
-		},
-		checkpoint: func() journal.Position { return sr.last },
-		fail: func(ctx context.Context, pos journal.Position, msg string) error {
-			ls := sr.leases(nil)
-			if len(ls) == 0 {
-				return fmt.Errorf("%w: %s holds no slice", ErrFenced, r.key)
-			}
-			return sr.store.FailSlice(ctx, ls[0], pos, msg)
-		},
+		}
+	}
+	return h.r.store.Commit(ctx, ls, b.Records, sl, func(ctx context.Context, tx Tx) error {
+		return h.r.p.Handle(ctx, tx, b)
+	})
+}
+
+// done records a committed b (sl as in commit): it moves the held leases'
+// checkpoints.
+func (h *holder[Tx]) done(b Batch, sl []int) {
+	for i, s := range sl {
+		l := h.held[s]
+		l.Checkpoint, l.EventID = b.Records[i].Position, b.Records[i].ID
+		l.Events++
+		l.Member = h.from[b.Records[i].ID]
+	}
+	for _, rec := range b.Records {
+		delete(h.from, rec.ID)
+	}
+	if p := b.Records[len(b.Records)-1].Position; p.After(h.last) {
+		h.last = p
 	}
 }
 
-// caughtUp reports whether no slice of the projection has a record after
-// its checkpoint (every slice, not only the held ones: the version becomes
-// active only when all of it has caught up).
-func (sr *slicedRunner[Tx]) caughtUp(ctx context.Context) (bool, error) {
-	if sr.part != nil {
-		return sr.partitionsCaughtUp(ctx)
+// fail records that the projection stopped at pos.
+func (h *holder[Tx]) fail(ctx context.Context, pos journal.Position, msg string) error {
+	ls := h.leases(nil)
+	if len(ls) == 0 {
+		return fmt.Errorf("%w: %s holds no slice", ErrFenced, h.r.key)
 	}
-	sts, _, err := sr.store.SliceStatuses(ctx, sr.r.key)
-	if err != nil {
-		return false, err
-	}
-	if len(sts) != sr.s.Count {
-		return false, nil
-	}
-	for _, st := range sts {
-		for _, err := range sr.src.ReadSlices(ctx, sr.s.query([]int{st.Slice}), st.Checkpoint, 1) {
-			if err != nil {
-				return false, err
-			}
-			return false, nil
-		}
-	}
-	return true, nil
+	return h.r.store.Fail(ctx, ls[0], pos, msg)
 }

@@ -1,7 +1,6 @@
 package projection
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,7 +13,7 @@ import (
 
 // Slicing cuts a projection's events into slices so that several runners
 // apply them at once, each owning a contiguous range of slices with its own
-// checkpoints and leases (see SliceStore).
+// checkpoints and leases (see Store).
 //
 // The key is a tag group: a projection sliced by "account" sees the events
 // that carry an account:* tag, and each such tag puts the event in the slice
@@ -108,35 +107,87 @@ func (s Slicing) query(owned []int) journal.SliceQuery {
 }
 
 // Share returns the slices [lo, hi) that the runner owner should own when
-// the live runners are members (sorted, as SliceStore.JoinSlices returns
-// them): contiguous ranges as equal as Count allows, in member order. An
-// owner not among members owns nothing.
+// the live runners are members (sorted, as Store.Join returns them):
+// contiguous ranges as equal as Count allows, in member order. An owner not
+// among members owns nothing.
 func (s Slicing) Share(members []string, owner string) (lo, hi int) {
+	return share(s.Count, members, owner)
+}
+
+func share(count int, members []string, owner string) (lo, hi int) {
 	i := slices.Index(members, owner)
 	if i < 0 {
 		return 0, 0
 	}
 	n := len(members)
-	return i * s.Count / n, (i + 1) * s.Count / n
+	return i * count / n, (i + 1) * count / n
 }
 
-// SliceLease is a runner's exclusive right to apply the events of one slice
-// of a sliced projection. Stores fence every commit with it, as they do a
-// Lease: a commit under a slice lease whose epoch is no longer current, or
+// Layout returns the Layout of a projection sliced as s; s must have its
+// defaults (Count and Partition set).
+func (s Slicing) Layout() Layout {
+	return Layout{Group: s.Group, Count: s.Count, Partition: s.Partition}
+}
+
+// Layout is how a store cuts a projection version's events into slices,
+// each with its own checkpoint and lease. Its zero value is an unsliced
+// projection: one slice (slice 0) over every event the projection's Query
+// selects. With Group set, Count slices of the tag group's tags in
+// Partition (Projection.Slicing). With Partitions set, one slice per
+// partition, for a projection across several databases
+// (PartitionedSource). A layout is part of a version: a store refuses to
+// join a version with another one (ErrSlicingChanged).
+type Layout struct {
+	Group     string
+	Count     int
+	Partition string
+	// Partitions are the partitions of a projection across several
+	// databases, a slice each; a store returns them in slice order.
+	Partitions []string
+}
+
+// Sliced reports whether l has slices of its own (by tag or by
+// partition), as opposed to one slice for the whole projection.
+func (l Layout) Sliced() bool { return l.Group != "" || len(l.Partitions) > 0 }
+
+// Kind names l's kind in messages: "unsliced", "sliced by tag group …" or
+// "by partition".
+func (l Layout) Kind() string {
+	switch {
+	case l.Group != "":
+		return fmt.Sprintf("sliced by tag group %q into %d slices of partition %q", l.Group, l.Count, l.Partition)
+	case len(l.Partitions) > 0:
+		return "sliced by partition"
+	}
+	return "unsliced"
+}
+
+// Same reports whether a store that keeps stored may join a runner that
+// asks for l: both unsliced, both by partition, or by the same tag
+// slicing.
+func (l Layout) Same(stored Layout) bool {
+	return l.Group == stored.Group && l.Count == stored.Count && l.Partition == stored.Partition &&
+		(len(l.Partitions) > 0) == (len(stored.Partitions) > 0)
+}
+
+// Lease is a runner's exclusive right to apply the events of one slice of
+// a projection (slice 0 of an unsliced one). Stores fence every commit
+// with it: a commit under a lease whose epoch is no longer current, or
 // that expired, or whose checkpoint moved, fails with ErrFenced.
-type SliceLease struct {
+type Lease struct {
 	Key   Key
 	Slice int
 	Owner string
 	Epoch uint64
-	TTL   time.Duration
+	// TTL is how long a claim, a renewal or a commit keeps the lease.
+	TTL time.Duration
 	// Checkpoint is the position of the slice's last applied record (zero:
 	// none), Events how many deliveries of the slice were applied.
 	Checkpoint journal.Position
 	Events     uint64
 	// Partition is the partition the slice reads: each slice's own for a
 	// projection across several databases (see PartitionedSource), the
-	// Slicing's otherwise.
+	// Slicing's for a sliced one, "" for an unsliced one.
 	Partition string
 	// Member and EventID place Checkpoint independently of the database, for
 	// a projection across several databases: Checkpoint is a position on
@@ -144,20 +195,19 @@ type SliceLease struct {
 	// the record there (uuid.Nil: none applied). A partition move keeps
 	// event IDs, so the runner finds its place on the partition's new
 	// member by EventID. A runner sets Member to the member a batch's
-	// records of the slice were read from before CommitSlices, which
+	// records of the slice were read from before Store.Commit, which
 	// stores it with the new checkpoint and the last record's event ID.
 	// Empty for a projection over one journal.
 	Member  string
 	EventID uuid.UUID
 }
 
-// SliceStatus describes one slice of a sliced projection as its store
-// records it.
+// SliceStatus describes one slice of a projection as its store records it.
 type SliceStatus struct {
 	Slice      int
 	Checkpoint journal.Position
 	Events     uint64
-	// Partition, Member and EventID are as in SliceLease.
+	// Partition, Member and EventID are as in Lease.
 	Partition string
 	Member    string
 	EventID   uuid.UUID
@@ -169,61 +219,7 @@ type SliceStatus struct {
 }
 
 // ErrSlicingChanged: the store knows the projection version with another
-// Slicing (group, count or partition). Slicing is part of a version: give
-// the new slicing a new version (it rebuilds beside the old one).
+// Layout (unsliced, another tag slicing, or by partition). The layout is
+// part of a version: give the new one a new version (it rebuilds beside
+// the old one).
 var ErrSlicingChanged = errors.New("projection: the projection version is stored with another slicing")
-
-// SliceStore is a Store that also keeps sliced projections: per-slice
-// checkpoints and leases, and the list of live runners from which each
-// runner derives its range (Slicing.Share). Both stores implement it.
-// Implementations are safe for concurrent use, by several processes when
-// they share a database. The projection-wide calls of Store (Setup, Reset,
-// Pause, Activate, Status, dead letters) apply to sliced projections too:
-// Reset moves every slice's checkpoint back to zero and fences every slice
-// lease, and Pause fences them.
-type SliceStore[Tx any] interface {
-	Store[Tx]
-	// JoinSlices records owner as a live runner of k until ttl from now
-	// (renewing it) and returns the live runners, sorted. The first call for
-	// k creates its s.Count slices; a later call with another slicing fails
-	// with ErrSlicingChanged.
-	JoinSlices(ctx context.Context, k Key, s Slicing, owner string, ttl time.Duration) ([]string, error)
-	// JoinPartitions is JoinSlices for a projection across several
-	// databases (PartitionedSource): k has one slice per partition, and the
-	// call adds a slice, with a zero checkpoint, for each of partitions
-	// that has none (numbered after the existing ones; slices are never
-	// removed). SliceStatuses then says which partition each slice reads.
-	// It fails with ErrSlicingChanged when k is sliced by a tag group, or
-	// already applied events as an unsliced projection.
-	JoinPartitions(ctx context.Context, k Key, partitions []string, owner string, ttl time.Duration) ([]string, error)
-	// LeaveSlices removes owner from k's live runners.
-	LeaveSlices(ctx context.Context, k Key, owner string) error
-	// ClaimSlices claims, among want, the slices whose lease is free,
-	// expired or owner's: each gets a new epoch and lasts ttl. It returns
-	// the leases obtained (the others are held by live runners), ErrPaused
-	// when k is paused, ErrSuperseded when a newer version is active.
-	ClaimSlices(ctx context.Context, k Key, owner string, ttl time.Duration, want []int) ([]SliceLease, error)
-	// RenewSlices extends the live leases among ls by their TTL and returns
-	// the slices whose lease is no longer current (fenced, expired, reset).
-	RenewSlices(ctx context.Context, ls []SliceLease) (lost []int, err error)
-	// ReleaseSlices gives the leases up so another runner claims them at once.
-	ReleaseSlices(ctx context.Context, ls []SliceLease) error
-	// CommitSlices runs apply and moves the checkpoint of each slice of ls
-	// from its lease's Checkpoint to the last of records delivered for it
-	// (slices[i] is the slice records[i] is delivered for), atomically where
-	// the store has transactions, and extends those leases; with the new
-	// checkpoint it stores the lease's Member and the event ID of that last
-	// record (SliceLease.EventID). It fails with
-	// ErrFenced, without running apply, when any lease of ls is not current
-	// and live or its slice's checkpoint moved; with ErrSuperseded when a
-	// newer version is active; with a *HandlerError when apply failed
-	// (nothing stored).
-	CommitSlices(ctx context.Context, ls []SliceLease, records []journal.Record, slices []int, apply func(ctx context.Context, tx Tx) error) error
-	// FailSlice records that k stopped at the record at pos with msg (its
-	// status becomes StateFailed), when l is still current.
-	FailSlice(ctx context.Context, l SliceLease, pos journal.Position, msg string) error
-	// SliceStatuses lists k's slices (none for a projection that is not
-	// sliced) and its slicing (zero for a projection across several
-	// databases, whose slices are its partitions).
-	SliceStatuses(ctx context.Context, k Key) ([]SliceStatus, Slicing, error)
-}

@@ -147,10 +147,10 @@ func (l *sliceLedger) check(t *testing.T, recs []journal.Record) {
 
 // waitSlicesCaughtUp waits until every slice's stored checkpoint is at or
 // after the newest of recs delivered to it.
-func waitSlicesCaughtUp(t *testing.T, st projection.SliceStore[projection.NoTx], k projection.Key, s projection.Slicing, recs []journal.Record) {
+func waitSlicesCaughtUp(t *testing.T, st projection.Store[projection.NoTx], k projection.Key, s projection.Slicing, recs []journal.Record) {
 	t.Helper()
 	waitSlices(t, func(ctx context.Context) ([]projection.SliceStatus, error) {
-		sts, _, err := st.SliceStatuses(ctx, k)
+		sts, _, err := st.Slices(ctx, k)
 		return sts, err
 	}, s, recs)
 }
@@ -355,7 +355,7 @@ func TestSliceRunnersPostgres(t *testing.T) {
 	recs := wait()
 	k := projection.Key{Name: "sliced", Version: 1}
 	waitSlices(t, func(ctx context.Context) ([]projection.SliceStatus, error) {
-		sts, _, err := e.store.SliceStatuses(ctx, k)
+		sts, _, err := e.store.Slices(ctx, k)
 		return sts, err
 	}, sliceTestSlicing, recs)
 	for _, p := range append(procs[1:], fifth) {

@@ -262,12 +262,15 @@ func fillSchema(ctx context.Context, j *postgres.Journal, ps *postgres.Projectio
 		}
 	}
 	k := projection.Key{Name: "balances", Version: 1}
-	lease, err := ps.Claim(ctx, k, "bench", time.Minute)
+	if _, err := ps.Join(ctx, k, projection.Layout{}, "bench", time.Minute); err != nil {
+		return journal.Record{}, err
+	}
+	leases, err := ps.Claim(ctx, k, "bench", time.Minute, []int{0})
 	if err != nil {
 		return journal.Record{}, err
 	}
-	if !half.IsZero() {
-		if err := ps.Commit(ctx, lease, lease.Checkpoint, []journal.Record{{Position: half}}, func(context.Context, pgx.Tx) error { return nil }); err != nil {
+	if !half.IsZero() && len(leases) == 1 {
+		if err := ps.Commit(ctx, leases, []journal.Record{{Position: half}}, []int{0}, func(context.Context, pgx.Tx) error { return nil }); err != nil {
 			return journal.Record{}, err
 		}
 	}

@@ -206,7 +206,7 @@ func catchUp(ctx context.Context, o options, cfg postgres.Config, version, n int
 			return 0, err
 		case <-tick.C:
 		}
-		sts, _, err := stores[0].SliceStatuses(ctx, k)
+		sts, _, err := stores[0].Slices(ctx, k)
 		if err != nil {
 			return 0, err
 		}

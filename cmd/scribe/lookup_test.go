@@ -5,7 +5,6 @@ import (
 	"flag"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -183,9 +182,9 @@ func TestProjectionsPauseResume(t *testing.T) {
 	st, err := postgres.NewProjectionStore(f.pool, postgres.Config{Schema: f.schema})
 	require.NoError(t, err)
 	k := projection.Key{Name: "accounts", Version: 1}
-	lease, err := st.Claim(ctx, k, "bank-1", time.Minute)
+	lease, err := claimOne(ctx, st, k, "bank-1")
 	require.NoError(t, err)
-	require.NoError(t, st.Commit(ctx, lease, lease.Checkpoint, recs[:3], func(context.Context, pgx.Tx) error { return nil }))
+	require.NoError(t, commitOne(ctx, st, lease, lease.Checkpoint, recs[:3], func(context.Context, pgx.Tx) error { return nil }))
 
 	res := f.scribe(t, "projections", "pause", "accounts")
 	require.Equal(t, exitUsage, res.code)
@@ -193,9 +192,9 @@ func TestProjectionsPauseResume(t *testing.T) {
 	res = f.scribe(t, "projections", "pause", "-version", "1", "accounts")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Contains(t, res.stdout, "projection accounts@1 paused at checkpoint "+recs[2].Position.String()+" (state paused)")
-	require.ErrorIs(t, st.Commit(ctx, lease, recs[2].Position, recs[3:4], func(context.Context, pgx.Tx) error { return nil }), projection.ErrFenced,
+	require.ErrorIs(t, commitOne(ctx, st, lease, recs[2].Position, recs[3:4], func(context.Context, pgx.Tx) error { return nil }), projection.ErrFenced,
 		"the holder's lease is fenced")
-	_, err = st.Claim(ctx, k, "bank-2", time.Minute)
+	_, err = claimOne(ctx, st, k, "bank-2")
 	require.ErrorIs(t, err, projection.ErrPaused)
 	res = f.scribe(t, "projections", "status")
 	require.Regexp(t, `accounts\s+1\s+paused\s`, res.stdout)
@@ -203,7 +202,7 @@ func TestProjectionsPauseResume(t *testing.T) {
 	res = f.scribe(t, "projections", "resume", "-version", "1", "accounts")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Contains(t, res.stdout, "resumed (state standby)")
-	lease, err = st.Claim(ctx, k, "bank-2", time.Minute)
+	lease, err = claimOne(ctx, st, k, "bank-2")
 	require.NoError(t, err)
 	require.Equal(t, recs[2].Position, lease.Checkpoint, "it continues from its checkpoint")
 

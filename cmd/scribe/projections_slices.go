@@ -12,18 +12,18 @@ import (
 // its slicing and, per slice, owner, checkpoint, events and lag. slices is
 // nil for a projection that is not sliced.
 type slicedStatus struct {
-	slicing projection.Slicing
-	slices  []projection.SliceStatus
-	lags    []postgres.SliceLag
-	lag     uint64
+	layout projection.Layout
+	slices []projection.SliceStatus
+	lags   []postgres.SliceLag
+	lag    uint64
 	// behind is the age of the oldest event a slice has not applied.
 	behind time.Duration
 }
 
 // readSliced reads k's slices, if it is sliced.
 func readSliced(e *env, st *postgres.ProjectionStore, k projection.Key) (slicedStatus, error) {
-	sts, sl, err := st.SliceStatuses(e.ctx, k)
-	if err != nil || len(sts) == 0 {
+	sts, l, err := st.Slices(e.ctx, k)
+	if err != nil || !l.Sliced() {
 		return slicedStatus{}, err
 	}
 	lags, err := st.SliceLags(e.ctx, k, 0)
@@ -31,7 +31,7 @@ func readSliced(e *env, st *postgres.ProjectionStore, k projection.Key) (slicedS
 		return slicedStatus{}, err
 	}
 	total := postgres.TotalSliceLag(lags)
-	out := slicedStatus{slicing: sl, slices: sts, lags: lags, lag: total.Events}
+	out := slicedStatus{layout: l, slices: sts, lags: lags, lag: total.Events}
 	if !total.Oldest.IsZero() {
 		out.behind = max(0, time.Since(total.Oldest)).Round(time.Millisecond)
 	}
@@ -57,7 +57,7 @@ func (s slicedStatus) print(e *env, k projection.Key) error {
 		return nil
 	}
 	owners := map[string]int{}
-	fmt.Fprintf(e.stdout, "\n%s: sliced by tag group %q of partition %q into %d slices\n", k, s.slicing.Group, s.slicing.Partition, s.slicing.Count)
+	fmt.Fprintf(e.stdout, "\n%s: sliced by tag group %q of partition %q into %d slices\n", k, s.layout.Group, s.layout.Partition, s.layout.Count)
 	t := newTable(e.stdout, "SLICE", "OWNER", "EPOCH", "CHECKPOINT", "EVENTS", "LAG", "LAG TIME", "LEASE UNTIL")
 	for i, x := range s.slices {
 		owner := x.Owner

@@ -24,10 +24,10 @@ func TestProjections(t *testing.T) {
 	st, err := postgres.NewProjectionStore(f.pool, postgres.Config{Schema: f.schema})
 	require.NoError(t, err)
 	k := projection.Key{Name: "accounts", Version: 2}
-	lease, err := st.Claim(ctx, k, "bank-1", time.Minute)
+	lease, err := claimOne(ctx, st, k, "bank-1")
 	require.NoError(t, err)
 	// The projection applied the first five events.
-	require.NoError(t, st.Commit(ctx, lease, lease.Checkpoint, recs[:5], func(context.Context, pgx.Tx) error { return nil }))
+	require.NoError(t, commitOne(ctx, st, lease, lease.Checkpoint, recs[:5], func(context.Context, pgx.Tx) error { return nil }))
 
 	res := f.scribe(t, "projections", "status")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -60,7 +60,7 @@ func TestProjections(t *testing.T) {
 	require.Equal(t, "", rows[0]["readModel"], "no runner declared the read model")
 
 	// The runner that held the lease is fenced.
-	require.ErrorIs(t, st.Commit(ctx, lease, recs[4].Position, recs[5:6], func(context.Context, pgx.Tx) error { return nil }), projection.ErrFenced)
+	require.ErrorIs(t, commitOne(ctx, st, lease, recs[4].Position, recs[5:6], func(context.Context, pgx.Tx) error { return nil }), projection.ErrFenced)
 }
 
 // TestProjectionsRebuildRows: `projections rebuild` of a projection whose
@@ -76,9 +76,9 @@ func TestProjectionsRebuildRows(t *testing.T) {
 	counts := projection.Collection[int]{Name: "counts"}
 	fill := func(k projection.Key) {
 		require.NoError(t, st.Setup(ctx, k, projection.ReadModelRows, nil))
-		lease, err := st.Claim(ctx, k, "bank-1", time.Minute)
+		lease, err := claimOne(ctx, st, k, "bank-1")
 		require.NoError(t, err)
-		require.NoError(t, st.Commit(ctx, lease, lease.Checkpoint, recs[:5], func(ctx context.Context, tx pgx.Tx) error {
+		require.NoError(t, commitOne(ctx, st, lease, lease.Checkpoint, recs[:5], func(ctx context.Context, tx pgx.Tx) error {
 			for i, rec := range recs[:5] {
 				if err := counts.Put(ctx, st.Rows(tx, k), rec.ID.String(), i); err != nil {
 					return err
@@ -215,9 +215,9 @@ func TestProjectionsStatusSlices(t *testing.T) {
 	require.NoError(t, err)
 	k := projection.Key{Name: "balances", Version: 1}
 	sl := projection.Slicing{Group: "account", Count: 4, Partition: journal.DefaultPartition}
-	_, err = st.JoinSlices(ctx, k, sl, "runner-1", time.Minute)
+	_, err = st.Join(ctx, k, sl.Layout(), "runner-1", time.Minute)
 	require.NoError(t, err)
-	leases, err := st.ClaimSlices(ctx, k, "runner-1", time.Minute, []int{0, 1, 2, 3})
+	leases, err := st.Claim(ctx, k, "runner-1", time.Minute, []int{0, 1, 2, 3})
 	require.NoError(t, err)
 	require.Len(t, leases, 4)
 	// Deliveries per slice; slice s0 (the slice of account:a) applies its
@@ -233,7 +233,7 @@ func TestProjectionsStatusSlices(t *testing.T) {
 		}
 	}
 	s0, _ := sl.SliceOf("account:a")
-	require.NoError(t, st.CommitSlices(ctx, []projection.SliceLease{leases[s0]}, per[s0][:2], []int{s0, s0}, func(context.Context, pgx.Tx) error { return nil }))
+	require.NoError(t, st.Commit(ctx, []projection.Lease{leases[s0]}, per[s0][:2], []int{s0, s0}, func(context.Context, pgx.Tx) error { return nil }))
 
 	res := f.scribe(t, "projections", "status")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -275,9 +275,9 @@ func TestProjectionsPauseThenRebuild(t *testing.T) {
 	st, err := postgres.NewProjectionStore(f.pool, postgres.Config{Schema: f.schema})
 	require.NoError(t, err)
 	k := projection.Key{Name: "accounts", Version: 1}
-	lease, err := st.Claim(ctx, k, "bank-1", time.Minute)
+	lease, err := claimOne(ctx, st, k, "bank-1")
 	require.NoError(t, err)
-	require.NoError(t, st.Commit(ctx, lease, lease.Checkpoint, recs[:3], func(context.Context, pgx.Tx) error { return nil }))
+	require.NoError(t, commitOne(ctx, st, lease, lease.Checkpoint, recs[:3], func(context.Context, pgx.Tx) error { return nil }))
 
 	res := f.scribe(t, "projections", "pause", "-version", "1", "accounts")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -308,7 +308,7 @@ func TestProjectionsPauseThenRebuild(t *testing.T) {
 	require.Equal(t, exitFailure, res.code)
 	require.Contains(t, res.stderr, "is unknown to schema")
 
-	lease, err = st.Claim(ctx, k, "bank-2", time.Minute)
+	lease, err = claimOne(ctx, st, k, "bank-2")
 	require.NoError(t, err)
 	require.Equal(t, journal.Position{}, lease.Checkpoint, "it starts over")
 
@@ -326,4 +326,27 @@ func TestProjectionsPauseThenRebuild(t *testing.T) {
 	require.Equal(t, exitOK, res.code, res.stderr)
 	res = f.scribe(t, "projections", "status")
 	require.Regexp(t, `accounts\s+1\s+paused\s`, res.stdout)
+}
+
+// claimOne joins k as an unsliced projection for owner and claims its one
+// slice (an error when another runner holds it).
+func claimOne(ctx context.Context, st *postgres.ProjectionStore, k projection.Key, owner string) (projection.Lease, error) {
+	if _, err := st.Join(ctx, k, projection.Layout{}, owner, time.Minute); err != nil {
+		return projection.Lease{}, err
+	}
+	ls, err := st.Claim(ctx, k, owner, time.Minute, []int{0})
+	if err == nil && len(ls) == 0 {
+		err = errors.New("the projection's slice is held by another runner")
+	}
+	if err != nil {
+		return projection.Lease{}, err
+	}
+	return ls[0], nil
+}
+
+// commitOne commits recs under l, an unsliced projection's lease, from the
+// checkpoint from.
+func commitOne(ctx context.Context, st *postgres.ProjectionStore, l projection.Lease, from journal.Position, recs []journal.Record, apply func(context.Context, pgx.Tx) error) error {
+	l.Checkpoint = from
+	return st.Commit(ctx, []projection.Lease{l}, recs, make([]int, len(recs)), apply)
 }

@@ -134,9 +134,9 @@ func TestRolesReadVerbsAsReader(t *testing.T) {
 	ps, err := postgres.NewProjectionStore(f.pool, postgres.Config{Schema: f.schema})
 	require.NoError(t, err)
 	k := projection.Key{Name: "balances", Version: 1}
-	lease, err := ps.Claim(ctx, k, "node-1", time.Minute)
+	lease, err := claimOne(ctx, ps, k, "node-1")
 	require.NoError(t, err)
-	require.NoError(t, ps.Commit(ctx, lease, lease.Checkpoint, f.recs[:3], func(context.Context, pgx.Tx) error { return nil }))
+	require.NoError(t, commitOne(ctx, ps, lease, lease.Checkpoint, f.recs[:3], func(context.Context, pgx.Tx) error { return nil }))
 	last := f.recs[len(f.recs)-1]
 	for _, args := range [][]string{
 		{"migrate", "status"},

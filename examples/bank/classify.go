@@ -65,7 +65,7 @@ var retryable = []error{
 	erasure.ErrKeyStoreUnavailable, erasure.ErrKeyMissing,
 	// The read model's runner lost or waits for its lease, or was paused
 	// or superseded: a later read is served again.
-	projection.ErrLeaseHeld, projection.ErrFenced, projection.ErrSuperseded, projection.ErrPaused,
+	projection.ErrFenced, projection.ErrSuperseded, projection.ErrPaused,
 	context.DeadlineExceeded, context.Canceled,
 }
 

@@ -93,7 +93,6 @@ var sentinelTruth = map[string]struct {
 	"journal/partitioned.ErrUnknownPartition": {partitioned.ErrUnknownPartition, false},
 	"journal/partitioned.ErrUnknownMember":    {partitioned.ErrUnknownMember, false},
 
-	"projection.ErrLeaseHeld":      {projection.ErrLeaseHeld, true},
 	"projection.ErrFenced":         {projection.ErrFenced, true},
 	"projection.ErrSuperseded":     {projection.ErrSuperseded, true},
 	"projection.ErrPaused":         {projection.ErrPaused, true},

@@ -90,9 +90,9 @@ func TestBrowserPages(t *testing.T) {
 // broken link on the verify page; a rebuild needs its confirmation.
 func TestBrowserLiveAndVerify(t *testing.T) {
 	f := setup(t, true)
-	lease, err := f.store.Claim(t.Context(), projection.Key{Name: "accounts", Version: 1}, "node-1", time.Minute)
+	lease, err := claimOne(t.Context(), f.store, projection.Key{Name: "accounts", Version: 1}, "node-1")
 	require.NoError(t, err)
-	require.NoError(t, f.store.Commit(t.Context(), lease, lease.Checkpoint, f.recs[:2], func(context.Context, pgx.Tx) error { return nil }))
+	require.NoError(t, commitOne(t.Context(), f.store, lease, lease.Checkpoint, f.recs[:2], func(context.Context, pgx.Tx) error { return nil }))
 	ctx := browser(t)
 	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()

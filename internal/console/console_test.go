@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -171,9 +172,9 @@ func TestActions(t *testing.T) {
 
 	f := setup(t, true)
 	k := projection.Key{Name: "accounts", Version: 1}
-	lease, err := f.store.Claim(t.Context(), k, "node-1", time.Minute)
+	lease, err := claimOne(t.Context(), f.store, k, "node-1")
 	require.NoError(t, err)
-	require.NoError(t, f.store.Commit(t.Context(), lease, lease.Checkpoint, f.recs[:2], func(context.Context, pgx.Tx) error { return nil }))
+	require.NoError(t, commitOne(t.Context(), f.store, lease, lease.Checkpoint, f.recs[:2], func(context.Context, pgx.Tx) error { return nil }))
 
 	require.Equal(t, http.StatusForbidden, post(f, "https://evil.example", form), "cross-origin")
 	require.Equal(t, http.StatusForbidden, post(f, "", form), "no origin")
@@ -342,13 +343,13 @@ func TestSlicedProjection(t *testing.T) {
 	ctx := t.Context()
 	k := projection.Key{Name: "balances", Version: 1}
 	sl := projection.Slicing{Group: "account", Count: 4, Partition: journal.DefaultPartition}
-	_, err := f.store.JoinSlices(ctx, k, sl, "runner-1", time.Minute)
+	_, err := f.store.Join(ctx, k, sl.Layout(), "runner-1", time.Minute)
 	require.NoError(t, err)
-	leases, err := f.store.ClaimSlices(ctx, k, "runner-1", time.Minute, []int{0, 1, 2, 3})
+	leases, err := f.store.Claim(ctx, k, "runner-1", time.Minute, []int{0, 1, 2, 3})
 	require.NoError(t, err)
 	require.Len(t, leases, 4)
 	alice, _ := sl.SliceOf("account:alice")
-	require.NoError(t, f.store.CommitSlices(ctx, []projection.SliceLease{leases[alice]}, f.recs[:1], []int{alice},
+	require.NoError(t, f.store.Commit(ctx, []projection.Lease{leases[alice]}, f.recs[:1], []int{alice},
 		func(context.Context, pgx.Tx) error { return nil }))
 
 	code, body := f.get(t, "/projections")
@@ -356,4 +357,27 @@ func TestSlicedProjection(t *testing.T) {
 	// name, version, state, active, checkpoint, applied 1, lag 2 (alice's
 	// deposit and mallory's opening), lag time, owner.
 	require.Regexp(t, `<td>balances</td><td>1</td><td>running</td><td>no</td><td>[0-9.]+</td><td>1</td><td>2</td><td>[0-9.]+m?s</td><td>1 runners, 4 slices</td>`, body)
+}
+
+// claimOne joins k as an unsliced projection for owner and claims its one
+// slice (an error when another runner holds it).
+func claimOne(ctx context.Context, st *postgres.ProjectionStore, k projection.Key, owner string) (projection.Lease, error) {
+	if _, err := st.Join(ctx, k, projection.Layout{}, owner, time.Minute); err != nil {
+		return projection.Lease{}, err
+	}
+	ls, err := st.Claim(ctx, k, owner, time.Minute, []int{0})
+	if err == nil && len(ls) == 0 {
+		err = errors.New("the projection's slice is held by another runner")
+	}
+	if err != nil {
+		return projection.Lease{}, err
+	}
+	return ls[0], nil
+}
+
+// commitOne commits recs under l, an unsliced projection's lease, from the
+// checkpoint from.
+func commitOne(ctx context.Context, st *postgres.ProjectionStore, l projection.Lease, from journal.Position, recs []journal.Record, apply func(context.Context, pgx.Tx) error) error {
+	l.Checkpoint = from
+	return st.Commit(ctx, []projection.Lease{l}, recs, make([]int, len(recs)), apply)
 }

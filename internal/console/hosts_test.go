@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -58,7 +57,7 @@ func TestForeignHostRefused(t *testing.T) {
 	token := f.token(t)
 	require.NotEmpty(t, token)
 	k := projection.Key{Name: "accounts", Version: 1}
-	_, err = f.store.Claim(t.Context(), k, "node-1", time.Minute)
+	_, err = claimOne(t.Context(), f.store, k, "node-1")
 	require.NoError(t, err)
 	form := url.Values{"name": {"accounts"}, "version": {"1"}, "confirm": {"accounts"}, "token": {token}}
 
@@ -117,7 +116,7 @@ func TestActionToken(t *testing.T) {
 	require.Len(t, token, 64)
 	require.NotEqual(t, token, otherToken, "each console process has its own token")
 	k := projection.Key{Name: "accounts", Version: 1}
-	_, err := f.store.Claim(t.Context(), k, "node-1", time.Minute)
+	_, err := claimOne(t.Context(), f.store, k, "node-1")
 	require.NoError(t, err)
 	form := func(token string) url.Values {
 		v := url.Values{"name": {"accounts"}, "version": {"1"}, "confirm": {"accounts"}}

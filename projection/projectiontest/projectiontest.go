@@ -140,37 +140,65 @@ func exactlyOnce[Tx any](t *testing.T, h Harness[Tx], model string, recs []journ
 	require.Len(t, got, len(recs), "events applied that were not expected")
 }
 
+// claim joins k as an unsliced projection (its one slice) for owner and
+// claims the slice: the lease, or ok false while another runner holds it.
+func claim[Tx any](t *testing.T, ctx context.Context, st projection.Store[Tx], k projection.Key, owner string, ttl time.Duration) (projection.Lease, bool) {
+	t.Helper()
+	_, err := st.Join(ctx, k, projection.Layout{}, owner, ttl)
+	require.NoError(t, err)
+	got, err := st.Claim(ctx, k, owner, ttl, []int{0})
+	require.NoError(t, err)
+	if len(got) == 0 {
+		return projection.Lease{}, false
+	}
+	require.Len(t, got, 1)
+	require.Equal(t, 0, got[0].Slice)
+	return got[0], true
+}
+
+// commit commits recs under l (an unsliced projection's lease) from the
+// checkpoint from.
+func commit[Tx any](ctx context.Context, st projection.Store[Tx], l projection.Lease, from journal.Position, recs []journal.Record, apply func(ctx context.Context, tx Tx) error) error {
+	l.Checkpoint = from
+	return st.Commit(ctx, []projection.Lease{l}, recs, make([]int, len(recs)), apply)
+}
+
 func testClaim[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
 	k := projection.Key{Name: "claims", Version: 1}
-	a, err := h.Store.Claim(ctx, k, "a", 300*time.Millisecond)
-	require.NoError(t, err)
+	a, ok := claim(t, ctx, h.Store, k, "a", 300*time.Millisecond)
+	require.True(t, ok)
 	require.EqualValues(t, 1, a.Epoch)
-	_, err = h.Store.Claim(ctx, k, "b", time.Second)
-	require.ErrorIs(t, err, projection.ErrLeaseHeld)
-	require.NoError(t, h.Store.Renew(ctx, a))
+	_, ok = claim(t, ctx, h.Store, k, "b", time.Second)
+	require.False(t, ok, "b claimed a live lease of a")
+	lost, err := h.Store.Renew(ctx, []projection.Lease{a})
+	require.NoError(t, err)
+	require.Empty(t, lost)
 	// After the lease lapses another owner may claim; the old one is fenced.
 	require.Eventually(t, func() bool {
-		_, err = h.Store.Claim(ctx, k, "b", time.Minute)
-		return err == nil
+		_, ok = claim(t, ctx, h.Store, k, "b", time.Minute)
+		return ok
 	}, 10*time.Second, 20*time.Millisecond)
-	require.ErrorIs(t, h.Store.Renew(ctx, a), projection.ErrFenced)
+	lost, err = h.Store.Renew(ctx, []projection.Lease{a})
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, lost)
 	st, err := h.Store.Status(ctx, k)
 	require.NoError(t, err)
 	require.Equal(t, "b", st.Owner)
 	require.EqualValues(t, 2, st.Epoch)
 	require.Equal(t, projection.StateRunning, st.State)
+	require.Zero(t, st.Slices, "an unsliced projection reports no slices")
 
 	// Release frees the lease at once.
 	b := projection.Lease{Key: k, Owner: "b", Epoch: 2, TTL: time.Minute}
-	require.NoError(t, h.Store.Release(ctx, b))
-	c, err := h.Store.Claim(ctx, k, "c", time.Minute)
-	require.NoError(t, err)
+	require.NoError(t, h.Store.Release(ctx, []projection.Lease{b}))
+	c, ok := claim(t, ctx, h.Store, k, "c", time.Minute)
+	require.True(t, ok)
 	require.EqualValues(t, 3, c.Epoch)
 
-	_, err = h.Store.Claim(ctx, projection.Key{Name: "", Version: 1}, "a", time.Second)
+	_, err = h.Store.Claim(ctx, projection.Key{Name: "", Version: 1}, "a", time.Second, []int{0})
 	require.ErrorContains(t, err, "name is empty")
-	_, err = h.Store.Claim(ctx, projection.Key{Name: "x", Version: 0}, "a", time.Second)
+	_, err = h.Store.Join(ctx, projection.Key{Name: "x", Version: 0}, projection.Layout{}, "a", time.Second)
 	require.ErrorContains(t, err, "versions start at 1")
 }
 
@@ -178,20 +206,20 @@ func testCommitFenced[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
 	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 3)
 	k := projection.Key{Name: "fenced", Version: 1}
-	a, err := h.Store.Claim(ctx, k, "a", time.Minute)
-	require.NoError(t, err)
+	a, ok := claim(t, ctx, h.Store, k, "a", time.Minute)
+	require.True(t, ok)
 	apply := func(ctx context.Context, tx Tx) error { return h.Apply(ctx, tx, "fenced", recs[:1]) }
-	require.NoError(t, h.Store.Commit(ctx, a, journal.Position{}, recs[:1], apply))
+	require.NoError(t, commit(ctx, h.Store, a, journal.Position{}, recs[:1], apply))
 
 	// A stale checkpoint (the runner's view is behind the store's) is fenced.
 	called := false
-	err = h.Store.Commit(ctx, a, journal.Position{}, recs[1:2], func(context.Context, Tx) error { called = true; return nil })
+	err := commit(ctx, h.Store, a, journal.Position{}, recs[1:2], func(context.Context, Tx) error { called = true; return nil })
 	require.ErrorIs(t, err, projection.ErrFenced)
 	require.False(t, called, "the handler ran under a fenced commit")
 
 	// A reset moves the epoch on: the old lease is fenced.
 	require.NoError(t, h.Store.Reset(ctx, k, nil))
-	err = h.Store.Commit(ctx, a, recs[0].Position, recs[1:2], func(context.Context, Tx) error { called = true; return nil })
+	err = commit(ctx, h.Store, a, recs[0].Position, recs[1:2], func(context.Context, Tx) error { called = true; return nil })
 	require.ErrorIs(t, err, projection.ErrFenced)
 	require.False(t, called, "the handler ran under a fenced commit")
 	st, err := h.Store.Status(ctx, k)
@@ -200,10 +228,10 @@ func testCommitFenced[Tx any](t *testing.T, h Harness[Tx]) {
 	require.Zero(t, st.Events)
 
 	// An expired lease is fenced even when nobody claimed since.
-	b, err := h.Store.Claim(ctx, k, "b", 100*time.Millisecond)
-	require.NoError(t, err)
+	b, ok := claim(t, ctx, h.Store, k, "b", 100*time.Millisecond)
+	require.True(t, ok)
 	time.Sleep(300 * time.Millisecond)
-	err = h.Store.Commit(ctx, b, journal.Position{}, recs[:1], func(context.Context, Tx) error { called = true; return nil })
+	err = commit(ctx, h.Store, b, journal.Position{}, recs[:1], func(context.Context, Tx) error { called = true; return nil })
 	require.ErrorIs(t, err, projection.ErrFenced)
 	require.False(t, called)
 	exactlyOnce(t, h, "fenced", recs[:1])
@@ -213,10 +241,10 @@ func testHandlerErrorStoresNothing[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
 	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 2)
 	k := projection.Key{Name: "herr", Version: 1}
-	a, err := h.Store.Claim(ctx, k, "a", time.Minute)
-	require.NoError(t, err)
+	a, ok := claim(t, ctx, h.Store, k, "a", time.Minute)
+	require.True(t, ok)
 	boom := errors.New("boom")
-	err = h.Store.Commit(ctx, a, journal.Position{}, recs, func(context.Context, Tx) error { return boom })
+	err := commit(ctx, h.Store, a, journal.Position{}, recs, func(context.Context, Tx) error { return boom })
 	var herr *projection.HandlerError
 	require.ErrorAs(t, err, &herr)
 	require.ErrorIs(t, err, boom)
@@ -224,7 +252,7 @@ func testHandlerErrorStoresNothing[Tx any](t *testing.T, h Harness[Tx]) {
 	st, err := h.Store.Status(ctx, k)
 	require.NoError(t, err)
 	require.Equal(t, journal.Position{}, st.Checkpoint, "a failed batch moved the checkpoint")
-	require.NoError(t, h.Store.Commit(ctx, a, journal.Position{}, recs, func(ctx context.Context, tx Tx) error { return h.Apply(ctx, tx, "herr", recs) }))
+	require.NoError(t, commit(ctx, h.Store, a, journal.Position{}, recs, func(ctx context.Context, tx Tx) error { return h.Apply(ctx, tx, "herr", recs) }))
 	st, err = h.Store.Status(ctx, k)
 	require.NoError(t, err)
 	require.Equal(t, recs[1].Position, st.Checkpoint)
@@ -496,9 +524,9 @@ func testDeadLetters[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
 	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 3)
 	k := projection.Key{Name: "dl", Version: 1}
-	a, err := h.Store.Claim(ctx, k, "a", time.Minute)
-	require.NoError(t, err)
-	require.NoError(t, h.Store.Commit(ctx, a, journal.Position{}, recs, func(ctx context.Context, tx Tx) error {
+	a, ok := claim(t, ctx, h.Store, k, "a", time.Minute)
+	require.True(t, ok)
+	require.NoError(t, commit(ctx, h.Store, a, journal.Position{}, recs, func(ctx context.Context, tx Tx) error {
 		return h.Store.DeadLetter(ctx, tx, projection.DeadLetter{Key: k, Record: recs[1], Error: "HTTP 410", Attempts: 4})
 	}))
 	dl, err := h.Store.DeadLetters(ctx, k)
@@ -685,9 +713,9 @@ func testDeadLetterReplayOnce[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
 	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 6)
 	k := projection.Key{Name: "replay-race", Version: 1}
-	a, err := h.Store.Claim(ctx, k, "a", time.Minute)
-	require.NoError(t, err)
-	require.NoError(t, h.Store.Commit(ctx, a, journal.Position{}, recs, func(ctx context.Context, tx Tx) error {
+	a, ok := claim(t, ctx, h.Store, k, "a", time.Minute)
+	require.True(t, ok)
+	require.NoError(t, commit(ctx, h.Store, a, journal.Position{}, recs, func(ctx context.Context, tx Tx) error {
 		for _, r := range recs {
 			if err := h.Store.DeadLetter(ctx, tx, projection.DeadLetter{Key: k, Record: r, Error: "HTTP 503", Attempts: 5}); err != nil {
 				return err
@@ -810,7 +838,7 @@ func testPauseResume[Tx any](t *testing.T, h Harness[Tx]) {
 	require.NoError(t, err)
 	require.Equal(t, projection.StatePaused, st.State)
 	require.Empty(t, st.Owner)
-	_, err = h.Store.Claim(ctx, r.Key(), "b", time.Minute)
+	_, err = h.Store.Claim(ctx, r.Key(), "b", time.Minute, []int{0})
 	require.ErrorIs(t, err, projection.ErrPaused)
 
 	more := appendN(t, ctx, h.Journal, "", "s:1", "E", 10)

@@ -16,8 +16,7 @@ import (
 )
 
 // RunSlices runs the sliced-projection cases against the harnesses new
-// returns; their Store must be a projection.SliceStore and their Journal a
-// journal.SliceSubscriber.
+// returns; their Journal must be a journal.SliceSubscriber.
 func RunSlices[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) {
 	cases := []struct {
 		name string
@@ -35,18 +34,12 @@ func RunSlices[Tx any](t *testing.T, newHarness func(t *testing.T) Harness[Tx]) 
 	}
 }
 
-func sliceStore[Tx any](t *testing.T, h Harness[Tx]) projection.SliceStore[Tx] {
-	s, ok := h.Store.(projection.SliceStore[Tx])
-	require.True(t, ok, "the store %T is not a projection.SliceStore", h.Store)
-	return s
-}
-
 // sharedAndApplied waits until runners runners own every slice of k and
 // the slices applied deliveries deliveries in all.
-func sharedAndApplied[Tx any](t *testing.T, ctx context.Context, st projection.SliceStore[Tx], k projection.Key, runners int, deliveries uint64) {
+func sharedAndApplied[Tx any](t *testing.T, ctx context.Context, st projection.Store[Tx], k projection.Key, runners int, deliveries uint64) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		sts, _, err := st.SliceStatuses(ctx, k)
+		sts, _, err := st.Slices(ctx, k)
 		require.NoError(t, err)
 		owners := map[string]bool{}
 		var events uint64
@@ -70,38 +63,38 @@ func tagIn(sl projection.Slicing, s int) journal.Tag {
 
 func testSliceCommitFenced[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
-	st := sliceStore(t, h)
+	st := h.Store
 	sl := projection.Slicing{Group: "acct", Count: 4, Partition: journal.DefaultPartition}
 	k := projection.Key{Name: "sliced-fenced", Version: 1}
 	recs := appendN(t, ctx, h.Journal, "", tagIn(sl, 0), "E", 3)
-	members, err := st.JoinSlices(ctx, k, sl, "a", time.Minute)
+	members, err := st.Join(ctx, k, sl.Layout(), "a", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a"}, members)
-	a, err := st.ClaimSlices(ctx, k, "a", time.Minute, []int{0, 1})
+	a, err := st.Claim(ctx, k, "a", time.Minute, []int{0, 1})
 	require.NoError(t, err)
 	require.Len(t, a, 2)
-	got, err := st.ClaimSlices(ctx, k, "b", time.Minute, []int{0, 1, 2})
+	got, err := st.Claim(ctx, k, "b", time.Minute, []int{0, 1, 2})
 	require.NoError(t, err)
 	require.Len(t, got, 1, "b gets only the free slice 2")
 	require.Equal(t, 2, got[0].Slice)
 
 	apply := func(ctx context.Context, tx Tx) error { return h.Apply(ctx, tx, "sliced-fenced", recs[:1]) }
-	require.NoError(t, st.CommitSlices(ctx, a[:1], recs[:1], []int{0}, apply))
+	require.NoError(t, st.Commit(ctx, a[:1], recs[:1], []int{0}, apply))
 	// The runner's view of slice 0 is behind the store's: fenced.
 	called := false
 	never := func(context.Context, Tx) error { called = true; return nil }
-	require.ErrorIs(t, st.CommitSlices(ctx, a[:1], recs[1:2], []int{0}, never), projection.ErrFenced)
+	require.ErrorIs(t, st.Commit(ctx, a[:1], recs[1:2], []int{0}, never), projection.ErrFenced)
 	require.False(t, called, "the handler ran under a fenced commit")
 
 	// A reset moves every slice back to zero and fences its lease.
 	require.NoError(t, h.Store.Reset(ctx, k, nil))
 	a0 := a[0]
 	a0.Checkpoint = recs[0].Position
-	require.ErrorIs(t, st.CommitSlices(ctx, []projection.SliceLease{a0}, recs[1:2], []int{0}, never), projection.ErrFenced)
+	require.ErrorIs(t, st.Commit(ctx, []projection.Lease{a0}, recs[1:2], []int{0}, never), projection.ErrFenced)
 	require.False(t, called)
-	sts, gotSl, err := st.SliceStatuses(ctx, k)
+	sts, gotSl, err := st.Slices(ctx, k)
 	require.NoError(t, err)
-	require.Equal(t, sl, gotSl)
+	require.Equal(t, sl.Layout(), gotSl)
 	require.Len(t, sts, 4)
 	for _, x := range sts {
 		require.Equal(t, journal.Position{}, x.Checkpoint)
@@ -109,28 +102,28 @@ func testSliceCommitFenced[Tx any](t *testing.T, h Harness[Tx]) {
 	}
 
 	// An expired slice lease is fenced, and claimable by another runner.
-	short, err := st.ClaimSlices(ctx, k, "a", 100*time.Millisecond, []int{3})
+	short, err := st.Claim(ctx, k, "a", 100*time.Millisecond, []int{3})
 	require.NoError(t, err)
 	require.Len(t, short, 1)
 	require.Eventually(t, func() bool {
-		got, err := st.ClaimSlices(ctx, k, "b", time.Minute, []int{3})
+		got, err := st.Claim(ctx, k, "b", time.Minute, []int{3})
 		require.NoError(t, err)
 		return len(got) == 1
 	}, 10*time.Second, 10*time.Millisecond)
-	lost, err := st.RenewSlices(ctx, short)
+	lost, err := st.Renew(ctx, short)
 	require.NoError(t, err)
 	require.Equal(t, []int{3}, lost)
-	require.ErrorIs(t, st.CommitSlices(ctx, short, recs[:1], []int{3}, never), projection.ErrFenced)
+	require.ErrorIs(t, st.Commit(ctx, short, recs[:1], []int{3}, never), projection.ErrFenced)
 	require.False(t, called)
 
 	// A paused projection's slices cannot be claimed.
 	p, ok := h.Store.(projection.Pauser)
 	require.True(t, ok)
 	require.NoError(t, p.Pause(ctx, k))
-	_, err = st.ClaimSlices(ctx, k, "a", time.Minute, []int{0})
+	_, err = st.Claim(ctx, k, "a", time.Minute, []int{0})
 	require.ErrorIs(t, err, projection.ErrPaused)
 	require.NoError(t, p.Resume(ctx, k))
-	got, err = st.ClaimSlices(ctx, k, "a", time.Minute, []int{0})
+	got, err = st.Claim(ctx, k, "a", time.Minute, []int{0})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	exactlyOnce(t, h, "sliced-fenced", recs[:1])
@@ -138,12 +131,14 @@ func testSliceCommitFenced[Tx any](t *testing.T, h Harness[Tx]) {
 
 func testSlicingChanged[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
-	st := sliceStore(t, h)
+	st := h.Store
 	k := projection.Key{Name: "sliced-changed", Version: 1}
-	_, err := st.JoinSlices(ctx, k, projection.Slicing{Group: "acct", Count: 4, Partition: journal.DefaultPartition}, "a", time.Minute)
+	_, err := st.Join(ctx, k, projection.Layout{Group: "acct", Count: 4, Partition: journal.DefaultPartition}, "a", time.Minute)
 	require.NoError(t, err)
-	_, err = st.JoinSlices(ctx, k, projection.Slicing{Group: "acct", Count: 8, Partition: journal.DefaultPartition}, "b", time.Minute)
+	_, err = st.Join(ctx, k, projection.Layout{Group: "acct", Count: 8, Partition: journal.DefaultPartition}, "b", time.Minute)
 	require.ErrorIs(t, err, projection.ErrSlicingChanged)
+	_, err = st.Join(ctx, k, projection.Layout{}, "b", time.Minute)
+	require.ErrorIs(t, err, projection.ErrSlicingChanged, "a sliced version cannot run unsliced")
 	// A runner with the new slicing refuses to start, saying so.
 	sl := projection.Slicing{Group: "acct", Count: 8}
 	p := counting(h, k.Name, k.Version)
@@ -165,7 +160,7 @@ func testSlicingChanged[Tx any](t *testing.T, h Harness[Tx]) {
 // groups, and the version becomes active once every slice caught up.
 func testSliceRunnersShare[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
-	st := sliceStore(t, h)
+	st := h.Store
 	sl := projection.Slicing{Group: "acct", Count: 8}
 	k := projection.Key{Name: "sliced-share", Version: 1}
 	var recs []journal.Record
@@ -223,7 +218,7 @@ func testSliceRunnersShare[Tx any](t *testing.T, h Harness[Tx]) {
 // holding live slice leases, running while one does, stopped after.
 func testSlicedStatus[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
-	st := sliceStore(t, h)
+	st := h.Store
 	sl := projection.Slicing{Group: "acct", Count: 4, Partition: journal.DefaultPartition}
 	k := projection.Key{Name: "sliced-status", Version: 1}
 	var recs [][]journal.Record
@@ -244,16 +239,16 @@ func testSlicedStatus[Tx any](t *testing.T, h Harness[Tx]) {
 		require.Equal(t, got.SliceOwners, all[i].SliceOwners)
 		return got
 	}
-	_, err := st.JoinSlices(ctx, k, sl, "a", time.Minute)
+	_, err := st.Join(ctx, k, sl.Layout(), "a", time.Minute)
 	require.NoError(t, err)
 	got := status()
 	require.Equal(t, projection.StateIdle, got.State)
 	require.Equal(t, 4, got.Slices)
 	require.Zero(t, got.SliceOwners)
 
-	a, err := st.ClaimSlices(ctx, k, "a", time.Minute, []int{0, 1})
+	a, err := st.Claim(ctx, k, "a", time.Minute, []int{0, 1})
 	require.NoError(t, err)
-	b, err := st.ClaimSlices(ctx, k, "b", time.Minute, []int{2, 3})
+	b, err := st.Claim(ctx, k, "b", time.Minute, []int{2, 3})
 	require.NoError(t, err)
 	require.Len(t, a, 2)
 	require.Len(t, b, 2)
@@ -271,16 +266,16 @@ func testSlicedStatus[Tx any](t *testing.T, h Harness[Tx]) {
 			n = 1
 		}
 		apply := func(ctx context.Context, tx Tx) error { return h.Apply(ctx, tx, "sliced-status", recs[s][:n]) }
-		require.NoError(t, st.CommitSlices(ctx, []projection.SliceLease{l}, recs[s][:n], slices.Repeat([]int{s}, n), apply))
+		require.NoError(t, st.Commit(ctx, []projection.Lease{l}, recs[s][:n], slices.Repeat([]int{s}, n), apply))
 	}
 	got = status()
 	require.EqualValues(t, 7, got.Events)
 	require.Equal(t, recs[0][0].Position, got.Checkpoint)
 
 	// Without a live slice lease it is stopped, its progress kept.
-	require.NoError(t, st.ReleaseSlices(ctx, a))
+	require.NoError(t, st.Release(ctx, a))
 	require.Equal(t, 1, status().SliceOwners)
-	require.NoError(t, st.ReleaseSlices(ctx, b))
+	require.NoError(t, st.Release(ctx, b))
 	got = status()
 	require.Equal(t, projection.StateStopped, got.State)
 	require.Zero(t, got.SliceOwners)
@@ -306,7 +301,7 @@ func testSlicedStatus[Tx any](t *testing.T, h Harness[Tx]) {
 func testSlicedDeadLetterReplay[Tx any](t *testing.T, h Harness[Tx]) {
 	replayer(t, h)
 	ctx := ctxT(t)
-	st := sliceStore(t, h)
+	st := h.Store
 	sl := projection.Slicing{Group: "acct", Count: 4}
 	k := projection.Key{Name: "sliced-replay", Version: 1}
 	var recs []journal.Record

@@ -44,9 +44,9 @@ func testStatesThroughPauseAndRebuild[Tx any](t *testing.T, h Harness[Tx]) {
 	recs := appendN(t, ctx, h.Journal, "", "s:1", "E", 6)
 	applied := func(k projection.Key) {
 		t.Helper()
-		l, err := h.Store.Claim(ctx, k, "a", time.Minute)
-		require.NoError(t, err)
-		require.NoError(t, h.Store.Commit(ctx, l, l.Checkpoint, recs[:3], func(ctx context.Context, tx Tx) error {
+		l, ok := claim(t, ctx, h.Store, k, "a", time.Minute)
+		require.True(t, ok)
+		require.NoError(t, commit(ctx, h.Store, l, l.Checkpoint, recs[:3], func(ctx context.Context, tx Tx) error {
 			return h.Apply(ctx, tx, k.String(), recs[:3])
 		}))
 	}
@@ -62,15 +62,15 @@ func testStatesThroughPauseAndRebuild[Tx any](t *testing.T, h Harness[Tx]) {
 	st := state(projection.StatePaused, true, "rebuilt while paused: the pause holds, it is not idle")
 	require.Equal(t, journal.Position{}, st.Checkpoint)
 	require.Zero(t, st.Events)
-	_, err := h.Store.Claim(ctx, k, "b", time.Minute)
+	_, err := h.Store.Claim(ctx, k, "b", time.Minute, []int{0})
 	require.ErrorIs(t, err, projection.ErrPaused, "no runner claims it while the pause holds")
 	require.NoError(t, pauser.Resume(ctx, k))
 	state(projection.StateStandby, false, "resumed: claimable, not claimed yet")
-	l, err := h.Store.Claim(ctx, k, "b", time.Minute)
-	require.NoError(t, err)
+	l, ok := claim(t, ctx, h.Store, k, "b", time.Minute)
+	require.True(t, ok)
 	require.Equal(t, journal.Position{}, l.Checkpoint, "the runner starts over")
 	state(projection.StateRunning, false, "claimed after the resume")
-	require.NoError(t, h.Store.Release(ctx, l))
+	require.NoError(t, h.Store.Release(ctx, []projection.Lease{l}))
 	state(projection.StateStopped, false, "released")
 
 	// Rebuild, then pause, rebuild again and resume.
@@ -93,8 +93,8 @@ func testStatesThroughPauseAndRebuild[Tx any](t *testing.T, h Harness[Tx]) {
 	// A failure, paused, then rebuilt.
 	k = projection.Key{Name: "failed-paused-rebuilt", Version: 1}
 	state = stateChecker(t, ctx, h, k)
-	l, err = h.Store.Claim(ctx, k, "a", time.Minute)
-	require.NoError(t, err)
+	l, ok = claim(t, ctx, h.Store, k, "a", time.Minute)
+	require.True(t, ok)
 	require.NoError(t, h.Store.Fail(ctx, l, recs[0].Position, "poison"))
 	require.NoError(t, pauser.Pause(ctx, k))
 	state(projection.StateFailed, true, "a paused failure reports the failure")
@@ -113,7 +113,7 @@ func testStatesThroughPauseAndRebuild[Tx any](t *testing.T, h Harness[Tx]) {
 // claimed, stopped once released.
 func testSlicedStatesThroughPauseAndRebuild[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
-	st := sliceStore(t, h)
+	st := h.Store
 	pauser, ok := h.Store.(projection.Pauser)
 	require.True(t, ok, "the store implements projection.Pauser")
 	sl := projection.Slicing{Group: "acct", Count: 4, Partition: journal.DefaultPartition}
@@ -123,21 +123,21 @@ func testSlicedStatesThroughPauseAndRebuild[Tx any](t *testing.T, h Harness[Tx])
 	}
 	applied := func(k projection.Key) {
 		t.Helper()
-		_, err := st.JoinSlices(ctx, k, sl, "a", time.Minute)
+		_, err := st.Join(ctx, k, sl.Layout(), "a", time.Minute)
 		require.NoError(t, err)
-		ls, err := st.ClaimSlices(ctx, k, "a", time.Minute, []int{0, 1, 2, 3})
+		ls, err := st.Claim(ctx, k, "a", time.Minute, []int{0, 1, 2, 3})
 		require.NoError(t, err)
 		require.Len(t, ls, 4)
 		for _, l := range ls {
 			rs := recs[l.Slice]
-			require.NoError(t, st.CommitSlices(ctx, []projection.SliceLease{l}, rs, slices.Repeat([]int{l.Slice}, len(rs)), func(ctx context.Context, tx Tx) error {
+			require.NoError(t, st.Commit(ctx, []projection.Lease{l}, rs, slices.Repeat([]int{l.Slice}, len(rs)), func(ctx context.Context, tx Tx) error {
 				return h.Apply(ctx, tx, k.String(), rs)
 			}))
 		}
 	}
 	zero := func(k projection.Key) {
 		t.Helper()
-		sts, _, err := st.SliceStatuses(ctx, k)
+		sts, _, err := st.Slices(ctx, k)
 		require.NoError(t, err)
 		for _, x := range sts {
 			require.Equal(t, journal.Position{}, x.Checkpoint, "slice %d is back at zero", x.Slice)
@@ -155,29 +155,29 @@ func testSlicedStatesThroughPauseAndRebuild[Tx any](t *testing.T, h Harness[Tx])
 	got := state(projection.StatePaused, true, "rebuilt while paused: the pause holds, it is not idle")
 	require.Zero(t, got.Events)
 	zero(k)
-	_, err := st.ClaimSlices(ctx, k, "b", time.Minute, []int{0})
+	_, err := st.Claim(ctx, k, "b", time.Minute, []int{0})
 	require.ErrorIs(t, err, projection.ErrPaused, "no runner claims a slice while the pause holds")
 	require.NoError(t, pauser.Resume(ctx, k))
 	state(projection.StateStandby, false, "resumed: claimable, not claimed yet")
-	ls, err := st.ClaimSlices(ctx, k, "b", time.Minute, []int{0, 1})
+	ls, err := st.Claim(ctx, k, "b", time.Minute, []int{0, 1})
 	require.NoError(t, err)
 	require.Len(t, ls, 2)
 	require.Equal(t, journal.Position{}, ls[0].Checkpoint, "the runner starts over")
 	state(projection.StateRunning, false, "a slice claimed after the resume")
-	require.NoError(t, st.ReleaseSlices(ctx, ls))
+	require.NoError(t, st.Release(ctx, ls))
 	state(projection.StateStopped, false, "released")
 
 	// Rebuild, then pause, rebuild again and resume.
 	k = projection.Key{Name: "sliced-rebuild-then-pause", Version: 1}
 	state = stateChecker(t, ctx, h, k)
 	applied(k)
-	sts, _, err := st.SliceStatuses(ctx, k)
+	sts, _, err := st.Slices(ctx, k)
 	require.NoError(t, err)
-	var held []projection.SliceLease
+	var held []projection.Lease
 	for _, x := range sts {
-		held = append(held, projection.SliceLease{Key: k, Slice: x.Slice, Owner: x.Owner, Epoch: x.Epoch})
+		held = append(held, projection.Lease{Key: k, Slice: x.Slice, Owner: x.Owner, Epoch: x.Epoch})
 	}
-	require.NoError(t, st.ReleaseSlices(ctx, held))
+	require.NoError(t, st.Release(ctx, held))
 	state(projection.StateStopped, false, "ran, released")
 	require.NoError(t, h.Store.Reset(ctx, k, nil))
 	state(projection.StateIdle, false, "rebuilt, not paused")
@@ -188,7 +188,7 @@ func testSlicedStatesThroughPauseAndRebuild[Tx any](t *testing.T, h Harness[Tx])
 	state(projection.StatePaused, true, "rebuilt again while paused")
 	require.NoError(t, pauser.Resume(ctx, k))
 	state(projection.StateStandby, false, "resumed")
-	ls, err = st.ClaimSlices(ctx, k, "c", time.Minute, []int{3})
+	ls, err = st.Claim(ctx, k, "c", time.Minute, []int{3})
 	require.NoError(t, err)
 	require.Len(t, ls, 1)
 	state(projection.StateRunning, false, "claimed")
