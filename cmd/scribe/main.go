@@ -113,6 +113,7 @@ func commands() []*command {
 		partitionMoveCommand(),
 		snapshotsListCommand(),
 		snapshotsPruneCommand(),
+		snapshotsDropCommand(),
 		tagsCommand(),
 		projectionsStatusCommand(),
 		projectionsRebuildCommand(),

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/snapshots"
+)
+
+// scribe snapshots drop deletes an aggregate's snapshots below a schema
+// version, then all of them, leaving other aggregates' alone; an aggregate
+// without snapshots fails and deletes nothing.
+func TestSnapshotsDrop(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	ctx := t.Context()
+	st, err := postgres.NewSnapshotStore(f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	save := func(partition string, tag journal.Tag, v uint64, schema int) {
+		require.NoError(t, st.Save(ctx, snapshots.Snapshot{Stream: journal.StreamID{Partition: partition, Tag: tag}.Normalize(), Version: v, SchemaVersion: schema, State: []byte(`{}`)}))
+	}
+	save("", "account:a", 10, 1)
+	save("", "account:a", 20, 2)
+	save("", "account:b", 10, 1)
+	save("tenant-b", "account:c", 10, 1)
+	save("", "accounts:x", 10, 1) // another group sharing the prefix
+	save("", "transfer:t", 10, 1)
+	count := func() int {
+		var n int
+		require.NoError(t, f.pool.QueryRow(ctx, "SELECT count(*) FROM "+f.schema+".snapshots").Scan(&n))
+		return n
+	}
+
+	res := f.scribe(t, "snapshots", "drop")
+	require.Equal(t, exitUsage, res.code)
+	require.Contains(t, res.stderr, "-aggregate")
+
+	res = f.scribe(t, "snapshots", "drop", "-aggregate", "account", "-below-version", "2", "-partition", "default")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, `deleted 2 of 3 snapshots of aggregate "account" (the snapshots below state schema version 2) from 2 streams`)
+	require.Equal(t, 4, count())
+
+	res = f.scribe(t, "-json", "snapshots", "drop", "-aggregate", "account")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	rows := jsonLines(t, res.stdout)
+	require.EqualValues(t, 2, rows[0]["deleted"], "the rest, in every partition")
+	require.Equal(t, 2, count(), "accounts:x and transfer:t stay")
+
+	res = f.scribe(t, "snapshots", "drop", "-aggregate", "account")
+	require.Equal(t, exitFailure, res.code, "nothing left to drop")
+	require.Contains(t, res.stderr, `no snapshots of aggregate "account" in any partition`)
+	res = f.scribe(t, "snapshots", "drop", "-aggregate", "nosuch", "-below-version", "3")
+	require.Equal(t, exitFailure, res.code)
+	require.Equal(t, 2, count())
+}
