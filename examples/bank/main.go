@@ -20,8 +20,8 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "loadgen" {
 		os.Exit(runLoadgen(ctx, os.Args[2:], os.Stdout, os.Stderr))
 	}
-	if len(os.Args) > 1 && os.Args[1] == "check-events" {
-		os.Exit(runCheckEvents(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	if args := upcastCheckArgs(os.Args[1:]); args != nil {
+		os.Exit(runCheckEvents(ctx, args, os.Getenv, os.Stdout, os.Stderr))
 	}
 	os.Exit(runServer(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
@@ -51,7 +51,7 @@ func runServer(ctx context.Context, args []string, getenv func(string) string, s
 	fs.StringVar(&cfg.SecondPartition, "partition2", defaultSecondPartition, "the partition stored on -db2")
 	clusterF := addClusterFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bank [flags]               serve the bank API\n       bank loadgen [flags]       drive load against a running bank (bank loadgen -h)\n       bank check-events [flags]  check that every stored event decodes with this build (bank check-events -h)\n\nflags:")
+		fmt.Fprintln(stderr, "usage: bank [flags]               serve the bank API\n       bank loadgen [flags]       drive load against a running bank (bank loadgen -h)\n       bank upcast check [flags]  check that every stored event decodes with this build (bank upcast check -h)\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -61,7 +61,7 @@ func runServer(ctx context.Context, args []string, getenv func(string) string, s
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bank: unexpected argument %q (the subcommands are loadgen and check-events)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "bank: unexpected argument %q (the subcommands are loadgen and upcast check)\n", fs.Arg(0))
 		return 2
 	}
 	if cfg.DatabaseURL == "" {
