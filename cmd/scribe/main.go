@@ -102,6 +102,7 @@ func commands() []*command {
 		eventCommand(),
 		correlationCommand(),
 		typesCommand(),
+		upcastCheckCommand(),
 		verifyCommand(),
 		checkpointKeygenCommand(),
 		checkpointCommand(),
