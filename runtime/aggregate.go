@@ -81,17 +81,42 @@ func (m *aggregateModel[S]) Decide(state any, command any) ([]any, error) {
 }
 
 func (m *aggregateModel[S]) Evolve(state any, event any) any {
+	if evs, ok := event.(upcastEvents); ok {
+		s := asState[S](state)
+		for _, ev := range evs {
+			s = m.def.Evolve(s, ev)
+		}
+		return s
+	}
 	return m.def.Evolve(asState[S](state), event)
 }
+
+// upcastEvents is what DecodeEvent gives the actor for a stored event that
+// upcasts to no value (a retired type) or several (a split): Evolve folds
+// them one by one, in order, so the actor's one value per record holds them
+// all. It never reaches the aggregate's own Evolve.
+type upcastEvents []any
 
 func (m *aggregateModel[S]) EncodeEvent(ctx context.Context, stream journal.StreamID, ev any) (journal.Event, error) {
 	return m.reg.encodeEvent(ctx, stream.Partition, stream.Tag, ev)
 }
 
-// DecodeEvent decodes rec; erased personal fields fold as zero values.
+// DecodeEvent decodes rec, upcast; erased personal fields fold as zero
+// values. A record that upcasts to one value gives it; to none or several,
+// an upcastEvents that Evolve folds one by one.
 func (m *aggregateModel[S]) DecodeEvent(ctx context.Context, rec *journal.Record) (any, error) {
-	v, _, err := m.reg.decodeEvent(ctx, rec)
-	return v, err
+	values, _, err := m.reg.decodeValues(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	if len(values) == 1 {
+		return values[0].value, nil
+	}
+	evs := make(upcastEvents, len(values))
+	for i, v := range values {
+		evs[i] = v.value
+	}
+	return evs, nil
 }
 
 func (m *aggregateModel[S]) EncodeState(state any) ([]byte, error) {

@@ -57,10 +57,15 @@ type DCB[C, S any] struct {
 }
 
 // DCBEvent is an event matching a DCB command's query, as Evolve sees it.
+// The query finds events stored under the older names of its types too
+// (Runtime.StoredQuery); a stored event that upcasts to several values
+// calls Evolve once per value that matches the query, in order, with the
+// same Record; a retired one calls it for none.
 type DCBEvent struct {
 	// Value is the event as its registered Go type, upcast; Record as
-	// stored, Evolve's only during the call; Erased, Value's personal fields
-	// read as zero values because their subject was erased (nil: none).
+	// stored (its Type the stored name), Evolve's only during the call;
+	// Erased, the stored event's personal fields read as zero values
+	// because their subject was erased (nil: none).
 	Value  any
 	Record *journal.Record
 	Erased []string
@@ -181,13 +186,18 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 	}
 	cmd := tagconsistency.Command[S]{
 		Name:  def.Name,
-		Query: query,
+		Query: d.rt.StoredQuery(query),
 		Evolve: func(s S, r journal.Record) S {
-			ev, erased, err := reg.decodeEvent(ctx, &r)
+			values, erased, err := reg.decodeValues(ctx, &r)
 			if err != nil {
 				panic(decodeFailure{err})
 			}
-			return evolve(command, s, DCBEvent{Value: ev, Record: &r, Erased: erased})
+			for _, v := range values {
+				if matchesQueried(query, v.typ, r.Tags) {
+					s = evolve(command, s, DCBEvent{Value: v.value, Record: &r, Erased: erased})
+				}
+			}
+			return s
 		},
 		Decide: func(s S) ([]journal.Event, error) {
 			evs, err := def.Decide(command, s)

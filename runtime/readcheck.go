@@ -53,7 +53,7 @@ func (c ReadCheck) Err() error {
 			fmt.Fprintf(&b, "\n  %s v%d: %d failed, first event %s at %s: %s", t.Type, t.SchemaVersion, t.Failed, t.FirstFailure.EventID, t.FirstFailure.Position, t.FirstFailure.Err)
 		}
 	}
-	b.WriteString("\nregister the missing types, or upcasters for the missing versions (RegisterUpcaster), before deploying")
+	b.WriteString("\nregister the missing types, or upcasters for the missing versions (RegisterUpcaster, RegisterEventUpcaster), before deploying")
 	return fmt.Errorf("%w: %s", ErrUnknownEvent, b.String())
 }
 
@@ -69,7 +69,9 @@ func SamplePerVersion(n uint64) CheckOption { return func(o *checkOptions) { o.s
 
 // CheckStored reads every event of the journal (hot events, every
 // partition) and decodes it with this runtime's registrations and
-// upcasters, as recovery, State, DCB folds and projections would; it reports
+// upcasters, as recovery, State, DCB folds and projections would (an event
+// that upcasts to several values or to none, a split or a retired type,
+// decodes); it reports
 // what does not decode, by type and schema version. Run it before a deploy
 // (from a test or a subcommand of the service, against a copy of production
 // or production itself, read-only) and gate on ReadCheck.Err. Scribe's own
@@ -107,7 +109,7 @@ func CheckStored(ctx context.Context, rt *Runtime, opts ...CheckOption) (ReadChe
 		}
 		tc.Checked++
 		out.Checked++
-		if _, err := rt.DecodeRecord(ctx, rec); err != nil {
+		if _, err := rt.DecodeValues(ctx, rec); err != nil {
 			tc.Failed++
 			out.Failed++
 			if tc.FirstFailure == nil {
