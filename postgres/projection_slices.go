@@ -279,34 +279,20 @@ func (st *ProjectionStore) Commit(ctx context.Context, ls []projection.Lease, re
 	var fenced error
 	found := 0
 	if err == nil {
+		var cur projection.SliceStatus
+		var live bool
+		var active int
+		var epoch, commit, seq int64
 		var rows pgx.Rows
 		if rows, err = br.Query(); err == nil {
-			for rows.Next() {
-				var slice, active int
-				var epoch, commit, seq int64
-				var owner string
-				var live bool
-				if err = rows.Scan(&slice, &epoch, &owner, &live, &commit, &seq, &active); err != nil {
-					break
-				}
+			_, err = pgx.ForEachRow(rows, []any{&cur.Slice, &epoch, &cur.Owner, &live, &commit, &seq, &active}, func() error {
 				found++
-				l := byslice[slice]
-				switch {
-				case fenced != nil:
-				case active > k.Version:
-					fenced = fmt.Errorf("%w: %s is active", projection.ErrSuperseded, projection.Key{Name: k.Name, Version: active})
-				case uint64(epoch) != l.Epoch || owner != l.Owner:
-					fenced = fmt.Errorf("%w: slice %d of %s is at epoch %d (owner %q), the lease has epoch %d", projection.ErrFenced, slice, k, epoch, owner, l.Epoch)
-				case !live:
-					fenced = fmt.Errorf("%w: the lease of slice %d of %s expired", projection.ErrFenced, slice, k)
-				case (journal.Position{Commit: uint64(commit), Seq: uint64(seq)}) != l.Checkpoint:
-					fenced = fmt.Errorf("%w: the checkpoint of slice %d of %s is %d/%d, the runner expected %s", projection.ErrFenced, slice, k, commit, seq, l.Checkpoint)
+				cur.Epoch, cur.Checkpoint = uint64(epoch), journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
+				if fenced == nil {
+					fenced = byslice[cur.Slice].CheckCommit(cur, live, active)
 				}
-			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
+				return nil
+			})
 		}
 	}
 	if cerr := br.Close(); err == nil {
@@ -383,99 +369,65 @@ func (st *ProjectionStore) Fail(ctx context.Context, l projection.Lease, pos jou
 
 // Slices implements projection.Store.
 func (st *ProjectionStore) Slices(ctx context.Context, k projection.Key) ([]projection.SliceStatus, projection.Layout, error) {
-	rows, err := st.pool.Query(ctx, `SELECT slice, commit_xid, seq, events, owner, epoch, CASE WHEN isfinite(lease_until) THEN lease_until END,
-			tag_group, partition, slice_count, member, event_id
-		FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 ORDER BY slice`, k.Name, k.Version)
-	if err != nil {
-		return nil, projection.Layout{}, st.translate("slices", err)
+	sets, err := st.querySlices(ctx, ` WHERE name = $1 AND version = $2`, k.Name, k.Version)
+	if x := sets[k]; err == nil && x != nil {
+		return x.slices, x.layout, nil
 	}
-	defer rows.Close()
-	var out []projection.SliceStatus
+	return nil, projection.Layout{}, err
+}
+
+// sliceSet is one projection's slices as querySlices reads them.
+type sliceSet struct {
+	layout projection.Layout
+	slices []projection.SliceStatus
+	// live[i] reports whether slices[i]'s lease is held and unexpired by
+	// the database's clock.
+	live []bool
+}
+
+// querySlices reads the slice rows that where (with args) selects, in one
+// query, by projection.
+func (st *ProjectionStore) querySlices(ctx context.Context, where string, args ...any) (map[projection.Key]*sliceSet, error) {
+	rows, err := st.pool.Query(ctx, `SELECT name, version, slice, commit_xid, seq, events, owner, epoch, CASE WHEN isfinite(lease_until) THEN lease_until END,
+			owner <> '' AND lease_until > clock_timestamp(), tag_group, partition, slice_count, member, event_id
+		FROM `+st.s+`.projection_slices`+where+` ORDER BY name, version, slice`, args...)
+	if err != nil {
+		return nil, st.translate("slices", err)
+	}
+	out := map[projection.Key]*sliceSet{}
+	var k projection.Key
+	var x projection.SliceStatus
+	var commit, seq, events, epoch int64
+	var until *time.Time
+	var id *uuid.UUID
+	var live bool
 	var l projection.Layout
-	for rows.Next() {
-		var x projection.SliceStatus
-		var commit, seq, events, epoch int64
-		var until *time.Time
-		var id *uuid.UUID
-		if err := rows.Scan(&x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &l.Group, &x.Partition, &l.Count, &x.Member, &id); err != nil {
-			return nil, projection.Layout{}, st.translate("slices", err)
+	if _, err := pgx.ForEachRow(rows, []any{&k.Name, &k.Version, &x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &live, &l.Group, &x.Partition, &l.Count, &x.Member, &id}, func() error {
+		s := out[k]
+		if s == nil {
+			s = &sliceSet{}
+			out[k] = s
+		}
+		x.Checkpoint, x.Events, x.Epoch = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}, uint64(events), uint64(epoch)
+		x.LeaseUntil, x.EventID = time.Time{}, uuid.Nil
+		if until != nil {
+			x.LeaseUntil = until.UTC()
 		}
 		if id != nil {
 			x.EventID = *id
 		}
-		l.Partition = x.Partition
-		if l.Group == "" && x.Partition != "" {
-			l.Partitions = append(l.Partitions, x.Partition)
-		}
-		x.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
-		x.Events, x.Epoch = uint64(events), uint64(epoch)
-		if until != nil {
-			x.LeaseUntil = until.UTC()
-		}
-		out = append(out, x)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, projection.Layout{}, st.translate("slices", err)
-	}
-	if l.Group == "" {
-		l.Partition, l.Count = "", 0
-	}
-	return out, l, nil
-}
-
-// withSlices sums up, in place, the status of each projection among sts
-// from its slices (projection.SummarizeSlices), reading the slice rows that
-// where (with args) selects in one query; a lease is live by the database's
-// clock.
-func (st *ProjectionStore) withSlices(ctx context.Context, sts []projection.Status, where string, args ...any) error {
-	rows, err := st.pool.Query(ctx, `SELECT name, version, slice, commit_xid, seq, events, owner, epoch,
-			CASE WHEN isfinite(lease_until) THEN lease_until END, owner <> '' AND lease_until > clock_timestamp(), tag_group, partition
-		FROM `+st.s+`.projection_slices`+where+` ORDER BY name, version, slice`, args...)
-	if err != nil {
-		return st.translate("status: slices", err)
-	}
-	defer rows.Close()
-	type sliced struct {
-		layout projection.Layout
-		slices []projection.SliceStatus
-		live   []bool
-	}
-	byKey := map[projection.Key]*sliced{}
-	for rows.Next() {
-		var k projection.Key
-		var x projection.SliceStatus
-		var commit, seq, events, epoch int64
-		var until *time.Time
-		var live bool
-		var group string
-		if err := rows.Scan(&k.Name, &k.Version, &x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &live, &group, &x.Partition); err != nil {
-			return st.translate("status: slices", err)
-		}
-		x.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
-		x.Events, x.Epoch = uint64(events), uint64(epoch)
-		if until != nil {
-			x.LeaseUntil = until.UTC()
-		}
-		s := byKey[k]
-		if s == nil {
-			s = &sliced{}
-			byKey[k] = s
-		}
-		s.layout.Group = group
-		if group == "" && x.Partition != "" {
+		switch {
+		case l.Group != "":
+			s.layout.Group, s.layout.Count, s.layout.Partition = l.Group, l.Count, x.Partition
+		case x.Partition != "":
 			s.layout.Partitions = append(s.layout.Partitions, x.Partition)
 		}
 		s.slices, s.live = append(s.slices, x), append(s.live, live)
+		return nil
+	}); err != nil {
+		return nil, st.translate("slices", err)
 	}
-	if err := rows.Err(); err != nil {
-		return st.translate("status: slices", err)
-	}
-	for i := range sts {
-		if s := byKey[sts[i].Key]; s != nil {
-			sts[i] = projection.SummarizeSlices(sts[i], s.layout, s.slices, s.live)
-		}
-	}
-	return nil
+	return out, nil
 }
 
 // SliceLag is how far one slice of a sliced projection is behind.

@@ -314,85 +314,62 @@ func (st *ProjectionStore) Activate(ctx context.Context, k projection.Key) error
 	return nil
 }
 
-const projectionStatusSQL = `SELECT p.name, p.version, p.state, p.commit_xid, p.seq, p.events, p.owner, p.epoch,
-		CASE WHEN isfinite(p.lease_until) THEN p.lease_until END, p.lease_until > clock_timestamp(), coalesce(a.version, 0), p.failed_xid, p.failed_seq, p.error, p.updated_at, p.read_model,
-		p.paused
-	FROM __S__.projections p LEFT JOIN __S__.projection_active a ON a.name = p.name`
-
-func scanStatus(row pgx.Row) (projection.Status, error) {
-	var s projection.Status
-	var state string
-	var commit, seq, events, epoch, fcommit, fseq int64
-	var live bool
-	var active int
-	var until *time.Time
-	var readModel string
-	if err := row.Scan(&s.Key.Name, &s.Key.Version, &state, &commit, &seq, &events, &s.Owner, &epoch, &until,
-		&live, &active, &fcommit, &fseq, &s.Error, &s.UpdatedAt, &readModel, &s.Paused); err != nil {
-		return s, err
-	}
-	s.ReadModel = projection.ReadModelKind(readModel)
-	s.State = projection.State(state)
-	s.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
-	s.FailedAt = journal.Position{Commit: uint64(fcommit), Seq: uint64(fseq)}
-	s.Events, s.Epoch = uint64(events), uint64(epoch)
-	s.Active = active == s.Key.Version
-	switch {
-	case s.State == projection.StateFailed:
-	case active > s.Key.Version:
-		s.State = projection.StateSuperseded
-	case s.State == projection.StateRunning && !live:
-		s.State = projection.StateStopped // no runner renewed the lease in time
-	}
-	if until != nil {
-		s.LeaseUntil = until.UTC()
-	}
-	return s, nil
-}
-
 // Status implements projection.Store.
 func (st *ProjectionStore) Status(ctx context.Context, k projection.Key) (projection.Status, error) {
 	if err := k.Validate(); err != nil {
 		return projection.Status{}, err
 	}
-	s, err := scanStatus(st.pool.QueryRow(ctx, st.sql(projectionStatusSQL)+` WHERE p.name = $1 AND p.version = $2`, k.Name, k.Version))
-	if errors.Is(err, pgx.ErrNoRows) {
-		var active int
-		if err := st.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+st.s+`.projection_active WHERE name = $1`, k.Name).Scan(&active); err != nil {
-			return projection.Status{}, st.translate("status", err)
-		}
-		return projection.Status{Key: k, State: projection.StateIdle, Active: active == k.Version}, nil
+	out, err := st.statuses(ctx, ` WHERE p.name = $1 AND p.version = $2`, k.Name, k.Version)
+	if err != nil || len(out) == 1 {
+		return append(out, projection.Status{})[0], err
 	}
-	if err != nil {
+	var active int
+	if err := st.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+st.s+`.projection_active WHERE name = $1`, k.Name).Scan(&active); err != nil {
 		return projection.Status{}, st.translate("status", err)
 	}
-	one := []projection.Status{s}
-	if err := st.withSlices(ctx, one, ` WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
-		return projection.Status{}, err
-	}
-	return one[0], nil
+	return projection.Status{Key: k, State: projection.StateIdle, Active: active == k.Version}, nil
 }
 
 // Statuses implements projection.Store.
 func (st *ProjectionStore) Statuses(ctx context.Context) ([]projection.Status, error) {
-	rows, err := st.pool.Query(ctx, st.sql(projectionStatusSQL)+` ORDER BY p.name, p.version`)
+	return st.statuses(ctx, "")
+}
+
+// statuses returns the status of each projection whose row where (with
+// args; p is the projections row) selects, by name and version, its
+// progress summed up from its slices (projection.SummarizeSlices).
+func (st *ProjectionStore) statuses(ctx context.Context, where string, args ...any) ([]projection.Status, error) {
+	rows, err := st.pool.Query(ctx, `SELECT p.name, p.version, p.state, coalesce(a.version, 0), p.failed_xid, p.failed_seq, p.error, p.updated_at, p.read_model, p.paused
+		FROM `+st.s+`.projections p LEFT JOIN `+st.s+`.projection_active a ON a.name = p.name`+where+` ORDER BY p.name, p.version`, args...)
 	if err != nil {
-		return nil, st.translate("statuses", err)
+		return nil, st.translate("status", err)
 	}
-	defer rows.Close()
-	var out []projection.Status
-	for rows.Next() {
-		s, err := scanStatus(rows)
-		if err != nil {
-			return nil, st.translate("statuses", err)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (projection.Status, error) {
+		var s projection.Status
+		var state, readModel string
+		var active int
+		var fcommit, fseq int64
+		err := row.Scan(&s.Key.Name, &s.Key.Version, &state, &active, &fcommit, &fseq, &s.Error, &s.UpdatedAt, &readModel, &s.Paused)
+		s.State, s.ReadModel, s.Active = projection.State(state), projection.ReadModelKind(readModel), active == s.Key.Version
+		s.FailedAt = journal.Position{Commit: uint64(fcommit), Seq: uint64(fseq)}
+		if active > s.Key.Version && s.State != projection.StateFailed {
+			s.State = projection.StateSuperseded
 		}
-		out = append(out, s)
+		return s, err
+	})
+	if err != nil {
+		return nil, st.translate("status", err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, st.translate("statuses", err)
-	}
-	if err := st.withSlices(ctx, out, ""); err != nil {
+	sets, err := st.querySlices(ctx, strings.ReplaceAll(where, "p.", ""), args...)
+	if err != nil {
 		return nil, err
+	}
+	for i, s := range out {
+		if x := sets[s.Key]; x != nil {
+			out[i] = projection.SummarizeSlices(s, x.layout, x.slices, x.live)
+		} else if s.State == projection.StateRunning {
+			out[i].State = projection.StateStopped // claimed by a build before the one-slice form, never since
+		}
 	}
 	return out, nil
 }

@@ -198,22 +198,17 @@ func slicesOf(ls []Lease) []int {
 	return out
 }
 
-// check reports why l may not act on its slice (nil when it may). s.mu is
-// held.
-func (s *MemoryStore) check(p *memProj, l Lease) error {
+// check reports why l may not act on its slice (nil when it may), with
+// commit as Lease.CheckCommit. s.mu is held.
+func (s *MemoryStore) check(p *memProj, l Lease, commit bool) error {
 	if l.Slice < 0 || l.Slice >= len(p.slices) {
 		return fmt.Errorf("%w: %s has no slice %d", ErrFenced, l.Key, l.Slice)
 	}
 	st := p.slices[l.Slice].st
-	switch v, ok := s.active[l.Key.Name]; {
-	case ok && v > l.Key.Version:
-		return fmt.Errorf("%w: %s is active", ErrSuperseded, Key{l.Key.Name, v})
-	case st.Epoch != l.Epoch || st.Owner != l.Owner:
-		return fmt.Errorf("%w: slice %d of %s is at epoch %d (owner %q), the lease has epoch %d", ErrFenced, l.Slice, l.Key, st.Epoch, st.Owner, l.Epoch)
-	case !s.now().Before(st.LeaseUntil):
-		return fmt.Errorf("%w: the lease of slice %d of %s expired at %s", ErrFenced, l.Slice, l.Key, st.LeaseUntil.Format(time.RFC3339Nano))
+	if commit {
+		return l.CheckCommit(st, s.now().Before(st.LeaseUntil), s.active[l.Key.Name])
 	}
-	return nil
+	return l.Check(st, s.now().Before(st.LeaseUntil), s.active[l.Key.Name])
 }
 
 // Claim implements Store.
@@ -275,7 +270,7 @@ func (s *MemoryStore) Renew(ctx context.Context, ls []Lease) ([]int, error) {
 	defer s.mu.Unlock()
 	var lost []int
 	for _, l := range ls {
-		if err := s.check(p, l); errors.Is(err, ErrSuperseded) {
+		if err := s.check(p, l, false); errors.Is(err, ErrSuperseded) {
 			return nil, err
 		} else if err != nil {
 			lost = append(lost, l.Slice)
@@ -321,10 +316,7 @@ func (s *MemoryStore) Commit(ctx context.Context, ls []Lease, records []journal.
 	defer lockSlices(list, slicesOf(ls))()
 	s.mu.Lock()
 	for _, l := range ls {
-		if err = s.check(p, l); err == nil && p.slices[l.Slice].st.Checkpoint != l.Checkpoint {
-			err = fmt.Errorf("%w: the checkpoint of slice %d of %s is %s, the runner expected %s", ErrFenced, l.Slice, k, p.slices[l.Slice].st.Checkpoint, l.Checkpoint)
-		}
-		if err != nil {
+		if err = s.check(p, l, true); err != nil {
 			break
 		}
 	}

@@ -202,6 +202,35 @@ type Lease struct {
 	EventID uuid.UUID
 }
 
+// Check reports why l may not act on its slice, given the slice as its
+// store records it now (cur), whether cur's lease is unexpired by the
+// store's clock (live) and the active version of the projection (0: none):
+// ErrSuperseded, ErrFenced, or nil when it may. Both stores check every
+// lease through it.
+func (l Lease) Check(cur SliceStatus, live bool, active int) error {
+	switch {
+	case active > l.Key.Version:
+		return fmt.Errorf("%w: %s is active", ErrSuperseded, Key{l.Key.Name, active})
+	case cur.Epoch != l.Epoch || cur.Owner != l.Owner:
+		return fmt.Errorf("%w: slice %d of %s is at epoch %d (owner %q), the lease has epoch %d", ErrFenced, l.Slice, l.Key, cur.Epoch, cur.Owner, l.Epoch)
+	case !live:
+		return fmt.Errorf("%w: the lease of slice %d of %s expired", ErrFenced, l.Slice, l.Key)
+	}
+	return nil
+}
+
+// CheckCommit is Check for a commit: it also fails with ErrFenced when the
+// slice's checkpoint is no longer the lease's (another runner committed).
+func (l Lease) CheckCommit(cur SliceStatus, live bool, active int) error {
+	if err := l.Check(cur, live, active); err != nil {
+		return err
+	}
+	if cur.Checkpoint != l.Checkpoint {
+		return fmt.Errorf("%w: the checkpoint of slice %d of %s is %s, the runner expected %s", ErrFenced, l.Slice, l.Key, cur.Checkpoint, l.Checkpoint)
+	}
+	return nil
+}
+
 // SliceStatus describes one slice of a projection as its store records it.
 type SliceStatus struct {
 	Slice      int
