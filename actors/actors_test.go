@@ -51,6 +51,7 @@ func (f *fixture) host(t *testing.T, mutate ...func(*actors.Config)) *actors.Hos
 	}
 	h, err := actors.NewHost(context.Background(), cfg)
 	require.NoError(t, err)
+	h.StrictStates()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -390,6 +391,55 @@ func TestAppendBehindTheActorsBackIsCaughtUp(t *testing.T) {
 	res := exec(t, h, s, add{1})
 	require.Equal(t, 7, res.State)
 	require.Equal(t, uint64(3), res.Version)
+}
+
+// A DCB command whose append was fenced (the lease revoked behind the actor's
+// back, as a partition move does) cancels its reservations with that error:
+// the actor drops the lease and acquires the stream again before the next
+// grant, so the next reservation carries a current lease, not the refused one.
+func TestReservationAfterRevokedLeaseCarriesANewLease(t *testing.T) {
+	t.Parallel()
+	f := newFixture()
+	h := f.host(t)
+	s := stream("revoked-dcb")
+	exec(t, h, s, add{1})
+	ctx := context.Background()
+	r, err := h.Reserve(ctx, s)
+	require.NoError(t, err)
+	require.NoError(t, f.mem.Release(ctx, r.Lease))
+	ev := []journal.Event{{ID: journal.NewEventID(), Type: "Added", SchemaVersion: 1, Tags: []journal.Tag{s.Tag}, Data: []byte(`{"n":5}`)}}
+	_, err = f.mem.Append(ctx, ev, journal.AppendOptions{Expect: map[journal.Tag]uint64{s.Tag: r.Version}, Leases: []journal.Lease{r.Lease}})
+	require.True(t, journal.LeaseRevoked(err), "the released lease is refused: %v", err)
+	require.NoError(t, r.Grantor.Cancel(ctx, err))
+
+	r2, err := h.Reserve(ctx, s)
+	require.NoError(t, err)
+	require.Greater(t, r2.Lease.Epoch, r.Lease.Epoch, "the stream was acquired again")
+	require.Equal(t, r.Version, r2.Version)
+	res, err := f.mem.Append(ctx, ev, journal.AppendOptions{Expect: map[journal.Tag]uint64{s.Tag: r2.Version}, Leases: []journal.Lease{r2.Lease}})
+	require.NoError(t, err)
+	require.NoError(t, r2.Grantor.Confirm(ctx, res.Records))
+	require.Equal(t, 7, exec(t, h, s, add{1}).State)
+}
+
+// An aggregate append fenced by a revoked lease is not seen by its caller:
+// the actor acquires the stream again and decides the batch anew.
+func TestAppendAfterRevokedLeaseSucceeds(t *testing.T) {
+	t.Parallel()
+	f := newFixture()
+	h := f.host(t)
+	s := stream("revoked-append")
+	exec(t, h, s, add{1})
+	ctx := context.Background()
+	for round := range 3 {
+		r, err := h.Reserve(ctx, s) // to learn the lease; the actor holds it
+		require.NoError(t, err)
+		require.NoError(t, r.Grantor.Cancel(ctx, nil))
+		require.NoError(t, f.mem.Release(ctx, r.Lease))
+		res := exec(t, h, s, add{1})
+		require.Equal(t, 2+round, res.State, "round %d", round)
+		require.Equal(t, uint64(2+round), res.Version)
+	}
 }
 
 func TestPlainTagStreamServesReservationsOnly(t *testing.T) {

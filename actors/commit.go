@@ -230,7 +230,7 @@ func (a *streamActor) onPanic(r *commandReq, pe *usercode.PanicError, b *batch, 
 	}
 	a.queue = append(requeue, a.queue...)
 	a.lookedUp = nil
-	a.rebuild = true
+	a.need(stBroken)
 }
 
 func (a *streamActor) replyDuplicate(r *commandReq, recs []journal.Record) {
@@ -242,7 +242,7 @@ func (a *streamActor) replyDuplicate(r *commandReq, recs []journal.Record) {
 }
 
 func (a *streamActor) startAppend(b *batch) {
-	a.busy = busyAppend
+	a.to(stAppending)
 	a.inflight = b
 	h, stream, self, lease := a.host, a.stream, a.self, a.lease
 	expect := map[journal.Tag]uint64{stream.Tag: b.startVersion}
@@ -315,36 +315,30 @@ func (h *Host) append(ctx context.Context, b *batch, opts journal.AppendOptions)
 }
 
 func (a *streamActor) onAppendDone(m *appendDoneMsg) {
-	a.busy = notBusy
 	a.inflight = nil
 	b := m.b
 	if m.err != nil {
 		// The commands decided on top of this append wait for it: put them
 		// back, undecided, behind its own (requeue puts those first).
 		a.dissolveOpen()
-		if journal.LeaseRevoked(m.err) && !a.reacquired {
-			// The journal refused the lease and wrote nothing (a partition
-			// move revoked it, or the stream was taken over): acquire the
-			// stream again and decide the batch anew, so no caller sees the
-			// revocation. A second revocation right after stops the actor.
+		if journal.LeaseRevoked(m.err) || isSessionError(m.err) {
+			// The journal refused the lease and wrote nothing.
 			a.host.tel.fenceRejections.Add(context.Background(), 1)
-			a.host.cfg.Logger.Info("append fenced: the stream's lease was revoked; acquiring it again and deciding the batch anew", "stream", a.stream.String(), "error", m.err)
-			a.revoked = true
-			a.requeue(b, false, nil)
-			a.split = splitState{}
-			return
-		}
-		if isSessionError(m.err) {
-			a.host.tel.fenceRejections.Add(context.Background(), 1)
-			err := sessionLost(a.stream, m.err)
-			a.host.cfg.Logger.Warn("append fenced: the stream's lease was lost; stopping the actor", "stream", a.stream.String(), "error", m.err)
-			a.settle(b, journal.AppendResult{}, err)
-			a.fail(err, true)
+			if a.leaseInvalid(m.err, fromAppend) == stFenced {
+				// A partition move revoked it, or the stream was taken
+				// over: the actor acquires the stream again and decides the
+				// batch anew, so no caller sees the revocation.
+				a.requeue(b, false, nil)
+				a.split = splitState{}
+				a.resume(stFenced)
+				return
+			}
+			a.settle(b, journal.AppendResult{}, a.failErr)
+			a.resume(stFailed)
 			return
 		}
 		// The journal may have moved (another writer, or an unknown outcome):
 		// catch up before deciding again.
-		a.stale = true
 		err := m.err
 		if (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) && !errors.Is(err, journal.ErrOutcomeUnknown) {
 			// The call was cut off: it may or may not have committed.
@@ -358,28 +352,29 @@ func (a *streamActor) onAppendDone(m *appendDoneMsg) {
 			// rather than answer a conflict the caller cannot act on.
 			a.requeue(b, true, failure)
 			a.split = splitState{}
-			return
 		case len(b.entries) > 1 && splittable(err):
 			a.host.cfg.Logger.Warn("an append failed for a reason one command can cause; appending the batch again in halves to isolate it",
 				"stream", a.stream.String(), "commands", len(b.entries), "error", err)
 			a.requeue(b, false, nil)
 			a.split = splitState{limit: max(1, len(b.entries)/2), suspects: len(b.entries)}
-			return
+		default:
+			a.settle(b, journal.AppendResult{}, failure)
 		}
-		a.settle(b, journal.AppendResult{}, failure)
+		a.resume(stStale)
 		return
 	}
-	a.reacquired = false
+	a.revocations = 0
 	a.cost.observe(m.took, len(b.events))
 	a.qdelay.observeAppend(a.host.queueClock(), m.took)
 	if len(m.res.Records) != len(b.events) || m.res.Duplicate {
-		a.stale = true
+		a.need(stStale)
 	}
 	a.settle(b, m.res, nil)
-	if a.stale {
+	if a.owed.owes() > 0 {
 		// The state the open batch was decided on was not adopted.
 		a.dissolveOpen()
 	}
+	a.resume(stReady)
 	a.startLinger(len(b.entries), m.took)
 }
 
@@ -394,7 +389,7 @@ func (a *streamActor) settle(b *batch, res journal.AppendResult, failure error) 
 		if res.Duplicate || first != b.startVersion+1 || last != b.startVersion+uint64(len(b.events)) {
 			// Not the append this actor decided on top of its version: adopt
 			// nothing and catch up from the journal.
-			a.stale = true
+			a.need(stStale)
 		} else {
 			newest := &res.Records[len(res.Records)-1]
 			a.state, a.version, a.lastPos = b.state, last, newest.Position

@@ -11,6 +11,10 @@ import (
 // callers come back first. Call it before h runs commands.
 func (h *Host) SetCompletionLinger(d time.Duration) { h.testHooks().linger = d }
 
+// StrictStates makes h's stream actors panic on a state transition the
+// table refuses (state.go). Call it before h runs commands.
+func (h *Host) StrictStates() { h.testHooks().strict = true }
+
 // testHooks returns h's hooks, creating them.
 func (h *Host) testHooks() *hostHooks {
 	if h.hooks == nil {

@@ -68,7 +68,7 @@ func (h *Host) drainUnlessSent(stream journal.StreamID, e *entry) {
 
 // serveGhost serves the queue of a ghost actor (one not holding a lease).
 func (a *streamActor) serveGhost(c actor.Context) {
-	for a.busy == notBusy && !a.stopping && a.failErr == nil {
+	for a.st == stGhost {
 		a.trimAbandoned()
 		if len(a.queue) == 0 {
 			a.queue = nil
@@ -106,7 +106,6 @@ func (a *streamActor) serveGhost(c actor.Context) {
 		if !a.decideInto(b, cmds) {
 			// User code panicked: onPanic failed that command and put the
 			// others back. Start again from a fresh read and initial state.
-			a.rebuild = false
 			a.activate(true)
 			return
 		}
@@ -123,7 +122,7 @@ func (a *streamActor) serveGhost(c actor.Context) {
 // the lease is held (pump).
 func (a *streamActor) upgrade(carried *batch) {
 	a.answerGhostBatches()
-	a.ghost, a.ready, a.carried = false, false, carried
+	a.carried = carried
 	a.activate(false)
 }
 
@@ -138,15 +137,16 @@ func (a *streamActor) answerGhostBatches() {
 
 // sendCarried appends the batch a ghost decided on version 0, now that the
 // lease is held, or puts its commands back at the head of the queue to be
-// decided again when the stream got events meanwhile.
+// decided again when the stream got events meanwhile (or the actor owes a
+// catch-up).
 func (a *streamActor) sendCarried() {
 	b := a.carried
 	a.carried = nil
-	if err := a.host.lease.check(); err != nil {
-		a.settle(b, journal.AppendResult{}, fmt.Errorf("actors: stream %s: %w", a.stream, err))
+	if err := a.leaseCheck(); err != nil {
+		a.settle(b, journal.AppendResult{}, err)
 		return
 	}
-	if a.version != b.startVersion {
+	if a.st != stReady || a.version != b.startVersion {
 		a.requeue(b, false, nil)
 		return
 	}

@@ -50,6 +50,9 @@ type hostHooks struct {
 	linger time.Duration
 	// now, when set, is the clock queue delays are measured with.
 	now func() time.Time
+	// strict makes a stream actor panic on a state transition the table
+	// refuses (state.go), instead of logging it.
+	strict bool
 }
 
 // Host runs the stream actors of one node: it owns the protoactor-go actor

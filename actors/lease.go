@@ -192,3 +192,67 @@ func (h *Host) renew(interval time.Duration) bool {
 		return false
 	}
 }
+
+// ---- the stream actor's lease: one path for every way it is found invalid ----
+
+// leaseSource says which call found a stream actor's lease invalid.
+type leaseSource uint8
+
+const (
+	// fromAppend: the journal refused the actor's own append.
+	fromAppend leaseSource = iota
+	// fromReservation: the journal refused the append of a DCB command that
+	// held a reservation of this stream; the lease refused may be another
+	// reserved stream's (a partition move revokes every lease of the
+	// partition), so this one is taken again all the same.
+	fromReservation
+	// fromSession: the node session, and with it every lease of the node,
+	// was lost (the renewal loop found it expired, closed or superseded).
+	fromSession
+)
+
+// leaseHeld reports whether the actor holds its stream's lease.
+func (a *streamActor) leaseHeld() bool { return a.lease != (journal.Lease{}) }
+
+// leaseCheck is the check before the actor decides, grants a reservation or
+// appends: nil while the node session is known valid (leaseClock), else the
+// retryable error every waiting request gets. The states that need the lease
+// (streamState.leased) cannot be entered without one; a lease found invalid
+// is dropped by leaseInvalid.
+func (a *streamActor) leaseCheck() error {
+	if err := a.host.lease.check(); err != nil {
+		return fmt.Errorf("actors: stream %s: %w", a.stream, err)
+	}
+	return nil
+}
+
+// leaseInvalid is the one path for a lease the journal or the node session
+// refused, whichever call found it. It drops the lease and returns the state
+// the actor goes to:
+//
+//   - stFenced when the stream's own lease was revoked (journal.LeaseRevoked)
+//     under a live node session: the actor acquires the stream again and
+//     catches up before it decides or grants anything, so no reservation
+//     carries the refused lease. A revocation of the actor's own append
+//     while the lease taken again after the previous one has not written yet
+//     means another node keeps taking the stream: the actor stops instead.
+//   - stFailed otherwise (the node session is gone): the actor stops with
+//     failErr, which pending and later requests get.
+func (a *streamActor) leaseInvalid(cause error, src leaseSource) streamState {
+	a.lease = journal.Lease{}
+	if src != fromSession && journal.LeaseRevoked(cause) && (src == fromReservation || a.revocations == 0) {
+		a.revocations++
+		if src == fromAppend {
+			a.host.cfg.Logger.Info("append fenced: the stream's lease was revoked; acquiring it again and deciding the batch anew", "stream", a.stream.String(), "error", cause)
+		}
+		return stFenced
+	}
+	err := cause
+	if src != fromSession {
+		// The renewal loop's error already names the stream (loseSession).
+		err = sessionLost(a.stream, cause)
+		a.host.cfg.Logger.Warn("append fenced: the stream's lease was lost; stopping the actor", "stream", a.stream.String(), "error", cause)
+	}
+	a.fail(err)
+	return stFailed
+}

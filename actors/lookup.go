@@ -22,7 +22,7 @@ func (a *streamActor) startLookup(cmds []*commandReq) bool {
 	if len(keys) == 0 {
 		return false
 	}
-	a.busy = busyLookup
+	a.to(stLookingUp)
 	h, stream, self := a.host, a.stream, a.self
 	h.goIO(func() {
 		ctx, cancel := h.ioContext()
@@ -68,7 +68,7 @@ func (h *Host) lookupKeys(ctx context.Context, stream journal.StreamID, keys []s
 }
 
 func (a *streamActor) onLookupDone(m *lookupDoneMsg) {
-	a.busy = notBusy
+	defer a.resume(stReady)
 	if m.err != nil {
 		// Without knowing whether a key ran, deciding again could run it
 		// twice: fail the keyed commands that needed the lookup.

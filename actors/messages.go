@@ -108,11 +108,11 @@ type cancelMsg struct {
 
 type reservationExpiredMsg struct{ id uint64 }
 
-// activatedMsg ends activation. ghost: the stream had no events when read
-// at probedAt; nothing was acquired and rec is the initial state.
+// activatedMsg ends activation. lease is zero when none was acquired. ghost:
+// the stream had no events when read at probedAt; nothing was acquired and
+// rec is the initial state.
 type activatedMsg struct {
 	lease    journal.Lease
-	leased   bool
 	ghost    bool
 	probedAt time.Time
 	rec      recovered

@@ -82,7 +82,7 @@ func (h *Host) Streams() []journal.StreamID {
 
 func (a *streamActor) maybeSnapshot() {
 	h := a.host
-	if a.model == nil || h.cfg.Snapshots == nil || a.discard || a.snapInFlight || a.stale || a.rebuild || !h.cfg.SnapshotPolicy.Due(a.snapVersion, a.version) {
+	if a.model == nil || h.cfg.Snapshots == nil || a.discard || a.snapInFlight || !a.cacheTrusted() || !h.cfg.SnapshotPolicy.Due(a.snapVersion, a.version) {
 		return
 	}
 	snap, ok := a.encodeSnapshot()
@@ -144,7 +144,7 @@ func (a *streamActor) onSnapshotDone(m *snapshotDoneMsg) {
 // received nothing for IdleTimeout and has nothing in progress, and re-arms
 // the timer otherwise.
 func (a *streamActor) onIdle() {
-	if a.drainSeen || a.failErr != nil || a.stopping {
+	if a.drainSeen || a.failErr != nil || a.st == stStopped {
 		return
 	}
 	timeout := a.host.cfg.IdleTimeout
@@ -152,7 +152,7 @@ func (a *streamActor) onIdle() {
 		a.idleTimer.Reset(timeout - quiet)
 		return
 	}
-	if a.busy == notBusy && len(a.queue) == 0 && a.open == nil && a.reserved == nil && !a.snapInFlight {
+	if !a.st.io() && a.st != stReserved && len(a.queue) == 0 && a.open == nil && !a.snapInFlight {
 		a.host.drain(a.stream, a.entry, &drainMsg{})
 		return
 	}
@@ -161,21 +161,24 @@ func (a *streamActor) onIdle() {
 
 // finish runs the passivation I/O (snapshot if due, release) and stops.
 func (a *streamActor) finish(c actor.Context) {
-	if a.snapInFlight || a.busy != notBusy {
+	if a.snapInFlight || a.st.io() {
 		return
 	}
 	h := a.host
 	var snap snapshots.Snapshot
 	doSnap := false
-	if a.failErr == nil && a.ready && !a.ghost && !a.discard && !a.stale && !a.rebuild && a.model != nil && h.cfg.Snapshots != nil && h.cfg.SnapshotPolicy.DueOnPassivation(a.snapVersion, a.version) {
+	if a.st == stReady && !a.discard && a.model != nil && h.cfg.Snapshots != nil && h.cfg.SnapshotPolicy.DueOnPassivation(a.snapVersion, a.version) {
 		snap, doSnap = a.encodeSnapshot()
 	}
-	doRelease := a.leased && !a.sessionFailed
+	if a.st != stFailed && a.st != stGhost {
+		h.tel.passivations.Add(context.Background(), 1)
+	}
+	doRelease := a.leaseHeld()
 	if !doSnap && !doRelease {
 		a.stop(c)
 		return
 	}
-	a.busy = busyFinal
+	a.to(stPassivating)
 	self, lease := a.self, a.lease
 	h.goIO(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), h.cfg.RequestTimeout)
@@ -195,10 +198,10 @@ func (a *streamActor) finish(c actor.Context) {
 }
 
 func (a *streamActor) stop(c actor.Context) {
-	if a.stopping {
+	if a.st == stStopped {
 		return
 	}
-	a.stopping = true
+	a.to(stStopped)
 	c.Stop(a.self)
 }
 
@@ -211,13 +214,10 @@ func (a *streamActor) onStopped() {
 		a.reserved = nil
 	}
 	a.host.tel.active.Add(context.Background(), -1)
-	if a.ready && !a.ghost && !a.rebuild {
-		// The next actor of the stream compares the store with this.
-		a.host.remember(a.stream, highWater{version: a.version, head: a.head})
-	}
-	if a.failErr == nil && a.ready && !a.ghost {
-		a.host.tel.passivations.Add(context.Background(), 1)
-	}
+	// The next actor of the stream compares the store with this (a ghost,
+	// an actor that never recovered and a dropped cache hold version 0,
+	// which is not kept).
+	a.host.remember(a.stream, highWater{version: a.version, head: a.head})
 	a.host.removed(a.stream, a.entry)
 	// A ghost's answers leave after the actor: when its callers return, the
 	// host holds no actor for the stream.

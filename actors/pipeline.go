@@ -40,7 +40,7 @@ func (a *streamActor) decideAhead() {
 		// arrive would only cost more than deciding the batch at once.
 		return
 	}
-	if a.stopping || a.failErr != nil || !a.ready || a.reserved != nil || a.stale || a.rebuild || a.revoked || a.split.limit > 0 || a.epoch != a.host.StoreEpoch() {
+	if (a.st != stReady && a.st != stAppending) || a.owed.owes() > 0 || a.failErr != nil || a.split.limit > 0 || a.epoch != a.host.StoreEpoch() {
 		return
 	}
 	room := a.host.cfg.MaxBatch
@@ -59,7 +59,7 @@ func (a *streamActor) decideAhead() {
 	}
 	// Truthful answers: nothing is decided unless the lease is known valid
 	// right now (pump fails the queue when it is not).
-	if a.host.lease.check() != nil {
+	if a.leaseCheck() != nil {
 		return
 	}
 	cmds := a.nextBatch(room)

@@ -23,7 +23,7 @@ import (
 // stream's version without a lease and, when the stream has no events,
 // makes the actor a ghost instead (ghost.go).
 func (a *streamActor) activate(probe bool) {
-	a.busy = busyActivating
+	a.to(stActivating)
 	h, stream, model, self, parent := a.host, a.stream, a.model, a.self, a.spawnedBy
 	node := h.Node()
 	epoch := h.StoreEpoch()
@@ -53,7 +53,7 @@ func (a *streamActor) activate(probe bool) {
 			m.err = err
 			return
 		}
-		m.lease, m.leased = lease, true
+		m.lease = lease
 		select {
 		case h.sem <- struct{}{}:
 		case <-h.ctx.Done():
@@ -66,9 +66,10 @@ func (a *streamActor) activate(probe bool) {
 }
 
 func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
-	a.busy = notBusy
-	if m.leased {
-		a.lease, a.leased = m.lease, true
+	if a.failErr == nil {
+		// An actor that failed while activating lost its node session (the
+		// only failure that reaches it then): the lease went with it.
+		a.lease = m.lease
 	}
 	if m.err != nil {
 		var err error
@@ -91,7 +92,11 @@ func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
 			a.carried = nil
 			a.settle(b, journal.AppendResult{}, err)
 		}
-		a.fail(err, isSessionError(m.err))
+		if isSessionError(m.err) {
+			a.lease = journal.Lease{}
+		}
+		a.fail(err)
+		a.resume(stFailed)
 		return
 	}
 	a.epoch = m.epoch
@@ -108,18 +113,18 @@ func (a *streamActor) onActivated(c actor.Context, m *activatedMsg) {
 	}
 	if m.ghost {
 		a.state, a.version, a.lastPos, a.head, a.snapVersion, a.keys = m.rec.state, 0, journal.Position{}, journal.Hash{}, 0, m.rec.keys
-		a.ghost, a.probedAt, a.ready = true, m.probedAt, true
+		a.probedAt = m.probedAt
+		a.resume(stGhost)
 		return
 	}
 	a.answerGhostBatches()
-	a.ghost = false
 	a.state, a.version, a.lastPos, a.head, a.snapVersion, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.head, m.rec.snapVersion, m.rec.keys
-	a.ready = true
 	a.host.tel.activations.Add(context.Background(), 1)
 	// Idle detection with our own timer: protoactor-go's receive timeout
 	// races between its timer goroutine and the mailbox goroutine.
 	h, self := a.host, a.self
 	a.idleTimer = time.AfterFunc(h.cfg.IdleTimeout, func() { h.send(self, &idleCheckMsg{}) })
+	a.resume(stReady)
 }
 
 // recoverState rebuilds a stream's state: from base (a tail catch-up) or, when
@@ -296,10 +301,13 @@ func (h *Host) loadSnapshot(ctx context.Context, stream journal.StreamID, schema
 	return snapshots.Snapshot{}, false
 }
 
+// startRebuild pays what an idle actor owes (stStale, stFenced, stBroken):
+// it acquires the stream again when no lease is held, then catches up from
+// the journal, or recovers in full when the cache was dropped.
 func (a *streamActor) startRebuild() {
-	a.busy = busyRebuild
 	h, stream, model, self := a.host, a.stream, a.model, a.self
-	full, snapCap, epoch, reacquire := a.rebuild, a.snapCap, h.StoreEpoch(), a.revoked
+	full, snapCap, epoch, reacquire := a.st == stBroken, a.snapCap, h.StoreEpoch(), !a.leaseHeld()
+	a.to(stCatchingUp)
 	var base *recovered
 	if !full {
 		base = &recovered{state: a.state, version: a.version, lastPos: a.lastPos, head: a.head, snapVersion: a.snapVersion, keys: a.keys}
@@ -316,7 +324,7 @@ func (a *streamActor) startRebuild() {
 	h.goIO(func() {
 		var lease *journal.Lease
 		if reacquire {
-			// The lease was revoked (a partition move, a takeover): take the
+			// The lease was found invalid (a partition move, a takeover): take the
 			// stream again, where the journal now serves it, before the
 			// catch-up reads it there.
 			ctx, cancel := context.WithTimeout(h.ctx, h.cfg.OpenTimeout+h.cfg.RequestTimeout)
@@ -343,7 +351,6 @@ func (a *streamActor) startRebuild() {
 }
 
 func (a *streamActor) onRebuilt(m *rebuiltMsg) {
-	a.busy = notBusy
 	if m.reacquire {
 		if m.lease == nil {
 			// The stream could not be taken again: another live node holds
@@ -354,10 +361,15 @@ func (a *streamActor) onRebuilt(m *rebuiltMsg) {
 				err = fmt.Errorf("actors: stream %s lost its lease and is held by another live node (not granted within the open timeout %s): %w", a.stream, a.host.cfg.OpenTimeout, m.err)
 			}
 			a.host.cfg.Logger.Warn("stream actor could not re-acquire its revoked lease; stopping", "stream", a.stream.String(), "error", m.err)
-			a.fail(err, true)
+			a.fail(err)
+			a.resume(stFailed)
 			return
 		}
-		a.lease, a.leased, a.revoked, a.reacquired = *m.lease, true, false, true
+		if a.failErr == nil {
+			// (A failure while catching up is the node session's loss: the
+			// new lease went with it.)
+			a.lease = *m.lease
+		}
 		a.host.cfg.Logger.Info("stream actor re-acquired its revoked lease", "stream", a.stream.String(), "epoch", m.lease.Epoch)
 	}
 	if m.err != nil {
@@ -370,12 +382,18 @@ func (a *streamActor) onRebuilt(m *rebuiltMsg) {
 			a.host.cfg.Logger.Error("stream actor reload failed", "stream", a.stream.String(), "error", m.err)
 		}
 		a.failQueue(err)
+		if m.full {
+			a.resume(stBroken)
+		} else {
+			a.resume(stStale)
+		}
 		return
 	}
 	if m.rec.behind != nil {
 		// The store went back in time: report it, drop the cache and reload
 		// in full before serving again (the queued commands wait).
 		a.onRewound(*m.rec.behind)
+		a.resume(stBroken)
 		return
 	}
 	a.state, a.version, a.lastPos, a.head, a.keys = m.rec.state, m.rec.version, m.rec.lastPos, m.rec.head, m.rec.keys
@@ -383,8 +401,8 @@ func (a *streamActor) onRebuilt(m *rebuiltMsg) {
 		a.snapVersion = m.rec.snapVersion
 		a.snapCap = 0
 	}
-	a.stale, a.rebuild = false, false
 	a.epoch = m.epoch
+	a.resume(stReady)
 }
 
 // Fold returns a stream's state as its actor would recover it — the newest

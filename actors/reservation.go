@@ -120,6 +120,7 @@ func (a *streamActor) grant(r *reserveReq) {
 	}
 	h, self := a.host, a.self
 	id := h.resSeq.Add(1)
+	a.to(stReserved)
 	a.reserved = &heldReservation{id: id, timer: time.AfterFunc(h.cfg.ReservationHold, func() {
 		h.send(self, &reservationExpiredMsg{id: id})
 	})}
@@ -141,11 +142,12 @@ func (a *streamActor) held(id uint64) bool {
 func (a *streamActor) onConfirm(m *confirmMsg) {
 	if !a.held(m.id) {
 		if len(m.records) > 0 {
-			a.stale = true
+			a.need(stStale)
 		}
 		m.reply <- fmt.Errorf("%w: stream %s (it outlived the reservation timeout, or the actor lost its lease)", tagconsistency.ErrReservationLost, a.stream)
 		return
 	}
+	outcome := stReady
 	tag := a.stream.Tag
 	for i := range m.records {
 		rec := &m.records[i]
@@ -154,7 +156,7 @@ func (a *streamActor) onConfirm(m *confirmMsg) {
 			continue
 		}
 		if v != a.version+1 {
-			a.stale = true
+			outcome = stStale
 			break
 		}
 		if a.model != nil {
@@ -171,18 +173,19 @@ func (a *streamActor) onConfirm(m *confirmMsg) {
 			}
 			if err != nil {
 				a.host.cfg.Logger.Error("applying a confirmed DCB event failed; rebuilding the stream's state", "stream", a.stream.String(), "error", err)
-				a.rebuild = true
+				outcome = stBroken
 				break
 			}
 			a.state = st
 		}
-		a.reacquired = false
+		a.revocations = 0
 		a.version, a.lastPos, a.head = v, rec.Position, journal.Hash{}
 		if l, ok := headOf(rec, tag); ok {
 			a.head = l.Hash
 		}
 	}
 	m.reply <- nil
+	a.resume(outcome)
 	a.maybeSnapshot()
 }
 
@@ -191,17 +194,17 @@ func (a *streamActor) onCancel(m *cancelMsg) {
 		m.reply <- fmt.Errorf("%w: stream %s (it outlived the reservation timeout, or the actor lost its lease)", tagconsistency.ErrReservationLost, a.stream)
 		return
 	}
+	outcome := stReady
 	if m.cause != nil {
-		a.stale = true
+		outcome = stStale
 	}
 	if journal.LeaseRevoked(m.cause) {
 		// The holder's append was fenced: this stream's lease, or another
-		// reserved stream's, was revoked (a partition move revokes every
-		// lease of the partition). Acquire the stream again before the next
-		// grant, so the next reservation carries a current lease.
-		a.revoked = true
+		// reserved stream's, was revoked.
+		outcome = a.leaseInvalid(m.cause, fromReservation)
 	}
 	m.reply <- nil
+	a.resume(outcome)
 }
 
 func (a *streamActor) onReservationExpired(m *reservationExpiredMsg) {
@@ -209,6 +212,6 @@ func (a *streamActor) onReservationExpired(m *reservationExpiredMsg) {
 		return
 	}
 	a.reserved = nil
-	a.stale = true
 	a.host.cfg.Logger.Warn("a DCB reservation was held longer than the reservation hold limit; cancelled it", "stream", a.stream.String(), "hold", a.host.cfg.ReservationHold)
+	a.resume(stStale)
 }

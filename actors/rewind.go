@@ -242,14 +242,12 @@ func (h *Host) checkStore(ctx context.Context, src journal.Journal, stream journ
 	return &StoreRewind{Stream: stream, Known: known, Found: sum.Version, KnownHead: head, FoundHead: sum.HeadHash, Diverged: diverged, DetectedAt: time.Now()}, nil
 }
 
-// onRewound makes the actor drop its cache after a rewind of its stream was
-// detected: the next turn reloads it from the store (a snapshot no newer
-// than the store's version), and the queued commands are decided again.
+// onRewound reports a rewind of the actor's stream found by a catch-up; the
+// actor then drops its cache (stBroken) and reloads it from the store (a
+// snapshot no newer than the store's version), and the queued commands are
+// decided again.
 func (a *streamActor) onRewound(rw StoreRewind) {
 	a.host.rewound(rw)
-	a.keys = nil
-	a.head = journal.Hash{}
-	a.rebuild = true
 	// Reload from a snapshot no newer than the store's version (a snapshot
 	// store kept apart from the journal may not have gone back with it), or
 	// from none when the history diverged.
@@ -257,7 +255,6 @@ func (a *streamActor) onRewound(rw StoreRewind) {
 	if rw.Diverged {
 		a.snapCap = 1
 	}
-	a.lookedUp = nil
 	a.dissolveOpen()
 }
 
@@ -265,6 +262,6 @@ func (a *streamActor) onRewound(rw StoreRewind) {
 // the actor last validated it (StoreEpoch moved).
 func (a *streamActor) revalidate() {
 	if a.epoch != a.host.StoreEpoch() {
-		a.stale = true
+		a.need(stStale)
 	}
 }

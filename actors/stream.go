@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	otelx "github.com/scribe-es/scribe/internal/telemetry"
@@ -12,17 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/journal"
-)
-
-type busyKind uint8
-
-const (
-	notBusy busyKind = iota
-	busyActivating
-	busyAppend
-	busyLookup
-	busyRebuild
-	busyFinal
 )
 
 // maxSpanLinks caps the links an append span carries to the batch's commands.
@@ -41,43 +29,43 @@ type streamActor struct {
 	// of the activation's recovery span.
 	spawnedBy trace.SpanContext
 
-	busy         busyKind
-	ready        bool
-	lease        journal.Lease
-	leased       bool
-	state        any
-	version      uint64
-	lastPos      journal.Position // position of the event at version (zero if unknown)
-	head         journal.Hash     // chain hash of the event at version (zero if unknown)
-	snapVersion  uint64
+	// st is the actor's state (state.go); state is its aggregate's.
+	st streamState
+	// owed is what the cache needs once the I/O in flight (or the granted
+	// reservation) ends, found meanwhile (need): stStale or stBroken, or
+	// owesNothing.
+	owed streamState
+	// lease is the stream's lease; zero when none is held (a ghost, before
+	// it is acquired, after it was found invalid: leaseInvalid).
+	lease journal.Lease
+	// revocations counts the leases found revoked since the actor last
+	// wrote (an append, a DCB confirmation); it decides how the next
+	// revocation is answered (leaseInvalid).
+	revocations int
+	state       any
+	version     uint64
+	lastPos     journal.Position // position of the event at version (zero if unknown)
+	head        journal.Hash     // chain hash of the event at version (zero if unknown)
+	snapVersion uint64
+	// snapInFlight: a snapshot save is in flight. Not a state: a save runs
+	// beside whatever the actor does (it never blocks an append); only the
+	// next save and the passivation wait for it.
 	snapInFlight bool
 	keys         *keyCache
 	queue        []any // *commandReq and *reserveReq in arrival order
 	reserved     *heldReservation
-	// inflight is the batch whose append is in flight (busyAppend); open
+	// inflight is the batch whose append is in flight (stAppending); open
 	// holds the commands decided on top of it (or during a completion
 	// linger), appended once it is confirmed (decideAhead, pipeline.go).
 	inflight *batch
 	open     *batch
-	openHeld int // open's commands counted back into the queue bounds
-	// stale: catch up from the journal (tail replay) before deciding again;
-	// rebuild: recover from scratch (after a panic in user code).
-	stale   bool
-	rebuild bool
-	// revoked: the lease was found revoked (journal.LeaseRevoked: a fenced
-	// append, or a DCB reservation whose append was fenced): acquire the
-	// stream again, and catch up, before anything is decided or granted.
-	// reacquired: the lease was taken again after a revocation and no append
-	// has succeeded since; a second revocation then stops the actor.
-	revoked    bool
-	reacquired bool
-	lookedUp   map[string]bool // keys the journal does not hold, for the head batch
+	openHeld int             // open's commands counted back into the queue bounds
+	lookedUp map[string]bool // keys the journal does not hold, for the head batch
 
-	// ghost: the stream had no events when read at probedAt, and the actor
-	// holds no lease (ghost.go). answers are the ghost's batches that append
-	// nothing, answered when the actor stops or takes the lease; carried is
-	// the batch that ended the ghost, appended once the lease is held.
-	ghost    bool
+	// A ghost (stGhost) read its stream empty at probedAt (ghost.go).
+	// answers are its batches that append nothing, answered when the actor
+	// stops or takes the lease; carried is the batch that ended the ghost,
+	// appended once the lease is held.
 	probedAt time.Time
 	answers  []*batch
 	carried  *batch
@@ -91,12 +79,16 @@ type streamActor struct {
 	linger lingerState // after a batch: wait for its callers' next commands (linger.go)
 
 	// discard: the state may hold erased personal data; never snapshot it
-	// (Host.Evict).
-	discard       bool
-	drainSeen     bool
-	failErr       error
-	sessionFailed bool
-	stopping      bool
+	// (Host.Evict). Not a state: a fact about the data, kept whatever the
+	// actor does until it stops.
+	discard bool
+	// drainSeen: the actor received its last message (drainMsg); it
+	// passivates once its queue is served. Not a state: the actor serves
+	// what it already queued in whichever state it is in.
+	drainSeen bool
+	// failErr is what every request gets once the actor failed (stFailed,
+	// entered when the I/O in flight ends).
+	failErr error
 
 	// epoch is the host's StoreEpoch when the cache was last validated
 	// against the store (rewind.go); snapCap, when not 0, bounds the next
@@ -165,10 +157,9 @@ func (a *streamActor) Receive(c actor.Context) {
 	case *drainMsg:
 		a.drainSeen = true
 		if m.err != nil && a.failErr == nil {
-			a.fail(m.err, true)
+			a.leaseInvalid(m.err, fromSession)
 		}
 	case *finalDoneMsg:
-		a.busy = notBusy
 		a.stop(c)
 		return
 	case *idleCheckMsg:
@@ -195,21 +186,21 @@ func (a *streamActor) enqueue(r any) {
 
 // pump starts the next piece of work when the actor is free.
 func (a *streamActor) pump(c actor.Context) {
-	for !a.stopping && a.busy == notBusy {
-		if a.failErr != nil {
+	for !a.st.io() {
+		switch a.st {
+		case stFailed:
 			a.failQueue(a.failErr)
 			if a.drainSeen {
 				a.finish(c)
 			}
 			return
-		}
-		if !a.ready || a.reserved != nil {
+		case stReserved, stStopped:
 			return
-		}
-		if a.ghost {
+		case stGhost:
 			a.serveGhost(c)
 			return
 		}
+		// stReady, or idle and owing a recovery (stStale, stFenced, stBroken).
 		if a.carried != nil {
 			a.sendCarried()
 			continue
@@ -219,7 +210,7 @@ func (a *streamActor) pump(c actor.Context) {
 			// Commands decided while the previous append was in flight or
 			// the linger waited: append them (with any queued since) now.
 			a.revalidate()
-			if a.stale || a.rebuild || a.revoked {
+			if a.st != stReady {
 				a.dissolveOpen()
 				continue
 			}
@@ -227,8 +218,8 @@ func (a *streamActor) pump(c actor.Context) {
 				a.decideAhead()
 				return
 			}
-			if err := a.host.lease.check(); err != nil {
-				a.failQueue(fmt.Errorf("actors: stream %s: %w", a.stream, err))
+			if err := a.leaseCheck(); err != nil {
+				a.failQueue(err)
 				return
 			}
 			a.decideAhead()
@@ -246,14 +237,14 @@ func (a *streamActor) pump(c actor.Context) {
 		}
 		// Truthful answers: nothing is decided, granted or served from the
 		// cache unless the lease is known valid right now.
-		if err := a.host.lease.check(); err != nil {
-			a.failQueue(fmt.Errorf("actors: stream %s: %w", a.stream, err))
+		if err := a.leaseCheck(); err != nil {
+			a.failQueue(err)
 			return
 		}
 		// A store that may have changed (failover, restore) is re-read
 		// before anything is decided, granted or answered from the cache.
 		a.revalidate()
-		if a.stale || a.rebuild || a.revoked {
+		if a.st != stReady {
 			a.startRebuild()
 			return
 		}
@@ -277,7 +268,7 @@ func (a *streamActor) pump(c actor.Context) {
 			a.decide(cmds)
 		}
 	}
-	if a.busy == busyAppend {
+	if a.st == stAppending {
 		a.decideAhead()
 	}
 }
@@ -324,11 +315,10 @@ func (a *streamActor) failQueue(err error) {
 	a.queue = nil
 }
 
-// fail stops the actor after its current I/O: pending and future requests
-// get err. sessionFailed means the lease is gone (nothing to release).
-func (a *streamActor) fail(err error, sessionFailed bool) {
+// fail stops the actor: pending and future requests get err. An idle actor
+// enters stFailed now, one with I/O in flight when that ends (resume).
+func (a *streamActor) fail(err error) {
 	a.failErr = err
-	a.sessionFailed = a.sessionFailed || sessionFailed
 	if a.reserved != nil {
 		a.reserved.timer.Stop()
 		a.reserved = nil
@@ -336,6 +326,11 @@ func (a *streamActor) fail(err error, sessionFailed bool) {
 	a.failQueue(err)
 	if !a.drainSeen {
 		a.host.drain(a.stream, a.entry, &drainMsg{})
+	}
+	switch {
+	case a.st.io(), a.st == stFailed, a.st == stStopped:
+	default:
+		a.to(stFailed)
 	}
 }
 
