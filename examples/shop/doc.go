@@ -6,6 +6,9 @@
 // state reads (runtime.State). The same code runs on memory (default) and on
 // Postgres (-db URL), wired by one call (scribe.Open); shop.go holds all of
 // it, shop_test.go tests its rules with the test kit (package scribetest).
+// history.go reads the events of the shop's first release, a renamed type
+// and a split one, through upcasters (runtime.RegisterEventUpcaster);
+// history_test.go stores such events and runs this build on them.
 //
 //	go run ./examples/shop                       # in memory
 //	go run ./examples/shop -db postgres://postgres@127.0.0.1:5432/test?sslmode=disable

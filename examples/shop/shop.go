@@ -29,6 +29,10 @@ type (
 		SKU   string `json:"sku"`
 		Units int    `json:"units"`
 	}
+	// ProductListed opens a product: its first restock lists it.
+	ProductListed struct {
+		SKU string `json:"sku"`
+	}
 	Restocked struct {
 		SKU   string `json:"sku"`
 		Units int    `json:"units"`
@@ -71,6 +75,8 @@ var (
 
 func evolve(s Stock, ev any) Stock {
 	switch e := ev.(type) {
+	case ProductListed:
+		s.SKU = e.SKU
 	case Restocked:
 		s.SKU, s.Units = e.SKU, s.Units+e.Units
 	case OrderPlaced:
@@ -122,10 +128,15 @@ func ordersProjection(rt *runtime.Runtime) projection.RowProjection {
 	}
 }
 
-// register declares the events, the product aggregate and the order command.
+// register declares the events (and the upcasters of their history), the
+// product aggregate and the order command.
 func register(rt *runtime.Runtime) (*Shop, error) {
+	runtime.MustRegisterEvent[ProductListed](rt, "ProductListed", 1)
 	runtime.MustRegisterEvent[Restocked](rt, "Restocked", 1)
 	runtime.MustRegisterEvent[OrderPlaced](rt, "OrderPlaced", 1)
+	if err := registerHistory(rt); err != nil {
+		return nil, err
+	}
 	product := runtime.MustRegisterAggregateOf(rt, runtime.AggregateOf[Stock, ProductCommand]{
 		Name:    "product",
 		Initial: func() Stock { return Stock{} },
@@ -134,6 +145,9 @@ func register(rt *runtime.Runtime) (*Shop, error) {
 			case Restock:
 				if c.Units <= 0 {
 					return nil, fmt.Errorf("restock of %s: %d units: %w", c.SKU, c.Units, ErrInvalidUnits)
+				}
+				if s.SKU == "" {
+					return []any{ProductListed{SKU: c.SKU}, Restocked{SKU: c.SKU, Units: c.Units}}, nil
 				}
 				return []any{Restocked{SKU: c.SKU, Units: c.Units}}, nil
 			}
