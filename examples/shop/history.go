@@ -22,9 +22,11 @@ type productAddedV1 struct {
 	Units int    `json:"units"`
 }
 
-// registerHistory registers the upcasters of the shop's older events.
+// registerHistory registers the upcasters of the shop's older events and
+// ProductListed, which this build only reads.
 func registerHistory(rt *runtime.Runtime) error {
 	return errors.Join(
+		runtime.RegisterEvent[ProductListed](rt, "ProductListed", 1),
 		// A rename: StockAdded v1 is Restocked v1.
 		runtime.RegisterEventUpcaster(rt, runtime.EventUpcaster{
 			Type: "StockAdded", FromVersion: 1,

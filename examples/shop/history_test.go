@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribe-es/scribe"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/scribetest"
@@ -42,12 +43,28 @@ func appendFirstRelease(t *testing.T, j journal.Journal) {
 	require.NoError(t, err)
 }
 
-func testShopHistory(t *testing.T, url, schema string) {
+// openKeepingJournal is open, also returning the journal the shop runs on,
+// and running the read check of Runtime.Start before serving.
+func openKeepingJournal(t *testing.T, url, schema string) (*Shop, journal.Journal, func()) {
+	t.Helper()
 	ctx := t.Context()
 	var j journal.Journal
-	shop, done, err := open(ctx, url, schema, func(c *runtime.Config) { j = c.Journal })
+	svc, err := scribe.Open(ctx, scribe.Config{DatabaseURL: url, Schema: schema, NodeID: "shop-1", Runtime: func(c *runtime.Config) { j = c.Journal }})
 	require.NoError(t, err)
-	t.Cleanup(func() { done() })
+	done := func() { _ = svc.Close(context.Background()) }
+	t.Cleanup(done)
+	shop, err := register(svc.Runtime)
+	require.NoError(t, err)
+	require.NoError(t, svc.Runtime.Start(ctx), "every stored version is readable")
+	orders, err := svc.Project(ordersProjection(svc.Runtime))
+	require.NoError(t, err)
+	shop.orders, shop.ordersAt = orders.Rows(), orders.WaitFor
+	return shop, j, done
+}
+
+func testShopHistory(t *testing.T, url, schema string) {
+	ctx := t.Context()
+	shop, j, done := openKeepingJournal(t, url, schema)
 	appendFirstRelease(t, j)
 
 	st, exists, err := shop.Stock(ctx, "pen")
@@ -61,7 +78,7 @@ func testShopHistory(t *testing.T, url, schema string) {
 		require.NoError(t, err)
 		types = append(types, rec.Type)
 	}
-	require.Equal(t, []string{"ProductAdded", "StockAdded", "Restocked"}, types, "the recovered pen was listed: no second ProductListed")
+	require.Equal(t, []string{"ProductAdded", "StockAdded", "Restocked"}, types, "stored events keep their types")
 
 	left, pos, err := shop.Place(ctx, "o1", Line{SKU: "pen", Units: 3}, Line{SKU: "ink", Units: 1})
 	require.NoError(t, err)
@@ -87,8 +104,7 @@ func testShopHistory(t *testing.T, url, schema string) {
 	// A restart on the stored history: Start finds every stored version
 	// readable, and the state is the same.
 	done()
-	shop, done, err = open(ctx, url, schema)
-	require.NoError(t, err)
+	shop, _, _ = openKeepingJournal(t, url, schema)
 	st, _, err = shop.Stock(ctx, "pen")
 	require.NoError(t, err)
 	require.Equal(t, 5, st.Units)

@@ -9,7 +9,6 @@ import (
 	"os/signal"
 
 	"github.com/scribe-es/scribe"
-	"github.com/scribe-es/scribe/runtime"
 )
 
 func main() {
@@ -29,25 +28,14 @@ func main() {
 
 // open starts the shop on Postgres (url, in schema) or in memory (url
 // empty): one call sets up the stores, the runtime and the read model.
-// done stops it. adjust, if set, sees the runtime's configuration first.
-func open(ctx context.Context, url, schema string, adjust ...func(*runtime.Config)) (*Shop, func(), error) {
-	cfg := scribe.Config{DatabaseURL: url, Schema: schema, NodeID: "shop-1"}
-	cfg.Runtime = func(c *runtime.Config) {
-		for _, a := range adjust {
-			a(c)
-		}
-	}
-	svc, err := scribe.Open(ctx, cfg)
+// done stops it.
+func open(ctx context.Context, url, schema string) (*Shop, func(), error) {
+	svc, err := scribe.Open(ctx, scribe.Config{DatabaseURL: url, Schema: schema, NodeID: "shop-1"})
 	if err != nil {
 		return nil, nil, err
 	}
 	done := func() { _ = svc.Close(context.Background()) }
 	shop, err := register(svc.Runtime)
-	if err == nil {
-		// Before serving: refuse a journal holding an event version
-		// this build cannot read, and record this build's types.
-		err = svc.Runtime.Start(ctx)
-	}
 	if err != nil {
 		done()
 		return nil, nil, err

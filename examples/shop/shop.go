@@ -29,7 +29,9 @@ type (
 		SKU   string `json:"sku"`
 		Units int    `json:"units"`
 	}
-	// ProductListed opens a product: its first restock lists it.
+	// ProductListed says a product was listed: what the first release's
+	// ProductAdded is read as, with a Restocked (history.go). This build
+	// reads it and lists a product by its first Restocked.
 	ProductListed struct {
 		SKU string `json:"sku"`
 	}
@@ -75,8 +77,6 @@ var (
 
 func evolve(s Stock, ev any) Stock {
 	switch e := ev.(type) {
-	case ProductListed:
-		s.SKU = e.SKU
 	case Restocked:
 		s.SKU, s.Units = e.SKU, s.Units+e.Units
 	case OrderPlaced:
@@ -128,15 +128,14 @@ func ordersProjection(rt *runtime.Runtime) projection.RowProjection {
 	}
 }
 
-// register declares the events (and the upcasters of their history), the
+// register declares the events (with those of the shop's history), the
 // product aggregate and the order command.
 func register(rt *runtime.Runtime) (*Shop, error) {
-	runtime.MustRegisterEvent[ProductListed](rt, "ProductListed", 1)
-	runtime.MustRegisterEvent[Restocked](rt, "Restocked", 1)
-	runtime.MustRegisterEvent[OrderPlaced](rt, "OrderPlaced", 1)
 	if err := registerHistory(rt); err != nil {
 		return nil, err
 	}
+	runtime.MustRegisterEvent[Restocked](rt, "Restocked", 1)
+	runtime.MustRegisterEvent[OrderPlaced](rt, "OrderPlaced", 1)
 	product := runtime.MustRegisterAggregateOf(rt, runtime.AggregateOf[Stock, ProductCommand]{
 		Name:    "product",
 		Initial: func() Stock { return Stock{} },
@@ -145,9 +144,6 @@ func register(rt *runtime.Runtime) (*Shop, error) {
 			case Restock:
 				if c.Units <= 0 {
 					return nil, fmt.Errorf("restock of %s: %d units: %w", c.SKU, c.Units, ErrInvalidUnits)
-				}
-				if s.SKU == "" {
-					return []any{ProductListed{SKU: c.SKU}, Restocked{SKU: c.SKU, Units: c.Units}}, nil
 				}
 				return []any{Restocked{SKU: c.SKU, Units: c.Units}}, nil
 			}
