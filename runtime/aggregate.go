@@ -105,7 +105,8 @@ func (m *aggregateModel[S]) EncodeEvent(ctx context.Context, stream journal.Stre
 // values. A record that upcasts to one value gives it; to none or several,
 // an upcastEvents that Evolve folds one by one.
 func (m *aggregateModel[S]) DecodeEvent(ctx context.Context, rec *journal.Record) (any, error) {
-	values, _, err := m.reg.decodeValues(ctx, rec)
+	var buf [1]upcastValue
+	values, _, err := m.reg.decodeValues(ctx, rec, buf[:0])
 	if err != nil {
 		return nil, err
 	}

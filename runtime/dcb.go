@@ -188,7 +188,8 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 		Name:  def.Name,
 		Query: d.rt.StoredQuery(query),
 		Evolve: func(s S, r journal.Record) S {
-			values, erased, err := reg.decodeValues(ctx, &r)
+			var buf [1]upcastValue
+			values, erased, err := reg.decodeValues(ctx, &r, buf[:0])
 			if err != nil {
 				panic(decodeFailure{err})
 			}

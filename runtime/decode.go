@@ -60,7 +60,8 @@ func (rt *Runtime) Decode(rec journal.Record) (any, error) {
 // DecodeRecord is Decode with a context bounding the key store lookup, also
 // naming the erased fields (an erased subject is never an error).
 func (rt *Runtime) DecodeRecord(ctx context.Context, rec journal.Record) (Decoded, error) {
-	values, erased, err := rt.reg.decodeValues(ctx, &rec)
+	var buf [1]upcastValue
+	values, erased, err := rt.reg.decodeValues(ctx, &rec, buf[:0])
 	if err == nil && len(values) != 1 {
 		err = notOneEvent(&rec, values)
 	}
@@ -75,7 +76,7 @@ func (rt *Runtime) DecodeRecord(ctx context.Context, rec journal.Record) (Decode
 // type. It fails as Decode does, except that it never fails with
 // ErrNotOneEvent. The Decoded values share rec and their Erased slice.
 func (rt *Runtime) DecodeValues(ctx context.Context, rec journal.Record) ([]Decoded, error) {
-	values, erased, err := rt.reg.decodeValues(ctx, &rec)
+	values, erased, err := rt.reg.decodeValues(ctx, &rec, nil)
 	if err != nil {
 		return nil, err
 	}

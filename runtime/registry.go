@@ -238,8 +238,9 @@ func dedupTags(tags []journal.Tag) []journal.Tag {
 // upcasts to (none for a retired type, several for a split), in order,
 // opening its sealed personal fields (those of erased subjects are left
 // out, so they decode to zero values, and named in erased, in the stored
-// event's shape).
-func (r *registry) decodeValues(ctx context.Context, rec *journal.Record) ([]upcastValue, []string, error) {
+// event's shape). The values are appended to out (a caller's buffer, so
+// that the usual single value needs no allocation).
+func (r *registry) decodeValues(ctx context.Context, rec *journal.Record, out []upcastValue) ([]upcastValue, []string, error) {
 	data := json.RawMessage(rec.Data)
 	var erased []string
 	if erasure.HasSealed(data) {
@@ -252,7 +253,7 @@ func (r *registry) decodeValues(ctx context.Context, rec *journal.Record) ([]upc
 		}
 		data, erased = op.Data, op.Erased
 	}
-	values, err := r.upcastAll(rec, EventVersion{rec.Type, max(rec.SchemaVersion, 1)}, data, nil)
+	values, err := r.upcastAll(rec, EventVersion{rec.Type, max(rec.SchemaVersion, 1)}, data, out)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -262,7 +263,8 @@ func (r *registry) decodeValues(ctx context.Context, rec *journal.Record) ([]upc
 // decodeEvent is decodeValues for a read that gives one value: a record
 // that upcasts to none or several fails with ErrNotOneEvent.
 func (r *registry) decodeEvent(ctx context.Context, rec *journal.Record) (any, []string, error) {
-	values, erased, err := r.decodeValues(ctx, rec)
+	var buf [1]upcastValue
+	values, erased, err := r.decodeValues(ctx, rec, buf[:0])
 	if err != nil {
 		return nil, nil, err
 	}

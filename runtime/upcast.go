@@ -30,6 +30,7 @@ type EventVersion struct {
 	SchemaVersion int
 }
 
+// String renders v as "Type vN", as errors name it.
 func (v EventVersion) String() string { return fmt.Sprintf("%s v%d", v.Type, v.SchemaVersion) }
 
 // Upcast is one event an EventUpcaster makes of a stored event: its type
@@ -268,8 +269,8 @@ type upcastValue struct {
 	value any    // its registered Go value (not a pointer)
 }
 
-// upcastErrorf formats an error about the stored record rec while at is
-// being read: the stored type and version when at is not them.
+// upcastOrigin names the stored record rec in an error while it is read as
+// at: also the stored type and version when at is not them.
 func upcastOrigin(rec *journal.Record, at EventVersion) string {
 	stored := EventVersion{rec.Type, max(rec.SchemaVersion, 1)}
 	if at == stored {
