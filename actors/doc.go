@@ -95,9 +95,11 @@ package actors
 // actor re-reads its tail and decides the commands again (at most twice more
 // each). An append cut off by its deadline or connection fails its commands
 // with journal.ErrOutcomeUnknown, never a guessed conflict, and the actor
-// re-reads its tail. After a fencing error (lease or session lost) it stops and
-// fails pending work with journal.ErrSessionExpired. The confirmed state moves
-// only on a durable append.
+// re-reads its tail. After a fencing error for its own lease alone (revoked by
+// a partition move, the stream taken over) it acquires the stream again and
+// decides the batch anew; when the node session is lost, or a second
+// revocation comes before it wrote again, it stops and fails pending work with
+// journal.ErrSessionExpired. The confirmed state moves only on a durable append.
 //
 // Backpressure: Config.MaxQueue bounds the requests waiting at one stream and
 // Config.MaxPending those of the whole host; past either, Execute and Reserve
@@ -135,6 +137,14 @@ package actors
 // Passivation: after Config.IdleTimeout without messages the actor saves a
 // snapshot if the policy says so, releases its lease and stops. Snapshots are
 // also saved every SnapshotPolicy.Every events, off the command path.
+//
+// States: an actor is in one named state at a time (activating, ghost, ready,
+// looking up, appending, reserved; stale, fenced or broken while it owes a
+// catch-up, a new lease or a full recovery; catching up, failed, passivating,
+// stopped) and moves only as one table allows. A lease found invalid on any
+// path (its own append, a DCB command's append, the node session) is dropped
+// there: nothing is decided, appended or granted before the stream is
+// acquired again.
 //
 // # DCB reservations
 //
