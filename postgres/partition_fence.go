@@ -52,17 +52,19 @@ func (j *Journal) movedAway(ctx context.Context, partition string) error {
 }
 
 // fence revokes every lease of the partition on the source and refuses new
-// ones. The SHARE ROW EXCLUSIVE lock on streams waits for the appends and
-// Acquires in flight (they write streams rows) and holds new ones off until
-// the fence commits: an append claimed before it is copied; any later one
-// finds its lease's epoch gone, and an Acquire that waited sees the fence.
+// ones. The partition's advisory lock, exclusive, waits for the partition's
+// appends and Acquires in flight (each holds it shared, taken before its
+// statements) and holds new ones off until the fence commits: an append
+// claimed before it is copied; any later one finds its lease's epoch gone,
+// and an Acquire that waited sees the fence (its statement reads after the
+// lock). Other partitions' appends and Acquires never wait for it.
 func (mv *mover) fence(ctx context.Context) error {
 	tx, err := mv.m.Source.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, mv.srcSQL(`LOCK TABLE __S__.streams IN SHARE ROW EXCLUSIVE MODE`)); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, mv.srcJ.lockKey(lockPartition, mv.m.Partition, "")); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, mv.srcSQL(`INSERT INTO __S__.partition_fences (partition, state, moved_to) VALUES ($1, 'outgoing', $2)

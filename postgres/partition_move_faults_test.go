@@ -297,3 +297,54 @@ func waitForLockWait(t *testing.T, f *fixture, key int64) {
 		time.Sleep(2 * time.Millisecond) // polling a condition, not ordering events
 	}
 }
+
+// TestPartitionMoveFenceHoldsOffOnlyItsPartition: while a move's fence
+// waits for an append in flight on the moving partition (a transaction
+// holding the partition's lock shared and a streams row, as an append
+// does), another partition's streams are leased and appended to at once;
+// the fence then revokes the partition's leases and the move completes.
+// (When the fence locked the whole streams table, the Acquire queued
+// behind it until the append ended.)
+func TestPartitionMoveFenceHoldsOffOnlyItsPartition(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	a, b := setup(t), setup(t)
+	depositAll(t, a, "east", 2, 3)
+	depositAll(t, a, "west", 1, 1)
+	want := holding(t, a, "east")
+
+	inflight, err := a.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = inflight.Rollback(context.WithoutCancel(ctx)) }()
+	_, err = inflight.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, postgres.PartitionLockKey(a.cfg.Schema, "east"))
+	require.NoError(t, err)
+	_, err = inflight.Exec(ctx, `UPDATE `+quote(a.cfg.Schema)+`.streams SET version = version WHERE partition = 'east' AND tag = 'acct:0'`)
+	require.NoError(t, err)
+
+	moved := make(chan error, 1)
+	go func() {
+		_, err := postgres.MovePartition(ctx, moveSpec(a, b, "east", "b"))
+		moved <- err
+	}()
+	waitForLockWait(t, a, postgres.PartitionLockKey(a.cfg.Schema, "east"))
+
+	// Bounded so that a fence holding more than its partition fails the
+	// test instead of hanging it; both take milliseconds.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	node, err := a.journal.OpenNode(wctx, "node-w", time.Minute)
+	require.NoError(t, err)
+	lease, err := a.journal.Acquire(wctx, node, journal.StreamID{Partition: "west", Tag: "acct:new"}, time.Second)
+	require.NoError(t, err, "a lease of another partition while the fence waits")
+	_, err = a.journal.Append(wctx, []journal.Event{inPartition("west", "Deposited", "acct:new")}, journal.AppendOptions{Leases: []journal.Lease{lease}})
+	require.NoError(t, err, "an append to another partition while the fence waits")
+	select {
+	case err := <-moved:
+		t.Fatalf("the move ended while an append of its partition was in flight: %v", err)
+	default:
+	}
+
+	require.NoError(t, inflight.Commit(ctx))
+	require.NoError(t, <-moved)
+	requireMoved(t, want, a, b, "east", "b")
+}

@@ -155,8 +155,7 @@ func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream 
 		// Taken before the attempt: a lease freed after the attempt
 		// has looked closes this channel.
 		changed := j.leaseWake.wait()
-		var epoch int64
-		err := j.pool.QueryRow(ctx, stmt, stream.Partition, string(stream.Tag), node.NodeID, int64(node.Incarnation)).Scan(&epoch)
+		epoch, err := j.tryAcquire(ctx, stmt, stream, node)
 		if err == nil {
 			return journal.Lease{Stream: stream, NodeID: node.NodeID, Incarnation: node.Incarnation, Epoch: uint64(epoch)}, nil
 		}
@@ -195,6 +194,27 @@ func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream 
 		case <-timer.C:
 		}
 	}
+}
+
+// tryAcquire runs acquireSQL once under the partition's advisory lock,
+// shared (a move's fence takes it exclusive), taken by a statement of its
+// own before it in one implicit transaction and one round trip, so that
+// acquireSQL reads after the lock: an Acquire that waited for a fence sees
+// the fence's row. pgx.ErrNoRows: nothing to take.
+func (j *Journal) tryAcquire(ctx context.Context, stmt string, stream journal.StreamID, node journal.NodeSession) (int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, j.lockKey(lockPartition, stream.Partition, ""))
+	b.Queue(stmt, stream.Partition, string(stream.Tag), node.NodeID, int64(node.Incarnation))
+	br := j.pool.SendBatch(ctx, b)
+	var epoch int64
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&epoch)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return epoch, err
 }
 
 // acquireRetryMin is the least time Acquire waits between two tries, so a
