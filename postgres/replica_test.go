@@ -114,6 +114,8 @@ func replicaRefusesWrites(t *testing.T, srv replicaServers) {
 	require.ErrorIs(t, err, postgres.ErrReplicaReadOnly)
 	_, err = f.replica.RetireStream(ctx, journal.Stream("note:a"))
 	require.ErrorIs(t, err, postgres.ErrReplicaReadOnly)
+	err = f.replica.RecordTypes(ctx, nil, journal.BuildTypes{Build: "b1"})
+	require.ErrorIs(t, err, postgres.ErrReplicaReadOnly)
 	require.Same(t, f.journal, f.replica.Primary())
 
 	_, err = postgres.NewReplica(f.pool, f.journal)
@@ -281,6 +283,18 @@ func replicaReaderAtFallsBack(t *testing.T, srv replicaServers) {
 type replicaSuiteJournal struct {
 	*postgres.Journal // the replica
 	primary           *postgres.Journal
+	// caughtUp waits until the standby has replayed what the primary
+	// committed; RecordTypes calls it after recording on the primary.
+	caughtUp func(context.Context) error
+}
+
+// RecordTypes records on the primary (the replica refuses: a test below)
+// and returns once the standby shows it.
+func (r replicaSuiteJournal) RecordTypes(ctx context.Context, schemas []journal.TypeSchema, build journal.BuildTypes) error {
+	if err := r.primary.RecordTypes(ctx, schemas, build); err != nil {
+		return err
+	}
+	return r.caughtUp(ctx)
 }
 
 func (r replicaSuiteJournal) Append(ctx context.Context, events []journal.Event, opts journal.AppendOptions) (journal.AppendResult, error) {
@@ -339,7 +353,7 @@ func TestJournalConformanceOnReplica(t *testing.T) {
 			r, err := postgres.NewReplica(rpool, primary)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = r.Close() })
-			return replicaSuiteJournal{Journal: r, primary: primary}
+			return replicaSuiteJournal{Journal: r, primary: primary, caughtUp: replayed}
 		}
 		peer, err := postgres.NewJournal(f.pool, f.cfg)
 		require.NoError(t, err)
@@ -386,7 +400,8 @@ func TestProjectionConformanceOnReplica(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = r.Close() })
 		h := readModelHarness(f.pool, table)
-		h.Journal, h.Store = replicaSuiteJournal{Journal: r, primary: f.journal}, store
+		caughtUp := func(ctx context.Context) error { return standbyCaughtUp(ctx, f.pool, rpool) }
+		h.Journal, h.Store = replicaSuiteJournal{Journal: r, primary: f.journal, caughtUp: caughtUp}, store
 		return h
 	})
 }

@@ -54,9 +54,13 @@ func typeVersionsJSON(in []journal.TypeVersion) ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// RecordTypes implements journal.TypeRegistry in one transaction.
+// RecordTypes implements journal.TypeRegistry in one transaction. On a
+// replica it fails with ErrReplicaReadOnly: record on the primary.
 func (j *Journal) RecordTypes(ctx context.Context, schemas []journal.TypeSchema, build journal.BuildTypes) error {
 	if err := j.checkOpen(); err != nil {
+		return err
+	}
+	if err := j.writable("RecordTypes"); err != nil {
 		return err
 	}
 	if build.Build == "" {
