@@ -30,9 +30,9 @@ func TestRunnerFailsAtOnceOnAMissingSchema(t *testing.T) {
 		name       string
 		storeIn    string // the store's schema
 		sliced     bool
-		wantSetups int32 // how often Setup ran: 0 when Claim already found the store's schema missing
+		wantSetups int32 // how often Setup ran: once, before the runner's first join
 	}{
-		{"unsliced, store and read model in a missing schema", missing, false, 0},
+		{"unsliced, store and read model in a missing schema", missing, false, 1},
 		{"sliced, store and read model in a missing schema", missing, true, 1},
 		{"unsliced, read model in a missing schema", f.cfg.Schema, false, 1},
 		{"sliced, read model in a missing schema", f.cfg.Schema, true, 1},

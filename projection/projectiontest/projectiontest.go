@@ -166,7 +166,7 @@ func commit[Tx any](ctx context.Context, st projection.Store[Tx], l projection.L
 func testClaim[Tx any](t *testing.T, h Harness[Tx]) {
 	ctx := ctxT(t)
 	k := projection.Key{Name: "claims", Version: 1}
-	a, ok := claim(t, ctx, h.Store, k, "a", 300*time.Millisecond)
+	a, ok := claim(t, ctx, h.Store, k, "a", time.Minute)
 	require.True(t, ok)
 	require.EqualValues(t, 1, a.Epoch)
 	_, ok = claim(t, ctx, h.Store, k, "b", time.Second)
@@ -174,7 +174,14 @@ func testClaim[Tx any](t *testing.T, h Harness[Tx]) {
 	lost, err := h.Store.Renew(ctx, []projection.Lease{a})
 	require.NoError(t, err)
 	require.Empty(t, lost)
-	// After the lease lapses another owner may claim; the old one is fenced.
+	// A renewal extends the lease by the lease's TTL: renewed for 100ms, it
+	// lapses soon after, then another owner may claim and the old one is
+	// fenced.
+	short := a
+	short.TTL = 100 * time.Millisecond
+	lost, err = h.Store.Renew(ctx, []projection.Lease{short})
+	require.NoError(t, err)
+	require.Empty(t, lost)
 	require.Eventually(t, func() bool {
 		_, ok = claim(t, ctx, h.Store, k, "b", time.Minute)
 		return ok
