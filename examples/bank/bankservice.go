@@ -77,6 +77,12 @@ func newBankService(ctx context.Context, cfg bankServiceConfig) (*bankService, e
 		_ = rt.Shutdown(ctx)
 		return nil, err
 	}
+	// Record the bank's event types and shapes, and refuse to serve a
+	// database holding an event version this build cannot read.
+	if err := rt.Start(ctx); err != nil {
+		_ = rt.Shutdown(ctx)
+		return nil, fmt.Errorf("check the stored event types: %w", err)
+	}
 	return &bankService{rt: rt, transfer: transfer, journal: cfg.Backend.Journal, keys: cfg.Backend.KeyStore, log: cfg.Logger, db: &dbProbe{journal: cfg.Backend.Journal}, parts: cfg.Backend.partitions}, nil
 }
 

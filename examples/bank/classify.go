@@ -75,8 +75,8 @@ var retryable = []error{
 // data, or a partition map that is out of date.
 var serverFaults = []error{
 	journal.ErrConfiguration, journal.ErrInvalidEvent, journal.ErrInvalidQuery, journal.ErrNotFound,
-	journal.ErrSnapshotRequired, journal.ErrPartitionMoved,
-	runtime.ErrRegistration, runtime.ErrUnknownAggregate, runtime.ErrUnknownEvent, runtime.ErrForeignTags,
+	journal.ErrSnapshotRequired, journal.ErrPartitionMoved, journal.ErrTypeConflict,
+	runtime.ErrRegistration, runtime.ErrNotOneEvent, runtime.ErrUnknownAggregate, runtime.ErrUnknownEvent, runtime.ErrForeignTags,
 	runtime.ErrPanic, runtime.ErrInvalidCommand, runtime.ErrUnknownCommand, runtime.ErrNoKeyStore,
 	actors.ErrNoAggregate,
 	erasure.ErrInvalidArgument, erasure.ErrCorrupt, erasure.ErrNotErasing,

@@ -56,6 +56,7 @@ var sentinelTruth = map[string]struct {
 	"journal.ErrUnavailable":           {journal.ErrUnavailable, true},
 	"journal.ErrNodeSuperseded":        {journal.ErrNodeSuperseded, true},
 	"journal.ErrConfiguration":         {journal.ErrConfiguration, false},
+	"journal.ErrTypeConflict":          {journal.ErrTypeConflict, false},
 	"journal.ErrLeaseRevoked":          {journal.ErrLeaseRevoked, true},
 	"journal.ErrArchived":              {journal.ErrArchived, false},
 	"journal.ErrStreamRetired":         {journal.ErrStreamRetired, false},
@@ -65,6 +66,7 @@ var sentinelTruth = map[string]struct {
 
 	"runtime.ErrConfiguration":        {runtime.ErrConfiguration, false},
 	"runtime.ErrRegistration":         {runtime.ErrRegistration, false},
+	"runtime.ErrNotOneEvent":          {runtime.ErrNotOneEvent, false},
 	"runtime.ErrUnknownAggregate":     {runtime.ErrUnknownAggregate, false},
 	"runtime.ErrUnknownEvent":         {runtime.ErrUnknownEvent, false},
 	"runtime.ErrForeignTags":          {runtime.ErrForeignTags, false},

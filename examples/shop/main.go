@@ -40,6 +40,10 @@ func open(ctx context.Context, url, schema string) (*Shop, func(), error) {
 		done()
 		return nil, nil, err
 	}
+	if err := svc.Runtime.Start(ctx); err != nil { // records the types; refuses unreadable stored ones
+		done()
+		return nil, nil, err
+	}
 	orders, err := svc.Project(ordersProjection(svc.Runtime))
 	if err != nil {
 		done()
