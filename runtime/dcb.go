@@ -180,7 +180,17 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 	if def.Tags != nil {
 		extra = def.Tags(command)
 	}
-	initial, evolve, fromStates := def.Initial, def.Evolve, def.FromStates
+	initial, evolve := def.Initial, def.Evolve
+	var fromStates func(C, map[journal.Tag]tagconsistency.Held) (S, bool)
+	if def.FromStates != nil {
+		fromStates = func(c C, held map[journal.Tag]tagconsistency.Held) (S, bool) {
+			states := make(map[journal.Tag]any, len(held))
+			for t, h := range held {
+				states[t] = h.State
+			}
+			return def.FromStates(c, states)
+		}
+	}
 	if d.aggs != nil {
 		initial, evolve, fromStates = aggregateForm[C, S](d.aggs, d.aggs.streamTags(query, extra))
 	}
@@ -220,7 +230,7 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 		cmd.Initial = func() S { return initial(command) }
 	}
 	if fromStates != nil {
-		cmd.FromStates = func(states map[journal.Tag]any) (S, bool) { return fromStates(command, states) }
+		cmd.FromStates = func(held map[journal.Tag]tagconsistency.Held) (S, bool) { return fromStates(command, held) }
 	}
 	res, err := tagconsistency.Execute(ctx, d.x, cmd, tagconsistency.Options{IdempotencyKey: md.IdempotencyKey, Metadata: md})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/tagconsistency"
 )
 
 // A DCB command over aggregate tags decides from the aggregates' own states.
@@ -87,9 +88,25 @@ func (a AggregateState[S]) Items(ids ...string) []journal.QueryItem {
 	return out
 }
 
-// Lookup returns the state of stream id held by states, and whether they
-// hold it, as they do for every used stream the command reserved.
+// Lookup returns the state of stream id held by states and whether the
+// stream exists: the command reserved it and it has events. A reserved
+// stream without events gives its Initial state and false (Of gives the
+// same state; Version tells the two cases apart as 0), as does a stream
+// the command did not reserve.
 func (a AggregateState[S]) Lookup(states DCBStates, id string) (S, bool) {
+	s, held := a.held(states, id)
+	return s, held && states.v[a.Tag(id)] > 0
+}
+
+// Version returns the version of stream id the states were decided at: 0
+// when the stream has no events or the command did not reserve it.
+func (a AggregateState[S]) Version(states DCBStates, id string) uint64 {
+	return states.v[a.Tag(id)]
+}
+
+// held returns the state of stream id held by states, and whether they
+// hold it, as they do for every used stream the command reserved.
+func (a AggregateState[S]) held(states DCBStates, id string) (S, bool) {
 	v, ok := states.m[a.Tag(id)]
 	if !ok {
 		var zero S
@@ -104,7 +121,7 @@ func (a AggregateState[S]) Lookup(states DCBStates, id string) (S, bool) {
 // reserve the stream, Of panics naming it, which in Decide fails the command
 // with ErrPanic, writing nothing; use Lookup where a state may be missing.
 func (a AggregateState[S]) Of(states DCBStates, id string) S {
-	s, ok := a.Lookup(states, id)
+	s, ok := a.held(states, id)
 	if !ok {
 		panic(fmt.Sprintf("runtime: no state of stream %s: the DCB command did not reserve it; name it in the command's Query (AggregateState.Items)", a.Tag(id)))
 	}
@@ -116,6 +133,7 @@ func (a AggregateState[S]) Of(states DCBStates, id string) S {
 // must be treated as read-only, like Evolve's input. The zero value is empty.
 type DCBStates struct {
 	m map[journal.Tag]any
+	v map[journal.Tag]uint64 // each stream's version; absent: 0
 }
 
 // dcbAggregates is the aggregate form of a registered DCB definition.
@@ -190,16 +208,18 @@ func (a *dcbAggregates) initial(tags []journal.Tag) DCBStates {
 	for _, t := range tags {
 		m[t] = a.byGroup[t.Group()].Initial()
 	}
-	return DCBStates{m: m}
+	return DCBStates{m: m, v: make(map[journal.Tag]uint64, len(tags))}
 }
 
-// evolve applies one event to the state of each held stream it carries,
-// with that stream's aggregate Evolve. It modifies s's map, which belongs to
-// the fold that built it.
-func (a *dcbAggregates) evolve(s DCBStates, ev any, tags []journal.Tag) DCBStates {
-	for _, t := range tags {
-		if st, ok := s.m[t]; ok {
-			s.m[t] = a.byGroup[t.Group()].Evolve(st, ev)
+// evolve applies one event value of rec to the state of each held stream
+// rec carries, with that stream's aggregate Evolve, and sets the stream's
+// version to rec's there (a split record's values share it). It modifies
+// s's maps, which belong to the fold that built them.
+func (a *dcbAggregates) evolve(s DCBStates, ev any, rec *journal.Record) DCBStates {
+	for _, l := range rec.Links {
+		if st, ok := s.m[l.Tag]; ok {
+			s.m[l.Tag] = a.byGroup[l.Tag.Group()].Evolve(st, ev)
+			s.v[l.Tag] = l.Version
 		}
 	}
 	return s
@@ -208,16 +228,17 @@ func (a *dcbAggregates) evolve(s DCBStates, ev any, tags []journal.Tag) DCBState
 // fromStates takes the states of tags from the stream actors' reservations.
 // It reports false when an owner holds no state (a member of the cluster
 // without the aggregate registered): the executor then folds the streams.
-func (a *dcbAggregates) fromStates(tags []journal.Tag, held map[journal.Tag]any) (DCBStates, bool) {
+func (a *dcbAggregates) fromStates(tags []journal.Tag, held map[journal.Tag]tagconsistency.Held) (DCBStates, bool) {
 	m := make(map[journal.Tag]any, len(tags))
+	v := make(map[journal.Tag]uint64, len(tags))
 	for _, t := range tags {
-		st := held[t]
-		if st == nil {
+		h := held[t]
+		if h.State == nil {
 			return DCBStates{}, false
 		}
-		m[t] = st
+		m[t], v[t] = h.State, h.Version
 	}
-	return DCBStates{m: m}, true
+	return DCBStates{m: m, v: v}, true
 }
 
 // afterDecision returns decided evolved with the events the command
@@ -229,9 +250,12 @@ func (a *dcbAggregates) afterDecision(decided DCBStates, values []any, records [
 			out = DCBStates{}
 		}
 	}()
-	s := DCBStates{m: maps.Clone(decided.m)}
+	s := DCBStates{m: maps.Clone(decided.m), v: maps.Clone(decided.v)}
+	if s.v == nil {
+		s.v = map[journal.Tag]uint64{}
+	}
 	for i := range records {
-		s = a.evolve(s, values[i], records[i].Tags)
+		s = a.evolve(s, values[i], &records[i])
 	}
 	return s
 }
@@ -254,9 +278,9 @@ func registerAggregateForm[C, S any](rt *Runtime, def DCB[C, S]) (*dcbAggregates
 // when an owner holds none, the executor folds the streams from the
 // journal with the same aggregates' Evolve (initial, evolve): the query
 // names each stream whole (checkQuery), so that fold is the aggregate's.
-func aggregateForm[C, S any](a *dcbAggregates, tags []journal.Tag) (initial func(C) S, evolve func(C, S, DCBEvent) S, fromStates func(C, map[journal.Tag]any) (S, bool)) {
+func aggregateForm[C, S any](a *dcbAggregates, tags []journal.Tag) (initial func(C) S, evolve func(C, S, DCBEvent) S, fromStates func(C, map[journal.Tag]tagconsistency.Held) (S, bool)) {
 	i := func(C) DCBStates { return a.initial(tags) }
-	e := func(_ C, s DCBStates, ev DCBEvent) DCBStates { return a.evolve(s, ev.Value, ev.Record.Tags) }
-	f := func(_ C, held map[journal.Tag]any) (DCBStates, bool) { return a.fromStates(tags, held) }
-	return any(i).(func(C) S), any(e).(func(C, S, DCBEvent) S), any(f).(func(C, map[journal.Tag]any) (S, bool))
+	e := func(_ C, s DCBStates, ev DCBEvent) DCBStates { return a.evolve(s, ev.Value, ev.Record) }
+	f := func(_ C, held map[journal.Tag]tagconsistency.Held) (DCBStates, bool) { return a.fromStates(tags, held) }
+	return any(i).(func(C) S), any(e).(func(C, S, DCBEvent) S), any(f).(func(C, map[journal.Tag]tagconsistency.Held) (S, bool))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/memory"
+	"github.com/scribe-es/scribe/tagconsistency"
 )
 
 type boxAdded struct {
@@ -90,8 +91,17 @@ func TestDCBAggregateFoldFallback(t *testing.T) {
 	initial, evolve, fromStates := aggregateForm[boxMoved, DCBStates](move.aggs, tags)
 	cmd := boxMoved{From: "a", To: "b"}
 
-	_, ok := fromStates(cmd, map[journal.Tag]any{boxes.Tag("a"): box{ID: "a"}, boxes.Tag("b"): nil})
+	_, ok := fromStates(cmd, map[journal.Tag]tagconsistency.Held{boxes.Tag("a"): {State: box{ID: "a"}, Version: 1}, boxes.Tag("b"): {}})
 	require.False(t, ok, "an owner without a state makes the executor fold")
+	held, ok := fromStates(cmd, map[journal.Tag]tagconsistency.Held{boxes.Tag("a"): {State: box{ID: "a", N: 7}, Version: 4}, boxes.Tag("b"): {State: box{}}})
+	require.True(t, ok)
+	require.EqualValues(t, 4, boxes.Version(held, "a"))
+	a, exists := boxes.Lookup(held, "a")
+	require.True(t, exists)
+	require.Equal(t, 7, a.N)
+	_, exists = boxes.Lookup(held, "b")
+	require.False(t, exists, "a reserved stream without events does not exist")
+	require.Equal(t, box{}, boxes.Of(held, "b"), "Of gives its Initial state")
 
 	s := initial(cmd)
 	for rec, err := range j.Read(ctx, q, journal.ReadOptions{}) {
@@ -106,6 +116,27 @@ func TestDCBAggregateFoldFallback(t *testing.T) {
 		require.Equal(t, want, boxes.Of(s, id))
 	}
 	require.Equal(t, 10-3+1, boxes.Of(s, "a").N)
-	_, held := boxes.Lookup(s, "c")
-	require.False(t, held, "only the query's streams")
+	require.EqualValues(t, 3, boxes.Version(s, "a"), "added, moved out, moved in")
+	require.EqualValues(t, 3, boxes.Version(s, "b"), "added, moved in, moved out")
+	_, found := boxes.Lookup(s, "c")
+	require.False(t, found, "only the query's streams")
+	require.Zero(t, boxes.Version(s, "c"))
+
+	// A stream of the query without events (a box never added): held with
+	// its Initial state, at version 0, and not existing.
+	q = journal.Query{Items: boxes.Items("a", "z")}
+	initial, evolve, _ = aggregateForm[boxMoved, DCBStates](move.aggs, move.aggs.streamTags(q, nil))
+	s = initial(cmd)
+	for rec, err := range j.Read(ctx, q, journal.ReadOptions{}) {
+		require.NoError(t, err)
+		ev, erased, err := rt.reg.decodeEvent(ctx, &rec)
+		require.NoError(t, err)
+		s = evolve(cmd, s, DCBEvent{Value: ev, Record: &rec, Erased: erased})
+	}
+	_, found = boxes.Lookup(s, "z")
+	require.False(t, found, "a box never added does not exist")
+	require.Zero(t, boxes.Version(s, "z"))
+	require.Equal(t, box{}, boxes.Of(s, "z"))
+	_, found = boxes.Lookup(s, "a")
+	require.True(t, found)
 }

@@ -21,8 +21,9 @@ func walletTransferDCB(wallets runtime.AggregateState[Wallet]) runtime.DCB[Trans
 		Uses:  []runtime.AggregateUse{wallets},
 		Query: func(c Transfer) journal.Query { return journal.Query{Items: wallets.Items(c.From, c.To)} },
 		Decide: func(c Transfer, s runtime.DCBStates) ([]any, error) {
-			from, to := wallets.Of(s, c.From), wallets.Of(s, c.To)
-			if from.ID == "" || to.ID == "" {
+			from, fromExists := wallets.Lookup(s, c.From)
+			_, toExists := wallets.Lookup(s, c.To)
+			if !fromExists || !toExists {
 				return nil, fmt.Errorf("transfer %s→%s: %w", c.From, c.To, errWalletClosed)
 			}
 			if from.Balance < c.Amount {
@@ -57,6 +58,7 @@ func TestDCBUsesAggregateStates(t *testing.T) {
 	require.Len(t, res.Records, 1)
 	require.Equal(t, Wallet{ID: "0", Balance: 70}, wallets.Of(res.States, "0"))
 	require.Equal(t, Wallet{ID: "1", Balance: 130}, wallets.Of(res.States, "1"))
+	require.EqualValues(t, 3, wallets.Version(res.States, "0"), "opened, credited, then the transfer")
 	_, ok := wallets.Lookup(res.States, "2")
 	require.False(t, ok, "the result holds the reserved streams only")
 
@@ -67,7 +69,7 @@ func TestDCBUsesAggregateStates(t *testing.T) {
 	require.ErrorIs(t, err, errNoFunds, "wallet 0 holds 10 after the debit")
 	require.ErrorContains(t, err, "balance 10")
 	_, err = transfer.Execute(ctx, Transfer{From: "0", To: "missing", Amount: 1})
-	require.ErrorIs(t, err, errWalletClosed, "a stream without events has the aggregate's Initial state")
+	require.ErrorIs(t, err, errWalletClosed, "a stream without events does not exist (Lookup)")
 
 	// Concurrent transfers in both directions: the states stay the folds.
 	var wg sync.WaitGroup

@@ -32,13 +32,13 @@ type Command[S any] struct {
 	// Query determine. Required.
 	Evolve func(S, journal.Record) S
 	// FromStates, when set, builds the state from the owners' cached states
-	// (Reservation.State of every reserved stream, keyed by tag) instead of
-	// folding the query's events; returning false falls back to folding. Use
-	// it when the tags' aggregates already hold what the decision needs: no
-	// journal read at all. The append condition then covers everything after
-	// the newest Reservation.LastPosition, so the owners must report it.
-	// Optional.
-	FromStates func(states map[journal.Tag]any) (S, bool)
+	// (Reservation.State and Version of every reserved stream, keyed by
+	// tag) instead of folding the query's events; returning false falls back
+	// to folding. Use it when the tags' aggregates already hold what the
+	// decision needs: no journal read at all. The append condition then
+	// covers everything after the newest Reservation.LastPosition, so the
+	// owners must report it. Optional.
+	FromStates func(held map[journal.Tag]Held) (S, bool)
 	// Decide returns the events to append (each with its tags), none to do
 	// nothing, or a domain error that Execute returns unchanged. It must not
 	// modify the state. Event IDs left nil are filled in. Required.
@@ -67,4 +67,12 @@ type Result struct {
 	// Duplicate is true when the idempotency key had already been executed:
 	// Records are the first execution's and nothing was written.
 	Duplicate bool
+}
+
+// Held is what a command's FromStates gets of one reserved stream: the
+// owner's confirmed state and the stream's version it is at (0: the stream
+// has no events).
+type Held struct {
+	State   any
+	Version uint64
 }

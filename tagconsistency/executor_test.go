@@ -498,13 +498,13 @@ func TestSpansAndMetrics(t *testing.T) {
 // transferFromStates is transfer deciding from the owners' balances.
 func transferFromStates(from, to journal.Tag, amount int64, use *bool) tagconsistency.Command[transferState] {
 	cmd := transfer(from, to, amount)
-	cmd.FromStates = func(states map[journal.Tag]any) (transferState, bool) {
+	cmd.FromStates = func(held map[journal.Tag]tagconsistency.Held) (transferState, bool) {
 		if !*use {
 			return transferState{}, false
 		}
 		s := transferState{bal: map[journal.Tag]int64{}, opened: map[journal.Tag]bool{}}
-		for tag, st := range states {
-			s.bal[tag], s.opened[tag] = st.(int64), true
+		for tag, h := range held {
+			s.bal[tag], s.opened[tag] = h.State.(int64), h.Version > 0
 		}
 		return s, true
 	}

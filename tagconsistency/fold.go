@@ -38,9 +38,9 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []*Reser
 	}
 
 	if cmd.FromStates != nil {
-		states := make(map[journal.Tag]any, len(held))
+		states := make(map[journal.Tag]Held, len(held))
 		for _, r := range held {
-			states[r.Stream.Tag] = r.State
+			states[r.Stream.Tag] = Held{State: r.State, Version: r.Version}
 			if r.LastPosition.After(after) {
 				after = r.LastPosition
 			}
