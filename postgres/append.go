@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // appendReq is one validated Append on its way to the database.
@@ -34,12 +35,12 @@ type claim struct {
 	lease  *journal.Lease
 }
 
-// Lock kinds of the advisory lock keys.
+// Lock kinds of the advisory lock keys (see pgschema).
 const (
-	lockTag       = 't' // a tag stream: exclusive for every append carrying the tag
-	lockType      = 'y' // an event type in a partition: shared per append, exclusive per type-only condition item
-	lockPartition = 'p' // a partition: shared per append, exclusive for a Query.All condition
-	lockAll       = 'A' // the journal: shared per append, exclusive for an AllPartitions condition
+	lockTag       = pgschema.LockTag
+	lockType      = pgschema.LockType
+	lockPartition = pgschema.LockPartition
+	lockAll       = pgschema.LockAll
 )
 
 func (j *Journal) newAppendReq(ctx context.Context, events []journal.Event, partition string, opts journal.AppendOptions) *appendReq {
@@ -106,19 +107,8 @@ func (j *Journal) newAppendReq(ctx context.Context, events []journal.Event, part
 	return &appendReq{ctx: ctx, events: events, partition: partition, opts: opts, claims: claims, locks: locks, done: make(chan appendOutcome, 1)}
 }
 
-// lockArgs returns the sorted keys and modes of a lock set.
-func lockArgs(locks map[int64]bool) ([]int64, []bool) {
-	keys := make([]int64, 0, len(locks))
-	for k := range locks {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	modes := make([]bool, len(keys))
-	for i, k := range keys {
-		modes[i] = locks[k]
-	}
-	return keys, modes
-}
+// lockArgs returns the sorted keys and modes of a lock set (pgschema.LockArgs).
+func lockArgs(locks map[int64]bool) ([]int64, []bool) { return pgschema.LockArgs(locks) }
 
 // lockSQL takes transaction-scoped advisory locks in the given (sorted) order,
 // exclusive or shared per key. unnest yields the array in order, and the

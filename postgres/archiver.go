@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // The archiver: Archive and ArchivePlanned run a plan (retention.go) in
@@ -239,7 +240,7 @@ func (j *Journal) floor(ctx context.Context, tx pgx.Tx, stmt string, args ...any
 func (j *Journal) sweepBatch(ctx context.Context, after []int64, size int) (moved uint64, last []int64, err error) {
 	err = pgx.BeginFunc(ctx, j.pool, func(tx pgx.Tx) error {
 		moved, last = 0, nil
-		if _, err := tx.Exec(ctx, archiveLockSQL, j.lockKey('R', "", "archive")); err != nil {
+		if _, err := tx.Exec(ctx, archiveLockSQL, j.lockKey(pgschema.LockArchive, "", "archive")); err != nil {
 			return err
 		}
 		floor, err := j.feedFloor(ctx, tx)
@@ -291,7 +292,7 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 	var streams int
 	err = pgx.BeginFunc(ctx, j.pool, func(tx pgx.Tx) error {
 		retired, done, events, streams = 0, 0, 0, 0
-		if _, err := tx.Exec(ctx, archiveLockSQL, j.lockKey('R', "", "archive")); err != nil {
+		if _, err := tx.Exec(ctx, archiveLockSQL, j.lockKey(pgschema.LockArchive, "", "archive")); err != nil {
 			return err
 		}
 		// The batch's streams, and their append locks, taken as an append

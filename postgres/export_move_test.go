@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/scribe-es/scribe/postgres/internal/pgschema"
+
 // WithMoveTestPoint returns m with f called at the move's test points:
 // "switch: locked" (the switch holds the archiver's and the partition's
 // locks on the source), "switch: source committed" and "retire: source
@@ -13,6 +15,5 @@ func WithMoveTestPoint(m PartitionMove, f func(point string) error) PartitionMov
 // PartitionLockKey is the advisory lock key every append to partition p of
 // schema takes shared and a move's copy, switch and retire take exclusive.
 func PartitionLockKey(schema, p string) int64 {
-	j := &Journal{cfg: Config{Schema: schema}}
-	return j.lockKey(lockPartition, p, "")
+	return pgschema.New(schema).LockKey(lockPartition, p, "")
 }

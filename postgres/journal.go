@@ -5,18 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
-	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // Journal is the Postgres journal.Journal and journal.Sessions. Create it with
@@ -27,6 +23,7 @@ type Journal struct {
 	pool    *pgxpool.Pool
 	cfg     Config
 	s       string // quoted schema
+	schema  pgschema.Schema
 	channel string // NOTIFY channel
 	limits  journal.Limits
 
@@ -152,6 +149,7 @@ func NewJournal(pool *pgxpool.Pool, cfg Config) (*Journal, error) {
 		pool:      pool,
 		cfg:       cfg,
 		s:         cfg.quotedSchema(),
+		schema:    pgschema.New(cfg.Schema),
 		limits:    journal.Limits{MaxDataSize: cfg.MaxDataSize},
 		closed:    make(chan struct{}),
 		wake:      newBroadcaster(),
@@ -190,10 +188,10 @@ func (j *Journal) checkOpen() error {
 }
 
 // t returns the qualified name of a table in the journal's schema.
-func (j *Journal) t(name string) string { return j.s + "." + name }
+func (j *Journal) t(name string) string { return j.schema.Table(name) }
 
 // sql replaces every "__S__." in q with the journal's schema qualifier.
-func (j *Journal) sql(q string) string { return strings.ReplaceAll(q, "__S__.", j.s+".") }
+func (j *Journal) sql(q string) string { return j.schema.SQL(q) }
 
 // translate maps a driver error to the journal's sentinels. op names the call.
 func (j *Journal) translate(op string, err error) error {
@@ -206,73 +204,21 @@ func (j *Journal) translate(op string, err error) error {
 	return translateErr(j.cfg.Schema, op, err)
 }
 
+// translateErr maps a driver error of call op on schema to the journal's
+// sentinels (pgschema.Schema.Translate).
 func translateErr(schema, op string, err error) error {
-	if unavailable(err) {
-		return fmt.Errorf("%w: postgres: %s: the database cannot be reached or is shutting down (%w); retry later", journal.ErrUnavailable, op, err)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("postgres: %s: %w", op, err)
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "42P01", "3F000", "42703": // undefined_table, invalid_schema_name, undefined_column (a migration not yet applied)
-			return fmt.Errorf("%w: postgres: %s: schema %q is not migrated (%s); run postgres.Migrate (or `scribe migrate up`) first", journal.ErrStoreNotOpen, op, schema, pgErr.Message)
-		case "23505": // unique_violation
-			switch pgErr.ConstraintName {
-			case "event_tags_pkey":
-				return fmt.Errorf("%w: postgres: %s: another writer claimed the same stream version (%s); reload the stream and decide again", journal.ErrVersionMismatch, op, pgErr.Detail)
-			case "events_id_key":
-				return fmt.Errorf("%w: postgres: %s: an event ID is already stored by a concurrent append (%s); use fresh event IDs, or retry the same append to get it back as a duplicate", journal.ErrDuplicateMismatch, op, pgErr.Detail)
-			}
-		}
-	}
-	return fmt.Errorf("postgres: %s: %w", op, err)
+	return pgschema.Schema{Name: schema}.Translate(op, err)
 }
 
-// unavailable reports whether err means that the database cannot be reached
-// or is going away: no connection could be made (refused, unreachable, the
-// dial or the pool wait outlived the context), the server is shutting down or
-// starting (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
-// cannot_connect_now), refuses connections (53300 too_many_connections), or
-// the connection broke (class 08, EOF, reset). A statement error reported by
-// a live server is not unavailability.
-func unavailable(err error) bool {
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
-		return true
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300"
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var netErr net.Error
-	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
-		pgconn.Timeout(err) || strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "closed pool")
-}
+// unavailable reports whether err means the database cannot be reached
+// (pgschema.Unavailable).
+func unavailable(err error) bool { return pgschema.Unavailable(err) }
 
-// isConnErr reports whether err is a failure of the connection rather than a
-// statement error reported by the server.
-func isConnErr(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC" || strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "08")
-	}
-	return true
-}
+// isConnErr reports a failure of the connection (pgschema.IsConnErr).
+func isConnErr(err error) bool { return pgschema.IsConnErr(err) }
 
-// lockKey returns the advisory lock key of a DCB/stream lock. The schema is part
-// of the key, so journals in different schemas never contend.
+// lockKey returns the advisory lock key of a DCB/stream lock
+// (pgschema.Schema.LockKey).
 func (j *Journal) lockKey(kind byte, partition, value string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte(j.cfg.Schema))
-	h.Write([]byte{0, kind, 0})
-	h.Write([]byte(partition))
-	h.Write([]byte{0})
-	h.Write([]byte(value))
-	return int64(h.Sum64())
+	return j.schema.LockKey(kind, partition, value)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // Overview summarizes a journal for an operator's first look.
@@ -103,16 +104,7 @@ func (j *Journal) inspect(ctx context.Context, op string, fn func(tx pgx.Tx) err
 	if err := j.checkOpen(); err != nil {
 		return err
 	}
-	err := pgx.BeginTxFunc(ctx, j.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
-			return err
-		}
-		return fn(tx)
-	})
-	if err != nil {
-		return j.translate(op, err)
-	}
-	return nil
+	return j.translate(op, pgschema.Inspect(ctx, j.pool, fn))
 }
 
 // ExactEventsLimit is how many events Overview counts exactly before it

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // partitionFence returns the *journal.PartitionMoveError of a partition
@@ -274,7 +275,7 @@ func (mv *mover) switchOver(ctx context.Context) (MoveStep, error) {
 // partition's append lock, both exclusive.
 func (mv *mover) lockSource(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1), pg_advisory_xact_lock($2)`,
-		mv.srcJ.lockKey('R', "", "archive"), mv.srcJ.lockKey(lockPartition, mv.m.Partition, ""))
+		mv.srcJ.lockKey(pgschema.LockArchive, "", "archive"), mv.srcJ.lockKey(lockPartition, mv.m.Partition, ""))
 	return err
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // MovePlan is what MovePartition would do now: start a new move of the
@@ -196,7 +198,9 @@ func (mv *mover) lockMove(ctx context.Context) error {
 }
 
 // moveLockKey is the target's advisory lock key of the partition's move.
-func (mv *mover) moveLockKey() int64 { return mv.dstJ.lockKey('M', mv.m.Partition, "move") }
+func (mv *mover) moveLockKey() int64 {
+	return mv.dstJ.lockKey(pgschema.LockMove, mv.m.Partition, "move")
+}
 
 // begin takes the move's lock, plans, and for a new move records it on the
 // target and fences the partition there ('incoming', in one transaction).

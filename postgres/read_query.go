@@ -3,11 +3,11 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // args collects positional SQL arguments.
@@ -18,12 +18,7 @@ func (a *args) add(v any) string {
 	return "$" + strconv.Itoa(len(*a))
 }
 
-func i64(v uint64) int64 {
-	if v > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(v)
-}
+func i64(v uint64) int64 { return pgschema.I64(v) }
 
 // bound is a position bound of a read: pos compared with op (">", ">=", "<", "<=");
 // op "" means unbounded.
