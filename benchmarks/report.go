@@ -33,7 +33,9 @@ type jsonResult struct {
 	Pool              int     `json:"pool,omitempty"`
 	DurationS         float64 `json:"duration_s"`
 	FirstError        string  `json:"first_error,omitempty"`
-	// Sent to Postgres per completed command (see statementCounter).
+	// Sent to Postgres per completed command (see statementCounter), over
+	// Completed commands (warm-up and late ones included).
+	Completed              int64   `json:"completed,omitempty"`
 	RoundTripsPerCommand   float64 `json:"round_trips_per_command,omitempty"`
 	StatementsPerCommand   float64 `json:"statements_per_command,omitempty"`
 	TransactionsPerCommand float64 `json:"transactions_per_command,omitempty"`
@@ -44,6 +46,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func toJSON(r cellResult, pool int) jsonResult {
 	rt, st, tx, _ := r.perCommand()
 	return jsonResult{
+		Completed:            r.Completed,
 		RoundTripsPerCommand: round(rt, 3), StatementsPerCommand: round(st, 3), TransactionsPerCommand: round(tx, 3),
 		Scenario: r.Scenario, Journal: r.Journal, Mode: r.Mode, Writers: r.Writers, Streams: r.Streams, Run: r.Run,
 		CommandsPerS: round(r.CommandsPerSec(), 1), EventsPerS: round(r.EventsPerSec(), 1),
