@@ -107,16 +107,6 @@ func (j *Journal) newAppendReq(ctx context.Context, events []journal.Event, part
 	return &appendReq{ctx: ctx, events: events, partition: partition, opts: opts, claims: claims, locks: locks, done: make(chan appendOutcome, 1)}
 }
 
-// lockArgs returns the sorted keys and modes of a lock set (pgschema.LockArgs).
-func lockArgs(locks map[int64]bool) ([]int64, []bool) { return pgschema.LockArgs(locks) }
-
-// lockSQL takes transaction-scoped advisory locks in the given (sorted) order,
-// exclusive or shared per key. unnest yields the array in order, and the
-// select list is evaluated row by row, so the locks are taken in key order and
-// two appends never wait for each other in a cycle.
-const lockSQL = `SELECT CASE WHEN x THEN pg_advisory_xact_lock(k) ELSE pg_advisory_xact_lock_shared(k) END
-FROM unnest($1::bigint[], $2::bool[]) AS u(k, x)`
-
 // lockEventsSQL marks the transaction as an appender of this journal before it
 // gets a transaction ID: catch-up reads gate on the IDs of the sessions holding
 // this lock (see gateSetSQL).

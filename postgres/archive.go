@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // Reading around the archive. Retired events live in events_archive and
@@ -47,10 +48,6 @@ func (j *Journal) checkCut(ctx context.Context, stream journal.StreamID, from ui
 	return e
 }
 
-// archiveCols are the events columns shared by events and events_archive,
-// in recordCols order, unqualified.
-const archiveCols = `commit_xid, seq, id, partition, type, schema_version, tags, versions, prev_hashes, hashes, data, metadata, recorded_at`
-
 // readStreamWithArchiveSQL reads a stream's versions from a version in both
 // tag indexes, each event from whichever events table holds it. One
 // statement sees one snapshot, and the archiver moves a row in one
@@ -62,9 +59,9 @@ const readStreamWithArchiveSQL = `SELECT ` + recordCols + ` FROM (
 		(SELECT commit_xid, seq, version FROM __S__.event_tags
 			WHERE partition = $1 AND tag = $2 AND version >= $3 ORDER BY version LIMIT $4)
 	) et CROSS JOIN LATERAL (
-		SELECT ` + archiveCols + ` FROM __S__.events x WHERE x.commit_xid = et.commit_xid AND x.seq = et.seq
+		SELECT ` + pgschema.ArchiveCols + ` FROM __S__.events x WHERE x.commit_xid = et.commit_xid AND x.seq = et.seq
 		UNION ALL
-		SELECT ` + archiveCols + ` FROM __S__.events_archive x WHERE x.commit_xid = et.commit_xid AND x.seq = et.seq
+		SELECT ` + pgschema.ArchiveCols + ` FROM __S__.events_archive x WHERE x.commit_xid = et.commit_xid AND x.seq = et.seq
 	) e
 	ORDER BY et.version LIMIT $4`
 

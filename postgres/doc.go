@@ -118,11 +118,10 @@
 //
 // # Operations
 //
-// MigrationStatus, Journal.Streams, Journal.Leases, Journal.Nodes,
-// Journal.UnchainedEvents and Journal.UnrecordedStreams (admin.go) are
-// read-only queries for operators;
-// the scribe command line (cmd/scribe) is built on them. None is on the
-// append path.
+// MigrationStatus reports a schema's migrations. The operator's tasks that no
+// contract asks for (stream listings, leases, nodes, inspection, retention
+// and archiving, tombstones) are in package postgres/pgadmin, on the same
+// pool and Config; the scribe command line and its console are built on it.
 //
 // Failover (server.go): with a multi-host URL (target_session_attrs=read-write)
 // pgx connects to whichever host accepts writes. Journal.Server names the
@@ -177,32 +176,17 @@
 // the socket on Linux, macOS and the BSDs, and none elsewhere; a connection
 // that breaks after the check still reports journal.ErrOutcomeUnknown.
 //
-// # Retention and archiving
+// # Archives
 //
-// Migration 0005 adds events_archive and event_tags_archive (the hot tables'
-// columns) and, per stream, a cut (cut_version, cut_hash, cut_commit,
-// cut_seq) and a tombstone (retired). Journal.Archive retires what a
-// RetentionPolicy asks for (per tag group: keep:N, age:DURATION or up to the
-// newest snapshot) in batch transactions that move rows from the hot tables to
-// the archive tables and the cut forward together, under one archive lock per
-// schema, so a crash loses nothing and a rerun resumes. A tag index row
-// leaves with its stream's cut; an event row only when every chain it is
-// linked to has cut past it, and every projection checkpointed in the
-// schema has passed it (a closing sweep moves the rest later). An aggregate
-// stream's cut may not pass its
-// newest snapshot (journal.ErrSnapshotRequired), so recovery never needs
-// archived events. ReadStream fails with *journal.ArchivedError below a cut
-// (one extra primary-key read of the streams row, only when the first page
-// does not start at the version asked for); ReadStreamWithArchive
+// Archived events (pgadmin's Archive moves them) are out of the hot tables.
+// ReadStream fails with *journal.ArchivedError below a stream's cut (one
+// extra primary-key read of the streams row, only when the first page does
+// not start at the version asked for); ReadStreamWithArchive
 // (journal.ArchiveReader) reads through it. Read, ReadAll, Subscribe,
 // ReadTypes and TypeSummaries see hot events only; ReadEvent and the
 // append's duplicate check see archived events too (an archived event's ID
-// stays taken). RetireStream
-// sets a stream's tombstone under the stream's append lock; the write
-// statement never claims a retired stream's row and decide reports
-// *journal.StreamRetiredError. Deleted rows return no space to the files:
-// Compact runs VACUUM, or VACUUM FULL (an exclusive lock: a maintenance
-// window), and StorageSizes reports pg_total_relation_size.
+// stays taken). The write statement never claims a retired stream's row, and
+// decide reports *journal.StreamRetiredError.
 //
 // # Tests
 //

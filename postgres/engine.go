@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // The append engine. Every append, alone or in a batch of concurrent appends,
@@ -113,9 +114,9 @@ func (j *Journal) prefix(b *pgx.Batch, batch []*appendReq) int {
 			locks[k] = locks[k] || x
 		}
 	}
-	keys, modes := lockArgs(locks)
+	keys, modes := pgschema.LockArgs(locks)
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-	b.Queue(lockSQL, keys, modes)
+	b.Queue(pgschema.LockSQL, keys, modes)
 	b.Queue(j.sql(lockEventsSQL))
 	return b.Len()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -25,28 +26,7 @@ func TestReadPathsUseIndexes(t *testing.T) {
 	defer cancel()
 	s := quote(f.cfg.Schema)
 	const n = 100_000
-	// 2,000 account streams of 50 events and 10 region streams of 10,000;
-	// 50 types; four events per commit.
-	_, err := f.pool.Exec(ctx, fmt.Sprintf(`
-		INSERT INTO %[1]s.events (commit_xid, id, partition, type, schema_version, tags, versions, prev_hashes, hashes, data, metadata, recorded_at)
-		SELECT 1000 + i / 4, gen_random_uuid(), 'default', 'type' || (i %% 50), 1,
-			ARRAY['acct:' || (i %% 2000), 'region:' || (i %% 10)], ARRAY[i / 2000 + 1, i / 10 + 1]::bigint[],
-			decode(repeat('00', 64), 'hex'), decode(repeat('00', 64), 'hex'),
-			convert_to('{"i":' || i || '}', 'UTF8'), convert_to('{}', 'UTF8'), now() - (%[2]d - i) * interval '1 ms'
-		FROM generate_series(0, %[2]d - 1) AS i`, s, n))
-	require.NoError(t, err)
-	_, err = f.pool.Exec(ctx, fmt.Sprintf(`
-		INSERT INTO %[1]s.event_tags (partition, tag, version, commit_xid, seq, type)
-		SELECT e.partition, t.tag, t.version, e.commit_xid, e.seq, e.type
-		FROM %[1]s.events e, unnest(e.tags, e.versions) AS t(tag, version)`, s))
-	require.NoError(t, err)
-	_, err = f.pool.Exec(ctx, fmt.Sprintf(`
-		INSERT INTO %[1]s.streams (partition, tag, version, first_commit, first_seq, last_commit, last_seq)
-		SELECT partition, tag, max(version), min(commit_xid), min(seq), max(commit_xid), max(seq)
-		FROM %[1]s.event_tags GROUP BY partition, tag`, s))
-	require.NoError(t, err)
-	_, err = f.pool.Exec(ctx, fmt.Sprintf(`ANALYZE %[1]s.events; ANALYZE %[1]s.event_tags; ANALYZE %[1]s.streams`, s))
-	require.NoError(t, err)
+	pgtest.LoadPlanData(ctx, t, f.pool, f.cfg.Schema, n)
 
 	var id uuid.UUID
 	var c, q int64
@@ -66,7 +46,7 @@ func TestReadPathsUseIndexes(t *testing.T) {
 			require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+st.SQL, st.Args...).Scan(&plan))
 			var doc []map[string]any
 			require.NoError(t, json.Unmarshal(plan, &doc))
-			scans := seqScans(doc[0]["Plan"].(map[string]any))
+			scans := pgtest.SeqScans(doc[0]["Plan"].(map[string]any))
 			require.Empty(t, scans, "plan of %q sequentially scans %v:\n%s", st.Name, scans, plan)
 			if testing.Verbose() {
 				t.Logf("%s", plan)
@@ -83,27 +63,10 @@ func TestReadPathsUseIndexes(t *testing.T) {
 			require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+st.SQL, st.Args...).Scan(&plan))
 			var doc []map[string]any
 			require.NoError(t, json.Unmarshal(plan, &doc))
-			scans := seqScans(doc[0]["Plan"].(map[string]any))
+			scans := pgtest.SeqScans(doc[0]["Plan"].(map[string]any))
 			require.Empty(t, scans, "plan of %q sequentially scans %v:\n%s", st.Name, scans, plan)
 		})
 	}
-}
-
-// seqScans returns the relations a plan node tree scans sequentially, among
-// events and event_tags.
-func seqScans(node map[string]any) []string {
-	var out []string
-	if node["Node Type"] == "Seq Scan" {
-		if rel, _ := node["Relation Name"].(string); rel == "events" || rel == "event_tags" {
-			out = append(out, rel)
-		}
-	}
-	if kids, ok := node["Plans"].([]any); ok {
-		for _, k := range kids {
-			out = append(out, seqScans(k.(map[string]any))...)
-		}
-	}
-	return out
 }
 
 // TestExplainGroupCommit logs the plan and timing of the write statement of

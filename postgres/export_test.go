@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -104,11 +103,6 @@ func (j *Journal) ReadPathStatements(tag1, tag2 journal.Tag, typ, group string, 
 	add("head", j.sql(headSQL), true)
 	add("stream cut", j.sql(cutSQL), false, p, string(tag1))
 	add("stream through the archive", j.sql(readStreamWithArchiveSQL), false, p, string(tag1), int64(1), 512)
-	add("archive: move a stream's tag index rows", j.sql(moveTagsSQL), false, p, string(tag1), int64(0), int64(10))
-	add("archive: chain hash at the cut", j.sql(cutHashSQL), false, i64(after.Commit), i64(after.Seq), string(tag1))
-	add("archive: move fully archived events", j.sql(moveEventsSQL), false, []int64{i64(after.Commit)}, []int64{i64(after.Seq)}, i64(after.Commit), i64(after.Seq))
-	add("archive: sweep events the projections passed", j.sql(sweepSQL), false, i64(after.Commit), i64(after.Seq), i64(after.Commit)+10, int64(0), 1000)
-	add("archive: plan an age rule", j.sql(planSQL), false, p, true, group, time.Now())
 	return out
 }
 

@@ -2,31 +2,20 @@ package postgres
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
-// summaryCols are the columns of a TagSummary (scanned by summaryRow), from
-// streams aliased s: the recorded version, head and positions, the times of
-// the first and newest events (one primary key lookup each, in events and,
-// for an archived event, events_archive), the cut and the tombstone.
-const summaryCols = `s.version, s.head_hash, s.first_commit, s.first_seq, s.last_commit, s.last_seq,
-		coalesce((SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq),
-			(SELECT e.recorded_at FROM __S__.events_archive e WHERE e.commit_xid = s.first_commit AND e.seq = s.first_seq)),
-		coalesce((SELECT e.recorded_at FROM __S__.events e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq),
-			(SELECT e.recorded_at FROM __S__.events_archive e WHERE e.commit_xid = s.last_commit AND e.seq = s.last_seq)),
-		s.cut_version, s.cut_hash, s.cut_commit, s.cut_seq, s.retired`
-
 // tagSummarySQL reads a stream's summary (streams primary key).
-const tagSummarySQL = `SELECT ` + summaryCols + ` FROM __S__.streams s WHERE s.partition = $1 AND s.tag = $2`
+const tagSummarySQL = `SELECT ` + pgschema.SummaryCols + ` FROM __S__.streams s WHERE s.partition = $1 AND s.tag = $2`
 
 // tagsOfGroupSQL lists the streams of a tag group (streams_group), with the
 // times of their first and newest events (primary key lookups per stream,
 // never a scan of events).
-const tagsOfGroupSQL = `SELECT s.tag, ` + summaryCols + ` FROM __S__.streams s
+const tagsOfGroupSQL = `SELECT s.tag, ` + pgschema.SummaryCols + ` FROM __S__.streams s
 		WHERE s.partition = $1 AND s.tag_group = $2 AND s.version > 0 ORDER BY s.tag`
 
 // TagSummary returns a stream's version, head hash and first and last
@@ -37,8 +26,8 @@ func (j *Journal) TagSummary(ctx context.Context, stream journal.StreamID) (jour
 	}
 	stream = stream.Normalize()
 	out := journal.TagSummary{Stream: stream}
-	var sr summaryRow
-	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(sr.dest()...)
+	var sr pgschema.SummaryRow
+	err := j.pool.QueryRow(ctx, j.sql(tagSummarySQL), stream.Partition, string(stream.Tag)).Scan(sr.Dest()...)
 	if err == pgx.ErrNoRows {
 		// An unknown stream: or one whose partition moved away.
 		if merr := j.movedAway(ctx, stream.Partition); merr != nil {
@@ -49,46 +38,8 @@ func (j *Journal) TagSummary(ctx context.Context, stream journal.StreamID) (jour
 	if err != nil {
 		return journal.TagSummary{}, j.translate("tag summary", err)
 	}
-	sr.fill(&out)
+	sr.Fill(&out)
 	return out, nil
-}
-
-// summaryRow receives the summaryCols of one stream.
-type summaryRow struct {
-	v, cutVersion          int64
-	head, cutHash          []byte
-	fc, fs, lc, ls, cc, cs *int64
-	fa, la                 *time.Time
-	retired                bool
-}
-
-// dest returns the scan destinations of summaryCols, in order.
-func (r *summaryRow) dest() []any {
-	return []any{&r.v, &r.head, &r.fc, &r.fs, &r.lc, &r.ls, &r.fa, &r.la, &r.cutVersion, &r.cutHash, &r.cc, &r.cs, &r.retired}
-}
-
-// fill sets out's fields (all but Stream) from the row.
-func (r *summaryRow) fill(out *journal.TagSummary) {
-	out.Version = uint64(r.v)
-	copy(out.HeadHash[:], r.head)
-	if r.fa != nil {
-		out.FirstRecordedAt = r.fa.UTC()
-	}
-	if r.la != nil {
-		out.LastRecordedAt = r.la.UTC()
-	}
-	if r.fc != nil && r.fs != nil {
-		out.FirstPosition = journal.Position{Commit: uint64(*r.fc), Seq: uint64(*r.fs)}
-	}
-	if r.lc != nil && r.ls != nil {
-		out.LastPosition = journal.Position{Commit: uint64(*r.lc), Seq: uint64(*r.ls)}
-	}
-	out.Cut = journal.Checkpoint{Version: uint64(r.cutVersion)}
-	copy(out.Cut.Hash[:], r.cutHash)
-	if r.cc != nil && r.cs != nil {
-		out.Cut.Position = journal.Position{Commit: uint64(*r.cc), Seq: uint64(*r.cs)}
-	}
-	out.Retired = r.retired
 }
 
 // TagsOfGroup lists the streams (with at least one event) of a partition's tag
@@ -108,12 +59,12 @@ func (j *Journal) TagsOfGroup(ctx context.Context, partition, group string) ([]j
 	var out []journal.TagSummary
 	for rows.Next() {
 		var tag string
-		var sr summaryRow
-		if err := rows.Scan(append([]any{&tag}, sr.dest()...)...); err != nil {
+		var sr pgschema.SummaryRow
+		if err := rows.Scan(append([]any{&tag}, sr.Dest()...)...); err != nil {
 			return nil, j.translate("tags of group", err)
 		}
 		s := journal.TagSummary{Stream: journal.StreamID{Partition: partition, Tag: journal.Tag(tag)}}
-		sr.fill(&s)
+		sr.Fill(&s)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
@@ -172,4 +123,43 @@ func (j *Journal) CountAfter(ctx context.Context, after journal.Position) (uint6
 		return 0, err
 	}
 	return uint64(n), nil
+}
+
+const (
+	// typeSummariesSQL: the types by a loose index scan of
+	// events_type_recorded; per type its count and first and last
+	// recorded_at from that index, and its first and last positions from
+	// events_partition_type_pos, probed once per partition (the partitions by
+	// a loose scan of streams_pkey: every event is in a chain of its
+	// partition).
+	typeSummariesSQL = `WITH RECURSIVE t AS (
+			(SELECT type FROM __S__.events ORDER BY type LIMIT 1)
+			UNION ALL
+			SELECT (SELECT e.type FROM __S__.events e WHERE e.type > t.type ORDER BY e.type LIMIT 1)
+			FROM t WHERE t.type IS NOT NULL),
+		p AS (
+			(SELECT partition FROM __S__.streams ORDER BY partition LIMIT 1)
+			UNION ALL
+			SELECT (SELECT s.partition FROM __S__.streams s WHERE s.partition > p.partition ORDER BY s.partition LIMIT 1)
+			FROM p WHERE p.partition IS NOT NULL)
+		SELECT t.type,
+			(SELECT count(*) FROM __S__.events e WHERE e.type = t.type),
+			(SELECT min(f.pos) FROM p, LATERAL (SELECT ARRAY[e.commit_xid, e.seq] AS pos FROM __S__.events e
+				WHERE e.partition = p.partition AND e.type = t.type ORDER BY e.commit_xid, e.seq LIMIT 1) f WHERE p.partition IS NOT NULL),
+			(SELECT max(l.pos) FROM p, LATERAL (SELECT ARRAY[e.commit_xid, e.seq] AS pos FROM __S__.events e
+				WHERE e.partition = p.partition AND e.type = t.type ORDER BY e.commit_xid DESC, e.seq DESC LIMIT 1) l WHERE p.partition IS NOT NULL),
+			(SELECT min(e.recorded_at) FROM __S__.events e WHERE e.type = t.type),
+			(SELECT max(e.recorded_at) FROM __S__.events e WHERE e.type = t.type)
+		FROM t WHERE t.type IS NOT NULL ORDER BY t.type`
+)
+
+// inspect runs fn in a read-only transaction that may not scan a table
+// sequentially where an index can answer (enable_seqscan off): the
+// inspection queries an operator runs against a production journal read
+// indexes only, however large the event tables are.
+func (j *Journal) inspect(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
+	if err := j.checkOpen(); err != nil {
+		return err
+	}
+	return j.translate(op, pgschema.Inspect(ctx, j.pool, fn))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 // archivedPartition fills partition p of f with streams whose oldest events
@@ -22,11 +23,11 @@ func archivedPartition(t *testing.T, f *fixture, p string) {
 	_, err := f.journal.Append(ctx, []journal.Event{inPartition(p, "Posted", "acct:2", "ledger:x")}, journal.AppendOptions{})
 	require.NoError(t, err)
 	depositAll(t, f, p, 3, 4)
-	_, err = f.journal.RetireStream(ctx, journal.StreamID{Partition: p, Tag: "acct:3"})
+	_, err = admin(t, f.pool, f.cfg).RetireStream(ctx, journal.StreamID{Partition: p, Tag: "acct:3"})
 	require.NoError(t, err)
 	policy := keep("acct", 3, true)
 	policy.Partition = p
-	_, err = f.journal.Archive(ctx, policy, postgres.ArchiveOptions{BatchSize: 5})
+	_, err = admin(t, f.pool, f.cfg).Archive(ctx, policy, pgadmin.ArchiveOptions{BatchSize: 5})
 	require.NoError(t, err)
 }
 
@@ -96,7 +97,7 @@ func TestPartitionMoveFollowsTheArchiverDuringTheMove(t *testing.T) {
 	archive := func(keepLast uint64) {
 		policy := keep("acct", keepLast, true)
 		policy.Partition = "arch"
-		_, err := a.journal.Archive(ctx, policy, postgres.ArchiveOptions{})
+		_, err := admin(t, a.pool, a.cfg).Archive(ctx, policy, pgadmin.ArchiveOptions{})
 		require.NoError(t, err)
 	}
 	var atSwitch partitionCopy
@@ -107,7 +108,7 @@ func TestPartitionMoveFollowsTheArchiverDuringTheMove(t *testing.T) {
 		steps = append(steps, p.Step)
 		switch p.Step {
 		case postgres.MoveFence:
-			_, err := a.journal.RetireStream(ctx, journal.StreamID{Partition: "arch", Tag: "acct:3"})
+			_, err := admin(t, a.pool, a.cfg).RetireStream(ctx, journal.StreamID{Partition: "arch", Tag: "acct:3"})
 			require.NoError(t, err)
 			archive(5)
 		case postgres.MoveVerify:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -62,7 +63,7 @@ func TestPartitionSliceLags(t *testing.T) {
 	require.Equal(t, map[string]uint64{journal.DefaultPartition: 2, "p2": 0}, lagOf())
 
 	// The checkpoint's event archived: still this database's.
-	prog, err := f.journal.Archive(ctx, keep("acct", 1, true), postgres.ArchiveOptions{})
+	prog, err := admin(t, f.pool, f.cfg).Archive(ctx, keep("acct", 1, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, 4+3, prog.Events, "up to the lowest slice checkpoint (def[3]; the appends alternate partitions): def[:4] and other[:3]")
 	require.Equal(t, 1, f.count(t, "events_archive", "id = $1", def[3].ID), "the default slice's checkpoint event is archived")

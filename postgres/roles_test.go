@@ -22,6 +22,7 @@ import (
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/journaltest"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection/projectiontest"
 	"github.com/scribe-es/scribe/snapshots/snapshotstest"
 )
@@ -292,9 +293,9 @@ func TestRolesServiceCannotRewriteHistory(t *testing.T) {
 	oj, err := postgres.NewJournal(owner, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = oj.Close() })
-	_, err = j.Archive(ctx, keep("acct", 2, true), postgres.ArchiveOptions{})
+	_, err = admin(t, svc, cfg).Archive(ctx, keep("acct", 2, true), pgadmin.ArchiveOptions{})
 	requirePrivilegeRefused(t, err, "archive as the service role")
-	_, err = oj.Archive(ctx, keep("acct", 2, true), postgres.ArchiveOptions{})
+	_, err = admin(t, owner, cfg).Archive(ctx, keep("acct", 2, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	var archived, archivedTags int
 	s := pgx.Identifier{cfg.Schema}.Sanitize()

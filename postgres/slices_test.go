@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/projection"
@@ -142,7 +143,7 @@ func TestSliceReadUsesGroupSliceIndex(t *testing.T) {
 		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+st.SQL, st.Args...).Scan(&plan))
 		var doc []map[string]any
 		require.NoError(t, json.Unmarshal(plan, &doc))
-		require.Empty(t, seqScans(doc[0]["Plan"].(map[string]any)), "%s", plan)
+		require.Empty(t, pgtest.SeqScans(doc[0]["Plan"].(map[string]any)), "%s", plan)
 		require.Contains(t, string(plan), "event_tags_group_slice", "%s", plan)
 
 		// The slices' lags (`scribe projections status`, the console) read
@@ -155,7 +156,7 @@ func TestSliceReadUsesGroupSliceIndex(t *testing.T) {
 		for _, atMost := range []int{0, 1000} {
 			require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+store.SliceLagsSQL(atMost), k.Name, k.Version).Scan(&plan))
 			require.NoError(t, json.Unmarshal(plan, &doc))
-			require.Empty(t, seqScans(doc[0]["Plan"].(map[string]any)), "%s", plan)
+			require.Empty(t, pgtest.SeqScans(doc[0]["Plan"].(map[string]any)), "%s", plan)
 			require.Contains(t, string(plan), "event_tags_group_slice", "%s", plan)
 		}
 		lags, err := store.SliceLags(ctx, k, 1000)

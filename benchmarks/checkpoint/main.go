@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"iter"
 	mrand "math/rand/v2"
 	"os"
 	"slices"
@@ -32,6 +31,7 @@ import (
 	"github.com/scribe-es/scribe/evidence"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 func main() {
@@ -49,30 +49,11 @@ func main() {
 	}
 }
 
-// source is the Postgres journal with a stream listing (as cmd/scribe
-// gives evidence.Make).
-type source struct{ *postgres.Journal }
-
-func (s source) ListStreams(ctx context.Context, partition string) iter.Seq2[journal.StreamID, error] {
-	return func(yield func(journal.StreamID, error) bool) {
-		q := postgres.StreamsQuery{Partition: partition, Limit: 1000}
-		for {
-			page, err := s.Streams(ctx, q)
-			if err != nil {
-				yield(journal.StreamID{}, err)
-				return
-			}
-			for _, st := range page {
-				if !yield(st.Stream, nil) {
-					return
-				}
-			}
-			if len(page) < q.Limit {
-				return
-			}
-			q.After = page[len(page)-1].Stream
-		}
-	}
+// source is the Postgres journal with a stream listing (pgadmin.Admin's
+// ListStreams, as cmd/scribe gives evidence.Make).
+type source struct {
+	*postgres.Journal
+	*pgadmin.Admin
 }
 
 func run(url string, n, streams int, schema string, keep bool, workers, proofs int) error {
@@ -107,6 +88,10 @@ func run(url string, n, streams int, schema string, keep bool, workers, proofs i
 	if err != nil {
 		return err
 	}
+	admin, err := pgadmin.New(pool, pcfg)
+	if err != nil {
+		return err
+	}
 	defer j.Close()
 	if fill {
 		if err := fillSchema(ctx, j, n, streams); err != nil {
@@ -123,7 +108,7 @@ func run(url string, n, streams int, schema string, keep bool, workers, proofs i
 		return err
 	}
 	start := time.Now()
-	c, err := evidence.Make(ctx, source{j}, evidence.MakeOptions{Journal: schema, Workers: workers})
+	c, err := evidence.Make(ctx, source{j, admin}, evidence.MakeOptions{Journal: schema, Workers: workers})
 	if err != nil {
 		return err
 	}
@@ -157,7 +142,7 @@ func run(url string, n, streams int, schema string, keep bool, workers, proofs i
 	}
 	verified := time.Since(start)
 	start = time.Now()
-	divs, err := evidence.Compare(ctx, source{j}, back, evidence.CompareOptions{Workers: workers})
+	divs, err := evidence.Compare(ctx, source{j, admin}, back, evidence.CompareOptions{Workers: workers})
 	if err != nil {
 		return err
 	}

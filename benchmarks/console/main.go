@@ -35,6 +35,7 @@ import (
 	"github.com/scribe-es/scribe/internal/console"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -84,6 +85,10 @@ func run(url string, n, runs int, schema string, keep bool, shots string) error 
 	if err != nil {
 		return err
 	}
+	admin, err := pgadmin.New(pool, cfg)
+	if err != nil {
+		return err
+	}
 	var sample journal.Record
 	if fill {
 		if sample, err = fillSchema(ctx, j, ps, n); err != nil {
@@ -95,7 +100,7 @@ func run(url string, n, runs int, schema string, keep bool, shots string) error 
 			return err
 		}
 	} else {
-		newest, err := j.Newest(ctx, 1)
+		newest, err := admin.Newest(ctx, 1)
 		if err != nil || len(newest) == 0 {
 			return fmt.Errorf("schema %s holds no events (%v)", schema, err)
 		}
@@ -103,13 +108,13 @@ func run(url string, n, runs int, schema string, keep bool, shots string) error 
 			return err
 		}
 	}
-	o, err := j.Overview(ctx)
+	o, err := admin.Overview(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "schema %s: %d events, %d streams\n", schema, o.Events, o.Streams)
 
-	c, err := console.New(console.Config{Journal: j, Projections: ps, Schema: schema, Database: "bench"})
+	c, err := console.New(console.Config{Journal: j, Admin: admin, Projections: ps, Schema: schema, Database: "bench"})
 	if err != nil {
 		return err
 	}

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 // policyFlag collects -policy GROUP=RULE flags.
-type policyFlag map[string]postgres.RetentionRule
+type policyFlag map[string]pgadmin.RetentionRule
 
 func (p policyFlag) String() string {
 	parts := make([]string, 0, len(p))
@@ -34,7 +34,7 @@ func (p policyFlag) Set(s string) error {
 	if _, dup := p[group]; dup {
 		return fmt.Errorf("group %q has two rules; give one -policy per group", group)
 	}
-	r, err := postgres.ParseRetentionRule(rule)
+	r, err := pgadmin.ParseRetentionRule(rule)
 	if err != nil {
 		return err
 	}
@@ -85,8 +85,8 @@ func archiveCommand() *command {
 			if err := checkArchiveSelectors(e, s, partition, policy); err != nil {
 				return err
 			}
-			pol := postgres.RetentionPolicy{Groups: policy, Partition: partition}
-			plan, err := s.journal.PlanArchive(e.ctx, pol)
+			pol := pgadmin.RetentionPolicy{Groups: policy, Partition: partition}
+			plan, err := s.admin.PlanArchive(e.ctx, pol)
 			if err != nil {
 				return err
 			}
@@ -99,7 +99,7 @@ func archiveCommand() *command {
 			}
 			if refused := plan.Refused(); len(refused) > 0 {
 				if !skip {
-					return fmt.Errorf("%w (or pass -skip-refused to retire the other streams)", &postgres.SnapshotRequiredError{Streams: refused})
+					return fmt.Errorf("%w (or pass -skip-refused to retire the other streams)", &pgadmin.SnapshotRequiredError{Streams: refused})
 				}
 				for _, c := range refused {
 					fmt.Fprintf(e.stderr, "archive: skipping %s: %s\n", c.Stream, c.Refused)
@@ -118,7 +118,7 @@ func checkArchiveSelectors(e *env, s *store, partition string, policy policyFlag
 	where := "any partition"
 	if partition != "" {
 		where = fmt.Sprintf("partition %q", partition)
-		page, err := s.journal.Streams(e.ctx, postgres.StreamsQuery{Partition: partition, Limit: 1})
+		page, err := s.admin.Streams(e.ctx, pgadmin.StreamsQuery{Partition: partition, Limit: 1})
 		if err != nil {
 			return err
 		}
@@ -128,7 +128,7 @@ func checkArchiveSelectors(e *env, s *store, partition string, policy policyFlag
 	}
 	var missing []string
 	for _, g := range slices.Sorted(maps.Keys(policy)) {
-		page, err := s.journal.Streams(e.ctx, postgres.StreamsQuery{Partition: partition, TagPrefix: g + ":", Limit: 1})
+		page, err := s.admin.Streams(e.ctx, pgadmin.StreamsQuery{Partition: partition, TagPrefix: g + ":", Limit: 1})
 		if err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func checkArchiveSelectors(e *env, s *store, partition string, policy policyFlag
 
 // printPlan prints what a plan would retire: a row per stream and a total
 // per group.
-func printPlan(e *env, plan postgres.ArchivePlan) error {
+func printPlan(e *env, plan pgadmin.ArchivePlan) error {
 	type total struct {
 		streams int
 		retire  uint64
@@ -216,7 +216,7 @@ type progressBar struct {
 	shown    time.Time
 }
 
-func (p *progressBar) show(pr postgres.ArchiveProgress) {
+func (p *progressBar) show(pr pgadmin.ArchiveProgress) {
 	pct := pr.Versions * 100 / max(pr.Total, 1)
 	if !p.terminal {
 		fmt.Fprintf(p.w, "archive: batch %d committed: %d/%d versions (%d%%), %d event rows moved\n", pr.Batches, pr.Versions, pr.Total, pct, pr.Events)
@@ -239,14 +239,14 @@ func (p *progressBar) clear() {
 
 // runArchive retires plan in batches with a progress bar, then vacuums
 // (fully with compact) and reports the hot tables' sizes.
-func runArchive(e *env, s *store, plan postgres.ArchivePlan, batch int, compact bool) error {
-	before, err := s.journal.StorageSizes(e.ctx)
+func runArchive(e *env, s *store, plan pgadmin.ArchivePlan, batch int, compact bool) error {
+	before, err := s.admin.StorageSizes(e.ctx)
 	if err != nil {
 		return err
 	}
 	bar := &progressBar{w: e.stderr, terminal: isTerminal(e.stderr)}
 	fmt.Fprintf(e.stderr, "archive: retiring %d stream versions of %d streams in batches of at most %d\n", plan.Events(), len(plan.Streams)-len(plan.Refused()), batch)
-	prog, err := s.journal.ArchivePlanned(e.ctx, plan, postgres.ArchiveOptions{BatchSize: batch, Progress: bar.show})
+	prog, err := s.admin.ArchivePlanned(e.ctx, plan, pgadmin.ArchiveOptions{BatchSize: batch, Progress: bar.show})
 	bar.clear()
 	if err != nil {
 		return archiveStopped(err, prog)
@@ -256,10 +256,10 @@ func runArchive(e *env, s *store, plan postgres.ArchivePlan, batch int, compact 
 		vacuum = "VACUUM FULL"
 	}
 	fmt.Fprintf(e.stderr, "archive: running %s on the hot tables\n", vacuum)
-	if err := s.journal.Compact(e.ctx, compact); err != nil {
+	if err := s.admin.Compact(e.ctx, compact); err != nil {
 		return err
 	}
-	after, err := s.journal.StorageSizes(e.ctx)
+	after, err := s.admin.StorageSizes(e.ctx)
 	if err != nil {
 		return err
 	}
@@ -280,7 +280,7 @@ func runArchive(e *env, s *store, plan postgres.ArchivePlan, batch int, compact 
 // stopped it and what was retired before (prog), which stays retired.
 type archiveStoppedError struct {
 	err  error
-	prog postgres.ArchiveProgress
+	prog pgadmin.ArchiveProgress
 }
 
 func (e *archiveStoppedError) Error() string {
@@ -288,7 +288,7 @@ func (e *archiveStoppedError) Error() string {
 	if e.prog.Versions > 0 {
 		done = fmt.Sprintf("the %d batches committed before it retired %d of %d versions, which stay retired", e.prog.Batches, e.prog.Versions, e.prog.Total)
 	}
-	var sr *postgres.SnapshotRequiredError
+	var sr *pgadmin.SnapshotRequiredError
 	if errors.As(e.err, &sr) && len(sr.Streams) > 0 {
 		// Its own message says "Nothing was retired", true of a plan but
 		// not of a run that committed batches before the check failed.
@@ -303,7 +303,7 @@ func (e *archiveStoppedError) Error() string {
 func (e *archiveStoppedError) Unwrap() error { return e.err }
 
 // archiveStopped says what stopped an archive run and what it had retired.
-func archiveStopped(err error, prog postgres.ArchiveProgress) error {
+func archiveStopped(err error, prog pgadmin.ArchiveProgress) error {
 	return &archiveStoppedError{err: err, prog: prog}
 }
 
@@ -348,22 +348,22 @@ func retireStreamCommand() *command {
 					stream, sum.Version, sum.Cut.Version, sum.Retired, sum.Cut.Version+1, sum.Version)
 				return nil
 			}
-			sum, err := s.journal.RetireStream(e.ctx, stream)
+			sum, err := s.admin.RetireStream(e.ctx, stream)
 			if err != nil {
 				return err
 			}
-			plan, err := s.journal.PlanArchive(e.ctx, postgres.RetentionPolicy{Partition: stream.Partition})
+			plan, err := s.admin.PlanArchive(e.ctx, pgadmin.RetentionPolicy{Partition: stream.Partition})
 			if err != nil {
 				return err
 			}
-			var mine postgres.ArchivePlan
+			var mine pgadmin.ArchivePlan
 			for _, c := range plan.Streams {
 				if c.Stream == stream {
 					mine.Streams = append(mine.Streams, c)
 				}
 			}
 			bar := &progressBar{w: e.stderr, terminal: isTerminal(e.stderr)}
-			prog, err := s.journal.ArchivePlanned(e.ctx, mine, postgres.ArchiveOptions{BatchSize: batch, Progress: bar.show})
+			prog, err := s.admin.ArchivePlanned(e.ctx, mine, pgadmin.ArchiveOptions{BatchSize: batch, Progress: bar.show})
 			bar.clear()
 			if err != nil {
 				return fmt.Errorf("stream %s is retired (its tombstone is committed), but archiving its events failed: %w; run `scribe archive -confirm` to finish", stream, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/snapshots"
 )
 
@@ -341,7 +342,7 @@ func TestArchiveStoppedSaysWhatWasRetired(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, st.Save(t.Context(), snapshots.Snapshot{Stream: stream, Version: sum.Version, SchemaVersion: 1, State: []byte(`{}`)}))
 	}
-	plan, err := f.journal.PlanArchive(t.Context(), postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"account": {KeepLast: 1}}})
+	plan, err := f.admin.PlanArchive(t.Context(), pgadmin.RetentionPolicy{Groups: map[string]pgadmin.RetentionRule{"account": {KeepLast: 1}}})
 	require.NoError(t, err)
 	require.Empty(t, plan.Refused())
 	require.Equal(t, uint64(17), plan.Events())
@@ -349,7 +350,7 @@ func TestArchiveStoppedSaysWhatWasRetired(t *testing.T) {
 
 	var stdout, stderr strings.Builder
 	e := &env{ctx: t.Context(), stdout: &stdout, stderr: &stderr, opts: &options{}}
-	err = runArchive(e, &store{pool: f.pool, journal: f.journal}, plan, 2, false)
+	err = runArchive(e, &store{pool: f.pool, journal: f.journal, admin: f.admin}, plan, 2, false)
 	require.ErrorIs(t, err, journal.ErrSnapshotRequired)
 	t.Logf("%v", err)
 	var retired uint64

@@ -1,40 +1,24 @@
 package main
 
 import (
-	"context"
 	"crypto/ed25519"
 	"flag"
 	"fmt"
-	"iter"
 	"os"
 	"time"
 
 	"github.com/scribe-es/scribe/evidence"
-	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 // evidenceSource is the Postgres journal as package evidence reads it: the
 // journal with its archive, and a listing of every stream (archived whole
-// ones included) from the streams table.
+// ones included) from the streams table (pgadmin.Admin.ListStreams,
+// evidence.StreamLister).
 type evidenceSource struct {
 	*postgres.Journal
-}
-
-// ListStreams implements evidence.StreamLister.
-func (s evidenceSource) ListStreams(ctx context.Context, partition string) iter.Seq2[journal.StreamID, error] {
-	return func(yield func(journal.StreamID, error) bool) {
-		streams, err := listStreams(ctx, s.Journal, partition)
-		if err != nil {
-			yield(journal.StreamID{}, err)
-			return
-		}
-		for _, id := range streams {
-			if !yield(id, nil) {
-				return
-			}
-		}
-	}
+	*pgadmin.Admin
 }
 
 func checkpointKeygenCommand() *command {
@@ -107,7 +91,7 @@ func checkpointCommand() *command {
 			}
 			defer s.Close()
 			pr := progressLine{e: e, verb: "checkpointing", on: isTerminal(e.stderr) && every == 0}
-			src := evidenceSource{s.journal}
+			src := evidenceSource{s.journal, s.admin}
 			opts := evidence.MakeOptions{Journal: s.cfg.Schema, Partition: partition, Workers: workers, Progress: pr.show}
 			sink := evidence.DirSink{Dir: out}
 			if every == 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/scribe-es/scribe/examples/bank/bank"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 // signed is a fixture with a signing key pair and a checkpoint directory.
@@ -252,8 +253,8 @@ func TestCheckpointSurvivesErasureAndArchive(t *testing.T) {
 	require.Contains(t, res.stdout, "ERASED 1 event(s)")
 	require.Contains(t, res.stdout, "the journal still holds every event it covers")
 
-	_, err = s.journal.Archive(ctx, postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{
-		"account": {KeepLast: 1, NoSnapshotCheck: true}, "customer": {KeepLast: 1, NoSnapshotCheck: true}}}, postgres.ArchiveOptions{})
+	_, err = s.admin.Archive(ctx, pgadmin.RetentionPolicy{Groups: map[string]pgadmin.RetentionRule{
+		"account": {KeepLast: 1, NoSnapshotCheck: true}, "customer": {KeepLast: 1, NoSnapshotCheck: true}}}, pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	sum, err := s.journal.TagSummary(ctx, journal.Stream(bank.AccountTag("a")))
 	require.NoError(t, err)

@@ -40,7 +40,7 @@ func consoleCommand() *command {
 				return err
 			}
 			c, err := console.New(console.Config{
-				Journal: s.journal, Projections: ps, Schema: s.cfg.Schema, Database: postgres.Address(s.pool.Config().ConnConfig), AllowActions: allowActions,
+				Journal: s.journal, Admin: s.admin, Projections: ps, Schema: s.cfg.Schema, Database: postgres.Address(s.pool.Config().ConnConfig), AllowActions: allowActions,
 				AllowedHosts: hosts,
 			})
 			if err != nil {

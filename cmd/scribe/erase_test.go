@@ -17,6 +17,7 @@ import (
 	"github.com/scribe-es/scribe/internal/throwawaypg"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/snapshots"
@@ -441,7 +442,7 @@ func TestEraseArchivedStream(t *testing.T) {
 		s, err := snaps.Load(ctx, target.Stream(), math.MaxUint64)
 		return err == nil && s.Version == 3
 	}, 20*time.Second, 5*time.Millisecond)
-	_, err = f.journal.Archive(ctx, postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"customer": {KeepLast: 1}}}, postgres.ArchiveOptions{})
+	_, err = f.admin.Archive(ctx, pgadmin.RetentionPolicy{Groups: map[string]pgadmin.RetentionRule{"customer": {KeepLast: 1}}}, pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	sum, err := f.journal.TagSummary(ctx, target.Stream())
 	require.NoError(t, err)

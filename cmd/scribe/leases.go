@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 func leasesCommand() *command {
@@ -24,11 +24,11 @@ func leasesCommand() *command {
 				return err
 			}
 			defer s.Close()
-			leases, err := s.journal.Leases(e.ctx, partition)
+			leases, err := s.admin.Leases(e.ctx, partition)
 			if err != nil {
 				return err
 			}
-			nodes, err := s.journal.Nodes(e.ctx)
+			nodes, err := s.admin.Nodes(e.ctx)
 			if err != nil {
 				return err
 			}
@@ -93,7 +93,7 @@ func leasesCommand() *command {
 }
 
 // leaseState says whether a lease still fences other writers.
-func leaseState(l postgres.LeaseInfo) string {
+func leaseState(l pgadmin.LeaseInfo) string {
 	if l.Live {
 		return "live"
 	}

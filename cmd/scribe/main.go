@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 // Environment variables read when the matching flag is not given.
@@ -284,6 +285,7 @@ type store struct {
 	pool    *pgxpool.Pool
 	cfg     postgres.Config
 	journal *postgres.Journal
+	admin   *pgadmin.Admin
 }
 
 // Close closes the journal and the pool.
@@ -343,7 +345,13 @@ func (e *env) open() (*store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &store{pool: pool, cfg: cfg, journal: j}, nil
+	a, err := pgadmin.New(pool, cfg)
+	if err != nil {
+		_ = j.Close()
+		pool.Close()
+		return nil, err
+	}
+	return &store{pool: pool, cfg: cfg, journal: j, admin: a}, nil
 }
 
 func tooNew(rep postgres.MigrationReport) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 func TestMain(m *testing.M) {
@@ -34,6 +35,7 @@ type fixture struct {
 	schema  string
 	pool    *pgxpool.Pool
 	journal *postgres.Journal
+	admin   *pgadmin.Admin
 }
 
 // setup creates a fresh schema; migrated reports whether to migrate it.
@@ -49,6 +51,9 @@ func setup(t *testing.T, migrated bool) *fixture {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = j.Close() })
 	f.journal = j
+	a, err := pgadmin.New(pool, cfg)
+	require.NoError(t, err)
+	f.admin = a
 	return f
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 // streamsPage is how many streams one listing query reads.
@@ -42,13 +42,13 @@ func streamsListCommand() *command {
 				t = newTable(e.stdout, "PARTITION", "TAG", "VERSION", "FIRST WRITE", "LAST WRITE", "LAST POSITION")
 			}
 			var streams, events uint64
-			q := postgres.StreamsQuery{Partition: partition, TagPrefix: prefix}
+			q := pgadmin.StreamsQuery{Partition: partition, TagPrefix: prefix}
 			for {
 				q.Limit = streamsPage
 				if limit > 0 {
 					q.Limit = min(streamsPage, limit-int(streams))
 				}
-				page, err := s.journal.Streams(e.ctx, q)
+				page, err := s.admin.Streams(e.ctx, q)
 				if err != nil {
 					return err
 				}

@@ -19,6 +19,7 @@ import (
 	"github.com/scribe-es/scribe/internal/ordered"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 func verifyCommand() *command {
@@ -69,12 +70,12 @@ func verifyCommand() *command {
 			if tag != "" {
 				streams = []journal.StreamID{journal.StreamID{Partition: partition, Tag: journal.Tag(tag)}.Normalize()}
 			} else {
-				if streams, err = listStreams(e.ctx, s.journal, partition); err != nil {
+				if streams, err = listStreams(e.ctx, s.admin, partition); err != nil {
 					return err
 				}
 				// Streams whose record was removed are verified too (and
 				// reported broken): a listing alone would skip them.
-				unrecorded, err := s.journal.UnrecordedStreams(e.ctx, partition)
+				unrecorded, err := s.admin.UnrecordedStreams(e.ctx, partition)
 				if err != nil {
 					return err
 				}
@@ -96,7 +97,7 @@ func verifyCommand() *command {
 			}
 			var unchained uint64
 			if tag == "" {
-				if unchained, err = s.journal.UnchainedEvents(e.ctx, partition); err != nil {
+				if unchained, err = s.admin.UnchainedEvents(e.ctx, partition); err != nil {
 					return err
 				}
 			}
@@ -105,7 +106,7 @@ func verifyCommand() *command {
 				include := func(id journal.StreamID) bool {
 					return (partition == "" || id.Partition == partition) && (tag == "" || id == streams[0])
 				}
-				if checkpointsOK, err = signed.check(e, evidenceSource{s.journal}, include, workers); err != nil {
+				if checkpointsOK, err = signed.check(e, evidenceSource{s.journal, s.admin}, include, workers); err != nil {
 					return err
 				}
 			}
@@ -118,22 +119,15 @@ func verifyCommand() *command {
 }
 
 // listStreams returns every stream with events of partition ("" for all).
-func listStreams(ctx context.Context, j *postgres.Journal, partition string) ([]journal.StreamID, error) {
+func listStreams(ctx context.Context, a *pgadmin.Admin, partition string) ([]journal.StreamID, error) {
 	var out []journal.StreamID
-	q := postgres.StreamsQuery{Partition: partition, Limit: streamsPage}
-	for {
-		page, err := j.Streams(ctx, q)
+	for id, err := range a.ListStreams(ctx, partition) {
 		if err != nil {
 			return nil, err
 		}
-		for _, s := range page {
-			out = append(out, s.Stream)
-		}
-		if len(page) < q.Limit {
-			return out, nil
-		}
-		q.After = page[len(page)-1].Stream
+		out = append(out, id)
 	}
+	return out, nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -38,7 +38,7 @@ func TestRetiredAccountAnswersGoneInACluster(t *testing.T) {
 	}
 	store := openStore(t, url, schema)
 	for a := range accounts {
-		_, err := store.Journal.RetireStream(t.Context(), streamOf(fmt.Sprintf("gone%d", a)))
+		_, err := storeAdmin(t, store).RetireStream(t.Context(), streamOf(fmt.Sprintf("gone%d", a)))
 		require.NoError(t, err)
 	}
 	for a := range accounts {

@@ -12,6 +12,7 @@ import (
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 // linkNext matches the rel="next" Link of an events page.
@@ -86,7 +87,7 @@ func TestAnswersAfterAnArchive(t *testing.T) {
 	ts.stop() // passivation snapshots every account at its head
 
 	store := openStore(t, url, schema)
-	prog, err := store.Journal.Archive(t.Context(), postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"account": {KeepLast: 3}}}, postgres.ArchiveOptions{})
+	prog, err := storeAdmin(t, store).Archive(t.Context(), pgadmin.RetentionPolicy{Groups: map[string]pgadmin.RetentionRule{"account": {KeepLast: 3}}}, pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(12), prog.Versions, "alice's versions 1 to 12 are archived; bob keeps his 2")
 	sum, err := store.Journal.TagSummary(t.Context(), streamOf("alice"))
@@ -150,7 +151,7 @@ func TestRetiredAccountAnswersGone(t *testing.T) {
 	history := walkEvents(t, ts, "carol", 1)
 
 	store := openStore(t, url, schema)
-	_, err := store.Journal.RetireStream(t.Context(), streamOf("carol"))
+	_, err := storeAdmin(t, store).RetireStream(t.Context(), streamOf("carol"))
 	require.NoError(t, err)
 
 	gone := func(ts *testServer) {
@@ -180,7 +181,7 @@ func TestRetiredAccountAnswersGone(t *testing.T) {
 	gone(ts) // carol's actor is active
 	ts.stop()
 
-	_, err = store.Journal.Archive(t.Context(), postgres.RetentionPolicy{}, postgres.ArchiveOptions{})
+	_, err = storeAdmin(t, store).Archive(t.Context(), pgadmin.RetentionPolicy{}, pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	sum, err := store.Journal.TagSummary(t.Context(), streamOf("carol"))
 	require.NoError(t, err)
@@ -204,4 +205,12 @@ func drain(seq func(func(journal.Record, error) bool)) ([]journal.Record, error)
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// storeAdmin returns the operator's Admin of store's schema.
+func storeAdmin(t testing.TB, store *postgres.Store) *pgadmin.Admin {
+	t.Helper()
+	a, err := pgadmin.New(store.Pool, store.Config)
+	require.NoError(t, err)
+	return a
 }

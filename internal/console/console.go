@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 //go:embed assets
@@ -26,9 +27,11 @@ var assets embed.FS
 
 // Config is what a console shows and may do.
 type Config struct {
-	// Journal is the schema's journal (required); Projections its projection
-	// store (required).
+	// Journal is the schema's journal (required), Admin its operator queries
+	// (required; pgadmin.New on the same pool and Config), Projections its
+	// projection store (required).
 	Journal     *postgres.Journal
+	Admin       *pgadmin.Admin
 	Projections *postgres.ProjectionStore
 	// Schema and Database name what the console looks at in its header;
 	// Database must not hold a password (the CLI passes user@host:port/db).
@@ -73,8 +76,8 @@ const (
 
 // New returns a console for cfg; it fails when a required field is missing.
 func New(cfg Config) (*Server, error) {
-	if cfg.Journal == nil || cfg.Projections == nil {
-		return nil, errors.New("console: Config.Journal and Config.Projections are required")
+	if cfg.Journal == nil || cfg.Admin == nil || cfg.Projections == nil {
+		return nil, errors.New("console: Config.Journal, Config.Admin and Config.Projections are required")
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -31,6 +32,7 @@ type fixture struct {
 	schema  string
 	exec    func(sql string, args ...any)
 	journal *postgres.Journal
+	admin   *pgadmin.Admin
 	store   *postgres.ProjectionStore
 	recs    []journal.Record
 	srv     *httptest.Server
@@ -47,7 +49,9 @@ func setup(t *testing.T, allowActions bool) *fixture {
 	t.Cleanup(func() { _ = j.Close() })
 	ps, err := postgres.NewProjectionStore(pool, cfg)
 	require.NoError(t, err)
-	f := &fixture{pool: pool, schema: schema, journal: j, store: ps}
+	a, err := pgadmin.New(pool, cfg)
+	require.NoError(t, err)
+	f := &fixture{pool: pool, schema: schema, journal: j, admin: a, store: ps}
 	f.exec = func(sql string, args ...any) {
 		_, err := pool.Exec(ctx, strings.ReplaceAll(sql, "__S__", pgx.Identifier{schema}.Sanitize()), args...)
 		require.NoError(t, err)
@@ -61,7 +65,7 @@ func setup(t *testing.T, allowActions bool) *fixture {
 	add("MoneyDeposited", `{"amount":10}`, journal.Metadata{CorrelationID: "req-1"}, "account:alice")
 	add("AccountOpened", `{"owner":"<script>alert(1)</script>"}`, journal.Metadata{}, "account:mallory")
 	add("ClockTicked", `{}`, journal.Metadata{})
-	c, err := console.New(console.Config{Journal: j, Projections: ps, Schema: schema, Database: "test@127.0.0.1:5432/test", AllowActions: allowActions})
+	c, err := console.New(console.Config{Journal: j, Admin: a, Projections: ps, Schema: schema, Database: "test@127.0.0.1:5432/test", AllowActions: allowActions})
 	require.NoError(t, err)
 	fctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -83,7 +83,7 @@ func TestForeignHostRefused(t *testing.T) {
 
 	// A name given in AllowedHosts is served under any port, host:port only
 	// under its own.
-	c, err := console.New(console.Config{Journal: f.journal, Projections: f.store, AllowedHosts: []string{"Console.Example", "proxy.example:8443"}})
+	c, err := console.New(console.Config{Journal: f.journal, Admin: f.admin, Projections: f.store, AllowedHosts: []string{"Console.Example", "proxy.example:8443"}})
 	require.NoError(t, err)
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
@@ -100,7 +100,7 @@ func TestForeignHostRefused(t *testing.T) {
 		code, _ := request(t, srv, http.MethodGet, host, "/types", "", nil)
 		require.Equal(t, want, code, "Host %s", host)
 	}
-	_, err = console.New(console.Config{Journal: f.journal, Projections: f.store, AllowedHosts: []string{"http://x.example/"}})
+	_, err = console.New(console.Config{Journal: f.journal, Admin: f.admin, Projections: f.store, AllowedHosts: []string{"http://x.example/"}})
 	require.Error(t, err, "an allowed host must be a name, not a URL")
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -61,12 +62,12 @@ func indent(data []byte) string {
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	o, err := s.cfg.Journal.Overview(ctx)
+	o, err := s.cfg.Admin.Overview(ctx)
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	newest, err := s.cfg.Journal.Newest(ctx, newestShown)
+	newest, err := s.cfg.Admin.Newest(ctx, newestShown)
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
@@ -80,11 +81,11 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) streams(w http.ResponseWriter, r *http.Request) {
-	q := postgres.StreamsQuery{Partition: r.URL.Query().Get("partition"), TagPrefix: r.URL.Query().Get("prefix"), Limit: pageSize + 1}
+	q := pgadmin.StreamsQuery{Partition: r.URL.Query().Get("partition"), TagPrefix: r.URL.Query().Get("prefix"), Limit: pageSize + 1}
 	if after := r.URL.Query().Get("after"); after != "" {
 		q.After = journal.StreamID{Partition: r.URL.Query().Get("afterPartition"), Tag: journal.Tag(after)}.Normalize()
 	}
-	page, err := s.cfg.Journal.Streams(r.Context(), q)
+	page, err := s.cfg.Admin.Streams(r.Context(), q)
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
@@ -180,12 +181,12 @@ func (s *Server) types(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) leases(w http.ResponseWriter, r *http.Request) {
-	leases, err := s.cfg.Journal.Leases(r.Context(), "")
+	leases, err := s.cfg.Admin.Leases(r.Context(), "")
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	nodes, err := s.cfg.Journal.Nodes(r.Context())
+	nodes, err := s.cfg.Admin.Nodes(r.Context())
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
@@ -233,7 +234,7 @@ func (s *Server) projectionRows(r *http.Request) ([]projectionRow, error) {
 			total := postgres.TotalSliceLag(lags)
 			rows[i].Lag, rows[i].LagTime, rows[i].LagAtLeast = total.Events, age(total.Oldest), total.AtLeast
 		} else {
-			if rows[i].Lag, err = s.cfg.Journal.CountAfterAtMost(ctx, st.Checkpoint, lagCountLimit); err != nil {
+			if rows[i].Lag, err = s.cfg.Admin.CountAfterAtMost(ctx, st.Checkpoint, lagCountLimit); err != nil {
 				return nil, err
 			}
 			rows[i].LagAtLeast = rows[i].Lag == lagCountLimit

@@ -19,6 +19,7 @@ import (
 	"github.com/scribe-es/scribe/internal/console"
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 // readerPool sets up the roles of postgres.RolesSQL for f's schema (names
@@ -73,7 +74,9 @@ func TestPagesAsReader(t *testing.T) {
 	t.Cleanup(func() { _ = j.Close() })
 	ps, err := postgres.NewProjectionStore(pool, cfg)
 	require.NoError(t, err)
-	c, err := console.New(console.Config{Journal: j, Projections: ps, Schema: f.schema})
+	a, err := pgadmin.New(pool, cfg)
+	require.NoError(t, err)
+	c, err := console.New(console.Config{Journal: j, Admin: a, Projections: ps, Schema: f.schema})
 	require.NoError(t, err)
 	fctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

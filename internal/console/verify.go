@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 func (s *Server) verifyPage(w http.ResponseWriter, r *http.Request) {
@@ -57,9 +57,9 @@ func (s *Server) verifyRun(w http.ResponseWriter, r *http.Request) {
 	}
 	partition, prefix := r.URL.Query().Get("partition"), r.URL.Query().Get("prefix")
 	var streams []journal.StreamID
-	q := postgres.StreamsQuery{Partition: partition, TagPrefix: prefix, Limit: 1000}
+	q := pgadmin.StreamsQuery{Partition: partition, TagPrefix: prefix, Limit: 1000}
 	for {
-		page, err := s.cfg.Journal.Streams(ctx, q)
+		page, err := s.cfg.Admin.Streams(ctx, q)
 		if err != nil {
 			send(verifyProgress{Finished: true, Error: err.Error()})
 			return
@@ -73,7 +73,7 @@ func (s *Server) verifyRun(w http.ResponseWriter, r *http.Request) {
 		q.After = page[len(page)-1].Stream
 	}
 	if prefix == "" {
-		unrecorded, err := s.cfg.Journal.UnrecordedStreams(ctx, partition)
+		unrecorded, err := s.cfg.Admin.UnrecordedStreams(ctx, partition)
 		if err != nil {
 			send(verifyProgress{Finished: true, Error: err.Error()})
 			return

@@ -44,6 +44,7 @@ func TestNoImportRunsUpTheLayers(t *testing.T) {
 		"internal/ordered":            {"actors", "tagconsistency", "runtime", "projection", "postgres"},
 		"runtime/internal/membership": {"runtime", "projection", "postgres"},
 		"postgres/internal/pgschema":  {"postgres", "snapshots", "erasure", "tagconsistency", "actors", "runtime", "projection"},
+		"postgres":                    {"postgres/pgadmin", "tagconsistency", "actors", "runtime"},
 	}
 	for pkg, forbidden := range above {
 		for _, d := range deps(t, pkg) {

@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // RetireStream closes stream for good behind a tombstone: from its commit on,
@@ -18,22 +19,16 @@ import (
 // (with any policy) retires them all; retiring a retired stream again does
 // nothing. A stream without events cannot be retired (journal.ErrNotFound):
 // there is nothing to close.
-func (j *Journal) RetireStream(ctx context.Context, stream journal.StreamID) (journal.TagSummary, error) {
-	if err := j.checkOpen(); err != nil {
-		return journal.TagSummary{}, err
-	}
-	if err := j.writable("RetireStream"); err != nil {
-		return journal.TagSummary{}, err
-	}
+func (a *Admin) RetireStream(ctx context.Context, stream journal.StreamID) (journal.TagSummary, error) {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
 		return journal.TagSummary{}, fmt.Errorf("%w: RetireStream: the stream's tag is empty; name the stream to retire", journal.ErrInvalidQuery)
 	}
-	err := pgx.BeginFunc(ctx, j.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, j.lockKey(lockTag, stream.Partition, string(stream.Tag))); err != nil {
+	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, a.lockKey(pgschema.LockTag, stream.Partition, string(stream.Tag))); err != nil {
 			return err
 		}
-		ct, err := tx.Exec(ctx, j.sql(`UPDATE __S__.streams SET retired = true, retired_at = coalesce(retired_at, clock_timestamp())
+		ct, err := tx.Exec(ctx, a.sql(`UPDATE __S__.streams SET retired = true, retired_at = coalesce(retired_at, clock_timestamp())
 			WHERE partition = $1 AND tag = $2 AND version > 0`), stream.Partition, string(stream.Tag))
 		if err != nil {
 			return err
@@ -47,8 +42,7 @@ func (j *Journal) RetireStream(ctx context.Context, stream journal.StreamID) (jo
 		if errors.Is(err, journal.ErrNotFound) {
 			return journal.TagSummary{}, err
 		}
-		return journal.TagSummary{}, j.translate("retire stream", err)
+		return journal.TagSummary{}, a.translate("retire stream", err)
 	}
-	j.heads.forgetStream(streamKey{stream.Partition, string(stream.Tag)})
-	return j.TagSummary(ctx, stream)
+	return a.journal.TagSummary(ctx, stream)
 }

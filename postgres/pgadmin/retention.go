@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import (
 	"context"
@@ -217,13 +217,10 @@ ORDER BY s.partition, s.tag`
 // anything: for each stream whose cut would move, its version, cut, target
 // and newest snapshot, and why the move is refused when it is. A retired
 // stream's target is its version.
-func (j *Journal) PlanArchive(ctx context.Context, policy RetentionPolicy) (ArchivePlan, error) {
-	if err := j.checkOpen(); err != nil {
-		return ArchivePlan{}, err
-	}
+func (a *Admin) PlanArchive(ctx context.Context, policy RetentionPolicy) (ArchivePlan, error) {
 	now := policy.Now
 	if now.IsZero() {
-		now = j.cfg.Clock()
+		now = a.clock()
 	}
 	groups := make([]string, 0, len(policy.Groups))
 	for g, r := range policy.Groups {
@@ -240,9 +237,9 @@ func (j *Journal) PlanArchive(ctx context.Context, policy RetentionPolicy) (Arch
 		if rule != nil && rule.KeepFor > 0 {
 			cutoff = pgtype.Timestamptz{Time: now.Add(-rule.KeepFor), Valid: true}
 		}
-		rows, err := j.pool.Query(ctx, j.sql(planSQL), policy.Partition, rule != nil, group, cutoff)
+		rows, err := a.pool.Query(ctx, a.sql(planSQL), policy.Partition, rule != nil, group, cutoff)
 		if err != nil {
-			return j.translate("plan archive", err)
+			return a.translate("plan archive", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
@@ -254,7 +251,7 @@ func (j *Journal) PlanArchive(ctx context.Context, policy RetentionPolicy) (Arch
 				young        *int64
 			)
 			if err := rows.Scan(&c.Stream.Partition, &tag, &v, &cut, &retired, &snap, &young); err != nil {
-				return j.translate("plan archive", err)
+				return a.translate("plan archive", err)
 			}
 			c.Stream.Tag = journal.Tag(tag)
 			c.Version, c.Cut, c.Snapshot = uint64(v), uint64(cut), uint64(snap)

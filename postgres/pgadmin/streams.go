@@ -1,114 +1,20 @@
-package postgres
+package pgadmin
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"iter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
-// Read-only queries for operators (the scribe command line) that the journal
-// contract has no call for: migration state, stream listings, leases and node
-// sessions. None of them writes, takes a lock beyond a plain snapshot read, or
-// is used by the append path.
+// Read-only queries for operators that the journal contract has no call
+// for: stream listings, leases and node sessions. None of them writes, takes
+// a lock beyond a plain snapshot read, or is on the append path.
 
-// MigrationInfo is one embedded migration and, when applied, when.
-type MigrationInfo struct {
-	Version int
-	Name    string
-	// AppliedAt is when Migrate applied it; zero while pending.
-	AppliedAt time.Time
-	// CompatibleFrom is the oldest schema version whose code keeps running
-	// correctly once the migration is applied (README "Upgrading": apply it
-	// while processes of that version or later run); 0 when an applied
-	// migration was recorded by a build from before the floor was kept.
-	CompatibleFrom int
-}
-
-// MigrationReport is the migration state of a schema.
-type MigrationReport struct {
-	Schema string
-	// Current is the highest version recorded in the schema (0: never migrated).
-	Current int
-	// Latest is the highest version this build embeds (LatestVersion).
-	Latest int
-	// Applied are the versions recorded in the schema, ascending; a version
-	// this build does not embed is listed with the name the schema recorded.
-	Applied []MigrationInfo
-	// Pending are the embedded versions above Current, ascending: what
-	// Migrate would apply.
-	Pending []MigrationInfo
-}
-
-// TooNew reports whether the schema was migrated by a newer build than this
-// one (Current > Latest): Migrate refuses it, and this build may misread it.
-func (r MigrationReport) TooNew() bool { return r.Current > r.Latest }
-
-// MigrationStatus reports which migrations cfg.Schema has applied and which
-// this build would apply. It only reads: a schema that does not exist or was
-// never migrated reports Current 0 and every migration pending.
-func MigrationStatus(ctx context.Context, pool *pgxpool.Pool, cfg Config) (MigrationReport, error) {
-	if pool == nil {
-		return MigrationReport{}, errors.New("postgres: MigrationStatus: the pool is nil; pass a *pgxpool.Pool from pgxpool.New")
-	}
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return MigrationReport{}, err
-	}
-	ms, err := migrations()
-	if err != nil {
-		return MigrationReport{}, err
-	}
-	rep := MigrationReport{Schema: cfg.Schema}
-	if len(ms) > 0 {
-		rep.Latest = ms[len(ms)-1].version
-	}
-	var exists bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", cfg.quotedSchema()+".schema_migrations").Scan(&exists); err != nil {
-		return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
-	}
-	if exists {
-		// compatible_from is absent from schemas no build with the floor has
-		// migrated yet: read it only when it is there.
-		floor := "NULL::integer"
-		hasFloor, err := hasCompatibleFrom(ctx, pool, cfg.quotedSchema())
-		if err != nil {
-			return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
-		}
-		if hasFloor {
-			floor = "compatible_from"
-		}
-		rows, err := pool.Query(ctx, "SELECT version, name, applied_at, coalesce("+floor+", 0) FROM "+cfg.quotedSchema()+".schema_migrations ORDER BY version")
-		if err != nil {
-			return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
-		}
-		for rows.Next() {
-			var m MigrationInfo
-			if err := rows.Scan(&m.Version, &m.Name, &m.AppliedAt, &m.CompatibleFrom); err != nil {
-				rows.Close()
-				return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
-			}
-			m.AppliedAt = m.AppliedAt.UTC()
-			rep.Applied = append(rep.Applied, m)
-			rep.Current = max(rep.Current, m.Version)
-		}
-		if err := rows.Err(); err != nil {
-			return MigrationReport{}, fmt.Errorf("postgres: migration status of schema %s: %w", cfg.Schema, err)
-		}
-	}
-	for _, m := range ms {
-		if m.version > rep.Current {
-			rep.Pending = append(rep.Pending, MigrationInfo{Version: m.version, Name: m.name, CompatibleFrom: m.compatibleFrom})
-		}
-	}
-	return rep, nil
-}
-
-// StreamsQuery selects streams for Journal.Streams.
+// StreamsQuery selects streams for Admin.Streams.
 type StreamsQuery struct {
 	// Partition limits the listing to one partition; "" lists every partition.
 	Partition string
@@ -128,10 +34,7 @@ type StreamsQuery struct {
 // key (plus two primary-key lookups of events per stream returned), so a
 // page costs what it returns plus the streams it skips for TagPrefix; it
 // never scans events. To page, pass the last stream returned as After.
-func (j *Journal) Streams(ctx context.Context, q StreamsQuery) ([]journal.TagSummary, error) {
-	if err := j.checkOpen(); err != nil {
-		return nil, err
-	}
+func (a *Admin) Streams(ctx context.Context, q StreamsQuery) ([]journal.TagSummary, error) {
 	if q.Limit < 0 {
 		return nil, fmt.Errorf("%w: Streams: the limit is %d; give 0 for no limit or a positive number", journal.ErrInvalidQuery, q.Limit)
 	}
@@ -139,7 +42,7 @@ func (j *Journal) Streams(ctx context.Context, q StreamsQuery) ([]journal.TagSum
 	if q.Limit > 0 {
 		limit = q.Limit
 	}
-	rows, err := j.pool.Query(ctx, j.sql(`SELECT s.partition, s.tag, `+summaryCols+`
+	rows, err := a.pool.Query(ctx, a.sql(`SELECT s.partition, s.tag, `+pgschema.SummaryCols+`
 		FROM __S__.streams s
 		WHERE s.version > 0
 		  AND ($1 = '' OR s.partition = $1)
@@ -148,7 +51,7 @@ func (j *Journal) Streams(ctx context.Context, q StreamsQuery) ([]journal.TagSum
 		ORDER BY s.partition, s.tag
 		LIMIT $5`), q.Partition, q.TagPrefix, q.After.Partition, string(q.After.Tag), limit)
 	if err != nil {
-		return nil, j.translate("list streams", err)
+		return nil, a.translate("list streams", err)
 	}
 	defer rows.Close()
 	var out []journal.TagSummary
@@ -156,17 +59,17 @@ func (j *Journal) Streams(ctx context.Context, q StreamsQuery) ([]journal.TagSum
 		var (
 			s   journal.TagSummary
 			tag string
-			sr  summaryRow
+			sr  pgschema.SummaryRow
 		)
-		if err := rows.Scan(append([]any{&s.Stream.Partition, &tag}, sr.dest()...)...); err != nil {
-			return nil, j.translate("list streams", err)
+		if err := rows.Scan(append([]any{&s.Stream.Partition, &tag}, sr.Dest()...)...); err != nil {
+			return nil, a.translate("list streams", err)
 		}
 		s.Stream.Tag = journal.Tag(tag)
-		sr.fill(&s)
+		sr.Fill(&s)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, j.translate("list streams", err)
+		return nil, a.translate("list streams", err)
 	}
 	return out, nil
 }
@@ -194,17 +97,14 @@ type LeaseInfo struct {
 // ordered by partition and tag, with the holder's node session expiry by the
 // database clock. partition "" lists every partition. It reads the streams
 // table (every row of the selected partitions) and the nodes table.
-func (j *Journal) Leases(ctx context.Context, partition string) ([]LeaseInfo, error) {
-	if err := j.checkOpen(); err != nil {
-		return nil, err
-	}
-	rows, err := j.pool.Query(ctx, j.sql(`SELECT s.partition, s.tag, s.lease_node, s.lease_incarnation, s.epoch, s.leased_at, n.expires_at,
+func (a *Admin) Leases(ctx context.Context, partition string) ([]LeaseInfo, error) {
+	rows, err := a.pool.Query(ctx, a.sql(`SELECT s.partition, s.tag, s.lease_node, s.lease_incarnation, s.epoch, s.leased_at, n.expires_at,
 		coalesce(n.incarnation = s.lease_incarnation AND NOT n.closed AND n.expires_at > clock_timestamp(), false)
 		FROM __S__.streams s LEFT JOIN __S__.nodes n ON n.node_id = s.lease_node
 		WHERE s.lease_node IS NOT NULL AND NOT s.released AND ($1 = '' OR s.partition = $1)
 		ORDER BY s.partition, s.tag`), partition)
 	if err != nil {
-		return nil, j.translate("list leases", err)
+		return nil, a.translate("list leases", err)
 	}
 	defer rows.Close()
 	var out []LeaseInfo
@@ -216,7 +116,7 @@ func (j *Journal) Leases(ctx context.Context, partition string) ([]LeaseInfo, er
 			since, exp *time.Time
 		)
 		if err := rows.Scan(&l.Stream.Partition, &tag, &l.NodeID, &inc, &epoch, &since, &exp, &l.Live); err != nil {
-			return nil, j.translate("list leases", err)
+			return nil, a.translate("list leases", err)
 		}
 		l.Stream.Tag, l.Incarnation, l.Epoch = journal.Tag(tag), uint64(inc), uint64(epoch)
 		if since != nil {
@@ -228,7 +128,7 @@ func (j *Journal) Leases(ctx context.Context, partition string) ([]LeaseInfo, er
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, j.translate("list leases", err)
+		return nil, a.translate("list leases", err)
 	}
 	return out, nil
 }
@@ -253,16 +153,13 @@ type NodeInfo struct {
 // Nodes lists the node sessions, ordered by node ID, with the number of
 // stream leases each current incarnation holds. It reads the nodes table and
 // the streams table (every row).
-func (j *Journal) Nodes(ctx context.Context) ([]NodeInfo, error) {
-	if err := j.checkOpen(); err != nil {
-		return nil, err
-	}
-	rows, err := j.pool.Query(ctx, j.sql(`SELECT n.node_id, n.incarnation, n.timeout_us, n.opened_at, n.expires_at, n.closed,
+func (a *Admin) Nodes(ctx context.Context) ([]NodeInfo, error) {
+	rows, err := a.pool.Query(ctx, a.sql(`SELECT n.node_id, n.incarnation, n.timeout_us, n.opened_at, n.expires_at, n.closed,
 		NOT n.closed AND n.expires_at > clock_timestamp(),
 		(SELECT count(*) FROM __S__.streams s WHERE s.lease_node = n.node_id AND s.lease_incarnation = n.incarnation AND NOT s.released)
 		FROM __S__.nodes n ORDER BY n.node_id`))
 	if err != nil {
-		return nil, j.translate("list nodes", err)
+		return nil, a.translate("list nodes", err)
 	}
 	defer rows.Close()
 	var out []NodeInfo
@@ -273,7 +170,7 @@ func (j *Journal) Nodes(ctx context.Context) ([]NodeInfo, error) {
 			opened         *time.Time
 		)
 		if err := rows.Scan(&n.NodeID, &inc, &us, &opened, &n.ExpiresAt, &n.Closed, &n.Live, &count); err != nil {
-			return nil, j.translate("list nodes", err)
+			return nil, a.translate("list nodes", err)
 		}
 		n.Incarnation, n.Timeout, n.Leases = uint64(inc), time.Duration(us)*time.Microsecond, uint64(count)
 		n.ExpiresAt = n.ExpiresAt.UTC()
@@ -283,7 +180,7 @@ func (j *Journal) Nodes(ctx context.Context) ([]NodeInfo, error) {
 		out = append(out, n)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, j.translate("list nodes", err)
+		return nil, a.translate("list nodes", err)
 	}
 	return out, nil
 }
@@ -294,14 +191,11 @@ func (j *Journal) Nodes(ctx context.Context) ([]NodeInfo, error) {
 // (journal.UntaggedChain), so each such event was inserted around the journal
 // or written by a Scribe version that stored untagged events unchained. It
 // scans the partition's events.
-func (j *Journal) UnchainedEvents(ctx context.Context, partition string) (uint64, error) {
-	if err := j.checkOpen(); err != nil {
-		return 0, err
-	}
+func (a *Admin) UnchainedEvents(ctx context.Context, partition string) (uint64, error) {
 	var n int64
-	err := j.pool.QueryRow(ctx, j.sql(`SELECT count(*) FROM __S__.events WHERE cardinality(tags) = 0 AND ($1 = '' OR partition = $1)`), partition).Scan(&n)
+	err := a.pool.QueryRow(ctx, a.sql(`SELECT count(*) FROM __S__.events WHERE cardinality(tags) = 0 AND ($1 = '' OR partition = $1)`), partition).Scan(&n)
 	if err != nil {
-		return 0, j.translate("count unchained events", err)
+		return 0, a.translate("count unchained events", err)
 	}
 	return uint64(n), nil
 }
@@ -312,16 +206,13 @@ func (j *Journal) UnchainedEvents(ctx context.Context, partition string) (uint64
 // journal writes both in one statement). journal.VerifyStream reports such a
 // stream as broken. Ordered by partition and tag; it reads the whole tag
 // index of the selected partitions, as a verification does anyway.
-func (j *Journal) UnrecordedStreams(ctx context.Context, partition string) ([]journal.StreamID, error) {
-	if err := j.checkOpen(); err != nil {
-		return nil, err
-	}
-	rows, err := j.pool.Query(ctx, j.sql(`SELECT DISTINCT et.partition, et.tag FROM __S__.event_tags et
+func (a *Admin) UnrecordedStreams(ctx context.Context, partition string) ([]journal.StreamID, error) {
+	rows, err := a.pool.Query(ctx, a.sql(`SELECT DISTINCT et.partition, et.tag FROM __S__.event_tags et
 		WHERE ($1 = '' OR et.partition = $1)
 		  AND NOT EXISTS (SELECT 1 FROM __S__.streams s WHERE s.partition = et.partition AND s.tag = et.tag AND s.version > 0)
 		ORDER BY et.partition, et.tag`), partition)
 	if err != nil {
-		return nil, j.translate("list unrecorded streams", err)
+		return nil, a.translate("list unrecorded streams", err)
 	}
 	defer rows.Close()
 	var out []journal.StreamID
@@ -329,13 +220,42 @@ func (j *Journal) UnrecordedStreams(ctx context.Context, partition string) ([]jo
 		var id journal.StreamID
 		var tag string
 		if err := rows.Scan(&id.Partition, &tag); err != nil {
-			return nil, j.translate("list unrecorded streams", err)
+			return nil, a.translate("list unrecorded streams", err)
 		}
 		id.Tag = journal.Tag(tag)
 		out = append(out, id)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, j.translate("list unrecorded streams", err)
+		return nil, a.translate("list unrecorded streams", err)
 	}
 	return out, nil
+}
+
+// listStreamsPage is how many streams ListStreams reads per query.
+const listStreamsPage = 1000
+
+// ListStreams yields every stream of partition ("": every partition) that
+// has events, archived whole ones included, ordered by partition then tag
+// (byte order), reading Streams page by page: it implements
+// evidence.StreamLister.
+func (a *Admin) ListStreams(ctx context.Context, partition string) iter.Seq2[journal.StreamID, error] {
+	return func(yield func(journal.StreamID, error) bool) {
+		q := StreamsQuery{Partition: partition, Limit: listStreamsPage}
+		for {
+			page, err := a.Streams(ctx, q)
+			if err != nil {
+				yield(journal.StreamID{}, err)
+				return
+			}
+			for _, st := range page {
+				if !yield(st.Stream, nil) {
+					return
+				}
+			}
+			if len(page) < q.Limit {
+				return
+			}
+			q.After = page[len(page)-1].Stream
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package postgres_test
+package pgadmin_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/internal/pgtest"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/snapshots"
 )
@@ -126,22 +126,22 @@ func TestRetentionShrinksHotTables(t *testing.T) {
 	}
 	require.Len(t, original, 1000)
 
-	require.NoError(t, f.journal.Compact(ctx, false)) // a settled starting point
-	before, err := f.journal.StorageSizes(ctx)
+	require.NoError(t, f.admin.Compact(ctx, false)) // a settled starting point
+	before, err := f.admin.StorageSizes(ctx)
 	require.NoError(t, err)
 
-	policy := postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"ledger": {KeepLast: 100}}}
-	var reports []postgres.ArchiveProgress
-	prog, err := f.journal.Archive(ctx, policy, postgres.ArchiveOptions{BatchSize: 250, Progress: func(p postgres.ArchiveProgress) { reports = append(reports, p) }})
+	policy := pgadmin.RetentionPolicy{Groups: map[string]pgadmin.RetentionRule{"ledger": {KeepLast: 100}}}
+	var reports []pgadmin.ArchiveProgress
+	prog, err := f.admin.Archive(ctx, policy, pgadmin.ArchiveOptions{BatchSize: 250, Progress: func(p pgadmin.ArchiveProgress) { reports = append(reports, p) }})
 	require.NoError(t, err)
 	require.Equal(t, uint64(900), prog.Versions)
 	require.Equal(t, uint64(900), prog.Events)
 	require.Len(t, reports, 4, "900 versions in batches of 250")
-	deleted, err := f.journal.StorageSizes(ctx)
+	deleted, err := f.admin.StorageSizes(ctx)
 	require.NoError(t, err)
 	waitForHorizon(t, f.pool)
-	require.NoError(t, f.journal.Compact(ctx, true))
-	after, err := f.journal.StorageSizes(ctx)
+	require.NoError(t, f.admin.Compact(ctx, true))
+	after, err := f.admin.StorageSizes(ctx)
 	require.NoError(t, err)
 	t.Logf("hot tables (events + event_tags, with indexes): %s before, %s after the archive's DELETEs, %s after VACUUM FULL (%.0f%% smaller); archive tables %s",
 		mib(before.Hot()), mib(deleted.Hot()), mib(after.Hot()), 100*(1-float64(after.Hot())/float64(before.Hot())), mib(after.Archive()))
@@ -210,14 +210,14 @@ func TestRetiredAggregateRefusesCommands(t *testing.T) {
 		_, err := rt.Execute(ctx, target, post{Amount: i})
 		require.NoError(t, err)
 	}
-	_, err := f.journal.RetireStream(ctx, target.Stream())
+	_, err := f.admin.RetireStream(ctx, target.Stream())
 	require.NoError(t, err)
 	_, err = rt.Execute(ctx, target, post{Amount: 4})
 	require.ErrorIs(t, err, journal.ErrStreamRetired, "the active actor's append is refused")
 	require.False(t, runtime.IsRetryable(err))
 	require.NoError(t, rt.Shutdown(ctx))
 
-	_, err = f.journal.Archive(ctx, postgres.RetentionPolicy{}, postgres.ArchiveOptions{})
+	_, err = f.admin.Archive(ctx, pgadmin.RetentionPolicy{}, pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	rt2 := ledgerRuntime(t, f, "retired-b")
 	_, err = rt2.Execute(ctx, target, post{Amount: 5})

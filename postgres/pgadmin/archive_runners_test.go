@@ -1,4 +1,4 @@
-package postgres_test
+package pgadmin_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -328,7 +329,7 @@ func TestArchiveWhileSlicedRunnersLag(t *testing.T) {
 	// A slice holds an event row through its tag index rows (the chains'
 	// cuts), not through a floor: a slice without events holds nothing.
 	wantEvents := movedEvents(all, hot, cuts, all[len(all)-1].Position)
-	prog, err := f.journal.Archive(ctx, keep("acct", 1, true), postgres.ArchiveOptions{BatchSize: 50})
+	prog, err := f.admin.Archive(ctx, keep("acct", 1, true), pgadmin.ArchiveOptions{BatchSize: 50})
 	require.NoError(t, err)
 	require.Equal(t, wantVersions, prog.Versions, "the tag index rows every slice passed, no more")
 	require.EqualValues(t, wantEvents, prog.Events, "the event rows every chain and every slice passed")
@@ -369,7 +370,7 @@ func TestArchiveWhileSlicedRunnersLag(t *testing.T) {
 		cuts[tag] = v - 1
 	}
 	wantEvents = movedEvents(all, hot, cuts, all[len(all)-1].Position)
-	prog, err = f.journal.Archive(ctx, keep("acct", 1, true), postgres.ArchiveOptions{BatchSize: 50})
+	prog, err = f.admin.Archive(ctx, keep("acct", 1, true), pgadmin.ArchiveOptions{BatchSize: 50})
 	require.NoError(t, err)
 	require.Equal(t, wantRest, prog.Versions)
 	require.EqualValues(t, wantEvents, prog.Events)
@@ -442,7 +443,7 @@ func TestArchiveWhileUnslicedRunnersLag(t *testing.T) {
 		hot[r.ID] = true
 	}
 	wantEvents := movedEvents(all, hot, cuts, ckpt)
-	prog, err := f.journal.Archive(ctx, keep("acct", 1, true), postgres.ArchiveOptions{BatchSize: 50})
+	prog, err := f.admin.Archive(ctx, keep("acct", 1, true), pgadmin.ArchiveOptions{BatchSize: 50})
 	require.NoError(t, err)
 	require.Equal(t, wantVersions, prog.Versions, "every stream is cut as the policy asks")
 	require.EqualValues(t, wantEvents, prog.Events, "only the event rows the projection passed leave")
@@ -460,7 +461,7 @@ func TestArchiveWhileUnslicedRunnersLag(t *testing.T) {
 	require.EqualValues(t, len(all), st.Events, "every event applied once")
 
 	wantEvents = movedEvents(all, hot, cuts, st.Checkpoint)
-	prog, err = f.journal.Archive(ctx, keep("acct", 1, true), postgres.ArchiveOptions{BatchSize: 50})
+	prog, err = f.admin.Archive(ctx, keep("acct", 1, true), pgadmin.ArchiveOptions{BatchSize: 50})
 	require.NoError(t, err)
 	require.Zero(t, prog.Versions, "the streams were cut already")
 	require.EqualValues(t, wantEvents, prog.Events, "the event rows the projection passed since")

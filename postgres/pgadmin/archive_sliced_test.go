@@ -1,4 +1,4 @@
-package postgres_test
+package pgadmin_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -75,7 +76,7 @@ func TestArchiveKeepsWhatALaggingSlicedProjectionHasNotRead(t *testing.T) {
 		}
 	}
 
-	_, err := f.journal.Archive(ctx, keep("acct", 5, true), postgres.ArchiveOptions{BatchSize: 7})
+	_, err := f.admin.Archive(ctx, keep("acct", 5, true), pgadmin.ArchiveOptions{BatchSize: 7})
 	require.NoError(t, err)
 	held := 0
 	for a := range 8 {
@@ -115,7 +116,7 @@ func TestArchiveKeepsWhatALaggingSlicedProjectionHasNotRead(t *testing.T) {
 
 	// Caught up, the next run cuts the lagging slice's streams too.
 	setSlice(t, f, k, lagging, got[len(got)-1].Position)
-	_, err = f.journal.Archive(ctx, keep("acct", 5, true), postgres.ArchiveOptions{})
+	_, err = f.admin.Archive(ctx, keep("acct", 5, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	for a := range 8 {
 		sum, err := f.journal.TagSummary(ctx, journal.Stream(journal.Tag(fmt.Sprintf("acct:%d", a))))
@@ -137,7 +138,7 @@ func TestArchiveNotHeldByACaughtUpSlicedProjection(t *testing.T) {
 	k := projection.Key{Name: "accts", Version: 1}
 	recs, sl := slicedArchiveSetup(t, f, k)
 
-	prog, err := f.journal.Archive(ctx, keep("acct", 5, true), postgres.ArchiveOptions{})
+	prog, err := f.admin.Archive(ctx, keep("acct", 5, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.Zero(t, prog.Versions, "nothing applied yet: the tag index stays")
 	require.Zero(t, prog.Events)
@@ -146,7 +147,7 @@ func TestArchiveNotHeldByACaughtUpSlicedProjection(t *testing.T) {
 	for i := range sl.Count {
 		setSlice(t, f, k, i, recs[len(recs)-1].Position)
 	}
-	prog, err = f.journal.Archive(ctx, keep("acct", 5, true), postgres.ArchiveOptions{})
+	prog, err = f.admin.Archive(ctx, keep("acct", 5, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(8*15), prog.Versions)
 	require.Equal(t, uint64(8*15), prog.Events, "the caught-up sliced projection lets its events go")

@@ -1,4 +1,4 @@
-package postgres_test
+package pgadmin_test
 
 import (
 	"testing"
@@ -6,42 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
-
-func TestMigrationStatus(t *testing.T) {
-	t.Parallel()
-	pool, schema := pgtest.Pool(t)
-	ctx := t.Context()
-	cfg := postgres.Config{Schema: schema}
-	rep, err := postgres.MigrationStatus(ctx, pool, cfg)
-	require.NoError(t, err)
-	require.Zero(t, rep.Current)
-	require.Empty(t, rep.Applied)
-	require.NotEmpty(t, rep.Pending)
-	require.Equal(t, postgres.LatestVersion(), rep.Pending[len(rep.Pending)-1].Version)
-	require.False(t, rep.TooNew())
-
-	require.NoError(t, postgres.Migrate(ctx, pool, cfg))
-	after, err := postgres.MigrationStatus(ctx, pool, cfg)
-	require.NoError(t, err)
-	require.Equal(t, postgres.LatestVersion(), after.Current)
-	require.Empty(t, after.Pending)
-	require.Len(t, after.Applied, len(rep.Pending))
-	for _, m := range after.Applied {
-		require.WithinDuration(t, time.Now(), m.AppliedAt, time.Minute)
-	}
-
-	_, err = pool.Exec(ctx, `INSERT INTO `+quote(schema)+`.schema_migrations (version, name) VALUES (9999, '9999_future.sql')`)
-	require.NoError(t, err)
-	newer, err := postgres.MigrationStatus(ctx, pool, cfg)
-	require.NoError(t, err)
-	require.True(t, newer.TooNew())
-	require.Equal(t, 9999, newer.Current)
-	require.ErrorContains(t, postgres.Migrate(ctx, pool, cfg), "newer than this build's")
-}
 
 func TestStreamsListing(t *testing.T) {
 	t.Parallel()
@@ -70,7 +37,7 @@ func TestStreamsListing(t *testing.T) {
 		}
 		return out
 	}
-	all, err := f.journal.Streams(ctx, postgres.StreamsQuery{})
+	all, err := f.admin.Streams(ctx, pgadmin.StreamsQuery{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"default/account:1", "default/account:10", "default/account:2", "default/branch:1", "tenant-b/account:1"}, names(all))
 	for _, s := range all {
@@ -79,20 +46,20 @@ func TestStreamsListing(t *testing.T) {
 		require.Equal(t, sum, s, "a listed stream carries its TagSummary")
 	}
 
-	page, err := f.journal.Streams(ctx, postgres.StreamsQuery{Partition: journal.DefaultPartition, TagPrefix: "account:1", Limit: 1})
+	page, err := f.admin.Streams(ctx, pgadmin.StreamsQuery{Partition: journal.DefaultPartition, TagPrefix: "account:1", Limit: 1})
 	require.NoError(t, err)
 	require.Equal(t, []string{"default/account:1"}, names(page))
-	page, err = f.journal.Streams(ctx, postgres.StreamsQuery{Partition: journal.DefaultPartition, TagPrefix: "account:1", Limit: 1, After: page[0].Stream})
+	page, err = f.admin.Streams(ctx, pgadmin.StreamsQuery{Partition: journal.DefaultPartition, TagPrefix: "account:1", Limit: 1, After: page[0].Stream})
 	require.NoError(t, err)
 	require.Equal(t, []string{"default/account:10"}, names(page))
-	page, err = f.journal.Streams(ctx, postgres.StreamsQuery{Partition: journal.DefaultPartition, TagPrefix: "account:1", After: page[0].Stream})
+	page, err = f.admin.Streams(ctx, pgadmin.StreamsQuery{Partition: journal.DefaultPartition, TagPrefix: "account:1", After: page[0].Stream})
 	require.NoError(t, err)
 	require.Empty(t, page)
 
-	_, err = f.journal.Streams(ctx, postgres.StreamsQuery{Limit: -1})
+	_, err = f.admin.Streams(ctx, pgadmin.StreamsQuery{Limit: -1})
 	require.ErrorIs(t, err, journal.ErrInvalidQuery)
 
-	leases, err := f.journal.Leases(ctx, "")
+	leases, err := f.admin.Leases(ctx, "")
 	require.NoError(t, err)
 	require.Len(t, leases, 1)
 	require.Equal(t, journal.Stream("account:empty"), leases[0].Stream)
@@ -101,22 +68,22 @@ func TestStreamsListing(t *testing.T) {
 	require.False(t, leases[0].Since.IsZero(), "migration 0004 records when a lease was granted")
 	require.True(t, leases[0].Until.After(leases[0].Since))
 
-	nodes, err := f.journal.Nodes(ctx)
+	nodes, err := f.admin.Nodes(ctx)
 	require.NoError(t, err)
 	require.Len(t, nodes, 1)
-	require.Equal(t, postgres.NodeInfo{NodeID: "n1", Incarnation: 1, Timeout: time.Minute, OpenedAt: nodes[0].OpenedAt, ExpiresAt: node.ExpiresAt, Live: true, Leases: 1}, nodes[0])
+	require.Equal(t, pgadmin.NodeInfo{NodeID: "n1", Incarnation: 1, Timeout: time.Minute, OpenedAt: nodes[0].OpenedAt, ExpiresAt: node.ExpiresAt, Live: true, Leases: 1}, nodes[0])
 	require.WithinDuration(t, node.ExpiresAt.Add(-time.Minute), nodes[0].OpenedAt, time.Second)
 
-	n, err := f.journal.UnchainedEvents(ctx, "")
+	n, err := f.admin.UnchainedEvents(ctx, "")
 	require.NoError(t, err)
 	require.Zero(t, n)
 
-	unrecorded, err := f.journal.UnrecordedStreams(ctx, "")
+	unrecorded, err := f.admin.UnrecordedStreams(ctx, "")
 	require.NoError(t, err)
 	require.Empty(t, unrecorded)
 	_, err = f.pool.Exec(ctx, `DELETE FROM `+quote(f.cfg.Schema)+`.streams WHERE tag = 'account:2'`)
 	require.NoError(t, err)
-	unrecorded, err = f.journal.UnrecordedStreams(ctx, journal.DefaultPartition)
+	unrecorded, err = f.admin.UnrecordedStreams(ctx, journal.DefaultPartition)
 	require.NoError(t, err)
 	require.Equal(t, []journal.StreamID{journal.Stream("account:2")}, unrecorded)
 	_, err = journal.VerifyStream(ctx, f.journal, journal.Stream("account:2"))

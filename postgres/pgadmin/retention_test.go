@@ -1,4 +1,4 @@
-package postgres_test
+package pgadmin_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/snapshots"
 )
 
@@ -43,8 +44,8 @@ func (f *fixture) count(t *testing.T, table, where string, args ...any) int {
 }
 
 // keep returns a policy keeping the newest n events of group's streams.
-func keep(group string, n uint64, nosnapshot bool) postgres.RetentionPolicy {
-	return postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{group: {KeepLast: n, NoSnapshotCheck: nosnapshot}}}
+func keep(group string, n uint64, nosnapshot bool) pgadmin.RetentionPolicy {
+	return pgadmin.RetentionPolicy{Groups: map[string]pgadmin.RetentionRule{group: {KeepLast: n, NoSnapshotCheck: nosnapshot}}}
 }
 
 // TestRetentionRefusesWithoutSnapshot: a policy that would cut an aggregate
@@ -57,15 +58,15 @@ func TestRetentionRefusesWithoutSnapshot(t *testing.T) {
 	appendN(t, f.journal, "acct:1", 100)
 	appendN(t, f.journal, "acct:2", 5)
 
-	plan, err := f.journal.PlanArchive(ctx, keep("acct", 10, false))
+	plan, err := f.admin.PlanArchive(ctx, keep("acct", 10, false))
 	require.NoError(t, err)
 	require.Len(t, plan.Streams, 1, "acct:2 has only 5 events: nothing to retire")
 	require.Equal(t, uint64(90), plan.Streams[0].Target)
 	require.Contains(t, plan.Streams[0].Refused, "no snapshot at or after version 90")
 
-	_, err = f.journal.Archive(ctx, keep("acct", 10, false), postgres.ArchiveOptions{})
+	_, err = f.admin.Archive(ctx, keep("acct", 10, false), pgadmin.ArchiveOptions{})
 	require.ErrorIs(t, err, journal.ErrSnapshotRequired)
-	var sr *postgres.SnapshotRequiredError
+	var sr *pgadmin.SnapshotRequiredError
 	require.ErrorAs(t, err, &sr)
 	require.Equal(t, journal.Stream("acct:1"), sr.Streams[0].Stream)
 	require.Contains(t, err.Error(), "default/acct:1 (cut 90 asked, newest snapshot 0)")
@@ -77,19 +78,19 @@ func TestRetentionRefusesWithoutSnapshot(t *testing.T) {
 
 	// A snapshot below the cut is not enough.
 	require.NoError(t, f.snapshots.Save(ctx, snapshots.Snapshot{Stream: journal.Stream("acct:1"), Version: 50, SchemaVersion: 1, State: []byte(`{}`)}))
-	_, err = f.journal.Archive(ctx, keep("acct", 10, false), postgres.ArchiveOptions{})
+	_, err = f.admin.Archive(ctx, keep("acct", 10, false), pgadmin.ArchiveOptions{})
 	require.ErrorIs(t, err, journal.ErrSnapshotRequired)
 	require.Contains(t, err.Error(), "newest snapshot 50")
 
 	// Up to the snapshot is fine, and so is a group marked nosnapshot.
-	prog, err := f.journal.Archive(ctx, postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"acct": {BeforeSnapshot: true}}}, postgres.ArchiveOptions{})
+	prog, err := f.admin.Archive(ctx, pgadmin.RetentionPolicy{Groups: map[string]pgadmin.RetentionRule{"acct": {BeforeSnapshot: true}}}, pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(50), prog.Versions)
 	sum, err = f.journal.TagSummary(ctx, journal.Stream("acct:1"))
 	require.NoError(t, err)
 	require.Equal(t, uint64(50), sum.Cut.Version)
 
-	prog, err = f.journal.Archive(ctx, keep("acct", 10, true), postgres.ArchiveOptions{BatchSize: 7})
+	prog, err = f.admin.Archive(ctx, keep("acct", 10, true), pgadmin.ArchiveOptions{BatchSize: 7})
 	require.NoError(t, err)
 	require.Equal(t, uint64(40), prog.Versions)
 	require.Equal(t, 6, prog.Batches, "40 versions in batches of at most 7")
@@ -97,9 +98,9 @@ func TestRetentionRefusesWithoutSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(10), n)
 
-	_, err = postgres.ParseRetentionRule("snapshot,nosnapshot")
+	_, err = pgadmin.ParseRetentionRule("snapshot,nosnapshot")
 	require.Error(t, err)
-	r, err := postgres.ParseRetentionRule("age:720h,nosnapshot")
+	r, err := pgadmin.ParseRetentionRule("age:720h,nosnapshot")
 	require.NoError(t, err)
 	require.Equal(t, "age:720h0m0s,nosnapshot", r.String())
 }
@@ -112,7 +113,7 @@ func TestReadBeforeCutIsTyped(t *testing.T) {
 	f := setup(t)
 	ctx := t.Context()
 	recs := appendN(t, f.journal, "acct:1", 30)
-	_, err := f.journal.Archive(ctx, keep("acct", 10, true), postgres.ArchiveOptions{})
+	_, err := f.admin.Archive(ctx, keep("acct", 10, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 
 	for _, from := range []uint64{0, 1, 20} {
@@ -168,7 +169,7 @@ func TestSharedEventLeavesWithItsLastChain(t *testing.T) {
 	require.NoError(t, err)
 	id := shared.Records[0].ID
 
-	_, err = f.journal.Archive(ctx, keep("a", 1, true), postgres.ArchiveOptions{})
+	_, err = f.admin.Archive(ctx, keep("a", 1, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 1, f.count(t, "events", "id = $1", id), "b:y still links it")
 	require.Equal(t, 0, f.count(t, "events_archive", "id = $1", id))
@@ -181,7 +182,7 @@ func TestSharedEventLeavesWithItsLastChain(t *testing.T) {
 	require.Len(t, ys, 3)
 	require.Equal(t, id, ys[1].ID)
 
-	_, err = f.journal.Archive(ctx, keep("b", 1, true), postgres.ArchiveOptions{})
+	_, err = f.admin.Archive(ctx, keep("b", 1, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 0, f.count(t, "events", "id = $1", id))
 	require.Equal(t, 1, f.count(t, "events_archive", "id = $1", id), "moved once both cuts passed it")
@@ -210,7 +211,7 @@ func TestRetiredStreamRefusesAppends(t *testing.T) {
 	_, err := f.journal.Append(ctx, []journal.Event{event("Opened", "acct:open")}, journal.AppendOptions{})
 	require.NoError(t, err)
 
-	sum, err := f.journal.RetireStream(ctx, journal.Stream("acct:closed"))
+	sum, err := f.admin.RetireStream(ctx, journal.Stream("acct:closed"))
 	require.NoError(t, err)
 	require.True(t, sum.Retired)
 	require.Equal(t, uint64(5), sum.Version)
@@ -239,13 +240,13 @@ func TestRetiredStreamRefusesAppends(t *testing.T) {
 	require.NoError(t, err, "other streams go on")
 	require.Equal(t, 0, f.count(t, "event_tags", "tag = 'acct:closed' AND version > 5"), "version 6 was never written")
 
-	_, err = f.journal.RetireStream(ctx, journal.Stream("acct:closed"))
+	_, err = f.admin.RetireStream(ctx, journal.Stream("acct:closed"))
 	require.NoError(t, err, "retiring again does nothing")
-	_, err = f.journal.RetireStream(ctx, journal.Stream("acct:never"))
+	_, err = f.admin.RetireStream(ctx, journal.Stream("acct:never"))
 	require.ErrorIs(t, err, journal.ErrNotFound)
 
 	// Any archive run retires a tombstoned stream whole, without a snapshot.
-	prog, err := f.journal.Archive(ctx, postgres.RetentionPolicy{}, postgres.ArchiveOptions{})
+	prog, err := f.admin.Archive(ctx, pgadmin.RetentionPolicy{}, pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), prog.Versions)
 	require.Equal(t, 0, f.count(t, "events", "'acct:closed' = ANY(tags)"))
@@ -279,11 +280,11 @@ func TestRetentionOfUntaggedChains(t *testing.T) {
 		_, err := f.journal.Append(ctx, []journal.Event{event("Tick"), event("Tick"), event("Tock")}, journal.AppendOptions{})
 		require.NoError(t, err)
 	}
-	plan, err := f.journal.PlanArchive(ctx, keep(journal.UntaggedGroup, 1, false))
+	plan, err := f.admin.PlanArchive(ctx, keep(journal.UntaggedGroup, 1, false))
 	require.NoError(t, err)
 	require.Len(t, plan.Streams, 2)
 	require.Empty(t, plan.Refused(), "untagged chains need no snapshot")
-	prog, err := f.journal.Archive(ctx, keep(journal.UntaggedGroup, 1, false), postgres.ArchiveOptions{})
+	prog, err := f.admin.Archive(ctx, keep(journal.UntaggedGroup, 1, false), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(5+2), prog.Versions)
 	require.Equal(t, uint64(7), prog.Events)
@@ -332,12 +333,12 @@ func TestArchiveWhileAppending(t *testing.T) {
 			require.NoError(t, err)
 			finished++
 		default:
-			prog, err := f.journal.Archive(ctx, keep("p", 5, true), postgres.ArchiveOptions{BatchSize: 3})
+			prog, err := f.admin.Archive(ctx, keep("p", 5, true), pgadmin.ArchiveOptions{BatchSize: 3})
 			require.NoError(t, err)
 			archived += prog.Versions
 		}
 	}
-	prog, err := f.journal.Archive(ctx, keep("p", 5, true), postgres.ArchiveOptions{BatchSize: 3})
+	prog, err := f.admin.Archive(ctx, keep("p", 5, true), pgadmin.ArchiveOptions{BatchSize: 3})
 	require.NoError(t, err)
 	archived += prog.Versions
 	t.Logf("%d stream versions archived while and after %d appends ran", archived, len(tags)*perWriter)
@@ -377,7 +378,7 @@ func TestArchiveWaitsForProjections(t *testing.T) {
 	_, err = f.pool.Exec(ctx, `INSERT INTO `+s+`.projection_active (name, version) VALUES ('old', 2)`)
 	require.NoError(t, err)
 
-	prog, err := f.journal.Archive(ctx, keep("acct", 5, true), postgres.ArchiveOptions{})
+	prog, err := f.admin.Archive(ctx, keep("acct", 5, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(15), prog.Versions, "the stream's cut moves to 15")
 	require.Equal(t, uint64(10), prog.Events, "only the events 'balances' has applied leave the feed; the superseded 'old' version holds nothing")
@@ -391,7 +392,7 @@ func TestArchiveWaitsForProjections(t *testing.T) {
 	_, err = f.pool.Exec(ctx, `UPDATE `+s+`.projections SET commit_xid = $1, seq = $2 WHERE name = 'balances'`,
 		int64(recs[19].Position.Commit), int64(recs[19].Position.Seq))
 	require.NoError(t, err)
-	prog, err = f.journal.Archive(ctx, keep("acct", 5, true), postgres.ArchiveOptions{BatchSize: 2})
+	prog, err = f.admin.Archive(ctx, keep("acct", 5, true), pgadmin.ArchiveOptions{BatchSize: 2})
 	require.NoError(t, err)
 	require.Zero(t, prog.Versions)
 	require.Equal(t, uint64(5), prog.Events, "the sweep moved the events below the cut")
@@ -420,13 +421,13 @@ func TestRetentionByAge(t *testing.T) {
 	}
 	appendN(t, f.journal, "log:2", 1) // recorded at t0+9h: young
 
-	policy := postgres.RetentionPolicy{Groups: map[string]postgres.RetentionRule{"log": {KeepFor: 3 * time.Hour, NoSnapshotCheck: true}}, Now: t0.Add(9 * time.Hour)}
-	plan, err := f.journal.PlanArchive(ctx, policy)
+	policy := pgadmin.RetentionPolicy{Groups: map[string]pgadmin.RetentionRule{"log": {KeepFor: 3 * time.Hour, NoSnapshotCheck: true}}, Now: t0.Add(9 * time.Hour)}
+	plan, err := f.admin.PlanArchive(ctx, policy)
 	require.NoError(t, err)
 	require.Len(t, plan.Streams, 1)
 	require.Equal(t, uint64(6), plan.Streams[0].Target, "versions 1-6 were recorded before t0+6h")
 	require.Equal(t, "age:3h0m0s,nosnapshot", plan.Streams[0].Rule)
-	_, err = f.journal.Archive(ctx, policy, postgres.ArchiveOptions{})
+	_, err = f.admin.Archive(ctx, policy, pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	sum, err := f.journal.TagSummary(ctx, journal.Stream("log:1"))
 	require.NoError(t, err)
@@ -434,7 +435,7 @@ func TestRetentionByAge(t *testing.T) {
 	require.Equal(t, t0, sum.FirstRecordedAt, "the summary still knows the archived first event's time")
 
 	policy.Now = t0.Add(100 * time.Hour)
-	plan, err = f.journal.PlanArchive(ctx, policy)
+	plan, err = f.admin.PlanArchive(ctx, policy)
 	require.NoError(t, err)
 	require.Len(t, plan.Streams, 2, "everything is old now")
 	require.Equal(t, uint64(10), plan.Streams[0].Target)
@@ -467,7 +468,7 @@ func TestArchivedEventIDsStayTaken(t *testing.T) {
 	first, err := f.journal.Append(ctx, evs, journal.AppendOptions{})
 	require.NoError(t, err)
 	appendN(t, f.journal, "acct:1", 3)
-	_, err = f.journal.Archive(ctx, keep("acct", 1, true), postgres.ArchiveOptions{})
+	_, err = f.admin.Archive(ctx, keep("acct", 1, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 0, f.count(t, "events", "id = $1", evs[0].ID))
 

@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import (
 	"context"
@@ -77,9 +77,9 @@ const moveEventsSQL = `WITH m AS (
 	DELETE FROM __S__.events e
 	WHERE (e.commit_xid, e.seq) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
 	  AND ` + fullyCutSQL + `
-	RETURNING ` + archiveCols + `, correlation_id
+	RETURNING ` + pgschema.ArchiveCols + `, correlation_id
 )
-INSERT INTO __S__.events_archive (` + archiveCols + `, correlation_id) SELECT * FROM m`
+INSERT INTO __S__.events_archive (` + pgschema.ArchiveCols + `, correlation_id) SELECT * FROM m`
 
 // liveCheckpointsSQL lists the checkpoints held in this schema
 // (ProjectionStore) by the projection (and publisher) versions that may
@@ -155,28 +155,22 @@ const sweepSQL = `SELECT e.commit_xid, e.seq FROM __S__.events e
 // runs: a batch holds row locks only on the streams rows it cuts, briefly.
 // After an error (or the end of ctx) the committed batches stay; run it again
 // to go on.
-func (j *Journal) Archive(ctx context.Context, policy RetentionPolicy, opts ArchiveOptions) (ArchiveProgress, error) {
-	plan, err := j.PlanArchive(ctx, policy)
+func (a *Admin) Archive(ctx context.Context, policy RetentionPolicy, opts ArchiveOptions) (ArchiveProgress, error) {
+	plan, err := a.PlanArchive(ctx, policy)
 	if err != nil {
 		return ArchiveProgress{}, err
 	}
 	if refused := plan.Refused(); len(refused) > 0 {
 		return ArchiveProgress{}, &SnapshotRequiredError{Streams: refused}
 	}
-	return j.ArchivePlanned(ctx, plan, opts)
+	return a.ArchivePlanned(ctx, plan, opts)
 }
 
 // ArchivePlanned retires what plan lists (from PlanArchive; refused streams
 // are skipped), in batches as Archive does. Each stream's cut moves towards
 // its planned Target from wherever it is when its batch runs; a snapshot
 // requirement is checked again in each batch.
-func (j *Journal) ArchivePlanned(ctx context.Context, plan ArchivePlan, opts ArchiveOptions) (ArchiveProgress, error) {
-	if err := j.checkOpen(); err != nil {
-		return ArchiveProgress{}, err
-	}
-	if err := j.writable("archive"); err != nil {
-		return ArchiveProgress{}, err
-	}
+func (a *Admin) ArchivePlanned(ctx context.Context, plan ArchivePlan, opts ArchiveOptions) (ArchiveProgress, error) {
 	size := opts.BatchSize
 	if size <= 0 {
 		size = 1000
@@ -184,7 +178,7 @@ func (j *Journal) ArchivePlanned(ctx context.Context, plan ArchivePlan, opts Arc
 	todo := slices.DeleteFunc(slices.Clone(plan.Streams), func(c StreamCut) bool { return c.Refused != "" })
 	prog := ArchiveProgress{Total: plan.Events()}
 	for len(todo) > 0 {
-		n, done, err := j.archiveBatch(ctx, todo, size, &prog)
+		n, done, err := a.archiveBatch(ctx, todo, size, &prog)
 		if err != nil {
 			return prog, err
 		}
@@ -200,7 +194,7 @@ func (j *Journal) ArchivePlanned(ctx context.Context, plan ArchivePlan, opts Arc
 	// stayed hot; move those the projections have passed since.
 	var after []int64
 	for {
-		n, last, err := j.sweepBatch(ctx, after, size)
+		n, last, err := a.sweepBatch(ctx, after, size)
 		if err != nil {
 			return prog, err
 		}
@@ -218,14 +212,14 @@ func (j *Journal) ArchivePlanned(ctx context.Context, plan ArchivePlan, opts Arc
 }
 
 // feedFloor reads feedFloorSQL's floor as two nullable arguments.
-func (j *Journal) feedFloor(ctx context.Context, tx pgx.Tx) ([2]pgtype.Int8, error) {
-	return j.floor(ctx, tx, feedFloorSQL)
+func (a *Admin) feedFloor(ctx context.Context, tx pgx.Tx) ([2]pgtype.Int8, error) {
+	return a.floor(ctx, tx, feedFloorSQL)
 }
 
 // floor reads a floor (feedFloorSQL, tagFloorSQL) as two nullable arguments.
-func (j *Journal) floor(ctx context.Context, tx pgx.Tx, stmt string, args ...any) ([2]pgtype.Int8, error) {
+func (a *Admin) floor(ctx context.Context, tx pgx.Tx, stmt string, args ...any) ([2]pgtype.Int8, error) {
 	var floor []int64
-	if err := tx.QueryRow(ctx, j.sql(stmt), args...).Scan(&floor); err != nil {
+	if err := tx.QueryRow(ctx, a.sql(stmt), args...).Scan(&floor); err != nil {
 		return [2]pgtype.Int8{}, fmt.Errorf("read the projections' checkpoints: %w", err)
 	}
 	if len(floor) != 2 {
@@ -237,13 +231,13 @@ func (j *Journal) floor(ctx context.Context, tx pgx.Tx, stmt string, args ...any
 // sweepBatch moves, in one transaction, up to size hot events after
 // position after (nil: from the start) that sweepSQL selects, and returns
 // how many it moved and the position of the last one it looked at.
-func (j *Journal) sweepBatch(ctx context.Context, after []int64, size int) (moved uint64, last []int64, err error) {
-	err = pgx.BeginFunc(ctx, j.pool, func(tx pgx.Tx) error {
+func (a *Admin) sweepBatch(ctx context.Context, after []int64, size int) (moved uint64, last []int64, err error) {
+	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		moved, last = 0, nil
-		if _, err := tx.Exec(ctx, archiveLockSQL, j.lockKey(pgschema.LockArchive, "", "archive")); err != nil {
+		if _, err := tx.Exec(ctx, archiveLockSQL, a.lockKey(pgschema.LockArchive, "", "archive")); err != nil {
 			return err
 		}
-		floor, err := j.feedFloor(ctx, tx)
+		floor, err := a.feedFloor(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -251,7 +245,7 @@ func (j *Journal) sweepBatch(ctx context.Context, after []int64, size int) (move
 		if len(after) == 2 {
 			a0, a1 = pgtype.Int8{Int64: after[0], Valid: true}, pgtype.Int8{Int64: after[1], Valid: true}
 		}
-		rows, err := tx.Query(ctx, j.sql(sweepSQL), a0, a1, floor[0], floor[1], size)
+		rows, err := tx.Query(ctx, a.sql(sweepSQL), a0, a1, floor[0], floor[1], size)
 		if err != nil {
 			return err
 		}
@@ -271,7 +265,7 @@ func (j *Journal) sweepBatch(ctx context.Context, after []int64, size int) (move
 			return nil
 		}
 		last = []int64{commits[len(commits)-1], seqs[len(seqs)-1]}
-		ct, err := tx.Exec(ctx, j.sql(moveEventsSQL), commits, seqs, floor[0], floor[1])
+		ct, err := tx.Exec(ctx, a.sql(moveEventsSQL), commits, seqs, floor[0], floor[1])
 		if err != nil {
 			return err
 		}
@@ -279,7 +273,7 @@ func (j *Journal) sweepBatch(ctx context.Context, after []int64, size int) (move
 		return nil
 	})
 	if err != nil {
-		return 0, nil, j.translate("archive: move events the projections have passed (rolled back)", err)
+		return 0, nil, a.translate("archive: move events the projections have passed (rolled back)", err)
 	}
 	return moved, last, nil
 }
@@ -287,12 +281,12 @@ func (j *Journal) sweepBatch(ctx context.Context, after []int64, size int) (move
 // archiveBatch runs one batch transaction over the head of todo, retiring
 // at most size versions. It returns how many versions it retired and how
 // many streams of todo reached their target.
-func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, prog *ArchiveProgress) (retired uint64, done int, err error) {
+func (a *Admin) archiveBatch(ctx context.Context, todo []StreamCut, size int, prog *ArchiveProgress) (retired uint64, done int, err error) {
 	var events uint64
 	var streams int
-	err = pgx.BeginFunc(ctx, j.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		retired, done, events, streams = 0, 0, 0, 0
-		if _, err := tx.Exec(ctx, archiveLockSQL, j.lockKey(pgschema.LockArchive, "", "archive")); err != nil {
+		if _, err := tx.Exec(ctx, archiveLockSQL, a.lockKey(pgschema.LockArchive, "", "archive")); err != nil {
 			return err
 		}
 		// The batch's streams, and their append locks, taken as an append
@@ -303,7 +297,7 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 		locks := map[int64]bool{}
 		for n < len(todo) {
 			c := todo[n]
-			locks[j.lockKey(lockTag, c.Stream.Partition, string(c.Stream.Tag))] = true
+			locks[a.lockKey(pgschema.LockTag, c.Stream.Partition, string(c.Stream.Tag))] = true
 			n++
 			need := c.Target - min(c.Cut, c.Target)
 			if need >= budget {
@@ -311,8 +305,8 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 			}
 			budget -= need
 		}
-		keys, modes := lockArgs(locks)
-		if _, err := tx.Exec(ctx, lockSQL, keys, modes); err != nil {
+		keys, modes := pgschema.LockArgs(locks)
+		if _, err := tx.Exec(ctx, pgschema.LockSQL, keys, modes); err != nil {
 			return err
 		}
 		var commits, seqs []int64
@@ -321,7 +315,7 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 			var version, cut int64
 			var retiredFlag bool
 			var snap int64
-			err := tx.QueryRow(ctx, j.sql(`SELECT version, cut_version, retired,
+			err := tx.QueryRow(ctx, a.sql(`SELECT version, cut_version, retired,
 				coalesce((SELECT max(version) FROM __S__.snapshots sn WHERE sn.partition = s.partition AND sn.tag = s.tag), 0)
 				FROM __S__.streams s WHERE partition = $1 AND tag = $2`), c.Stream.Partition, string(c.Stream.Tag)).Scan(&version, &cut, &retiredFlag, &snap)
 			if err != nil {
@@ -340,13 +334,13 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 			// A sliced projection reads the stream through its tag index
 			// rows: those it has not passed stay hot, and the cut with
 			// them (a later run moves them on).
-			tf, err := j.floor(ctx, tx, tagFloorSQL, c.Stream.Partition, string(c.Stream.Tag))
+			tf, err := a.floor(ctx, tx, tagFloorSQL, c.Stream.Partition, string(c.Stream.Tag))
 			if err != nil {
 				return err
 			}
 			if tf[0].Valid {
 				var held pgtype.Int8
-				if err := tx.QueryRow(ctx, j.sql(tagHeldSQL), c.Stream.Partition, string(c.Stream.Tag), cut, i64(next), tf[0], tf[1]).Scan(&held); err != nil {
+				if err := tx.QueryRow(ctx, a.sql(tagHeldSQL), c.Stream.Partition, string(c.Stream.Tag), cut, pgschema.I64(next), tf[0], tf[1]).Scan(&held); err != nil {
 					return fmt.Errorf("read the tag index of %s: %w", c.Stream, err)
 				}
 				if held.Valid {
@@ -357,7 +351,7 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 					continue
 				}
 			}
-			rows, err := tx.Query(ctx, j.sql(moveTagsSQL), c.Stream.Partition, string(c.Stream.Tag), cut, i64(next))
+			rows, err := tx.Query(ctx, a.sql(moveTagsSQL), c.Stream.Partition, string(c.Stream.Tag), cut, pgschema.I64(next))
 			if err != nil {
 				return fmt.Errorf("move the tag index of %s: %w", c.Stream, err)
 			}
@@ -384,10 +378,10 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 					c.Stream, cut+1, next, moved, top, c.Stream.Tag)
 			}
 			var hash []byte
-			if err := tx.QueryRow(ctx, j.sql(cutHashSQL), i64(at.Commit), i64(at.Seq), string(c.Stream.Tag)).Scan(&hash); err != nil {
+			if err := tx.QueryRow(ctx, a.sql(cutHashSQL), pgschema.I64(at.Commit), pgschema.I64(at.Seq), string(c.Stream.Tag)).Scan(&hash); err != nil {
 				return fmt.Errorf("read the chain hash of %s at version %d: %w", c.Stream, next, err)
 			}
-			ct, err := tx.Exec(ctx, j.sql(moveCutSQL), c.Stream.Partition, string(c.Stream.Tag), i64(next), hash, i64(at.Commit), i64(at.Seq), cut)
+			ct, err := tx.Exec(ctx, a.sql(moveCutSQL), c.Stream.Partition, string(c.Stream.Tag), pgschema.I64(next), hash, pgschema.I64(at.Commit), pgschema.I64(at.Seq), cut)
 			if err != nil {
 				return fmt.Errorf("move the cut of %s: %w", c.Stream, err)
 			}
@@ -402,11 +396,11 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 			}
 		}
 		if len(commits) > 0 {
-			floor, err := j.feedFloor(ctx, tx)
+			floor, err := a.feedFloor(ctx, tx)
 			if err != nil {
 				return err
 			}
-			ct, err := tx.Exec(ctx, j.sql(moveEventsSQL), commits, seqs, floor[0], floor[1])
+			ct, err := tx.Exec(ctx, a.sql(moveEventsSQL), commits, seqs, floor[0], floor[1])
 			if err != nil {
 				return fmt.Errorf("move events: %w", err)
 			}
@@ -419,7 +413,7 @@ func (j *Journal) archiveBatch(ctx context.Context, todo []StreamCut, size int, 
 		if errors.As(err, &sr) {
 			return 0, 0, err
 		}
-		return 0, 0, j.translate("archive batch (rolled back, nothing of it was retired)", err)
+		return 0, 0, a.translate("archive batch (rolled back, nothing of it was retired)", err)
 	}
 	prog.Batches++
 	prog.Versions += retired
@@ -443,12 +437,12 @@ func (s StorageSizes) Archive() int64 { return s.EventsArchive + s.EventTagsArch
 
 // StorageSizes reads the sizes of the event tables now. Deleting rows does
 // not shrink them: see Compact.
-func (j *Journal) StorageSizes(ctx context.Context) (StorageSizes, error) {
+func (a *Admin) StorageSizes(ctx context.Context) (StorageSizes, error) {
 	var s StorageSizes
-	err := j.pool.QueryRow(ctx, `SELECT pg_total_relation_size($1), pg_total_relation_size($2), pg_total_relation_size($3), pg_total_relation_size($4)`,
-		j.t("events"), j.t("event_tags"), j.t("events_archive"), j.t("event_tags_archive")).Scan(&s.Events, &s.EventTags, &s.EventsArchive, &s.EventTagsArchive)
+	err := a.pool.QueryRow(ctx, `SELECT pg_total_relation_size($1), pg_total_relation_size($2), pg_total_relation_size($3), pg_total_relation_size($4)`,
+		a.t("events"), a.t("event_tags"), a.t("events_archive"), a.t("event_tags_archive")).Scan(&s.Events, &s.EventTags, &s.EventsArchive, &s.EventTagsArchive)
 	if err != nil {
-		return StorageSizes{}, j.translate("storage sizes", err)
+		return StorageSizes{}, a.translate("storage sizes", err)
 	}
 	return s, nil
 }
@@ -460,19 +454,13 @@ func (j *Journal) StorageSizes(ctx context.Context) (StorageSizes, error) {
 // tables and their indexes are rewritten to their live rows and shrink, but
 // it holds an ACCESS EXCLUSIVE lock on each table while it runs, so every
 // append and read of the journal waits: run it in a maintenance window.
-func (j *Journal) Compact(ctx context.Context, full bool) error {
-	if err := j.checkOpen(); err != nil {
-		return err
-	}
-	if err := j.writable("Compact"); err != nil {
-		return err
-	}
+func (a *Admin) Compact(ctx context.Context, full bool) error {
 	stmt := "VACUUM (ANALYZE) "
 	if full {
 		stmt = "VACUUM (FULL, ANALYZE) "
 	}
-	if _, err := j.pool.Exec(ctx, stmt+j.t("events")+", "+j.t("event_tags")); err != nil {
-		return j.translate("compact", err)
+	if _, err := a.pool.Exec(ctx, stmt+a.t("events")+", "+a.t("event_tags")); err != nil {
+		return a.translate("compact", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import (
 	"context"
@@ -65,47 +65,11 @@ const (
 			SELECT (SELECT e.type FROM __S__.events e WHERE e.type > t.type ORDER BY e.type LIMIT 1)
 			FROM t WHERE t.type IS NOT NULL)
 		SELECT count(*) FROM t WHERE type IS NOT NULL`
-	// typeSummariesSQL: the types by a loose index scan of
-	// events_type_recorded; per type its count and first and last
-	// recorded_at from that index, and its first and last positions from
-	// events_partition_type_pos, probed once per partition (the partitions by
-	// a loose scan of streams_pkey: every event is in a chain of its
-	// partition).
-	typeSummariesSQL = `WITH RECURSIVE t AS (
-			(SELECT type FROM __S__.events ORDER BY type LIMIT 1)
-			UNION ALL
-			SELECT (SELECT e.type FROM __S__.events e WHERE e.type > t.type ORDER BY e.type LIMIT 1)
-			FROM t WHERE t.type IS NOT NULL),
-		p AS (
-			(SELECT partition FROM __S__.streams ORDER BY partition LIMIT 1)
-			UNION ALL
-			SELECT (SELECT s.partition FROM __S__.streams s WHERE s.partition > p.partition ORDER BY s.partition LIMIT 1)
-			FROM p WHERE p.partition IS NOT NULL)
-		SELECT t.type,
-			(SELECT count(*) FROM __S__.events e WHERE e.type = t.type),
-			(SELECT min(f.pos) FROM p, LATERAL (SELECT ARRAY[e.commit_xid, e.seq] AS pos FROM __S__.events e
-				WHERE e.partition = p.partition AND e.type = t.type ORDER BY e.commit_xid, e.seq LIMIT 1) f WHERE p.partition IS NOT NULL),
-			(SELECT max(l.pos) FROM p, LATERAL (SELECT ARRAY[e.commit_xid, e.seq] AS pos FROM __S__.events e
-				WHERE e.partition = p.partition AND e.type = t.type ORDER BY e.commit_xid DESC, e.seq DESC LIMIT 1) l WHERE p.partition IS NOT NULL),
-			(SELECT min(e.recorded_at) FROM __S__.events e WHERE e.type = t.type),
-			(SELECT max(e.recorded_at) FROM __S__.events e WHERE e.type = t.type)
-		FROM t WHERE t.type IS NOT NULL ORDER BY t.type`
 	countAfterAtMostSQL = `SELECT count(*) FROM (SELECT 1 FROM __S__.events
 		WHERE (commit_xid, seq) > ($1::bigint, $2::bigint) ORDER BY commit_xid, seq LIMIT $3) x`
 	newestSQL = `SELECT id, commit_xid, seq, partition, type, tags, recorded_at
 		FROM __S__.events ORDER BY commit_xid DESC, seq DESC LIMIT $1`
 )
-
-// inspect runs fn in a read-only transaction that may not scan a table
-// sequentially where an index can answer (enable_seqscan off): the
-// inspection queries an operator runs against a production journal read
-// indexes only, however large the event tables are.
-func (j *Journal) inspect(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
-	if err := j.checkOpen(); err != nil {
-		return err
-	}
-	return j.translate(op, pgschema.Inspect(ctx, j.pool, fn))
-}
 
 // ExactEventsLimit is how many events Overview counts exactly before it
 // reports the table's estimate instead.
@@ -115,30 +79,30 @@ const ExactEventsLimit = 100_000
 // streams, the partitions and the event types, and reads the feed's head, by
 // index reads whose cost does not grow with the events beyond that limit (the
 // streams count grows with the streams).
-func (j *Journal) Overview(ctx context.Context) (Overview, error) {
+func (a *Admin) Overview(ctx context.Context) (Overview, error) {
 	var o Overview
-	err := j.inspect(ctx, "overview", func(tx pgx.Tx) error {
+	err := a.inspect(ctx, "overview", func(tx pgx.Tx) error {
 		var events, estimate, streams int64
-		if err := tx.QueryRow(ctx, j.sql(overviewCountsSQL), ExactEventsLimit).Scan(&events, &estimate, &streams); err != nil {
+		if err := tx.QueryRow(ctx, a.sql(overviewCountsSQL), ExactEventsLimit).Scan(&events, &estimate, &streams); err != nil {
 			return err
 		}
 		o.Events, o.Streams = uint64(events), uint64(streams)
 		if events == ExactEventsLimit {
 			o.Events, o.EventsEstimated = uint64(max(estimate, ExactEventsLimit)), true
 		}
-		rows, err := tx.Query(ctx, j.sql(partitionsSQL))
+		rows, err := tx.Query(ctx, a.sql(partitionsSQL))
 		if err != nil {
 			return err
 		}
 		if o.Partitions, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, j.sql(typeCountSQL)).Scan(&o.Types)
+		return tx.QueryRow(ctx, a.sql(typeCountSQL)).Scan(&o.Types)
 	})
 	if err != nil {
 		return Overview{}, err
 	}
-	if o.Head, err = j.Head(ctx); err != nil {
+	if o.Head, err = a.journal.Head(ctx); err != nil {
 		return Overview{}, err
 	}
 	return o, nil
@@ -148,13 +112,13 @@ func (j *Journal) Overview(ctx context.Context) (Overview, error) {
 // limit (it returns limit when there are at least that many): a projection's
 // lag read through the primary key's index, in time bounded by limit rather
 // than by the table.
-func (j *Journal) CountAfterAtMost(ctx context.Context, after journal.Position, limit int) (uint64, error) {
+func (a *Admin) CountAfterAtMost(ctx context.Context, after journal.Position, limit int) (uint64, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("%w: CountAfterAtMost limit %d: give a positive limit", journal.ErrInvalidQuery, limit)
 	}
 	var n int64
-	err := j.inspect(ctx, "count after", func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, j.sql(countAfterAtMostSQL), i64(after.Commit), i64(after.Seq), limit).Scan(&n)
+	err := a.inspect(ctx, "count after", func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, a.sql(countAfterAtMostSQL), pgschema.I64(after.Commit), pgschema.I64(after.Seq), limit).Scan(&n)
 	})
 	return uint64(n), err
 }
@@ -162,13 +126,13 @@ func (j *Journal) CountAfterAtMost(ctx context.Context, after journal.Position, 
 // Newest returns the n newest hot events, newest first, by a backward scan
 // of the primary key's index. An event whose transaction commits later at a
 // lower position (see Read's gating) can appear below events listed before.
-func (j *Journal) Newest(ctx context.Context, n int) ([]NewestEvent, error) {
+func (a *Admin) Newest(ctx context.Context, n int) ([]NewestEvent, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: Newest n %d: give a positive number", journal.ErrInvalidQuery, n)
 	}
 	var out []NewestEvent
-	err := j.inspect(ctx, "newest events", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, j.sql(newestSQL), n)
+	err := a.inspect(ctx, "newest events", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, a.sql(newestSQL), n)
 		if err != nil {
 			return err
 		}
