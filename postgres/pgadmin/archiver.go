@@ -120,18 +120,21 @@ const liveCheckpointsSQL = `SELECT NULL::text AS partition, NULL::text AS tag_gr
 const feedFloorSQL = `SELECT min(ARRAY[c.commit_xid, c.seq]) FROM (` + liveCheckpointsSQL + `) c
 	WHERE c.tag_group IS NULL OR c.tag_group = ''`
 
-// tagFloorSQL is the lowest checkpoint among the slices of sliced
-// projections that read the tag index rows of tag $2 in partition $1: the
-// slices of its group, of every sliced projection, whose range covers the
-// tag's slice. No tag index row of the stream after it may leave
-// event_tags. NULL when there are none. (A stream's rows are read by its
-// own slice only: the slices that passed them let them go although
-// another slice lags; an event row stays hot while the cut of any chain it
-// is linked to has not passed it, so while any slice it belongs to has
-// not: see feedFloorSQL.)
+// tagFloorSQL is the lowest checkpoint among the projections that may read
+// the tag index rows of tag $2 in partition $1: the slices of its group, of
+// every sliced projection, whose range covers the tag's slice; and every
+// reader of the feed (feedFloorSQL's), since an unsliced projection whose
+// query names tags reads them through the tag index too (the store does
+// not know a projection's query, so each one counts). No tag index row of
+// the stream after it may leave event_tags. NULL when there are none. (A
+// stream's rows are read by its own slice only: the slices that passed
+// them let them go although another slice lags; an event row stays hot
+// while the cut of any chain it is linked to has not passed it, so while
+// any slice it belongs to has not: see feedFloorSQL.)
 const tagFloorSQL = `SELECT min(ARRAY[c.commit_xid, c.seq]) FROM (` + liveCheckpointsSQL + `) c
-	WHERE c.partition = $1 AND c.tag_group <> '' AND c.tag_group = split_part($2::text, ':', 1)
-	  AND __S__.scribe_slice($2::text) >= c.lo AND __S__.scribe_slice($2::text) < c.hi`
+	WHERE c.tag_group IS NULL OR c.tag_group = ''
+	   OR (c.partition = $1 AND c.tag_group = split_part($2::text, ':', 1)
+	       AND __S__.scribe_slice($2::text) >= c.lo AND __S__.scribe_slice($2::text) < c.hi)`
 
 // tagHeldSQL is the lowest version in (cut $3, next $4] of a stream whose
 // tag index row is after the tag floor ($5, $6): the versions from it on
@@ -331,9 +334,10 @@ func (a *Admin) archiveBatch(ctx context.Context, todo []StreamCut, size int, pr
 				streams++
 				continue
 			}
-			// A sliced projection reads the stream through its tag index
-			// rows: those it has not passed stay hot, and the cut with
-			// them (a later run moves them on).
+			// A sliced projection, or an unsliced one whose query names
+			// tags, reads the stream through its tag index rows: those
+			// it has not passed stay hot, and the cut with them (a later
+			// run moves them on).
 			tf, err := a.floor(ctx, tx, tagFloorSQL, c.Stream.Partition, string(c.Stream.Tag))
 			if err != nil {
 				return err

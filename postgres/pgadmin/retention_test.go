@@ -361,8 +361,9 @@ func TestArchiveWhileAppending(t *testing.T) {
 }
 
 // TestArchiveWaitsForProjections: a projection whose checkpoint is behind
-// some events keeps those events in the feed although their streams' cuts
-// passed them; once it moves on, the next archive run's sweep moves them.
+// some events keeps those events in the feed, and their tag index rows
+// with the streams' cuts (an unsliced projection may read them through
+// the tag index); once it moves on, the next archive run moves them.
 func TestArchiveWaitsForProjections(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -380,7 +381,7 @@ func TestArchiveWaitsForProjections(t *testing.T) {
 
 	prog, err := f.admin.Archive(ctx, keep("acct", 5, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
-	require.Equal(t, uint64(15), prog.Versions, "the stream's cut moves to 15")
+	require.Equal(t, uint64(10), prog.Versions, "the stream's cut moves to 10, where 'balances' is, not to 15")
 	require.Equal(t, uint64(10), prog.Events, "only the events 'balances' has applied leave the feed; the superseded 'old' version holds nothing")
 	var feed []journal.Record
 	for r, err := range f.journal.ReadAll(ctx, recs[9].Position, 0) {
@@ -394,8 +395,8 @@ func TestArchiveWaitsForProjections(t *testing.T) {
 	require.NoError(t, err)
 	prog, err = f.admin.Archive(ctx, keep("acct", 5, true), pgadmin.ArchiveOptions{BatchSize: 2})
 	require.NoError(t, err)
-	require.Zero(t, prog.Versions)
-	require.Equal(t, uint64(5), prog.Events, "the sweep moved the events below the cut")
+	require.Equal(t, uint64(5), prog.Versions, "the cut moves on to 15")
+	require.Equal(t, uint64(5), prog.Events, "with the events below it")
 	require.Equal(t, 5, f.count(t, "events", "true"))
 	n, err := journal.VerifyStream(ctx, f.journal, journal.Stream("acct:1"))
 	require.NoError(t, err)
