@@ -37,9 +37,11 @@ type Config struct {
 	// Runtime, if set, adjusts the runtime's configuration (limits,
 	// telemetry, cluster …) before it starts; the stores are already set.
 	Runtime func(*runtime.Config)
-	// Postgres are further options for postgres.Open (pool size, verify
-	// only …), applied after the schema and key store options.
-	Postgres []postgres.Option
+	// Postgres configures postgres.Open beyond the schema and the key store
+	// (pool size, verify only, tracing …); its Schema, KeyStore and
+	// KeyStoreURL are this Config's Schema and KeysDatabaseURL, with the key
+	// store always set up. Default: the zero postgres.Config.
+	Postgres postgres.Config
 }
 
 // Service is a running runtime with its stores and read models. Its
@@ -86,14 +88,9 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 			return startReadModel(s, j, ps, p, o)
 		}
 	} else {
-		opts := []postgres.Option{postgres.WithKeyStore(postgres.KeyStoreConfig{})}
-		if cfg.Schema != "" {
-			opts = append(opts, postgres.WithSchema(cfg.Schema))
-		}
-		if cfg.KeysDatabaseURL != "" {
-			opts = append(opts, postgres.WithKeyStoreURL(cfg.KeysDatabaseURL))
-		}
-		store, err := postgres.Open(ctx, cfg.DatabaseURL, append(opts, cfg.Postgres...)...)
+		pcfg := cfg.Postgres
+		pcfg.Schema, pcfg.KeyStore, pcfg.KeyStoreURL = cfg.Schema, &postgres.KeyStoreConfig{}, cfg.KeysDatabaseURL
+		store, err := postgres.Open(ctx, cfg.DatabaseURL, pcfg)
 		if err != nil {
 			return nil, err
 		}

@@ -40,7 +40,7 @@ type UpcastCheckParams struct {
 // does not (stderr names each failing type and version with its first
 // event ID), 2 on a usage error or when the database cannot be read. Flags:
 // -db, -schema, -keys-db, -sample. It migrates nothing (the schema must be
-// this build's, postgres.WithVerifyOnly), does not record the build's types
+// this build's, postgres.Config.VerifyOnly), does not record the build's types
 // (it never calls Runtime.Start) and writes only its node session.
 func UpcastCheck(ctx context.Context, p UpcastCheckParams) int {
 	if p.Name == "" {
@@ -86,11 +86,8 @@ func UpcastCheck(ctx context.Context, p UpcastCheckParams) int {
 	if *db == "" {
 		return fail(2, errors.New("no database: give -db or $SCRIBE_DATABASE_URL (the in-memory journal holds nothing to check)"))
 	}
-	opts := []postgres.Option{postgres.WithSchema(*schema), postgres.WithVerifyOnly(), postgres.WithKeyStore(postgres.KeyStoreConfig{})}
-	if *keysDB != "" {
-		opts = append(opts, postgres.WithKeyStoreURL(*keysDB))
-	}
-	store, err := postgres.Open(ctx, *db, opts...)
+	store, err := postgres.Open(ctx, *db, postgres.Config{Schema: *schema, VerifyOnly: true,
+		KeyStore: &postgres.KeyStoreConfig{}, KeyStoreURL: *keysDB})
 	if err != nil {
 		return fail(2, err)
 	}

@@ -32,7 +32,7 @@ func BenchmarkUpcastCheck(b *testing.B) {
 	ctx := b.Context()
 	url := pgtest.URL(b)
 	_, schema := pgtest.Pool(b)
-	store, err := postgres.Open(ctx, url, postgres.WithSchema(schema))
+	store, err := postgres.Open(ctx, url, postgres.Config{Schema: schema})
 	require.NoError(b, err)
 	b.Cleanup(store.Close)
 	seedStart := time.Now()

@@ -26,7 +26,7 @@ func TestUpcastCheck(t *testing.T) {
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	_, schema := pgtest.Pool(t)
-	store, err := postgres.Open(ctx, url, postgres.WithSchema(schema), postgres.WithKeyStore(postgres.KeyStoreConfig{}))
+	store, err := postgres.Open(ctx, url, postgres.Config{Schema: schema, KeyStore: &postgres.KeyStoreConfig{}})
 	require.NoError(t, err)
 	var firstV1 string
 	for i, v := range []int{2, 1, 1, 3} {

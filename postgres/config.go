@@ -6,12 +6,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/journal"
 )
 
-// Config configures a Journal and a SnapshotStore. The zero value is valid:
-// every field has a default.
+// Config configures Open and every store of a schema (Journal,
+// SnapshotStore, ProjectionStore). The zero value is valid: every field has
+// a default. It is the package's one way to configure: Open takes it as it
+// is, and so do the constructors, which ignore the fields marked as Open's.
 type Config struct {
 	// Schema is the Postgres schema holding Scribe's tables. Default "scribe".
 	Schema string
@@ -48,6 +51,30 @@ type Config struct {
 	// appends reach another database server than before (a failover behind a
 	// multi-host URL), naming both addresses. Default: discard.
 	Logger *slog.Logger
+
+	// MaxConns is the size of the pool Open and Connect create. Default:
+	// the URL's pool_max_conns when given, else DefaultMaxConns (16).
+	MaxConns int32
+	// TracerProvider receives a span for every statement on the pool Open
+	// and Connect create (Tracer: db.* spans). Default: a no-op provider;
+	// the global provider is never used.
+	TracerProvider trace.TracerProvider
+	// VerifyOnly makes Open check the schema (VerifySchema) instead of
+	// migrating it, for when migrations run as a deployment step of their
+	// own (`scribe migrate up`). Default false: Open runs Migrate.
+	VerifyOnly bool
+	// KeyStore, when set, makes Open also set up the erasure key store
+	// (Store.Keys): migrate its schema (with VerifyOnly, check that it
+	// exists) and open it. Its Schema defaults to KeyStoreSchemaFor the
+	// journal's schema; on the journal's database it must differ from the
+	// journal's schema. Default nil: no key store.
+	KeyStore *KeyStoreConfig
+	// KeyStoreURL keeps the key store on the database at this URL, on a
+	// pool of its own (same MaxConns and tracing), so that keys and events
+	// are backed up and restored apart; it implies KeyStore (with its
+	// default schema when KeyStore is nil). Default "": the journal's
+	// database.
+	KeyStoreURL string
 }
 
 // BatchingConfig controls cross-stream batching: concurrent Appends are queued

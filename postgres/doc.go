@@ -12,7 +12,7 @@
 // Open does it all: connect (traced), migrate (or only verify), and the
 // journal, snapshot and projection stores on one pool, with one Close:
 //
-//	store, err := postgres.Open(ctx, url, postgres.WithSchema("shop"))
+//	store, err := postgres.Open(ctx, url, postgres.Config{Schema: "shop"})
 //	if err != nil { ... } // journal.ErrConfiguration says what to fix
 //	defer store.Close()
 //
@@ -24,6 +24,12 @@
 //	j, _ := postgres.NewJournal(pool, cfg)       // no I/O
 //	defer j.Close()                               // stops batch workers and LISTEN
 //	store, _ := postgres.NewSnapshotStore(pool, cfg)
+//
+// One Config configures everything, Open and the constructors alike (the
+// house rule: a Config struct, each field documented with its default,
+// validated where it is used); the fields only Open uses (MaxConns,
+// TracerProvider, VerifyOnly, KeyStore, KeyStoreURL) say so. There are no
+// functional options.
 //
 // Constructors never touch the database; calls on a schema that was not
 // migrated fail with journal.ErrStoreNotOpen saying to run Migrate. Migrate

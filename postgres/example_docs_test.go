@@ -52,8 +52,8 @@ var accountAggregate = runtime.AggregateOf[Account, AccountCommand]{
 
 // serve wires a service on Postgres by hand: the store, then the runtime.
 func serve(ctx context.Context, databaseURL string, tp trace.TracerProvider, log *slog.Logger) error {
-	store, err := postgres.Open(ctx, databaseURL, // migrates; postgres.WithVerifyOnly() only checks
-		postgres.WithSchema("shop"), postgres.WithTracerProvider(tp), postgres.WithLogger(log))
+	store, err := postgres.Open(ctx, databaseURL, postgres.Config{ // migrates; VerifyOnly: true only checks
+		Schema: "shop", TracerProvider: tp, Logger: log})
 	if err != nil {
 		return err // a configuration error says what to fix (see "Configuration errors")
 	}

@@ -17,7 +17,7 @@ import (
 
 // DefaultKeyStoreSchema is the default of KeyStoreConfig.Schema for
 // NewKeyStore and MigrateKeyStore: KeyStoreSchemaFor the default journal
-// schema "scribe". Open (WithKeyStore) defaults to KeyStoreSchemaFor its
+// schema "scribe". Open (Config.KeyStore) defaults to KeyStoreSchemaFor its
 // journal schema instead, and so do the bank example and the scribe CLI.
 const DefaultKeyStoreSchema = "scribe_keys"
 

@@ -25,10 +25,10 @@ func keyTables(t *testing.T, ctx context.Context, url, schema string) bool {
 	return ok
 }
 
-// TestOpenWithKeyStore: WithKeyStore sets up Store.Keys in
+// TestOpenWithKeyStore: Config.KeyStore sets up Store.Keys in
 // KeyStoreSchemaFor the journal's schema on the journal's database and
-// refuses the journal's own schema; WithKeyStoreURL keeps it on another
-// database only; WithVerifyOnly reports a missing key store as
+// refuses the journal's own schema; Config.KeyStoreURL keeps it on another
+// database only; Config.VerifyOnly reports a missing key store as
 // configuration, naming it missing.
 func TestOpenWithKeyStore(t *testing.T) {
 	t.Parallel()
@@ -42,20 +42,20 @@ func TestOpenWithKeyStore(t *testing.T) {
 		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{keys}.Sanitize()+" CASCADE")
 	})
 
-	st, err := postgres.Open(ctx, url, postgres.WithSchema(schema))
+	st, err := postgres.Open(ctx, url, postgres.Config{Schema: schema})
 	require.NoError(t, err)
-	require.Nil(t, st.Keys, "no key store without WithKeyStore")
+	require.Nil(t, st.Keys, "no key store without Config.KeyStore")
 	st.Close()
 
-	_, err = postgres.Open(ctx, url, postgres.WithSchema(schema), postgres.WithKeyStore(postgres.KeyStoreConfig{Schema: schema}))
+	_, err = postgres.Open(ctx, url, postgres.Config{Schema: schema, KeyStore: &postgres.KeyStoreConfig{Schema: schema}})
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 	require.ErrorContains(t, err, "schema of their own")
 
-	_, err = postgres.Open(ctx, url, postgres.WithSchema(schema), postgres.WithVerifyOnly(), postgres.WithKeyStore(postgres.KeyStoreConfig{}))
+	_, err = postgres.Open(ctx, url, postgres.Config{Schema: schema, VerifyOnly: true, KeyStore: &postgres.KeyStoreConfig{}})
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 	require.ErrorContains(t, err, "missing")
 
-	st, err = postgres.Open(ctx, url, postgres.WithSchema(schema), postgres.WithKeyStore(postgres.KeyStoreConfig{}))
+	st, err = postgres.Open(ctx, url, postgres.Config{Schema: schema, KeyStore: &postgres.KeyStoreConfig{}})
 	require.NoError(t, err)
 	require.NotNil(t, st.Keys)
 	require.Equal(t, st.Address, st.KeysAddress)
@@ -68,7 +68,7 @@ func TestOpenWithKeyStore(t *testing.T) {
 		t.Skip("starts a second Postgres server")
 	}
 	url2 := throwawaypg.Start(t).URL()
-	st, err = postgres.Open(ctx, url, postgres.WithSchema(schema), postgres.WithKeyStoreURL(url2), postgres.WithKeyStore(postgres.KeyStoreConfig{Schema: "apart_keys"}))
+	st, err = postgres.Open(ctx, url, postgres.Config{Schema: schema, KeyStoreURL: url2, KeyStore: &postgres.KeyStoreConfig{Schema: "apart_keys"}})
 	require.NoError(t, err)
 	require.NotEqual(t, st.Address, st.KeysAddress)
 	_, err = st.Keys.DataKey(ctx, "c-2")

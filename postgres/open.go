@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -13,15 +12,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
 )
 
-// DefaultMaxConns is the pool size Open uses when neither WithMaxConns nor
-// the URL's pool_max_conns sets one.
+// DefaultMaxConns is the pool size Open uses when neither Config.MaxConns
+// nor the URL's pool_max_conns sets one.
 const DefaultMaxConns = 16
 
 // Store is everything a service needs from one Postgres schema, opened by
@@ -39,11 +37,11 @@ type Store struct {
 	Snapshots *SnapshotStore
 	// Projections is the projection store for projection.NewRunner.
 	Projections *ProjectionStore
-	// Keys is the erasure key store (runtime.Config.KeyStore) when Open was
-	// given WithKeyStore or WithKeyStoreURL, else nil. It lives in a schema
-	// of its own (KeyStoreConfig.Schema, default KeyStoreSchemaFor the
-	// journal's schema), on Pool or, with WithKeyStoreURL, on a pool of
-	// its own on another database, which Close also closes.
+	// Keys is the erasure key store (runtime.Config.KeyStore) when Open's
+	// Config had KeyStore or KeyStoreURL, else nil. It lives in a schema of
+	// its own (KeyStoreConfig.Schema, default KeyStoreSchemaFor the
+	// journal's schema), on Pool or, with KeyStoreURL, on a pool of its own
+	// on another database, which Close also closes.
 	Keys *KeyStore
 	// KeysAddress names the key store's database like Address ("" without
 	// a key store).
@@ -54,7 +52,7 @@ type Store struct {
 	// Address names the database Open reached, without credentials:
 	// "user@host:port/database" (several hosts comma-separated), for logs.
 	Address string
-	// keysPool is the key store's own pool (WithKeyStoreURL), else nil.
+	// keysPool is the key store's own pool (Config.KeyStoreURL), else nil.
 	keysPool *pgxpool.Pool
 }
 
@@ -70,21 +68,9 @@ func (s *Store) Close() {
 	}
 }
 
-// Option configures Open.
-type Option func(*openOptions)
-
-type openOptions struct {
-	cfg      Config
-	verify   bool
-	maxConns int32
-	tp       trace.TracerProvider
-	keys     *KeyStoreConfig
-	keysURL  string
-}
-
 // KeyStoreSchemaFor is the key store schema kept beside the journal schema
 // schema: "<schema>_keys" ("scribe_keys", DefaultKeyStoreSchema, beside the
-// default "scribe"). Open (WithKeyStore), the bank example and the scribe
+// default "scribe"). Open (Config.KeyStore), the bank example and the scribe
 // CLI (-keys) all default to it, so they find the same keys.
 func KeyStoreSchemaFor(schema string) string {
 	if schema == "" {
@@ -93,94 +79,37 @@ func KeyStoreSchemaFor(schema string) string {
 	return schema + "_keys"
 }
 
-// WithKeyStore makes Open also set up the erasure key store (Store.Keys):
-// migrate its schema (or, WithVerifyOnly, check that it exists) and open
-// it. cfg.Schema defaults to KeyStoreSchemaFor the journal's schema; on the
-// journal's database it must differ from the journal's schema. The key
-// store is on the journal's pool unless WithKeyStoreURL names another
-// database. Default: no key store (Store.Keys is nil).
-func WithKeyStore(cfg KeyStoreConfig) Option {
-	return func(o *openOptions) { o.keys = &cfg }
-}
-
-// WithKeyStoreURL keeps the key store on the database at url, with its own
-// pool (same WithMaxConns and tracing), so that keys and events are backed
-// up and restored apart; it implies WithKeyStore (with its default schema
-// unless WithKeyStore gives one). Default: the journal's database.
-func WithKeyStoreURL(url string) Option {
-	return func(o *openOptions) {
-		o.keysURL = url
-		if o.keys == nil {
-			o.keys = &KeyStoreConfig{}
-		}
-	}
-}
-
-// WithSchema sets the schema holding Scribe's tables. Default "scribe".
-func WithSchema(schema string) Option { return func(o *openOptions) { o.cfg.Schema = schema } }
-
-// WithConfig sets every Config field at once (the journal's batching, page
-// size, poll intervals, clock…); options after it override its Schema and
-// Logger. Default: the zero Config, every field at its default.
-func WithConfig(cfg Config) Option { return func(o *openOptions) { o.cfg = cfg } }
-
-// WithVerifyOnly makes Open check the schema instead of migrating it: Open
-// fails with journal.ErrConfiguration when the schema is not migrated, has
-// migrations pending for this build, or was migrated by a newer build that
-// this one cannot run against. Use it when migrations run as a separate
-// deployment step (`scribe migrate up`). Default: Open migrates (Migrate).
-func WithVerifyOnly() Option { return func(o *openOptions) { o.verify = true } }
-
-// WithMaxConns sets the pool's size. Default: the URL's pool_max_conns when
-// given, else DefaultMaxConns (16).
-func WithMaxConns(n int32) Option { return func(o *openOptions) { o.maxConns = n } }
-
-// WithTracerProvider receives a span for every statement on the pool
-// (Tracer: db.* spans). Default: a no-op provider; the global provider is
-// never used.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *openOptions) { o.tp = tp }
-}
-
-// WithLogger receives the journal's operational logs (Config.Logger).
-// Default: discard.
-func WithLogger(l *slog.Logger) Option { return func(o *openOptions) { o.cfg.Logger = l } }
-
-// Open connects to the database at url, migrates the schema (or only
-// verifies it: WithVerifyOnly) and returns the journal, snapshot store and
+// Open connects to the database at url, migrates cfg.Schema (or only
+// verifies it: cfg.VerifyOnly) and returns the journal, snapshot store and
 // projection store on it, every statement traced. Call Close when done:
 //
-//	store, err := postgres.Open(ctx, url, postgres.WithSchema("shop"))
+//	store, err := postgres.Open(ctx, url, postgres.Config{Schema: "shop"})
 //	if err != nil { return err } // says what to fix
 //	defer store.Close()
 //	rt, err := runtime.New(ctx, runtime.Config{Journal: store.Journal, Snapshots: store.Snapshots, NodeID: pod})
 //
 // Open fails fast on configuration: an invalid URL, a server that cannot be
 // reached (wrong host or port, nothing listening), refused credentials, an
-// unknown database, a schema that is not migrated (WithVerifyOnly) or that a
+// unknown database, a schema that is not migrated (VerifyOnly) or that a
 // newer incompatible build migrated are reported at once as errors matching
 // journal.ErrConfiguration, never as the retryable journal.ErrUnavailable,
 // naming the host, port, user and database (never the password) and what to
 // check. The rule: at start a database that cannot be reached is a
 // configuration error; once Open has returned, the same failure during
 // operation is an outage, reported retryable (journal.ErrUnavailable).
-// WithKeyStore and WithKeyStoreURL also set up the erasure key store
+// Config.KeyStore and KeyStoreURL also set up the erasure key store
 // (Store.Keys) and fail the same way about its database and schema.
-func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	var o openOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	cfg, err := o.cfg.withDefaults()
+func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", journal.ErrConfiguration, err)
 	}
-	pool, err := connect(ctx, url, o)
+	pool, err := connect(ctx, url, cfg)
 	if err != nil {
 		return nil, err
 	}
 	where := Address(pool.Config().ConnConfig)
-	if o.verify {
+	if cfg.VerifyOnly {
 		err = VerifySchema(ctx, pool, cfg)
 	} else {
 		err = Migrate(ctx, pool, cfg)
@@ -201,10 +130,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		var projs *ProjectionStore
 		if projs, err = NewProjectionStore(pool, cfg); err == nil {
 			st := &Store{Pool: pool, Journal: j, Snapshots: snaps, Projections: projs, Config: cfg, Address: where}
-			if o.keys == nil {
+			if cfg.KeyStore == nil && cfg.KeyStoreURL == "" {
 				return st, nil
 			}
-			if err = st.openKeys(ctx, o); err == nil {
+			if err = st.openKeys(ctx); err == nil {
 				return st, nil
 			}
 		}
@@ -214,29 +143,32 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	return nil, err
 }
 
-// openKeys sets up s.Keys as o says (WithKeyStore, WithKeyStoreURL).
-func (s *Store) openKeys(ctx context.Context, o openOptions) (err error) {
+// openKeys sets up s.Keys as s.Config says (KeyStore, KeyStoreURL).
+func (s *Store) openKeys(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil && s.keysPool != nil {
 			s.keysPool.Close()
 			s.keysPool = nil
 		}
 	}()
-	kcfg := *o.keys
+	var kcfg KeyStoreConfig
+	if s.Config.KeyStore != nil {
+		kcfg = *s.Config.KeyStore
+	}
 	if kcfg.Schema == "" {
 		kcfg.Schema = KeyStoreSchemaFor(s.Config.Schema)
 	}
 	pool, where := s.Pool, s.Address
-	if o.keysURL != "" {
-		kp, err := connect(ctx, o.keysURL, o)
+	if s.Config.KeyStoreURL != "" {
+		kp, err := connect(ctx, s.Config.KeyStoreURL, s.Config)
 		if err != nil {
-			return fmt.Errorf("postgres: the key store's database (WithKeyStoreURL): %w", err)
+			return fmt.Errorf("postgres: the key store's database (Config.KeyStoreURL): %w", err)
 		}
 		s.keysPool, pool, where = kp, kp, Address(kp.Config().ConnConfig)
 	} else if kcfg.Schema == s.Config.Schema {
 		return fmt.Errorf("%w: postgres: the key store schema %q is the journal's schema; keep keys in a schema of their own (a dump of the journal must hold no key), such as %q", journal.ErrConfiguration, kcfg.Schema, KeyStoreSchemaFor(s.Config.Schema))
 	}
-	if o.verify {
+	if s.Config.VerifyOnly {
 		var exists bool
 		err = pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{kcfg.Schema, "subjects"}.Sanitize()).Scan(&exists)
 		if err == nil && !exists {
@@ -257,38 +189,35 @@ func (s *Store) openKeys(ctx context.Context, o openOptions) (err error) {
 
 // Connect opens a connection pool on url and checks that it reaches the
 // database, for callers that want the pool without Open's stores (an
-// operator tool migrating or inspecting a schema). It honours WithMaxConns
-// and WithTracerProvider (the other options concern Open's stores) and
-// fails fast like Open: an invalid URL, a server that cannot be reached,
-// refused credentials or an unknown database are errors matching
+// operator tool migrating or inspecting a schema). It honours cfg.MaxConns
+// and cfg.TracerProvider (the other fields concern the stores) and fails
+// fast like Open: an invalid URL, a server that cannot be reached, refused
+// credentials or an unknown database are errors matching
 // journal.ErrConfiguration that name the database (never the password) and
 // what to check. The caller closes the pool.
-func Connect(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
-	var o openOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return connect(ctx, url, o)
+func Connect(ctx context.Context, url string, cfg Config) (*pgxpool.Pool, error) {
+	return connect(ctx, url, cfg)
 }
 
-func connect(ctx context.Context, url string, o openOptions) (*pgxpool.Pool, error) {
+func connect(ctx context.Context, url string, cfg Config) (*pgxpool.Pool, error) {
 	poolCfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgconn's parse errors redact the password.
 		return nil, fmt.Errorf("%w: postgres: the database URL is not valid (%v); give a URL such as postgres://user@localhost:5432/db?sslmode=disable", journal.ErrConfiguration, err)
 	}
 	switch {
-	case o.maxConns > 0:
-		poolCfg.MaxConns = o.maxConns
-	case o.maxConns < 0:
-		return nil, fmt.Errorf("%w: postgres: WithMaxConns(%d): give a positive pool size", journal.ErrConfiguration, o.maxConns)
+	case cfg.MaxConns > 0:
+		poolCfg.MaxConns = cfg.MaxConns
+	case cfg.MaxConns < 0:
+		return nil, fmt.Errorf("%w: postgres: Config.MaxConns is %d; give a positive pool size, or 0 for the default", journal.ErrConfiguration, cfg.MaxConns)
 	case !strings.Contains(url, "pool_max_conns"):
 		poolCfg.MaxConns = DefaultMaxConns
 	}
-	if o.tp == nil {
-		o.tp = tracenoop.NewTracerProvider()
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
 	}
-	poolCfg.ConnConfig.Tracer = NewTracer(o.tp)
+	poolCfg.ConnConfig.Tracer = NewTracer(tp)
 	where := Address(poolCfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
@@ -318,7 +247,7 @@ func VerifySchema(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 	}
 	switch {
 	case rep.Current == 0:
-		return fmt.Errorf("%w: %w: postgres: schema %q has no Scribe tables; run postgres.Migrate (or `scribe migrate up`), or open without WithVerifyOnly to migrate at start", journal.ErrConfiguration, journal.ErrStoreNotOpen, rep.Schema)
+		return fmt.Errorf("%w: %w: postgres: schema %q has no Scribe tables; run postgres.Migrate (or `scribe migrate up`), or open without Config.VerifyOnly to migrate at start", journal.ErrConfiguration, journal.ErrStoreNotOpen, rep.Schema)
 	case len(rep.Pending) > 0:
 		return fmt.Errorf("%w: %w: postgres: schema %q is at version %d and this build needs version %d (%d migrations pending, first %s); run postgres.Migrate (or `scribe migrate up`) before starting this build", journal.ErrConfiguration, journal.ErrStoreNotOpen, rep.Schema, rep.Current, rep.Latest, len(rep.Pending), rep.Pending[0].Name)
 	case rep.TooNew():

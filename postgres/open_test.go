@@ -54,7 +54,7 @@ func TestOpenMigratesTracesAndCloses(t *testing.T) {
 	dbURL, schema := openURL(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	store, err := postgres.Open(ctx, dbURL, postgres.WithSchema(schema), postgres.WithTracerProvider(tp), postgres.WithMaxConns(3))
+	store, err := postgres.Open(ctx, dbURL, postgres.Config{Schema: schema, TracerProvider: tp, MaxConns: 3})
 	require.NoError(t, err)
 	require.Equal(t, int32(3), store.Pool.Config().MaxConns)
 	require.Equal(t, schema, store.Config.Schema)
@@ -86,7 +86,7 @@ func TestOpenWrongPortIsConfigurationError(t *testing.T) {
 	t.Parallel()
 	port := deadPort(t)
 	dbURL := fmt.Sprintf("postgres://scribe:s3cret-pw@127.0.0.1:%d/shop?sslmode=disable&connect_timeout=5", port)
-	_, err := postgres.Open(t.Context(), dbURL)
+	_, err := postgres.Open(t.Context(), dbURL, postgres.Config{})
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 	require.NotErrorIs(t, err, journal.ErrUnavailable, "at start an unreachable database is not an outage")
 	require.ErrorContains(t, err, fmt.Sprintf("scribe@127.0.0.1:%d/shop", port), "names where")
@@ -97,7 +97,7 @@ func TestOpenWrongPortIsConfigurationError(t *testing.T) {
 func TestOpenUnknownDatabaseIsConfigurationError(t *testing.T) {
 	t.Parallel()
 	dbURL := withURL(t, func(u *url.URL) { u.Path = "/no_such_db_scribe" })
-	_, err := postgres.Open(t.Context(), dbURL)
+	_, err := postgres.Open(t.Context(), dbURL, postgres.Config{})
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 	require.NotErrorIs(t, err, journal.ErrUnavailable)
 	require.ErrorContains(t, err, "no such database")
@@ -109,7 +109,7 @@ func TestOpenRefusedCredentialsIsConfigurationError(t *testing.T) {
 	// The test server trusts local users; a role that does not exist is
 	// refused all the same (28000).
 	dbURL := withURL(t, func(u *url.URL) { u.User = url.UserPassword("no_such_role_scribe", "s3cret-pw") })
-	_, err := postgres.Open(t.Context(), dbURL)
+	_, err := postgres.Open(t.Context(), dbURL, postgres.Config{})
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 	require.NotErrorIs(t, err, journal.ErrUnavailable)
 	require.ErrorContains(t, err, "refused the credentials")
@@ -120,7 +120,7 @@ func TestOpenVerifyOnlySchema(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dbURL, schema := openURL(t)
-	_, err := postgres.Open(ctx, dbURL, postgres.WithSchema(schema), postgres.WithVerifyOnly())
+	_, err := postgres.Open(ctx, dbURL, postgres.Config{Schema: schema, VerifyOnly: true})
 	require.ErrorIs(t, err, journal.ErrConfiguration, "an unmigrated schema is refused at once")
 	require.ErrorIs(t, err, journal.ErrStoreNotOpen)
 	require.ErrorContains(t, err, "migrate up")
@@ -128,18 +128,18 @@ func TestOpenVerifyOnlySchema(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, v, "verifying changed nothing")
 
-	store, err := postgres.Open(ctx, dbURL, postgres.WithSchema(schema))
+	store, err := postgres.Open(ctx, dbURL, postgres.Config{Schema: schema})
 	require.NoError(t, err)
 	defer store.Close()
-	again, err := postgres.Open(ctx, dbURL, postgres.WithSchema(schema), postgres.WithVerifyOnly())
+	again, err := postgres.Open(ctx, dbURL, postgres.Config{Schema: schema, VerifyOnly: true})
 	require.NoError(t, err, "a migrated schema verifies")
 	again.Close()
 
 	// A newer, incompatible build migrated the schema: refused, permanently.
 	_, err = store.Pool.Exec(ctx, `INSERT INTO `+quote(schema)+`.schema_migrations (version, name, compatible_from) VALUES ($1, 'future.sql', $1)`, postgres.LatestVersion()+1)
 	require.NoError(t, err)
-	for _, opts := range [][]postgres.Option{{postgres.WithVerifyOnly()}, nil} {
-		_, err = postgres.Open(ctx, dbURL, append(opts, postgres.WithSchema(schema))...)
+	for _, verify := range []bool{true, false} {
+		_, err = postgres.Open(ctx, dbURL, postgres.Config{Schema: schema, VerifyOnly: verify})
 		require.ErrorIs(t, err, journal.ErrConfiguration)
 		require.ErrorContains(t, err, "upgrade the program")
 	}
@@ -159,12 +159,12 @@ func TestMigrateConnectErrorNamesTheDatabase(t *testing.T) {
 
 func TestOpenInvalidOptions(t *testing.T) {
 	t.Parallel()
-	_, err := postgres.Open(context.Background(), "postgres://u:pw@[bad")
+	_, err := postgres.Open(context.Background(), "postgres://u:pw@[bad", postgres.Config{})
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 	require.NotContains(t, err.Error(), "pw@")
-	_, err = postgres.Open(context.Background(), "postgres://u@127.0.0.1/db", postgres.WithMaxConns(-1))
+	_, err = postgres.Open(context.Background(), "postgres://u@127.0.0.1/db", postgres.Config{MaxConns: -1})
 	require.ErrorIs(t, err, journal.ErrConfiguration)
-	_, err = postgres.Open(context.Background(), "postgres://u@127.0.0.1/db", postgres.WithSchema(string(make([]byte, 64))))
+	_, err = postgres.Open(context.Background(), "postgres://u@127.0.0.1/db", postgres.Config{Schema: string(make([]byte, 64))})
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 }
 

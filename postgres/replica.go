@@ -32,8 +32,8 @@ import (
 // appends to this schema) holds the catch-up readers back until it ends.
 //
 // Freshness: a replica read is as current as the standby's replay. A read
-// that must include a position waits for the replica (Replayed, ReaderAt),
-// up to Config.ReplicaWait, and then reads the primary.
+// that must include a position waits for the replica (Replica.Replayed,
+// Replica.ReaderAt), up to Config.ReplicaWait, and then reads the primary.
 
 // replicaGateSetSQL is the catch-up gate on a standby: its snapshot's xmin
 // (see "Read replicas" above).
@@ -49,14 +49,25 @@ type replicaOf struct {
 	primary *Journal
 }
 
-// NewReplica returns a Journal that reads from pool, a connection pool to a
+// Replica is a Journal that reads from a streaming standby of its primary's
+// database (NewReplica), with the calls that only a replica has: Primary,
+// Replayed and ReaderAt. It is safe for concurrent use; Close (the
+// Journal's) it before the primary.
+type Replica struct {
+	// Journal is the replica's journal: pass it (or the Replica) wherever a
+	// journal.Journal only reads, as runtime.Config.Replica or to
+	// projection.NewRunner.
+	*Journal
+}
+
+// NewReplica returns a Replica that reads from pool, a connection pool to a
 // streaming standby (a hot standby: pg_basebackup -R, or a managed read
 // replica) of primary's database, with primary's configuration. It serves
 // every read of journal.Reader and journal.Inspector, Subscribe (woken by the
 // primary's notifications, since a standby delivers none) and the catch-up
 // guarantee (see "Read replicas" in this file's documentation); writes fail
 // with ErrReplicaReadOnly. It does no I/O. Close it before the primary.
-func NewReplica(pool *pgxpool.Pool, primary *Journal) (*Journal, error) {
+func NewReplica(pool *pgxpool.Pool, primary *Journal) (*Replica, error) {
 	if primary == nil {
 		return nil, errors.New("postgres: NewReplica: the primary journal is nil; pass the Journal that NewJournal returned for the primary")
 	}
@@ -71,12 +82,15 @@ func NewReplica(pool *pgxpool.Pool, primary *Journal) (*Journal, error) {
 		return nil, err
 	}
 	j.replica = &replicaOf{primary: primary}
-	return j, nil
+	return &Replica{Journal: j}, nil
 }
 
-// Primary returns the primary Journal of a replica, or j itself when j is a
+// Primary returns the replica's primary Journal.
+func (r *Replica) Primary() *Journal { return r.primary() }
+
+// primary returns the primary Journal of a replica, or j itself when j is a
 // primary.
-func (j *Journal) Primary() *Journal {
+func (j *Journal) primary() *Journal {
 	if j.replica != nil {
 		return j.replica.primary
 	}
@@ -100,38 +114,34 @@ func (j *Journal) gateSetStatement() string {
 	return j.sql(gateSetSQL)
 }
 
-// Replayed reports whether j shows every event up to pos (its gap-free head
-// is at or past pos). On a primary it is true for any position an append
-// returned.
-func (j *Journal) Replayed(ctx context.Context, pos journal.Position) (bool, error) {
-	head, err := j.Head(ctx)
+// Replayed reports whether the replica shows every event up to pos (its
+// gap-free head is at or past pos).
+func (r *Replica) Replayed(ctx context.Context, pos journal.Position) (bool, error) {
+	head, err := r.Head(ctx)
 	if err != nil {
 		return false, err
 	}
 	return !head.Before(pos), nil
 }
 
-// ReaderAt returns a journal that shows every event up to pos: j itself when
-// it has replayed pos or does within Config.ReplicaWait (it checks every few
-// milliseconds), the primary otherwise, so a read of one's own writes (a
-// position Execute or Append returned) is never older than them. On a primary
-// it returns j at once.
-func (j *Journal) ReaderAt(ctx context.Context, pos journal.Position) (*Journal, error) {
-	if j.replica == nil {
-		return j, nil
-	}
-	deadline := time.Now().Add(j.cfg.ReplicaWait)
+// ReaderAt returns a journal that shows every event up to pos: the
+// replica's own when it has replayed pos or does within Config.ReplicaWait
+// (it checks every few milliseconds), the primary otherwise, so a read of
+// one's own writes (a position Execute or Append returned) is never older
+// than them.
+func (r *Replica) ReaderAt(ctx context.Context, pos journal.Position) (*Journal, error) {
+	deadline := time.Now().Add(r.cfg.ReplicaWait)
 	for poll := time.Millisecond; ; poll = min(2*poll, 25*time.Millisecond) {
-		ok, err := j.Replayed(ctx, pos)
+		ok, err := r.Replayed(ctx, pos)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			return j, nil
+			return r.Journal, nil
 		}
 		if !time.Now().Add(poll).Before(deadline) {
-			j.stats.replicaFallbacks.Add(1)
-			return j.replica.primary, nil
+			r.stats.replicaFallbacks.Add(1)
+			return r.replica.primary, nil
 		}
 		t := time.NewTimer(poll)
 		select {

@@ -23,9 +23,10 @@ import (
 // replicaFixture is a migrated schema on a primary, pools on the primary and
 // its streaming standby, and journals on both.
 type replicaFixture struct {
-	pool, rpool      *pgxpool.Pool
-	schema           string
-	journal, replica *postgres.Journal
+	pool, rpool *pgxpool.Pool
+	schema      string
+	journal     *postgres.Journal
+	replica     *postgres.Replica
 }
 
 // replicaServers is a primary and a pool on its streaming standby, shared by
@@ -118,7 +119,7 @@ func replicaRefusesWrites(t *testing.T, srv replicaServers) {
 
 	_, err = postgres.NewReplica(f.pool, f.journal)
 	require.ErrorContains(t, err, "the pool is the primary's own")
-	_, err = postgres.NewReplica(f.rpool, f.replica)
+	_, err = postgres.NewReplica(f.rpool, f.replica.Journal)
 	require.ErrorContains(t, err, "is itself a replica")
 }
 
@@ -279,8 +280,8 @@ func replicaReaderAtFallsBack(t *testing.T, srv replicaServers) {
 // return once the replica shows them (its gap-free head is at or past their
 // position); every read, subscription and summary goes to the replica.
 type replicaSuiteJournal struct {
-	*postgres.Journal // the replica
-	primary           *postgres.Journal
+	*postgres.Replica
+	primary *postgres.Journal
 	// caughtUp waits until the standby has replayed what the primary
 	// committed; RecordTypes calls it after recording on the primary.
 	caughtUp func(context.Context) error
@@ -351,7 +352,7 @@ func TestJournalConformanceOnReplica(t *testing.T) {
 			r, err := postgres.NewReplica(rpool, primary)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = r.Close() })
-			return replicaSuiteJournal{Journal: r, primary: primary, caughtUp: replayed}
+			return replicaSuiteJournal{Replica: r, primary: primary, caughtUp: replayed}
 		}
 		peer, err := postgres.NewJournal(f.pool, f.cfg)
 		require.NoError(t, err)
@@ -399,7 +400,7 @@ func TestProjectionConformanceOnReplica(t *testing.T) {
 		t.Cleanup(func() { _ = r.Close() })
 		h := readModelHarness(f.pool, table)
 		caughtUp := func(ctx context.Context) error { return standbyCaughtUp(ctx, f.pool, rpool) }
-		h.Journal, h.Store = replicaSuiteJournal{Journal: r, primary: f.journal, caughtUp: caughtUp}, store
+		h.Journal, h.Store = replicaSuiteJournal{Replica: r, primary: f.journal, caughtUp: caughtUp}, store
 		return h
 	})
 }

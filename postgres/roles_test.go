@@ -368,7 +368,7 @@ func TestRolesServiceCannotRewriteHistory(t *testing.T) {
 // fails at once with a configuration error naming the role connected and
 // the owner role to use, for the journal and the key store; once the owner
 // migrated, Migrate and Open as the service role find nothing to do and
-// succeed, and Open(WithVerifyOnly) does too.
+// succeed, and Open with Config.VerifyOnly does too.
 func TestRolesMigrateNeedsTheOwner(t *testing.T) {
 	t.Parallel()
 	rs := newRoleSet(t)
@@ -390,7 +390,7 @@ func TestRolesMigrateNeedsTheOwner(t *testing.T) {
 		require.Less(t, len(err.Error()), 300, name)
 	}
 	svcURL := roleURL(t, rs.url, rs.roles.Service)
-	_, err := postgres.Open(ctx, svcURL, postgres.WithSchema(cfg.Schema))
+	_, err := postgres.Open(ctx, svcURL, postgres.Config{Schema: cfg.Schema})
 	require.ErrorIs(t, err, journal.ErrConfiguration, "Open migrates, which the service role may not")
 	require.Contains(t, err.Error(), "use the owner role")
 
@@ -404,11 +404,8 @@ func TestRolesMigrateNeedsTheOwner(t *testing.T) {
 	require.NoError(t, rs.apply(ctx, sql), "RolesSQL again after the migration: grants on the new tables")
 	require.NoError(t, postgres.Migrate(ctx, svc, cfg), "an up-to-date schema needs no privilege to migrate")
 	require.NoError(t, postgres.MigrateKeyStore(ctx, svc, keys))
-	for _, opts := range [][]postgres.Option{
-		{postgres.WithSchema(cfg.Schema), postgres.WithKeyStore(keys)},
-		{postgres.WithSchema(cfg.Schema), postgres.WithKeyStore(keys), postgres.WithVerifyOnly()},
-	} {
-		st, err := postgres.Open(ctx, svcURL, opts...)
+	for _, verify := range []bool{false, true} {
+		st, err := postgres.Open(ctx, svcURL, postgres.Config{Schema: cfg.Schema, KeyStore: &keys, VerifyOnly: verify})
 		require.NoError(t, err)
 		_, err = st.Journal.Append(ctx, []journal.Event{event("Opened", "acct:1")}, journal.AppendOptions{})
 		require.NoError(t, err)

@@ -50,17 +50,6 @@ func (w *serverWatch) lost() { w.epoch.Add(1) }
 // closed at the server's end. Safe for concurrent use; no I/O.
 func (j *Journal) ServerEpoch() uint64 { return j.server.epoch.Load() }
 
-// Server returns the address (host:port, or a socket path) of the server
-// that the journal's most recent append connection reached, "" before the
-// first append. With a multi-host URL (target_session_attrs=read-write) it
-// names the host actually serving writes. Safe for concurrent use; no I/O.
-func (j *Journal) Server() string {
-	if a := j.server.addr.Load(); a != nil {
-		return *a
-	}
-	return ""
-}
-
 // ServerAddress returns the address (host:port, or a socket path) of the
 // server a connection of pool reaches now: with a multi-host URL, the host
 // actually chosen (for target_session_attrs=read-write, the primary). It

@@ -298,7 +298,7 @@ func (j *Journal) follow(ctx context.Context, after journal.Position, g *partiti
 	// replica may not have replayed what a notification announces, so
 	// after one it reads again soon, backing off (1 ms, doubling, up to
 	// PollInterval) while it finds nothing new.
-	src := j.Primary()
+	src := j.primary()
 	src.startListener()
 	timer := time.NewTimer(j.cfg.PollInterval)
 	defer timer.Stop()

@@ -3,7 +3,7 @@
 // command goes to the one actor owning its stream, so callers write no retry
 // loops. protoactor-go types never appear here.
 //
-//	store, err := postgres.Open(ctx, url)          // or memory.New()
+//	store, err := postgres.Open(ctx, url, postgres.Config{}) // or memory.New()
 //	rt, err := runtime.New(ctx, runtime.Config{Journal: store.Journal, Snapshots: store.Snapshots, NodeID: podName})
 //	runtime.MustRegisterEvent[AccountOpened](rt, "AccountOpened", 1)
 //	runtime.MustRegisterAggregate(rt, runtime.Aggregate[Account]{Name: "account", Initial: …, Decide: …, Evolve: …})

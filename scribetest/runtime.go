@@ -90,19 +90,17 @@ func DatabaseURL(t testing.TB) string {
 
 // Postgres opens a fresh schema named after the test on the database
 // DatabaseURL names, migrated by postgres.Open with its erasure key store in
-// the schema beside it (postgres.KeyStoreSchemaFor). opts are passed to
-// Open after the schema and key store options. When the test ends the store
-// is closed and both schemas are dropped.
-func Postgres(t testing.TB, opts ...postgres.Option) *postgres.Store {
+// the schema beside it (postgres.KeyStoreSchemaFor). When the test ends the
+// store is closed and both schemas are dropped.
+func Postgres(t testing.TB) *postgres.Store {
 	t.Helper()
 	url := DatabaseURL(t)
 	schema := schemaName(t)
 	keys := postgres.KeyStoreSchemaFor(schema)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	all := append([]postgres.Option{postgres.WithSchema(schema), postgres.WithKeyStore(postgres.KeyStoreConfig{})}, opts...)
 	t.Cleanup(func() { dropSchemas(t, url, schema, keys) }) // also after a failed Open
-	s, err := postgres.Open(ctx, url, all...)
+	s, err := postgres.Open(ctx, url, postgres.Config{Schema: schema, KeyStore: &postgres.KeyStoreConfig{}})
 	if err != nil {
 		t.Fatalf("scribetest: opening a throwaway schema %s: %v", schema, err)
 	}
@@ -111,7 +109,7 @@ func Postgres(t testing.TB, opts ...postgres.Option) *postgres.Store {
 }
 
 // Schema returns the database URL (DatabaseURL) and a fresh schema name for
-// a service that opens its store itself (postgres.Open with WithSchema):
+// a service that opens its store itself (postgres.Open with Config.Schema):
 // nothing is created, and when the test ends the schema and its key store
 // schema (postgres.KeyStoreSchemaFor) are dropped if they exist.
 func Schema(t testing.TB) (url, schema string) {

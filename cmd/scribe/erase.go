@@ -21,7 +21,7 @@ const EnvKeysDatabaseURL = "SCRIBE_KEYS_DATABASE_URL"
 
 // keySchemaFlag registers -keys on fs. Its default, "<schema>_keys"
 // (postgres.KeyStoreSchemaFor the journal's -schema: "scribe_keys" beside
-// "scribe"), is the schema postgres.Open's WithKeyStore and the bank
+// "scribe"), is the schema postgres.Open's Config.KeyStore and the bank
 // example create, so every tool finds the same keys.
 func keySchemaFlag(fs *flag.FlagSet, v *string) {
 	fs.StringVar(v, "keys", "", "Postgres schema of the erasure key store (default $"+EnvKeySchema+", else \"<-schema>_keys\": "+postgres.DefaultKeyStoreSchema+" beside the default schema)")
@@ -57,7 +57,7 @@ func (e *env) keysPool(journalPool *pgxpool.Pool, keysDB string) (*pgxpool.Pool,
 	if _, err := pgxpool.ParseConfig(keysDB); err != nil {
 		return nil, nil, usagef("the key store's database URL is not valid (%v); give -keys-db or $%s as a URL such as postgres://user@host:5432/keys?sslmode=disable", err, EnvKeysDatabaseURL)
 	}
-	pool, err := postgres.Connect(e.ctx, keysDB, postgres.WithMaxConns(4))
+	pool, err := postgres.Connect(e.ctx, keysDB, postgres.Config{MaxConns: 4})
 	if err != nil {
 		return nil, nil, fmt.Errorf("the key store's database: %w; check -keys-db or %s", err, EnvKeysDatabaseURL)
 	}

@@ -51,7 +51,7 @@ func TestEraseRecordedRestoresErasures(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	cur, err := postgres.NewKeyStore(f.pool, postgres.KeyStoreConfig{Schema: current})
 	require.NoError(t, err)
-	kpool, err := postgres.Connect(ctx, keysURL)
+	kpool, err := postgres.Connect(ctx, keysURL, postgres.Config{})
 	require.NoError(t, err)
 	defer kpool.Close()
 	old, err := postgres.NewKeyStore(kpool, postgres.KeyStoreConfig{Schema: restored})
@@ -109,7 +109,7 @@ func TestVerifyReadsKeysDB(t *testing.T) {
 	const schema = "apart_keys"
 	r := f.scribe(t, "migrate", "keys", "-keys-db", keysURL, "-keys", schema)
 	require.Equal(t, 0, r.code, r.stderr)
-	kpool, err := postgres.Connect(ctx, keysURL)
+	kpool, err := postgres.Connect(ctx, keysURL, postgres.Config{})
 	require.NoError(t, err)
 	defer kpool.Close()
 	ks, err := postgres.NewKeyStore(kpool, postgres.KeyStoreConfig{Schema: schema})

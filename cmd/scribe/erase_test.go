@@ -527,7 +527,7 @@ func TestSubjectsShowsPendingErasures(t *testing.T) {
 }
 
 // TestKeyStoreDefaultAndApart: -keys defaults to "<-schema>_keys"
-// (postgres.KeyStoreSchemaFor, what postgres.Open's WithKeyStore and the
+// (postgres.KeyStoreSchemaFor, what postgres.Open's Config.KeyStore and the
 // bank create); a key store schema that is missing makes subjects and erase
 // exit 1 saying so, distinct from an erasure, and erase writes nothing;
 // -keys-db keeps the key store on another database only.
@@ -557,7 +557,7 @@ func TestKeyStoreDefaultAndApart(t *testing.T) {
 	r = f.scribe(t, "migrate", "keys")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, keySchema)
-	st, err := postgres.Open(ctx, f.url, postgres.WithSchema(f.schema), postgres.WithKeyStore(postgres.KeyStoreConfig{}))
+	st, err := postgres.Open(ctx, f.url, postgres.Config{Schema: f.schema, KeyStore: &postgres.KeyStoreConfig{}})
 	require.NoError(t, err)
 	_, err = st.Keys.DataKey(ctx, "c-open")
 	require.NoError(t, err)

@@ -311,7 +311,7 @@ func (e *env) connect() (*pgxpool.Pool, postgres.Config, error) {
 	}
 	// Connect's errors name the database (never the password) and say
 	// whether it was not reached, refused the credentials or does not exist.
-	pool, err := postgres.Connect(e.ctx, url, postgres.WithMaxConns(4))
+	pool, err := postgres.Connect(e.ctx, url, postgres.Config{MaxConns: 4})
 	if err != nil {
 		return nil, postgres.Config{}, fmt.Errorf("%w; check -db or %s", err, EnvDatabaseURL)
 	}

@@ -114,7 +114,7 @@ func (e *env) migratedPool(url, schema, flagName string) (*pgxpool.Pool, error) 
 	if _, err := pgxpool.ParseConfig(url); err != nil {
 		return nil, usagef("%s: the database URL is not valid (%v)", flagName, err)
 	}
-	pool, err := postgres.Connect(e.ctx, url, postgres.WithMaxConns(4))
+	pool, err := postgres.Connect(e.ctx, url, postgres.Config{MaxConns: 4})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", flagName, err)
 	}

@@ -50,7 +50,7 @@ func walkEvents(t *testing.T, ts *testServer, id string, limit int) []EventView 
 // tool (scribe archive, retire-stream) does.
 func openStore(t *testing.T, url, schema string) *postgres.Store {
 	t.Helper()
-	store, err := postgres.Open(t.Context(), url, postgres.WithSchema(schema))
+	store, err := postgres.Open(t.Context(), url, postgres.Config{Schema: schema})
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
 	return store

@@ -18,7 +18,7 @@ import (
 )
 
 // keySchema is the key store's schema for the journal schema schema:
-// "<schema>_keys", the default of postgres.Open's WithKeyStore and of the
+// "<schema>_keys", the default of postgres.Open's Config.KeyStore and of the
 // scribe CLI's -keys, so that the three find the same keys.
 func keySchema(schema string) string { return postgres.KeyStoreSchemaFor(schema) }
 
@@ -90,12 +90,8 @@ func openBackendKeys(ctx context.Context, databaseURL, keysURL, schema string, l
 	// Open connects, migrates the schema and the key store's and opens the
 	// journal, the snapshot and projection stores and the key store; its
 	// errors name the database (never the password) and what to check.
-	opts := []postgres.Option{postgres.WithSchema(schema), postgres.WithLogger(log), postgres.WithTracerProvider(tp),
-		postgres.WithKeyStore(postgres.KeyStoreConfig{Schema: keySchema(schema)})}
-	if keysURL != "" {
-		opts = append(opts, postgres.WithKeyStoreURL(keysURL))
-	}
-	store, err := postgres.Open(cctx, databaseURL, opts...)
+	store, err := postgres.Open(cctx, databaseURL, postgres.Config{Schema: schema, Logger: log, TracerProvider: tp,
+		KeyStore: &postgres.KeyStoreConfig{Schema: keySchema(schema)}, KeyStoreURL: keysURL})
 	if err != nil {
 		if keysURL != "" {
 			return nil, fmt.Errorf("open Postgres (-db or SCRIBE_DATABASE_URL, -keys-db or SCRIBE_KEYS_DATABASE_URL): %w", err)

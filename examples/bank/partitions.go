@@ -80,7 +80,7 @@ func withSecondDatabase(ctx context.Context, first *backend, url, schema, partit
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	store, err := postgres.Open(cctx, url, postgres.WithSchema(schema), postgres.WithLogger(log), postgres.WithTracerProvider(tp))
+	store, err := postgres.Open(cctx, url, postgres.Config{Schema: schema, Logger: log, TracerProvider: tp})
 	if err != nil {
 		return nil, fmt.Errorf("open the second partition's Postgres (-db2): %w", err)
 	}

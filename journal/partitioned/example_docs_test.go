@@ -14,8 +14,8 @@ import (
 // partition "acme" lives on the US server, every other partition on the
 // EU server.
 func routeTwoDatabases(ctx context.Context, euURL, usURL, pod string) (*runtime.Runtime, error) {
-	eu, _ := postgres.Open(ctx, euURL)
-	us, _ := postgres.Open(ctx, usURL)
+	eu, _ := postgres.Open(ctx, euURL, postgres.Config{})
+	us, _ := postgres.Open(ctx, usURL, postgres.Config{})
 	r, err := partitioned.New(partitioned.Config{
 		Members: []partitioned.Member{
 			{Name: "eu", Journal: eu.Journal, Snapshots: eu.Snapshots},
