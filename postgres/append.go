@@ -10,6 +10,32 @@ import (
 	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
+// DCB conditions at READ COMMITTED (the package documentation's summary, in full).
+//
+// Transaction-scoped advisory locks, taken before anything else in one
+// statement, in ascending key order (no deadlocks): every append takes an
+// EXCLUSIVE lock per tag it touches and SHARED locks on each of its event
+// types, its partition and the whole journal. An append with a condition also
+// takes EXCLUSIVE locks derived from its query: per item, the first of its
+// tags if it has tags (every matching event carries that tag), else each of its
+// types; Query.All takes the partition's key, AllPartitions the journal's. Once
+// the conditional append holds its locks, every append that could add a
+// matching event has either committed (and a fresh READ COMMITTED statement
+// sees it) or waits for this transaction, so the condition check and the write
+// are atomic without serializable retries.
+//
+// A condition needs no query of its own when the database already checks
+// what it asks. The write statement checks every stream an append claims
+// (writes to, expects a version of, or holds the lease of) at the version and
+// newest-event position the decision assumed. If every item of the
+// condition's query names a tag whose claimed stream's newest event is at or
+// before the condition's position, no matching event can lie after that
+// position while those streams are unchanged (every matching event carries the
+// tag); if one changed, the write is fenced and the batch is read and decided
+// again with the condition queried. A DCB command reserves and claims every
+// tag of its query and folds up to their newest positions, so its condition
+// is always of this kind (Stats.ImpliedConditions counts them).
+
 // appendReq is one validated Append on its way to the database.
 type appendReq struct {
 	ctx       context.Context

@@ -56,7 +56,7 @@ type Config struct {
 	// the URL's pool_max_conns when given, else DefaultMaxConns (16).
 	MaxConns int32
 	// TracerProvider receives a span for every statement on the pool Open
-	// and Connect create (Tracer: db.* spans). Default: a no-op provider;
+	// and Connect create (pgtrace.Tracer: db.* spans). Default: a no-op provider;
 	// the global provider is never used.
 	TracerProvider trace.TracerProvider
 	// VerifyOnly makes Open check the schema (VerifySchema) instead of

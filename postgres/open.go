@@ -16,6 +16,7 @@ import (
 
 	"github.com/scribe-es/scribe/erasure"
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/pgtrace"
 )
 
 // DefaultMaxConns is the pool size Open uses when neither Config.MaxConns
@@ -28,7 +29,7 @@ const DefaultMaxConns = 16
 // concurrent use; Close releases them all.
 type Store struct {
 	// Pool is the connection pool every store below uses; its statements
-	// are traced (Tracer). Open owns it: Close closes it.
+	// are traced (pgtrace.Tracer). Open owns it: Close closes it.
 	Pool *pgxpool.Pool
 	// Journal is the journal and its sessions (journal.Journal,
 	// journal.Sessions): pass it as runtime.Config.Journal.
@@ -217,7 +218,7 @@ func connect(ctx context.Context, url string, cfg Config) (*pgxpool.Pool, error)
 	if tp == nil {
 		tp = tracenoop.NewTracerProvider()
 	}
-	poolCfg.ConnConfig.Tracer = NewTracer(tp)
+	poolCfg.ConnConfig.Tracer = pgtrace.New(tp)
 	where := Address(poolCfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {

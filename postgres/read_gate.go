@@ -8,6 +8,29 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
+// Positions and gap-free reads (the package documentation's summary, in full).
+//
+// An event's Position is (Commit, Seq) = (the appending transaction's ID from
+// pg_current_xact_id(), a number from the events_seq sequence), both drawn
+// after the append holds its locks. Transaction IDs are assigned before
+// commit, so a lower position can commit after a higher one. Catch-up reads (Read, ReadAll, Subscribe, Head,
+// CountAfter) therefore only show rows below a gate computed just before the
+// read: the least of the snapshot's xmax and the transaction IDs of the
+// sessions holding ROW EXCLUSIVE on this schema's events table. Every append
+// takes that table lock before it gets a transaction ID and holds it until its
+// commit ends, so any append that could still commit below the gate is seen
+// and holds the gate down (the argument is spelled out at gateSetSQL; the
+// 32-bit transaction IDs pg_locks shows are widened to 64 bits with the
+// snapshot's epoch, so the gate stays right after 2^32 transactions). Unlike
+// gating at pg_snapshot_xmin, long transactions elsewhere in the cluster do not
+// stall the feed. ReadStream, ReadEvent and the condition check are not gated:
+// they see every committed event.
+//
+// Within a stream, version order equals position order: every append takes an
+// exclusive transaction-scoped advisory lock per stream it touches before it
+// draws its transaction ID, so it draws it only after the previous append to
+// that stream committed.
+
 // gateSQL is the visibility gate of catch-up reads, set by gateSetSQL in the
 // statement just before (same round trip, a later snapshot): only rows with
 // commit_xid below it are shown.

@@ -12,6 +12,29 @@ import (
 	"github.com/scribe-es/scribe/journal/backend"
 )
 
+// Fencing (the package documentation's summary, in full).
+//
+// One statement claims an append's versions: it raises each touched stream's
+// version by its event count only where the version is the one the append's
+// checks saw and the lease's node, incarnation and epoch are the stream's
+// current, unreleased holder whose node session is open and unexpired by
+// clock_timestamp(). Every failure is reported per stream as a
+// *journal.SessionError (ErrInvalidSession / ErrSessionExpired) or a
+// *journal.VersionMismatchError.
+// (partition, tag, version) is the primary key of event_tags: a unique
+// violation there is reported as ErrVersionMismatch.
+//
+// Sessions: nodes(node_id, incarnation, expires_at, closed) is renewed by one
+// UPDATE per node, whatever the number of its leases; a stream lease is valid
+// only while its node session is. Acquire is one conditional upsert that grants
+// (a new epoch from the stream_epochs sequence) when the stream is free, released, held by a dead or superseded
+// session or by the same node ID; otherwise it waits for a lease change
+// (Release, CloseNode, a superseding OpenNode: one coalesced NOTIFY on the
+// schema's lease channel, like the commits' one) or the holder's expiry by the
+// database clock, at most AcquirePollInterval (1 s) between tries, until the
+// wait ends with ErrOpenTimeout naming the holder. So streams waiting for a
+// dead node's leases cost a query or two each per second, not forty.
+
 // OpenNode starts a new incarnation of nodeID; see journal.Sessions. The
 // session expires timeout after now by the database clock unless renewed.
 func (j *Journal) OpenNode(ctx context.Context, nodeID string, timeout time.Duration) (journal.NodeSession, error) {

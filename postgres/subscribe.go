@@ -13,6 +13,17 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
+// Subscriptions (the package documentation's summary, in full).
+//
+// Subscribe reads page by page (gated), then waits for a wake-up. After
+// appends commit, a notifier goroutine wakes this journal's subscribers and
+// sends one pg_notify, at most every 5ms (coalesced), in its own transaction
+// with synchronous_commit off: NOTIFY inside the append would serialize
+// commits through Postgres's notify lock and defeat group commit. One LISTEN
+// connection per Journal fans notifications from other processes out to all
+// subscribers. A lost notification costs at most PollInterval; the
+// notifications are only wake-ups, never the data.
+
 // broadcaster wakes every waiter at once: wait returns a channel that is
 // closed by the next notify.
 type broadcaster struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgtrace"
 )
 
 // The tracer records a client span per statement and batch, named by its
@@ -28,7 +29,7 @@ func TestTracerSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer func() { _ = tp.Shutdown(ctx) }()
-	pool, schema := pgtest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = postgres.NewTracer(tp) })
+	pool, schema := pgtest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = pgtrace.New(tp) })
 	cfg := postgres.Config{Schema: schema}
 	require.NoError(t, postgres.Migrate(ctx, pool, cfg))
 	j, err := postgres.NewJournal(pool, cfg)
@@ -59,12 +60,12 @@ func TestTracerSpans(t *testing.T) {
 			require.NotContains(t, kv.Value.Emit(), secret, "span %s attribute %s carries an argument", s.Name(), kv.Key)
 		}
 		require.NotContains(t, s.Name(), secret)
-		require.Equal(t, "postgresql", attrs[postgres.AttrDBSystem].AsString(), s.Name())
-		require.Contains(t, attrs, postgres.AttrDBOperation, s.Name())
+		require.Equal(t, "postgresql", attrs[pgtrace.AttrDBSystem].AsString(), s.Name())
+		require.Contains(t, attrs, pgtrace.AttrDBOperation, s.Name())
 		for _, ev := range s.Events() {
 			for _, kv := range ev.Attributes {
 				require.NotContains(t, kv.Value.Emit(), secret, "span %s event %s carries an argument", s.Name(), ev.Name)
-				if kv.Key == postgres.AttrDBQuerySummary && strings.Contains(kv.Value.AsString(), "INSERT "+schema+".events") {
+				if kv.Key == pgtrace.AttrDBQuerySummary && strings.Contains(kv.Value.AsString(), "INSERT "+schema+".events") {
 					sawInsert = true
 				}
 			}
@@ -72,8 +73,8 @@ func TestTracerSpans(t *testing.T) {
 		if s.Name() == "SELECT "+schema+".no_such_table" {
 			sawFailed = true
 			require.Equal(t, codes.Error, s.Status().Code)
-			require.Equal(t, "42P01", attrs[postgres.AttrErrorType].AsString(), "error.type is the SQLSTATE")
-			require.Equal(t, schema+".no_such_table", attrs[postgres.AttrDBCollection].AsString())
+			require.Equal(t, "42P01", attrs[pgtrace.AttrErrorType].AsString(), "error.type is the SQLSTATE")
+			require.Equal(t, schema+".no_such_table", attrs[pgtrace.AttrDBCollection].AsString())
 			require.Equal(t, parent.SpanContext().SpanID(), s.Parent().SpanID())
 		}
 	}

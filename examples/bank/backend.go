@@ -66,7 +66,7 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 // connects to Postgres, migrates the schema explicitly and opens the
 // Postgres journal, sessions, snapshot store and key store (schema
 // keySchema(schema) on keysURL's database, or on databaseURL's when keysURL
-// is empty); every statement on the pools is traced to tp (postgres.Tracer:
+// is empty); every statement on the pools is traced to tp (pgtrace.Tracer:
 // db.* spans).
 func openBackendKeys(ctx context.Context, databaseURL, keysURL, schema string, log *slog.Logger, tp trace.TracerProvider) (*backend, error) {
 	if databaseURL == "" {

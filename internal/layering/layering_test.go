@@ -45,6 +45,7 @@ func TestNoImportRunsUpTheLayers(t *testing.T) {
 		"runtime/internal/membership": {"runtime", "projection", "postgres"},
 		"postgres/internal/pgschema":  {"postgres", "snapshots", "erasure", "tagconsistency", "actors", "runtime", "projection"},
 		"postgres":                    {"postgres/pgadmin", "tagconsistency", "actors", "runtime"},
+		"postgres/pgtrace":            {"postgres", "journal", "snapshots", "erasure", "tagconsistency", "actors", "runtime", "projection"},
 	}
 	for pkg, forbidden := range above {
 		for _, d := range deps(t, pkg) {

@@ -1,4 +1,4 @@
-package postgres
+package pgtrace
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TracerName is the OpenTelemetry scope of the database spans.
+// TracerName is the OpenTelemetry scope of the database spans (the postgres
+// package's, where the spans begin).
 const TracerName = "github.com/scribe-es/scribe/postgres"
 
 // EventStatement is the event a batch's span records for each of its
@@ -56,7 +57,7 @@ const (
 // Set it on the pool's connection configuration before creating the pool:
 //
 //	cfg, err := pgxpool.ParseConfig(url)
-//	cfg.ConnConfig.Tracer = postgres.NewTracer(tracerProvider)
+//	cfg.ConnConfig.Tracer = pgtrace.New(tracerProvider)
 //	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 //
 // A Tracer is safe for concurrent use by all the connections of a pool.
@@ -92,9 +93,9 @@ var (
 	_ pgx.BatchTracer = (*Tracer)(nil)
 )
 
-// NewTracer returns a Tracer recording spans with tp's tracer named
+// New returns a Tracer recording spans with tp's tracer named
 // TracerName.
-func NewTracer(tp trace.TracerProvider) *Tracer {
+func New(tp trace.TracerProvider) *Tracer {
 	return &Tracer{tracer: tp.Tracer(TracerName)}
 }
 

@@ -1,4 +1,4 @@
-package postgres
+package pgtrace
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestTracerCachesSummariesUpToItsBound(t *testing.T) {
-	tr := NewTracer(noop.NewTracerProvider())
+	tr := New(noop.NewTracerProvider())
 	sql := func(i int) string { return fmt.Sprintf("SELECT c FROM t%d WHERE x = $1", i) }
 	for i := range maxSummaries + 10 {
 		require.Equal(t, summarize(sql(i)), tr.summary(sql(i)))
