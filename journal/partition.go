@@ -6,7 +6,7 @@ import (
 )
 
 // Errors of a partition that is moving, or has moved, to another database
-// (a partition move: postgres.MovePartition, `scribe partition move`).
+// (a partition move: pgadmin.MovePartition, `scribe partition move`).
 var (
 	// ErrPartitionMoving: the partition is being moved between databases
 	// (its streams are fenced for the cut-over); a lease cannot be taken

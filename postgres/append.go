@@ -133,11 +133,6 @@ func (j *Journal) newAppendReq(ctx context.Context, events []journal.Event, part
 	return &appendReq{ctx: ctx, events: events, partition: partition, opts: opts, claims: claims, locks: locks, done: make(chan appendOutcome, 1)}
 }
 
-// lockEventsSQL marks the transaction as an appender of this journal before it
-// gets a transaction ID: catch-up reads gate on the IDs of the sessions holding
-// this lock (see gateSetSQL).
-const lockEventsSQL = `LOCK TABLE __S__.events IN ROW EXCLUSIVE MODE`
-
 // precheckSQL finds the append's event IDs already stored, hot or archived
 // (an archived event's ID is as taken as a hot one's).
 const precheckSQL = `SELECT id FROM __S__.events WHERE id = ANY($1::uuid[])

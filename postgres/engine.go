@@ -117,7 +117,7 @@ func (j *Journal) prefix(b *pgx.Batch, batch []*appendReq) int {
 	keys, modes := pgschema.LockArgs(locks)
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	b.Queue(pgschema.LockSQL, keys, modes)
-	b.Queue(j.sql(lockEventsSQL))
+	b.Queue(j.sql(pgschema.LockEventsSQL))
 	return b.Len()
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // SetAfterChecks installs a hook that runs in every append after its
@@ -68,7 +69,7 @@ type Statement struct {
 }
 
 // GateSetSQL returns the statement that sets the read gate.
-func (j *Journal) GateSetSQL() string { return j.sql(gateSetSQL) }
+func (j *Journal) GateSetSQL() string { return j.sql(pgschema.GateSetSQL) }
 
 // ReadPathStatements returns the statements of the hot read paths, with
 // arguments naming existing data: tags tag1, tag2 (both on some events) and
@@ -171,9 +172,9 @@ func LoadMigrationsForTest(fsys fs.FS, dir string) ([][2]int, error) {
 	return out, err
 }
 
-// GateWriterSQL is gateWriterSQL, what a running append's widened ID f adds
+// GateWriterSQL is pgschema.GateWriterSQL, what a running append's widened ID f adds
 // to the gate given xm (the CTE named xm with column v).
-const GateWriterSQL = gateWriterSQL
+const GateWriterSQL = pgschema.GateWriterSQL
 
 // SliceLagsSQL is SliceLags' statement, for plan checks.
 func (st *ProjectionStore) SliceLagsSQL(atMost int) string { return st.sliceLagsSQL(atMost) }

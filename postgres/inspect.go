@@ -118,7 +118,7 @@ func (j *Journal) CountAfter(ctx context.Context, after journal.Position) (uint6
 	}
 	var n int64
 	err := j.gated(ctx, "count", j.sql(`SELECT count(*) FROM __S__.events WHERE (commit_xid, seq) > ($1::bigint, $2::bigint)
-		AND commit_xid < `+gateSQL), []any{i64(after.Commit), i64(after.Seq)}, func(rows pgx.Rows) error { return rows.Scan(&n) })
+		AND commit_xid < `+pgschema.GateSQL), []any{i64(after.Commit), i64(after.Seq)}, func(rows pgx.Rows) error { return rows.Scan(&n) })
 	if err != nil {
 		return 0, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/backend"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // readStreamSQL reads a stream from a version (event_tags primary key).
@@ -31,7 +32,7 @@ const readByCorrelationSQL = `SELECT ` + recordCols + ` FROM __S__.events e WHER
 		AND (e.commit_xid, e.seq) > ($2::bigint, $3::bigint) ORDER BY e.commit_xid, e.seq LIMIT $4`
 
 // headSQL finds the newest visible position (events primary key, backwards).
-const headSQL = `SELECT commit_xid, seq FROM __S__.events WHERE commit_xid < ` + gateSQL + `
+const headSQL = `SELECT commit_xid, seq FROM __S__.events WHERE commit_xid < ` + pgschema.GateSQL + `
 		ORDER BY commit_xid DESC, seq DESC LIMIT 1`
 
 // recordCols are the columns scanRecord reads, from events aliased e.
@@ -371,7 +372,7 @@ func (j *Journal) ReadTypes(ctx context.Context, q journal.TypeQuery) iter.Seq2[
 		if !cursor.IsZero() {
 			stmt += bound{op: op, pos: cursor}.sql(&a, "e.")
 		}
-		stmt += " AND e.commit_xid < " + gateSQL +
+		stmt += " AND e.commit_xid < " + pgschema.GateSQL +
 			" ORDER BY e.commit_xid" + dir + ", e.seq" + dir + " LIMIT " + strconv.Itoa(n)
 		return j.gatedRecords(ctx, "read types", stmt, a)
 	})

@@ -88,7 +88,7 @@ func (j *Journal) matchBranches(q journal.Query, b bound, gate bool, desc bool, 
 		if !gate {
 			return ""
 		}
-		return " AND " + alias + "commit_xid < " + gateSQL
+		return " AND " + alias + "commit_xid < " + pgschema.GateSQL
 	}
 	order := func(alias string) string {
 		return fmt.Sprintf(" ORDER BY %[1]scommit_xid%[2]s, %[1]sseq%[2]s", alias, dir)

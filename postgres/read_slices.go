@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // sliceTagsSQL is the scan of event_tags_group_slice (migration 9) that a
@@ -21,7 +22,7 @@ import (
 const sliceTagsSQL = `SELECT et.commit_xid, et.seq FROM __S__.event_tags et
 	WHERE et.partition = $1 AND split_part(et.tag, ':', 1) = $2
 	  AND et.commit_xid >= $3::bigint AND (et.commit_xid, et.seq) > ($3::bigint, $4::bigint)
-	  AND et.commit_xid < ` + gateSQL
+	  AND et.commit_xid < ` + pgschema.GateSQL
 
 // sliceRanges returns the sorted slices as half-open ranges of consecutive
 // slices.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // Read replicas.
@@ -21,7 +22,7 @@ import (
 //
 // The catch-up guarantee (ReadAll, Read, Subscribe never show a position that
 // a later commit undercuts) holds on a replica with a different gate. The
-// primary's gate (gateSetSQL) finds running appends through pg_locks, which a
+// primary's gate (pgschema.GateSetSQL) finds running appends through pg_locks, which a
 // standby does not replicate; on a standby the gate is its snapshot's xmin
 // instead. A hot standby counts every transaction ID it has seen in the WAL
 // (and every lower ID not yet known to have ended) as running until it
@@ -111,7 +112,7 @@ func (j *Journal) gateSetStatement() string {
 	if j.replica != nil {
 		return replicaGateSetSQL
 	}
-	return j.sql(gateSetSQL)
+	return j.sql(pgschema.GateSetSQL)
 }
 
 // Replayed reports whether the replica shows every event up to pos (its

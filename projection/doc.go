@@ -81,7 +81,7 @@
 // checkpoint and lease of its own, and several runners share the
 // partitions as they share slices. A checkpoint names the database its
 // position belongs to and the event ID of the record there; a partition
-// move (postgres.MovePartition) copies events in order with their IDs and
+// move (pgadmin.MovePartition) copies events in order with their IDs and
 // new positions, so the runner finds its place on the partition's new
 // database by the event ID, live (the old database's subscription ends
 // when the partition moved) or at its next start, also after a move there

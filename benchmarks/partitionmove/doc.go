@@ -11,7 +11,7 @@
 // events over -accounts account streams, so every chain verifies), then
 // measures -writers goroutines appending one event each to their own stream
 // of "other" (batching on, no lease): first for -baseline with no move, then
-// from the start to the end of postgres.MovePartition of "big". The report
+// from the start to the end of pgadmin.MovePartition of "big". The report
 // is a markdown table per phase: appends, p50, p99, p99.9 and the slowest
 // append, the medians over the runs, the move's durations (whole, fence to
 // switch, the switch step) and the slowest append to "other" that

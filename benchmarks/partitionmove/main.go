@@ -17,6 +17,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 func main() {
@@ -210,21 +211,21 @@ func oneRun(ctx context.Context, o options, src, dst *pgxpool.Pool, i int) (runR
 	r.move, err = measure(ctx, j, o, func(ctx context.Context) error {
 		t0 := time.Now()
 		last := t0
-		_, err := postgres.MovePartition(ctx, postgres.PartitionMove{Partition: "big", Source: src, SourceSchema: scfg.Schema,
+		_, err := pgadmin.MovePartition(ctx, pgadmin.PartitionMove{Partition: "big", Source: src, SourceSchema: scfg.Schema,
 			Target: dst, TargetSchema: dcfg.Schema, To: "target",
-			Progress: func(p postgres.MoveProgress) {
-				if p.Step != postgres.MovePrecopy && p.Step != postgres.MoveCopy || p.Copied == p.Total {
+			Progress: func(p pgadmin.MoveProgress) {
+				if p.Step != pgadmin.MovePrecopy && p.Step != pgadmin.MoveCopy || p.Copied == p.Total {
 					steps = append(steps, fmt.Sprintf("%s %s", p.Step, time.Since(last).Round(time.Millisecond)))
 					last = time.Now()
 				}
 				switch p.Step {
-				case postgres.MovePrecopy:
+				case pgadmin.MovePrecopy:
 					precopied = time.Now()
-				case postgres.MoveFence:
+				case pgadmin.MoveFence:
 					fenced = time.Now()
-				case postgres.MoveVerify:
+				case pgadmin.MoveVerify:
 					verified = time.Now()
-				case postgres.MoveSwitch:
+				case pgadmin.MoveSwitch:
 					switched = time.Now()
 				}
 			}})

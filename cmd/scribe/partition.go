@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 func partitionMoveCommand() *command {
@@ -63,7 +64,7 @@ func partitionMoveCommand() *command {
 				return err
 			}
 			defer dst.Close()
-			spec := postgres.PartitionMove{
+			spec := pgadmin.PartitionMove{
 				Partition: partition, Source: src, SourceSchema: fromSchema, Target: dst, TargetSchema: toSchema,
 				To: toName, BatchSize: batch,
 			}
@@ -71,7 +72,7 @@ func partitionMoveCommand() *command {
 				// A refusal (a partition the source does not hold, one moved
 				// away, a target that holds it) fails here as -confirm would,
 				// writing nothing.
-				plan, err := postgres.PlanPartitionMove(e.ctx, spec)
+				plan, err := pgadmin.PlanPartitionMove(e.ctx, spec)
 				if err != nil {
 					return err
 				}
@@ -84,16 +85,16 @@ func partitionMoveCommand() *command {
 					plan.Target)
 				return nil
 			}
-			spec.Progress = func(p postgres.MoveProgress) {
-				if p.Step == postgres.MoveCopy || p.Step == postgres.MovePrecopy {
+			spec.Progress = func(p pgadmin.MoveProgress) {
+				if p.Step == pgadmin.MoveCopy || p.Step == pgadmin.MovePrecopy {
 					fmt.Fprintf(e.stderr, "%s: %d/%d events\n", p.Step, p.Copied, p.Total)
 					return
 				}
 				fmt.Fprintf(e.stderr, "%s: done (%d/%d events, %d streams)\n", p.Step, p.Copied, p.Total, p.Streams)
 			}
-			// A failure's *postgres.MoveError says whether running the same
+			// A failure's *pgadmin.MoveError says whether running the same
 			// command again continues the move or what to fix first.
-			rep, err := postgres.MovePartition(e.ctx, spec)
+			rep, err := pgadmin.MovePartition(e.ctx, spec)
 			if err != nil {
 				return err
 			}

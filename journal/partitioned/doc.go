@@ -47,7 +47,7 @@
 //
 // The partition map comes from configuration (Config.Partitions), the same
 // on every node; there is no map table to keep consistent. A partition move
-// (postgres.MovePartition, `scribe partition move`) reaches every node
+// (pgadmin.MovePartition, `scribe partition move`) reaches every node
 // through the source database: once moved, the source answers Acquire, and
 // TagSummary and ReadStream of the partition's streams, with
 // journal.ErrPartitionMoved naming the target (PartitionMove.To), and a

@@ -8,7 +8,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/partitioned"
-	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -84,17 +84,17 @@ func TestPartitionMoveThereBackAndThereAgainBetweenServers(t *testing.T) {
 	route := []string{"one", "two", "one", "two"}
 	for i := 1; i < len(route); i++ {
 		from, to := route[i-1], route[i]
-		spec := postgres.PartitionMove{Partition: "east", Source: dbs[from].pool, SourceSchema: dbs[from].cfg.Schema,
+		spec := pgadmin.PartitionMove{Partition: "east", Source: dbs[from].pool, SourceSchema: dbs[from].cfg.Schema,
 			Target: dbs[to].pool, TargetSchema: dbs[to].cfg.Schema, To: to, BatchSize: 3}
 		if i == 2 {
 			cctx, cancel := context.WithCancel(ctx)
 			first := spec
-			first.Progress = func(p postgres.MoveProgress) {
-				if p.Step == postgres.MovePrecopy {
+			first.Progress = func(p pgadmin.MoveProgress) {
+				if p.Step == pgadmin.MovePrecopy {
 					cancel()
 				}
 			}
-			_, err := postgres.MovePartition(cctx, first)
+			_, err := pgadmin.MovePartition(cctx, first)
 			require.ErrorIs(t, err, context.Canceled)
 			stale, err := partitioned.New(partitioned.Config{
 				Members:    []partitioned.Member{one.member("one"), two.member("two")},
@@ -108,7 +108,7 @@ func TestPartitionMoveThereBackAndThereAgainBetweenServers(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "two", m, "the target named where the partition is served")
 		}
-		rep, err := postgres.MovePartition(ctx, spec)
+		rep, err := pgadmin.MovePartition(ctx, spec)
 		require.NoError(t, err, "move %d, %s to %s", i, from, to)
 		require.Equal(t, i == 2, rep.Resumed, "move %d", i)
 		requireServedBy(t, ctx, dbs[to], dbs[from], "east", to, acked, staleAcked)

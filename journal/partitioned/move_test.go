@@ -14,7 +14,7 @@ import (
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/partitioned"
-	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -108,15 +108,15 @@ func TestPartitionMoveUnderLoad(t *testing.T) {
 	var steps []string
 	var fenced, switched time.Time
 	start := time.Now()
-	rep, err := postgres.MovePartition(ctx, postgres.PartitionMove{
+	rep, err := pgadmin.MovePartition(ctx, pgadmin.PartitionMove{
 		Partition: "p", Source: one.pool, SourceSchema: one.cfg.Schema, Target: two.pool, TargetSchema: two.cfg.Schema,
 		To: "two", BatchSize: 50,
-		Progress: func(p postgres.MoveProgress) {
+		Progress: func(p pgadmin.MoveProgress) {
 			steps = append(steps, fmt.Sprintf("%s %d/%d", p.Step, p.Copied, p.Total))
 			switch p.Step {
-			case postgres.MoveFence:
+			case pgadmin.MoveFence:
 				fenced = time.Now()
-			case postgres.MoveSwitch:
+			case pgadmin.MoveSwitch:
 				switched = time.Now()
 			}
 		},
@@ -215,17 +215,17 @@ func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 
 	cctx, cancel := context.WithCancel(ctx)
 	batches := 0
-	spec := postgres.PartitionMove{Partition: "q", Source: one.pool, SourceSchema: one.cfg.Schema, Target: two.pool, TargetSchema: two.cfg.Schema,
+	spec := pgadmin.PartitionMove{Partition: "q", Source: one.pool, SourceSchema: one.cfg.Schema, Target: two.pool, TargetSchema: two.cfg.Schema,
 		To: "two", BatchSize: 7}
 	first := spec
-	first.Progress = func(p postgres.MoveProgress) {
-		if p.Step == postgres.MovePrecopy || p.Step == postgres.MoveCopy {
+	first.Progress = func(p pgadmin.MoveProgress) {
+		if p.Step == pgadmin.MovePrecopy || p.Step == pgadmin.MoveCopy {
 			if batches++; batches == 2 {
 				cancel()
 			}
 		}
 	}
-	_, err = postgres.MovePartition(cctx, first)
+	_, err = pgadmin.MovePartition(cctx, first)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, 14, two.count(t, `SELECT copied FROM %s.partition_moves WHERE partition = 'q'`))
 	require.Equal(t, "precopy", two.text(t, `SELECT state FROM %s.partition_moves WHERE partition = 'q'`))
@@ -246,7 +246,7 @@ func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 	require.True(t, runtime.IsRetryable(err))
 	require.NoError(t, two.journal.CloseNode(ctx, node))
 
-	rep, err := postgres.MovePartition(ctx, spec)
+	rep, err := pgadmin.MovePartition(ctx, spec)
 	require.NoError(t, err)
 	require.True(t, rep.Resumed)
 	require.EqualValues(t, 41, rep.Events)
@@ -256,11 +256,11 @@ func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 
 	// Running it once more is refused: the move is finished, and the
 	// source names where the partition went; nothing is written.
-	_, err = postgres.MovePartition(ctx, spec)
-	require.ErrorIs(t, err, postgres.ErrMoveRefused)
+	_, err = pgadmin.MovePartition(ctx, spec)
+	require.ErrorIs(t, err, pgadmin.ErrMoveRefused)
 	require.Contains(t, err.Error(), `partition "q" was moved away from the source to two`)
 	require.Contains(t, err.Error(), "nothing was written on either database")
-	var me *postgres.MoveError
+	var me *pgadmin.MoveError
 	require.True(t, errors.As(err, &me))
 	require.False(t, me.Rerun)
 	require.Zero(t, two.count(t, `SELECT count(*) FROM %s.partition_moves`))
@@ -289,10 +289,10 @@ func TestPartitionMoveCarriesAnUnfencedAppend(t *testing.T) {
 		require.NoError(t, err)
 	}
 	appended := false
-	rep, err := postgres.MovePartition(ctx, postgres.PartitionMove{
+	rep, err := pgadmin.MovePartition(ctx, pgadmin.PartitionMove{
 		Partition: "u", Source: one.pool, SourceSchema: one.cfg.Schema, Target: two.pool, TargetSchema: two.cfg.Schema, To: "two",
-		Progress: func(p postgres.MoveProgress) {
-			if p.Step == postgres.MoveVerify && !appended {
+		Progress: func(p pgadmin.MoveProgress) {
+			if p.Step == pgadmin.MoveVerify && !appended {
 				appended = true
 				_, err := one.journal.Append(ctx, []journal.Event{event("u", "Deposited", "account:late")}, journal.AppendOptions{})
 				require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/partitioned"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -177,7 +178,7 @@ func runAcross[Tx any](t *testing.T, c acrossCase, store func(dbs map[string]*da
 		if i == c.restartAt {
 			runner.stop(t)
 		}
-		_, err := postgres.MovePartition(ctx, postgres.PartitionMove{
+		_, err := pgadmin.MovePartition(ctx, pgadmin.PartitionMove{
 			Partition: "p", Source: dbs[from].pool, SourceSchema: dbs[from].cfg.Schema,
 			Target: dbs[to].pool, TargetSchema: dbs[to].cfg.Schema, To: to, BatchSize: 25,
 		})
@@ -330,7 +331,7 @@ func TestFollowPartitionAcrossMoves(t *testing.T) {
 			receive(20)
 			from := "one"
 			for _, to := range moves {
-				_, err := postgres.MovePartition(ctx, postgres.PartitionMove{
+				_, err := pgadmin.MovePartition(ctx, pgadmin.PartitionMove{
 					Partition: "p", Source: dbs[from].pool, SourceSchema: dbs[from].cfg.Schema,
 					Target: dbs[to].pool, TargetSchema: dbs[to].cfg.Schema, To: to, BatchSize: 25,
 				})
@@ -384,7 +385,7 @@ func TestSubscriptionEndsWhenItsPartitionMovedAwayAndBack(t *testing.T) {
 	}
 	move := func(from, to *database, name string) {
 		t.Helper()
-		_, err := postgres.MovePartition(ctx, postgres.PartitionMove{Partition: "p", Source: from.pool, SourceSchema: from.cfg.Schema,
+		_, err := pgadmin.MovePartition(ctx, pgadmin.PartitionMove{Partition: "p", Source: from.pool, SourceSchema: from.cfg.Schema,
 			Target: to.pool, TargetSchema: to.cfg.Schema, To: name})
 		require.NoError(t, err)
 	}

@@ -31,6 +31,62 @@ FROM unnest($1::bigint[], $2::bool[]) AS u(k, x)`
 // in recordCols order, unqualified.
 const ArchiveCols = `commit_xid, seq, id, partition, type, schema_version, tags, versions, prev_hashes, hashes, data, metadata, recorded_at`
 
+// GateSQL is the visibility gate of catch-up reads, set by GateSetSQL in the
+// statement just before (same round trip, a later snapshot): only rows with
+// commit_xid below it are shown.
+const GateSQL = `current_setting('scribe.gate')::bigint`
+
+// GateSetSQL computes the gate and stores it in the session setting
+// scribe.gate. With S1 this statement's snapshot, the gate is the smallest of
+// S1's xmax and the transaction IDs of every session that holds ROW EXCLUSIVE
+// on this schema's events table when the statement reads pg_locks (after S1).
+// Every append takes that lock before its transaction gets an ID and keeps it
+// until its commit has ended. So an append with ID w below the gate was
+// assigned before S1 (w < xmax) and, had it still been running when the
+// following read's snapshot S2 was taken, would have held the lock while
+// pg_locks was read, putting the gate at or below w. Hence every row below the
+// gate that will ever commit is visible to S2: no reader is ever shown a
+// position that a later commit undercuts. Unlike pg_snapshot_xmin, only
+// appends to this journal hold the gate back, not every transaction in the
+// cluster.
+//
+// pg_locks shows transaction IDs as 32-bit xids, while positions hold the
+// 64-bit IDs of pg_current_xact_id() (epoch and xid). Each xid is widened with
+// the epoch of the snapshot's xmax, one epoch less when that would put it 2^31
+// or more past xmax (a transaction that was running when the snapshot was
+// taken has an ID below xmax, within 2^31 of it). An append whose widened ID
+// is at or past xmax by less than 2^31 got its ID after the snapshot was taken
+// (pg_locks is read after it): it is ignored, since the gate is below its ID
+// anyway. Widening it into the previous epoch instead would put the gate 2^32
+// below every position, and readers would see nothing new until their next
+// wake-up. Comparing the bare 32-bit xid would put the gate below every
+// position once the database has used 2^32 transaction IDs, and readers would
+// see nothing new while any append is pending.
+const GateSetSQL = `WITH l AS MATERIALIZED (
+	SELECT pid, locktype, database, relation, mode, granted, transactionid FROM pg_locks
+), xm AS MATERIALIZED (
+	SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS v
+), w AS (
+	SELECT ((SELECT v FROM xm) >> 32 << 32) + x.transactionid::text::bigint AS f
+	FROM l r JOIN l x ON x.pid = r.pid AND x.locktype = 'transactionid' AND x.granted AND x.mode = 'ExclusiveLock'
+	WHERE r.locktype = 'relation' AND r.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	  AND r.relation = '__S__.events'::regclass AND r.mode = 'RowExclusiveLock' AND r.granted
+)
+SELECT set_config('scribe.gate', least((SELECT v FROM xm),
+	(SELECT min(` + GateWriterSQL + `) FROM w))::text, false)`
+
+// GateWriterSQL is what a running append's widened ID f contributes to the
+// gate, given xm, the snapshot's xmax (see GateSetSQL): f itself, f one
+// epoch less, or nothing (NULL) for an append that got its ID after the
+// snapshot was taken.
+const GateWriterSQL = `CASE WHEN f >= (SELECT v FROM xm) + 2147483648 THEN f - 4294967296
+		WHEN f >= (SELECT v FROM xm) THEN NULL ELSE f END`
+
+// LockEventsSQL marks the transaction as an appender of this journal before it
+// gets a transaction ID: catch-up reads gate on the IDs of the sessions holding
+// this lock (see GateSetSQL).
+const LockEventsSQL = `LOCK TABLE __S__.events IN ROW EXCLUSIVE MODE`
+
 // SummaryRow receives the SummaryCols of one stream.
 type SummaryRow struct {
 	v, cutVersion          int64

@@ -1,4 +1,4 @@
-package postgres_test
+package pgadmin_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/snapshots"
 )
 
@@ -147,8 +148,8 @@ func requireAnswersMoved(t *testing.T, f *fixture, p, toName string) {
 }
 
 // moveSpec is a move of p from one fixture to another, named toName there.
-func moveSpec(from, to *fixture, p, toName string) postgres.PartitionMove {
-	return postgres.PartitionMove{Partition: p, Source: from.pool, SourceSchema: from.cfg.Schema,
+func moveSpec(from, to *fixture, p, toName string) pgadmin.PartitionMove {
+	return pgadmin.PartitionMove{Partition: p, Source: from.pool, SourceSchema: from.cfg.Schema,
 		Target: to.pool, TargetSchema: to.cfg.Schema, To: toName, BatchSize: 7}
 }
 
@@ -170,15 +171,15 @@ func TestPartitionMoveThereBackAndThereAgain(t *testing.T) {
 	for i := 1; i < len(homes); i++ {
 		from, to := homes[i-1], homes[i]
 		want := holding(t, from, "east")
-		var steps []postgres.MoveStep
+		var steps []pgadmin.MoveStep
 		spec := moveSpec(from, to, "east", names[i])
-		spec.Progress = func(p postgres.MoveProgress) { steps = append(steps, p.Step) }
-		rep, err := postgres.MovePartition(ctx, spec)
+		spec.Progress = func(p pgadmin.MoveProgress) { steps = append(steps, p.Step) }
+		rep, err := pgadmin.MovePartition(ctx, spec)
 		require.NoError(t, err, "move %d (%s to %s)", i, names[i-1], names[i])
 		require.False(t, rep.Resumed, "move %d is a new move", i)
 		require.Equal(t, want.events(), rep.Events)
 		require.Equal(t, len(want.Streams), rep.Streams)
-		require.Contains(t, steps, postgres.MoveRetire)
+		require.Contains(t, steps, pgadmin.MoveRetire)
 		requireMoved(t, want, from, to, "east", names[i])
 		require.Equal(t, (i+1)/2, to.count(t, "partition_move_history", "partition = 'east'"), "the finished moves into %s", names[i])
 		// The new home serves the partition.
@@ -211,20 +212,20 @@ func TestPartitionMoveRefusesAMissingPartition(t *testing.T) {
 	}
 	before := rows()
 	for _, p := range []string{"nosuch", "leased"} {
-		_, err := postgres.PlanPartitionMove(ctx, moveSpec(a, b, p, "b"))
+		_, err := pgadmin.PlanPartitionMove(ctx, moveSpec(a, b, p, "b"))
 		requireRefused(t, err, "", fmt.Sprintf("partition %q has no events or streams on the source", p))
-		_, err = postgres.MovePartition(ctx, moveSpec(a, b, p, "b"))
+		_, err = pgadmin.MovePartition(ctx, moveSpec(a, b, p, "b"))
 		requireRefused(t, err, "", fmt.Sprintf("partition %q has no events or streams on the source", p), "nothing was written on either database")
 	}
 	require.Equal(t, before, rows(), "nothing was written")
 }
 
-// requireRefused checks a *postgres.MoveError refusal: in step (""
+// requireRefused checks a *pgadmin.MoveError refusal: in step (""
 // before the move started), no rerun, every text in its message.
-func requireRefused(t *testing.T, err error, step postgres.MoveStep, texts ...string) {
+func requireRefused(t *testing.T, err error, step pgadmin.MoveStep, texts ...string) {
 	t.Helper()
-	require.ErrorIs(t, err, postgres.ErrMoveRefused)
-	var me *postgres.MoveError
+	require.ErrorIs(t, err, pgadmin.ErrMoveRefused)
+	var me *pgadmin.MoveError
 	require.True(t, errors.As(err, &me), "%v", err)
 	require.Equal(t, step, me.Step)
 	require.False(t, me.Rerun)
@@ -242,16 +243,16 @@ func TestPartitionMoveRefusesAPartitionMovedAway(t *testing.T) {
 	ctx := t.Context()
 	a, b, c := setup(t), setup(t), setup(t)
 	depositAll(t, a, "east", 2, 3)
-	_, err := postgres.MovePartition(ctx, moveSpec(a, b, "east", "b"))
+	_, err := pgadmin.MovePartition(ctx, moveSpec(a, b, "east", "b"))
 	require.NoError(t, err)
 	for _, to := range []*fixture{b, c} {
-		_, err := postgres.MovePartition(ctx, moveSpec(a, to, "east", "x"))
+		_, err := pgadmin.MovePartition(ctx, moveSpec(a, to, "east", "x"))
 		requireRefused(t, err, "", `partition "east" was moved away from the source to b`, "give the database it went to as the source")
 	}
 	require.Zero(t, c.count(t, "partition_fences", "true"))
 	require.Zero(t, c.count(t, "partition_moves", "true"))
 	want := holding(t, b, "east")
-	rep, err := postgres.MovePartition(ctx, moveSpec(b, a, "east", "a"))
+	rep, err := pgadmin.MovePartition(ctx, moveSpec(b, a, "east", "a"))
 	require.NoError(t, err)
 	require.False(t, rep.Resumed)
 	requireMoved(t, want, b, a, "east", "a")
@@ -270,11 +271,11 @@ func TestPartitionMoveIgnoresAFinishedRecordOfAnOlderBuild(t *testing.T) {
 	_, err := b.pool.Exec(ctx, `INSERT INTO `+quote(b.cfg.Schema)+`.partition_moves (partition, source, state, copied) VALUES ('east', $1, 'done', 99)`, source)
 	require.NoError(t, err)
 	want := holding(t, a, "east")
-	plan, err := postgres.PlanPartitionMove(ctx, moveSpec(a, b, "east", "b"))
+	plan, err := pgadmin.PlanPartitionMove(ctx, moveSpec(a, b, "east", "b"))
 	require.NoError(t, err)
 	require.Empty(t, plan.Resume)
 	require.Equal(t, want.events(), plan.Events)
-	rep, err := postgres.MovePartition(ctx, moveSpec(a, b, "east", "b"))
+	rep, err := pgadmin.MovePartition(ctx, moveSpec(a, b, "east", "b"))
 	require.NoError(t, err)
 	require.False(t, rep.Resumed)
 	require.Equal(t, want.events(), rep.Events)
@@ -294,22 +295,22 @@ func TestPartitionMoveRefusesATargetReceivingFromElsewhere(t *testing.T) {
 	want := holding(t, a, "east")
 	ctx, cancel := context.WithCancel(t.Context())
 	spec := moveSpec(a, b, "east", "b")
-	spec.Progress = func(p postgres.MoveProgress) {
-		if p.Step == postgres.MoveFence {
+	spec.Progress = func(p pgadmin.MoveProgress) {
+		if p.Step == pgadmin.MoveFence {
 			cancel()
 		}
 	}
-	_, err := postgres.MovePartition(ctx, spec)
-	var me *postgres.MoveError
+	_, err := pgadmin.MovePartition(ctx, spec)
+	var me *pgadmin.MoveError
 	require.True(t, errors.As(err, &me), "%v", err)
 	require.True(t, me.Rerun, "a cancelled move continues when run again: %v", err)
-	require.Equal(t, postgres.MoveCopy, me.Step)
+	require.Equal(t, pgadmin.MoveCopy, me.Step)
 	require.Contains(t, err.Error(), "run the same move again (same partition, source and target) and it continues from step copy")
-	_, err = postgres.MovePartition(t.Context(), moveSpec(c, b, "east", "b"))
+	_, err = pgadmin.MovePartition(t.Context(), moveSpec(c, b, "east", "b"))
 	requireRefused(t, err, "", "the target is receiving partition \"east\" from "+postgres.Address(a.pool.Config().ConnConfig)+" schema "+a.cfg.Schema)
 	require.Equal(t, 2, c.count(t, "streams", "partition = 'east' AND version > 0"), "c keeps its partition")
 	require.Zero(t, c.count(t, "partition_fences", "true"))
-	rep, err := postgres.MovePartition(t.Context(), moveSpec(a, b, "east", "b"))
+	rep, err := pgadmin.MovePartition(t.Context(), moveSpec(a, b, "east", "b"))
 	require.NoError(t, err)
 	require.True(t, rep.Resumed)
 	requireMoved(t, want, a, b, "east", "b")

@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import (
 	"context"
@@ -266,4 +266,9 @@ func (mv *mover) syncArchive(ctx context.Context, tx pgx.Tx, want int64) error {
 		return refusedf("the source holds %d archived events of the partition, the target %d after archiving every event the source archived: the source's archive holds events whose streams are not cut past them; verify the source (scribe verify)", want, have)
 	}
 	return nil
+}
+
+// querier runs a query: a pool, a connection or a transaction.
+type querier interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
 }

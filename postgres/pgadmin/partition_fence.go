@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import (
 	"bytes"
@@ -13,45 +13,6 @@ import (
 	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
-// partitionFence returns the *journal.PartitionMoveError of a partition
-// under a move fence in this schema, nil when there is none: 'moved' names
-// where it went (ErrPartitionMoved); 'outgoing' is ErrPartitionMoving
-// (retryable); 'incoming' is ErrPartitionMoving too, or, while the
-// partition is moving back in after an earlier move out (the fence still
-// names where it went), ErrPartitionMoved naming that database, which
-// serves it until the move's switch. Acquire asks only after its claim
-// found nothing to take.
-func (j *Journal) partitionFence(ctx context.Context, partition string) error {
-	var state, to string
-	err := j.pool.QueryRow(ctx, j.sql(`SELECT state, moved_to FROM __S__.partition_fences WHERE partition = $1`), partition).Scan(&state, &to)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil
-	case err != nil:
-		return j.translate("acquire", err)
-	}
-	moved := state == "moved" || (state == "incoming" && to != "")
-	if to == "" {
-		to = "another database"
-	}
-	return &journal.PartitionMoveError{Partition: partition, To: to, Moved: moved}
-}
-
-// movedAway returns the *journal.PartitionMoveError (ErrPartitionMoved) of a
-// partition this schema does not serve since a move, nil otherwise. Reads
-// ask only when they found nothing (TagSummary of an unknown stream,
-// ReadStream of an empty one, a partition's Read or TagsOfGroup without
-// results), so a reader that still sends the partition
-// here learns where it went instead of seeing it empty.
-func (j *Journal) movedAway(ctx context.Context, partition string) error {
-	err := j.partitionFence(ctx, partition)
-	var pm *journal.PartitionMoveError
-	if errors.As(err, &pm) && !pm.Moved {
-		return nil // still here while it moves
-	}
-	return err
-}
-
 // fence revokes every lease of the partition on the source and refuses new
 // ones. The partition's advisory lock, exclusive, waits for the partition's
 // appends and Acquires in flight (each holds it shared, taken before its
@@ -65,7 +26,7 @@ func (mv *mover) fence(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, mv.srcJ.lockKey(lockPartition, mv.m.Partition, "")); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, mv.srcS.LockKey(pgschema.LockPartition, mv.m.Partition, "")); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, mv.srcSQL(`INSERT INTO __S__.partition_fences (partition, state, moved_to) VALUES ($1, 'outgoing', $2)
@@ -275,7 +236,7 @@ func (mv *mover) switchOver(ctx context.Context) (MoveStep, error) {
 // partition's append lock, both exclusive.
 func (mv *mover) lockSource(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1), pg_advisory_xact_lock($2)`,
-		mv.srcJ.lockKey(pgschema.LockArchive, "", "archive"), mv.srcJ.lockKey(lockPartition, mv.m.Partition, ""))
+		mv.srcS.LockKey(pgschema.LockArchive, "", "archive"), mv.srcS.LockKey(pgschema.LockPartition, mv.m.Partition, ""))
 	return err
 }
 

@@ -1,4 +1,4 @@
-package postgres_test
+package pgadmin_test
 
 import (
 	"errors"
@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
@@ -23,11 +22,11 @@ func archivedPartition(t *testing.T, f *fixture, p string) {
 	_, err := f.journal.Append(ctx, []journal.Event{inPartition(p, "Posted", "acct:2", "ledger:x")}, journal.AppendOptions{})
 	require.NoError(t, err)
 	depositAll(t, f, p, 3, 4)
-	_, err = admin(t, f.pool, f.cfg).RetireStream(ctx, journal.StreamID{Partition: p, Tag: "acct:3"})
+	_, err = f.admin.RetireStream(ctx, journal.StreamID{Partition: p, Tag: "acct:3"})
 	require.NoError(t, err)
 	policy := keep("acct", 3, true)
 	policy.Partition = p
-	_, err = admin(t, f.pool, f.cfg).Archive(ctx, policy, pgadmin.ArchiveOptions{BatchSize: 5})
+	_, err = f.admin.Archive(ctx, policy, pgadmin.ArchiveOptions{BatchSize: 5})
 	require.NoError(t, err)
 }
 
@@ -52,7 +51,7 @@ func TestPartitionMoveCarriesArchivesAndTombstones(t *testing.T) {
 		JOIN `+quote(a.cfg.Schema)+`.events e ON e.commit_xid = ta.commit_xid AND e.seq = ta.seq WHERE ta.partition = 'arch'`).Scan(&heldHot))
 	require.Positive(t, heldHot, "an event is hot while one of its tag rows is archived")
 
-	rep, err := postgres.MovePartition(ctx, moveSpec(a, b, "arch", "b"))
+	rep, err := pgadmin.MovePartition(ctx, moveSpec(a, b, "arch", "b"))
 	require.NoError(t, err)
 	require.EqualValues(t, len(want.Archived), rep.Archived)
 	require.Equal(t, 1, rep.Tombstones)
@@ -76,7 +75,7 @@ func TestPartitionMoveCarriesArchivesAndTombstones(t *testing.T) {
 	require.True(t, errors.As(err, &retired))
 
 	// And back.
-	rep, err = postgres.MovePartition(ctx, moveSpec(b, a, "arch", "a"))
+	rep, err = pgadmin.MovePartition(ctx, moveSpec(b, a, "arch", "a"))
 	require.NoError(t, err)
 	require.False(t, rep.Resumed)
 	requireMoved(t, want, b, a, "arch", "a")
@@ -97,29 +96,29 @@ func TestPartitionMoveFollowsTheArchiverDuringTheMove(t *testing.T) {
 	archive := func(keepLast uint64) {
 		policy := keep("acct", keepLast, true)
 		policy.Partition = "arch"
-		_, err := admin(t, a.pool, a.cfg).Archive(ctx, policy, pgadmin.ArchiveOptions{})
+		_, err := a.admin.Archive(ctx, policy, pgadmin.ArchiveOptions{})
 		require.NoError(t, err)
 	}
 	var atSwitch partitionCopy
-	var steps []postgres.MoveStep
+	var steps []pgadmin.MoveStep
 	verified := 0
 	spec := moveSpec(a, b, "arch", "b")
-	spec.Progress = func(p postgres.MoveProgress) {
+	spec.Progress = func(p pgadmin.MoveProgress) {
 		steps = append(steps, p.Step)
 		switch p.Step {
-		case postgres.MoveFence:
-			_, err := admin(t, a.pool, a.cfg).RetireStream(ctx, journal.StreamID{Partition: "arch", Tag: "acct:3"})
+		case pgadmin.MoveFence:
+			_, err := a.admin.RetireStream(ctx, journal.StreamID{Partition: "arch", Tag: "acct:3"})
 			require.NoError(t, err)
 			archive(5)
-		case postgres.MoveVerify:
+		case pgadmin.MoveVerify:
 			if verified++; verified == 1 {
 				archive(2)
 			}
-		case postgres.MoveSwitch:
+		case pgadmin.MoveSwitch:
 			atSwitch = holding(t, a, "arch")
 		}
 	}
-	_, err := postgres.MovePartition(ctx, spec)
+	_, err := pgadmin.MovePartition(ctx, spec)
 	require.NoError(t, err, "steps %v", steps)
 	require.Equal(t, 2, verified, "the switch sent the move back once: %v", steps)
 	require.True(t, atSwitch.Streams["acct:3"].Retired)

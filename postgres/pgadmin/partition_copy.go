@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // moveEventCols are the columns a move copies of an event, hot or archived
@@ -104,7 +106,7 @@ type sourceQuerier interface {
 // the source's position order, one transaction per batch on the target
 // (which also records the progress): positions on the target keep the
 // source's order. Gated (the pre-copy, while the partition takes appends),
-// it reads only below the source's read gate (gateSetSQL), below which no
+// it reads only below the source's read gate (pgschema.GateSetSQL), below which no
 // later commit can add an event, and stops once a batch comes back short.
 // Otherwise (after the fence) it holds the partition's advisory lock on the
 // source exclusively, which waits for the partition's appends in flight and
@@ -118,7 +120,7 @@ func (mv *mover) copyEvents(ctx context.Context, gated bool) error {
 	read := mv.srcSQL(moveReadSQL(""))
 	if gated {
 		step = MovePrecopy
-		read = mv.srcSQL(moveReadSQL(` AND commit_xid < ` + gateSQL))
+		read = mv.srcSQL(moveReadSQL(` AND commit_xid < ` + pgschema.GateSQL))
 		conn, err := mv.m.Source.Acquire(ctx)
 		if err != nil {
 			return err
@@ -131,7 +133,7 @@ func (mv *mover) copyEvents(ctx context.Context, gated bool) error {
 			return err
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, mv.srcJ.lockKey(lockPartition, p, "")); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, mv.srcS.LockKey(pgschema.LockPartition, p, "")); err != nil {
 			return err
 		}
 		src = tx
@@ -140,7 +142,7 @@ func (mv *mover) copyEvents(ctx context.Context, gated bool) error {
 	for {
 		if gated {
 			// The gate is a session setting: set and read on one connection.
-			if _, err := src.Exec(ctx, mv.srcSQL(gateSetSQL)); err != nil {
+			if _, err := src.Exec(ctx, mv.srcSQL(pgschema.GateSetSQL)); err != nil {
 				return err
 			}
 		}
@@ -237,7 +239,7 @@ func (mv *mover) insertMoved(ctx context.Context, batch []movedEvent) error {
 	// As an append does, take ROW EXCLUSIVE on events before the
 	// transaction gets its ID: the read gate then holds readers below the
 	// copy until it commits.
-	if _, err := tx.Exec(ctx, mv.dstSQL(lockEventsSQL)); err != nil {
+	if _, err := tx.Exec(ctx, mv.dstSQL(pgschema.LockEventsSQL)); err != nil {
 		return err
 	}
 	var events, tags, progress int64

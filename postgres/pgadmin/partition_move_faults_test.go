@@ -1,4 +1,4 @@
-package postgres_test
+package pgadmin_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 // errCrash stands for a crash at a move's test point.
@@ -29,20 +29,20 @@ func TestPartitionMoveResumesAfterAStopInEveryStep(t *testing.T) {
 	t.Parallel()
 	type stop struct {
 		name  string
-		after postgres.MoveStep // cancel after this step's progress (and its nth report)
+		after pgadmin.MoveStep // cancel after this step's progress (and its nth report)
 		nth   int
 		point string // or crash at this test point
-		next  postgres.MoveStep
+		next  pgadmin.MoveStep
 	}
 	stops := []stop{
-		{name: "precopy-batch", after: postgres.MovePrecopy, nth: 2, next: postgres.MovePrecopy},
-		{name: "fence", after: postgres.MoveFence, nth: 1, next: postgres.MoveCopy},
-		{name: "copy", after: postgres.MoveCopy, nth: 1, next: postgres.MoveCopy},
-		{name: "streams", after: postgres.MoveStreams, nth: 1, next: postgres.MoveVerify},
-		{name: "verify", after: postgres.MoveVerify, nth: 1, next: postgres.MoveSwitch},
-		{name: "switch", after: postgres.MoveSwitch, nth: 1, next: postgres.MoveRetire},
-		{name: "switch-source-committed", point: "switch: source committed", next: postgres.MoveSwitch},
-		{name: "retire-source-committed", point: "retire: source committed", next: postgres.MoveRetire},
+		{name: "precopy-batch", after: pgadmin.MovePrecopy, nth: 2, next: pgadmin.MovePrecopy},
+		{name: "fence", after: pgadmin.MoveFence, nth: 1, next: pgadmin.MoveCopy},
+		{name: "copy", after: pgadmin.MoveCopy, nth: 1, next: pgadmin.MoveCopy},
+		{name: "streams", after: pgadmin.MoveStreams, nth: 1, next: pgadmin.MoveVerify},
+		{name: "verify", after: pgadmin.MoveVerify, nth: 1, next: pgadmin.MoveSwitch},
+		{name: "switch", after: pgadmin.MoveSwitch, nth: 1, next: pgadmin.MoveRetire},
+		{name: "switch-source-committed", point: "switch: source committed", next: pgadmin.MoveSwitch},
+		{name: "retire-source-committed", point: "retire: source committed", next: pgadmin.MoveRetire},
 	}
 	for _, s := range stops {
 		t.Run(s.name, func(t *testing.T) {
@@ -54,7 +54,7 @@ func TestPartitionMoveResumesAfterAStopInEveryStep(t *testing.T) {
 			defer cancel()
 			spec := moveSpec(a, b, "east", "b")
 			seen := 0
-			spec.Progress = func(p postgres.MoveProgress) {
+			spec.Progress = func(p pgadmin.MoveProgress) {
 				if p.Step == s.after {
 					if seen++; seen == s.nth {
 						cancel()
@@ -62,15 +62,15 @@ func TestPartitionMoveResumesAfterAStopInEveryStep(t *testing.T) {
 				}
 			}
 			if s.point != "" {
-				spec = postgres.WithMoveTestPoint(spec, func(point string) error {
+				spec = pgadmin.WithMoveTestPoint(spec, func(point string) error {
 					if point == s.point {
 						return errCrash
 					}
 					return nil
 				})
 			}
-			_, err := postgres.MovePartition(ctx, spec)
-			var me *postgres.MoveError
+			_, err := pgadmin.MovePartition(ctx, spec)
+			var me *pgadmin.MoveError
 			require.True(t, errors.As(err, &me), "%v", err)
 			require.Equal(t, s.next, me.Step, "%v", err)
 			if s.point == "" {
@@ -89,11 +89,11 @@ func TestPartitionMoveResumesAfterAStopInEveryStep(t *testing.T) {
 				requireAnswersMoved(t, a, "east", "b")
 				requireAcquireMoving(t, b, "east")
 			}
-			plan, err := postgres.PlanPartitionMove(t.Context(), moveSpec(a, b, "east", "b"))
+			plan, err := pgadmin.PlanPartitionMove(t.Context(), moveSpec(a, b, "east", "b"))
 			require.NoError(t, err)
 			require.Equal(t, s.next, plan.Resume)
 
-			rep, err := postgres.MovePartition(t.Context(), moveSpec(a, b, "east", "b"))
+			rep, err := pgadmin.MovePartition(t.Context(), moveSpec(a, b, "east", "b"))
 			require.NoError(t, err)
 			require.True(t, rep.Resumed)
 			require.Equal(t, want.events(), rep.Events)
@@ -123,23 +123,23 @@ func TestPartitionMoveResumesAfterItsConnectionIsKilled(t *testing.T) {
 	spec := moveSpec(a, b, "east", "b")
 	spec.Source = pool
 	killed := false
-	spec.Progress = func(p postgres.MoveProgress) {
-		if p.Step == postgres.MovePrecopy && !killed {
+	spec.Progress = func(p pgadmin.MoveProgress) {
+		if p.Step == pgadmin.MovePrecopy && !killed {
 			killed = true
 			var n int
 			require.NoError(t, a.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) k`, app).Scan(&n))
 			require.Positive(t, n)
 		}
 	}
-	_, err = postgres.MovePartition(ctx, spec)
-	var me *postgres.MoveError
+	_, err = pgadmin.MovePartition(ctx, spec)
+	var me *pgadmin.MoveError
 	require.True(t, errors.As(err, &me), "%v", err)
 	require.True(t, me.Rerun, "a lost connection is a passing fault: %v", err)
-	require.Equal(t, postgres.MovePrecopy, me.Step)
+	require.Equal(t, pgadmin.MovePrecopy, me.Step)
 	require.Contains(t, err.Error(), "run the same move again")
 
 	spec.Progress = nil
-	rep, err := postgres.MovePartition(ctx, spec)
+	rep, err := pgadmin.MovePartition(ctx, spec)
 	require.NoError(t, err)
 	require.True(t, rep.Resumed)
 	requireMoved(t, want, a, b, "east", "b")
@@ -167,17 +167,17 @@ func TestPartitionMoveCarriesAnUnleasedAppend(t *testing.T) {
 	a, b := setup(t), setup(t)
 	depositAll(t, a, "east", 3, 3)
 	var late journal.AppendResult
-	var steps []postgres.MoveStep
+	var steps []pgadmin.MoveStep
 	spec := moveSpec(a, b, "east", "b")
-	spec.Progress = func(p postgres.MoveProgress) {
+	spec.Progress = func(p pgadmin.MoveProgress) {
 		steps = append(steps, p.Step)
-		if p.Step == postgres.MoveVerify && late.Records == nil {
+		if p.Step == pgadmin.MoveVerify && late.Records == nil {
 			var err error
 			late, err = a.journal.Append(ctx, []journal.Event{inPartition("east", "Deposited", "acct:late")}, journal.AppendOptions{})
 			require.NoError(t, err)
 		}
 	}
-	rep, err := postgres.MovePartition(ctx, spec)
+	rep, err := pgadmin.MovePartition(ctx, spec)
 	require.NoError(t, err)
 	require.NotNil(t, late.Records)
 	want := holding(t, b, "east")
@@ -200,20 +200,20 @@ func TestPartitionMoveRefusesUnleasedAppendsThatKeepComing(t *testing.T) {
 	depositAll(t, a, "east", 2, 3)
 	appended := 0
 	spec := moveSpec(a, b, "east", "b")
-	spec.Progress = func(p postgres.MoveProgress) {
-		if p.Step == postgres.MoveVerify {
+	spec.Progress = func(p pgadmin.MoveProgress) {
+		if p.Step == pgadmin.MoveVerify {
 			_, err := a.journal.Append(ctx, []journal.Event{inPartition("east", "Deposited", journal.NewTag("acct", fmt.Sprint(100+appended)))}, journal.AppendOptions{})
 			require.NoError(t, err)
 			appended++
 		}
 	}
-	_, err := postgres.MovePartition(ctx, spec)
-	requireRefused(t, err, postgres.MoveSwitch, "appends without a lease kept reaching the partition", "then run the same move again and it continues from step switch")
+	_, err := pgadmin.MovePartition(ctx, spec)
+	requireRefused(t, err, pgadmin.MoveSwitch, "appends without a lease kept reaching the partition", "then run the same move again and it continues from step switch")
 	want := holding(t, a, "east")
 	require.Len(t, want.IDs, 2*3+1+appended, "the source keeps every event")
 	require.Equal(t, 1, a.count(t, "partition_fences", "partition = 'east' AND state = 'outgoing'"))
 
-	rep, err := postgres.MovePartition(ctx, moveSpec(a, b, "east", "b"))
+	rep, err := pgadmin.MovePartition(ctx, moveSpec(a, b, "east", "b"))
 	require.NoError(t, err)
 	require.True(t, rep.Resumed)
 	requireMoved(t, want, a, b, "east", "b")
@@ -235,7 +235,7 @@ func TestPartitionMoveSwitchHoldsOffOnlyItsPartition(t *testing.T) {
 	late := inPartition("east", "Deposited", "acct:late")
 	held := false
 	lateDone := make(chan error, 1)
-	spec := postgres.WithMoveTestPoint(moveSpec(a, b, "east", "b"), func(point string) error {
+	spec := pgadmin.WithMoveTestPoint(moveSpec(a, b, "east", "b"), func(point string) error {
 		if point != "switch: locked" || held {
 			return nil
 		}
@@ -250,11 +250,11 @@ func TestPartitionMoveSwitchHoldsOffOnlyItsPartition(t *testing.T) {
 			_, err := a.journal.Append(ctx, []journal.Event{late}, journal.AppendOptions{})
 			lateDone <- err
 		}()
-		waitForLockWait(t, a, postgres.PartitionLockKey(a.cfg.Schema, "east"))
+		waitForLockWait(t, a, pgadmin.PartitionLockKey(a.cfg.Schema, "east"))
 		return nil
 	})
-	_, err := postgres.MovePartition(ctx, spec)
-	requireRefused(t, err, postgres.MoveRetire, "appends without a lease reached it on the source after the switch", "append them to the target (same event IDs)")
+	_, err := pgadmin.MovePartition(ctx, spec)
+	requireRefused(t, err, pgadmin.MoveRetire, "appends without a lease reached it on the source after the switch", "append them to the target (same event IDs)")
 	require.NoError(t, <-lateDone, "the unleased append was acknowledged")
 	require.Equal(t, 1, a.count(t, "events", "id = $1", late.ID), "the source keeps it")
 	require.Equal(t, 2*3+1+1, a.count(t, "events", "partition = 'east'"), "and its copy of the partition")
@@ -269,7 +269,7 @@ func TestPartitionMoveSwitchHoldsOffOnlyItsPartition(t *testing.T) {
 		_, err = a.pool.Exec(ctx, `DELETE FROM `+quote(a.cfg.Schema)+`.`+table+` WHERE partition = 'east' AND (commit_xid, seq) = (SELECT commit_xid, seq FROM `+quote(a.cfg.Schema)+`.events WHERE id = $1)`, late.ID)
 		require.NoError(t, err)
 	}
-	rep, err := postgres.MovePartition(ctx, moveSpec(a, b, "east", "b"))
+	rep, err := pgadmin.MovePartition(ctx, moveSpec(a, b, "east", "b"))
 	require.NoError(t, err)
 	require.True(t, rep.Resumed)
 	for _, table := range []string{"events", "event_tags", "streams", "snapshots"} {
@@ -316,17 +316,17 @@ func TestPartitionMoveFenceHoldsOffOnlyItsPartition(t *testing.T) {
 	inflight, err := a.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = inflight.Rollback(context.WithoutCancel(ctx)) }()
-	_, err = inflight.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, postgres.PartitionLockKey(a.cfg.Schema, "east"))
+	_, err = inflight.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, pgadmin.PartitionLockKey(a.cfg.Schema, "east"))
 	require.NoError(t, err)
 	_, err = inflight.Exec(ctx, `UPDATE `+quote(a.cfg.Schema)+`.streams SET version = version WHERE partition = 'east' AND tag = 'acct:0'`)
 	require.NoError(t, err)
 
 	moved := make(chan error, 1)
 	go func() {
-		_, err := postgres.MovePartition(ctx, moveSpec(a, b, "east", "b"))
+		_, err := pgadmin.MovePartition(ctx, moveSpec(a, b, "east", "b"))
 		moved <- err
 	}()
-	waitForLockWait(t, a, postgres.PartitionLockKey(a.cfg.Schema, "east"))
+	waitForLockWait(t, a, pgadmin.PartitionLockKey(a.cfg.Schema, "east"))
 
 	// Bounded so that a fence holding more than its partition fails the
 	// test instead of hanging it; both take milliseconds.

@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import "github.com/scribe-es/scribe/postgres/internal/pgschema"
 
@@ -15,5 +15,5 @@ func WithMoveTestPoint(m PartitionMove, f func(point string) error) PartitionMov
 // PartitionLockKey is the advisory lock key every append to partition p of
 // schema takes shared and a move's copy, switch and retire take exclusive.
 func PartitionLockKey(schema, p string) int64 {
-	return pgschema.New(schema).LockKey(lockPartition, p, "")
+	return pgschema.New(schema).LockKey(pgschema.LockPartition, p, "")
 }

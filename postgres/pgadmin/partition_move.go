@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
 // PartitionMove moves one partition from a source schema to a target schema
@@ -179,7 +181,7 @@ func passing(err error) bool {
 	switch {
 	case errors.Is(err, ErrMoveRefused):
 		return false
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), unavailable(err):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), pgschema.Unavailable(err):
 		return true
 	}
 	var pgErr *pgconn.PgError
@@ -187,7 +189,7 @@ func passing(err error) bool {
 		// 40: serialization failure, deadlock; 53: out of resources;
 		// 55P03 lock timeout; 57014 statement timeout or cancel.
 		return strings.HasPrefix(pgErr.Code, "40") || strings.HasPrefix(pgErr.Code, "53") ||
-			pgErr.Code == "55P03" || pgErr.Code == "57014" || isConnErr(err)
+			pgErr.Code == "55P03" || pgErr.Code == "57014" || pgschema.IsConnErr(err)
 	}
 	return pgconn.SafeToRetry(err)
 }
@@ -207,7 +209,8 @@ type mover struct {
 	m                PartitionMove
 	src, dst         string // quoted schemas
 	srcAddr, dstAddr string
-	srcJ, dstJ       *Journal // lock keys, verification
+	srcJ, dstJ       *postgres.Journal // verification
+	srcS, dstS       pgschema.Schema   // lock keys
 	report           MoveReport
 	total            uint64
 	rec              moveRecord
@@ -261,8 +264,8 @@ func newMover(m PartitionMove) (*mover, error) {
 	if m.Source == nil || m.Target == nil {
 		return mv, mv.fail("", refusedf("MovePartition needs a Source and a Target pool"))
 	}
-	mv.srcAddr = Address(m.Source.Config().ConnConfig) + " schema " + m.SourceSchema
-	mv.dstAddr = Address(m.Target.Config().ConnConfig) + " schema " + m.TargetSchema
+	mv.srcAddr = postgres.Address(m.Source.Config().ConnConfig) + " schema " + m.SourceSchema
+	mv.dstAddr = postgres.Address(m.Target.Config().ConnConfig) + " schema " + m.TargetSchema
 	if mv.m.To == "" {
 		mv.m.To = mv.dstAddr
 	}
@@ -272,11 +275,12 @@ func newMover(m PartitionMove) (*mover, error) {
 	if mv.srcAddr == mv.dstAddr {
 		return mv, mv.fail("", refusedf("the source and the target are the same schema; give another target"))
 	}
+	mv.srcS, mv.dstS = pgschema.New(m.SourceSchema), pgschema.New(m.TargetSchema)
 	var err error
-	if mv.srcJ, err = NewJournal(m.Source, Config{Schema: m.SourceSchema}); err != nil {
+	if mv.srcJ, err = postgres.NewJournal(m.Source, postgres.Config{Schema: m.SourceSchema}); err != nil {
 		return mv, mv.fail("", refusedf("source schema: %v", err))
 	}
-	if mv.dstJ, err = NewJournal(m.Target, Config{Schema: m.TargetSchema}); err != nil {
+	if mv.dstJ, err = postgres.NewJournal(m.Target, postgres.Config{Schema: m.TargetSchema}); err != nil {
 		return mv, mv.fail("", refusedf("target schema: %v", err))
 	}
 	return mv, nil
@@ -294,7 +298,7 @@ func (mv *mover) close() {
 		cancel()
 		mv.held.Release()
 	}
-	for _, j := range []*Journal{mv.srcJ, mv.dstJ} {
+	for _, j := range []*postgres.Journal{mv.srcJ, mv.dstJ} {
 		if j != nil {
 			_ = j.Close()
 		}

@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import (
 	"context"
@@ -199,7 +199,7 @@ func (mv *mover) lockMove(ctx context.Context) error {
 
 // moveLockKey is the target's advisory lock key of the partition's move.
 func (mv *mover) moveLockKey() int64 {
-	return mv.dstJ.lockKey(pgschema.LockMove, mv.m.Partition, "move")
+	return mv.dstS.LockKey(pgschema.LockMove, mv.m.Partition, "move")
 }
 
 // begin takes the move's lock, plans, and for a new move records it on the
