@@ -65,10 +65,8 @@ const readStreamWithArchiveSQL = `SELECT ` + recordCols + ` FROM (
 	) e
 	ORDER BY et.version LIMIT $4`
 
-// ReadStreamWithArchive yields a stream's records from fromVersion on, archived
-// and hot alike, in version order (journal.ArchiveReader). It is ReadStream
-// without the cut: use it to audit or export a stream's whole history, never
-// on a recovery path (recovery starts from a snapshot at or after the cut).
+// ReadStreamWithArchive implements journal.ArchiveReader: ReadStream
+// through the cut, archived and hot alike, for audits and exports.
 func (j *Journal) ReadStreamWithArchive(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	if stream.Tag == "" {

@@ -12,9 +12,8 @@ import (
 )
 
 // Config configures Open and every store of a schema (Journal,
-// SnapshotStore, ProjectionStore). The zero value is valid: every field has
-// a default. It is the package's one way to configure: Open takes it as it
-// is, and so do the constructors, which ignore the fields marked as Open's.
+// SnapshotStore, ProjectionStore); the constructors ignore Open's fields.
+// The zero value is valid: every field has a default.
 type Config struct {
 	// Schema is the Postgres schema holding Scribe's tables. Default "scribe".
 	Schema string
@@ -23,57 +22,41 @@ type Config struct {
 	MaxDataSize int
 	// Batching controls cross-stream batching of concurrent appends. Default: on.
 	Batching BatchingConfig
-	// PollInterval bounds how long a live subscription waits without a
-	// notification before it reads again: a lost NOTIFY delays delivery by at
-	// most this. Default 500ms.
+	// PollInterval bounds a live subscription's wait without a notification
+	// (a lost NOTIFY delays delivery at most this). Default 500ms.
 	PollInterval time.Duration
 	// AcquirePollInterval is the longest Acquire waits between two tries
-	// while another live node holds the stream. It tries again at once when a
-	// lease of the schema may have become free (Release, CloseNode or a
-	// superseding OpenNode, by any process: NOTIFY) and when the holder's
-	// session expires by the database clock, so this bound matters only when
-	// a notification is lost (the LISTEN connection is down, or the other
-	// process runs a Scribe from before these notifications). Default 1s.
+	// while another live node holds the stream; it matters only when a lease
+	// notification is lost. Default 1s.
 	AcquirePollInterval time.Duration
-	// PageSize is how many records a read fetches per round trip (reads stream
-	// page by page and hold no connection between pages). Default 512.
+	// PageSize is how many records a read fetches per round trip. Default 512.
 	PageSize int
-	// ReplicaWait is how long a replica journal (NewReplica) waits for its
-	// standby to replay a position a read must include (ReaderAt) before the
-	// read goes to the primary instead. Default 2s; it matters only on a
-	// replica.
+	// ReplicaWait is how long Replica.ReaderAt waits for the standby to
+	// replay a position before it answers with the primary. Default 2s.
 	ReplicaWait time.Duration
-	// Clock stamps RecordedAt on appended events and CreatedAt on snapshots
-	// saved without one. Lease expiry is always judged by the database clock.
-	// Default time.Now.
+	// Clock stamps RecordedAt and snapshots' CreatedAt (lease expiry is the
+	// database clock's). Default time.Now.
 	Clock func() time.Time
-	// Logger receives the journal's operational logs: one Info line when its
-	// appends reach another database server than before (a failover behind a
-	// multi-host URL), naming both addresses. Default: discard.
+	// Logger receives one Info line when appends reach another database
+	// server than before (a failover). Default: discard.
 	Logger *slog.Logger
 
 	// MaxConns is the size of the pool Open and Connect create. Default:
 	// the URL's pool_max_conns when given, else DefaultMaxConns (16).
 	MaxConns int32
-	// TracerProvider receives a span for every statement on the pool Open
-	// and Connect create (pgtrace.Tracer: db.* spans). Default: a no-op provider;
-	// the global provider is never used.
+	// TracerProvider receives a span per statement on the pool Open and
+	// Connect create (pgtrace). Default: none (never the global one).
 	TracerProvider trace.TracerProvider
 	// VerifyOnly makes Open check the schema (VerifySchema) instead of
-	// migrating it, for when migrations run as a deployment step of their
-	// own (`scribe migrate up`). Default false: Open runs Migrate.
+	// migrating it. Default false: Open runs Migrate.
 	VerifyOnly bool
-	// KeyStore, when set, makes Open also set up the erasure key store
-	// (Store.Keys): migrate its schema (with VerifyOnly, check that it
-	// exists) and open it. Its Schema defaults to KeyStoreSchemaFor the
-	// journal's schema; on the journal's database it must differ from the
-	// journal's schema. Default nil: no key store.
+	// KeyStore makes Open also migrate (or verify) and open the erasure key
+	// store (Store.Keys); its Schema defaults to KeyStoreSchemaFor(Schema)
+	// and must differ from Schema. Default nil: no key store.
 	KeyStore *KeyStoreConfig
-	// KeyStoreURL keeps the key store on the database at this URL, on a
-	// pool of its own (same MaxConns and tracing), so that keys and events
-	// are backed up and restored apart; it implies KeyStore (with its
-	// default schema when KeyStore is nil). Default "": the journal's
-	// database.
+	// KeyStoreURL keeps the key store on another database, on a pool of its
+	// own, backed up apart from the events; it implies KeyStore. Default "":
+	// the journal's database.
 	KeyStoreURL string
 }
 
@@ -83,14 +66,13 @@ type Config struct {
 type BatchingConfig struct {
 	// Disabled makes every Append run in its own transaction. Default false.
 	Disabled bool
-	// MaxBatch is the most appends one transaction carries. Default 32; at most
-	// 1024 (one statement carries all their events).
+	// MaxBatch is the most appends one transaction carries. Default 32; at
+	// most 1024.
 	MaxBatch int
 	// Workers is how many batch transactions may run at once. Default 2.
 	Workers int
 	// Linger is how long a worker whose previous batch carried several
-	// appends waits for its next batch to grow as large before it starts the
-	// transaction (a lone caller never waits). Default 500µs; negative: never.
+	// appends waits for the next to grow. Default 500µs; negative: never.
 	Linger time.Duration
 }
 

@@ -79,10 +79,8 @@ func (j *Journal) TagsOfGroup(ctx context.Context, partition, group string) ([]j
 	return out, nil
 }
 
-// TypeSummaries counts the stored (hot) events per type, ordered by type
-// (byte order). It reads indexes only (see typeSummariesSQL): its cost grows
-// with the number of events, about one index entry each, and never scans the
-// table.
+// TypeSummaries counts the stored (hot) events per type, ordered by type,
+// from indexes only (about one index entry per event, never a table scan).
 func (j *Journal) TypeSummaries(ctx context.Context) ([]journal.TypeSummary, error) {
 	var out []journal.TypeSummary
 	err := j.inspect(ctx, "type summaries", func(tx pgx.Tx) error {

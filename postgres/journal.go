@@ -84,41 +84,32 @@ type stats struct {
 // Stats are cumulative counters of a Journal's append engine since
 // NewJournal, for benchmarks and diagnostics.
 type Stats struct {
-	// Batches is the number of append batches run (one transaction each, plus
-	// reruns); Appends and Events count what they carried.
+	// Batches counts append transactions (with reruns); Appends and Events
+	// what they carried.
 	Batches, Appends, Events int64
 	// Direct counts transactions decided on remembered stream heads and sent
 	// in one round trip; Read counts those that read the streams first.
 	Direct, Read int64
-	// Fenced counts transactions the database rolled back because a stream,
-	// lease or event ID differed from what the decision assumed (each was
-	// decided again on what was read).
+	// Fenced counts transactions the write statement's fence rolled back
+	// (each decided again on what was read).
 	Fenced int64
-	// Discarded counts pooled connections an append found already closed by
-	// the server's end (a restarted database, a dropped proxy connection) and
-	// discarded before sending anything on them.
+	// Discarded counts pooled connections found closed by the server and
+	// discarded before an append used them.
 	Discarded int64
-	// ImpliedConditions counts DCB append conditions a direct transaction
-	// sent no query for: each item of the condition's query had a tag whose
-	// stream the write statement checks unchanged since the condition's
-	// position (see the package documentation, "DCB conditions").
+	// ImpliedConditions counts DCB conditions that needed no query of their
+	// own (see "DCB conditions" in the package documentation).
 	ImpliedConditions int64
-	// AcquireWaits counts the times an Acquire found the stream held by
-	// another live session and waited (for a lease change or the holder's
-	// expiry) before trying again.
+	// AcquireWaits counts Acquires that found the stream held and waited.
 	AcquireWaits int64
-	// ReplicaFallbacks counts the reads of a replica journal (ReaderAt) that
-	// went to the primary because the replica had not replayed the position
-	// they needed within Config.ReplicaWait.
+	// ReplicaFallbacks counts Replica.ReaderAt calls answered with the
+	// primary (the standby had not replayed in Config.ReplicaWait).
 	ReplicaFallbacks int64
-	// WriteTime is the total time of the write round trips (for a direct
-	// transaction: BEGIN, the locks, the write and COMMIT; otherwise the write
-	// and COMMIT); BatchTime the total time from taking a connection to the
-	// outcomes.
+	// WriteTime totals the write round trips, BatchTime the batches from
+	// taking a connection to their outcomes.
 	WriteTime, BatchTime time.Duration
 }
 
-// Stats returns the append engine's counters. It is safe to call at any time.
+// Stats returns the append engine's counters (diagnostics; no I/O).
 func (j *Journal) Stats() Stats {
 	return Stats{
 		Batches: j.stats.batches.Load(), Appends: j.stats.appends.Load(), Events: j.stats.events.Load(),

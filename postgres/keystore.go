@@ -15,10 +15,8 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// DefaultKeyStoreSchema is the default of KeyStoreConfig.Schema for
-// NewKeyStore and MigrateKeyStore: KeyStoreSchemaFor the default journal
-// schema "scribe". Open (Config.KeyStore) defaults to KeyStoreSchemaFor its
-// journal schema instead, and so do the bank example and the scribe CLI.
+// DefaultKeyStoreSchema is KeyStoreConfig.Schema's default:
+// KeyStoreSchemaFor("scribe").
 const DefaultKeyStoreSchema = "scribe_keys"
 
 // KeyStoreConfig configures a KeyStore.
@@ -40,20 +38,14 @@ func (c KeyStoreConfig) withDefaults() (KeyStoreConfig, error) {
 	return c, nil
 }
 
-// KeyStore is the Postgres erasure.KeyStore: one row per data subject in
-// its own schema (KeyStoreConfig.Schema), holding the subject's 32-byte data
-// key until the subject is erased, and then who erased it and when. Call
-// MigrateKeyStore before use. All methods are safe for concurrent use, also
-// from several processes.
+// KeyStore is the Postgres erasure.KeyStore: one row per data subject in its
+// own schema, holding the subject's 32-byte data key until the erasure. Call
+// MigrateKeyStore before use; safe for concurrent use, also across processes.
 //
-// What an erasure leaves behind in Postgres: DestroyKey sets the key column
-// to NULL in one UPDATE. Until (auto)vacuum reclaims the old row version the
-// key bytes remain in the table's data files, and they remain in WAL
-// segments and in base backups of the key store taken before the erasure.
-// Keep key-store backups and WAL archives short-lived (shorter than the time
-// you promise to complete an erasure in), or run a KeyStore that keeps its
-// keys wrapped by a KMS master key. The journal's own backups are harmless:
-// they hold ciphertext only.
+// DestroyKey sets the key to NULL, but the old row version stays in the data
+// files until vacuum, and in WAL and base backups taken before: keep the key
+// store's backups shorter-lived than the erasure you promise, or keep its keys
+// wrapped by a KMS. The journal's own backups hold ciphertext only.
 type KeyStore struct {
 	pool *pgxpool.Pool
 	cfg  KeyStoreConfig

@@ -97,18 +97,11 @@ func LatestVersion() int {
 }
 
 // Migrate creates cfg.Schema if needed and applies every embedded migration
-// newer than the schema's recorded version, in one transaction, recording each
-// applied version in schema_migrations. It is idempotent, and safe when several
-// processes migrate the same schema at once: a transaction-scoped advisory lock
-// keyed by the schema name serializes them, and the later ones find nothing to
-// do. A schema already migrated past this build (a newer release migrated it
-// during a rolling upgrade) is left alone and accepted when every newer
-// migration declared itself compatible with this build's version, and refused
-// with an error naming the migration otherwise (README "Upgrading").
-// Constructors never migrate; call Migrate (or run `scribe migrate up`,
-// the command line in cmd/scribe) once at deployment or startup.
-// MigrationStatus reports what is applied and pending without changing
-// anything.
+// newer than its recorded version, in one transaction under an advisory lock
+// keyed by the schema: idempotent, and safe from several processes at once.
+// A schema migrated past this build is accepted when every newer migration
+// declared itself compatible with this build, refused otherwise (README
+// "Upgrading"). Constructors never migrate.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 	if pool == nil {
 		return errors.New("postgres: Migrate: the pool is nil; pass a *pgxpool.Pool from pgxpool.New")

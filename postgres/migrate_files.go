@@ -7,12 +7,9 @@ import (
 	"testing/fstest"
 )
 
-// SchemaSQL returns the SQL that creates schema from nothing at this
-// build's version, as one script (one transaction, under the schema's
-// advisory lock), without a database: for a DBA to review and run with
-// psql, or for a migration tool. Applying it leaves the schema as Migrate
-// would, every migration recorded in its schema_migrations table, so Open
-// finds it up to date. An empty schema means the default ("scribe").
+// SchemaSQL returns the SQL that creates schema ("": "scribe") from nothing
+// at this build's version, as one script without a database, for a DBA or a
+// migration tool; applied, it leaves the schema as Migrate would.
 func SchemaSQL(schema string) (string, error) {
 	cfg, err := Config{Schema: schema}.withDefaults()
 	if err != nil {
@@ -26,15 +23,10 @@ func SchemaSQL(schema string) (string, error) {
 }
 
 // MigrationFiles returns this build's migrations for schema as files a
-// migration tool applies in name order, one transaction each (goose,
-// golang-migrate, Atlas): "NNNN_description.up.sql", NNNN the schema
-// version. Each records itself in the schema's schema_migrations table, as
-// Migrate does, so that Open and `scribe migrate status` see the version;
-// the first also creates the schema and that table. Apply them instead of
-// Migrate, not beside it: Migrate would find them recorded and do nothing,
-// but a tool's own bookkeeping does not know about Migrate's runs. Files
-// hold no down migrations: Scribe's migrations are forward-only (README
-// "Upgrading").
+// migration tool applies in name order, one transaction each
+// ("NNNN_description.up.sql"); each records itself in schema_migrations as
+// Migrate does. Use them instead of Migrate, not beside it; they are
+// forward-only.
 func MigrationFiles(schema string) (fs.FS, error) {
 	cfg, err := Config{Schema: schema}.withDefaults()
 	if err != nil {

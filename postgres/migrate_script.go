@@ -8,11 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// MigrationScript returns the SQL that Migrate would run on cfg.Schema now, as
-// one script (one transaction, under the schema's advisory lock), without
-// running it: empty of migrations when the schema is up to date. It reads the
-// schema's migration status and changes nothing. A schema migrated past this
-// build is reported as Migrate reports it (MigrationReport.TooNew).
+// MigrationScript returns, as one script, the SQL Migrate would run on
+// cfg.Schema now, without running it (empty when up to date).
 func MigrationScript(ctx context.Context, pool *pgxpool.Pool, cfg Config) (string, MigrationReport, error) {
 	rep, err := MigrationStatus(ctx, pool, cfg)
 	if err != nil {

@@ -16,9 +16,7 @@ type MigrationInfo struct {
 	// AppliedAt is when Migrate applied it; zero while pending.
 	AppliedAt time.Time
 	// CompatibleFrom is the oldest schema version whose code keeps running
-	// correctly once the migration is applied (README "Upgrading": apply it
-	// while processes of that version or later run); 0 when an applied
-	// migration was recorded by a build from before the floor was kept.
+	// once the migration is applied (README "Upgrading"); 0 when unknown.
 	CompatibleFrom int
 }
 

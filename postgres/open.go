@@ -28,30 +28,23 @@ const DefaultMaxConns = 16
 // projection store, all on the same schema and pool. Its fields are safe for
 // concurrent use; Close releases them all.
 type Store struct {
-	// Pool is the connection pool every store below uses; its statements
-	// are traced (pgtrace.Tracer). Open owns it: Close closes it.
+	// Pool is the traced pool every store below uses; Close closes it.
 	Pool *pgxpool.Pool
-	// Journal is the journal and its sessions (journal.Journal,
-	// journal.Sessions): pass it as runtime.Config.Journal.
+	// Journal is the journal and its sessions: runtime.Config.Journal.
 	Journal *Journal
 	// Snapshots is the snapshot store: runtime.Config.Snapshots.
 	Snapshots *SnapshotStore
 	// Projections is the projection store for projection.NewRunner.
 	Projections *ProjectionStore
 	// Keys is the erasure key store (runtime.Config.KeyStore) when Open's
-	// Config had KeyStore or KeyStoreURL, else nil. It lives in a schema of
-	// its own (KeyStoreConfig.Schema, default KeyStoreSchemaFor the
-	// journal's schema), on Pool or, with KeyStoreURL, on a pool of its own
-	// on another database, which Close also closes.
+	// Config had KeyStore or KeyStoreURL, else nil; Close closes its own
+	// pool (KeyStoreURL).
 	Keys *KeyStore
-	// KeysAddress names the key store's database like Address ("" without
-	// a key store).
+	// KeysAddress names the key store's database like Address.
 	KeysAddress string
-	// Config is the configuration every store was built with (defaults
-	// applied).
+	// Config is what every store was built with, defaults applied.
 	Config Config
-	// Address names the database Open reached, without credentials:
-	// "user@host:port/database" (several hosts comma-separated), for logs.
+	// Address names the database Open reached, without credentials.
 	Address string
 	// keysPool is the key store's own pool (Config.KeyStoreURL), else nil.
 	keysPool *pgxpool.Pool
@@ -69,10 +62,9 @@ func (s *Store) Close() {
 	}
 }
 
-// KeyStoreSchemaFor is the key store schema kept beside the journal schema
-// schema: "<schema>_keys" ("scribe_keys", DefaultKeyStoreSchema, beside the
-// default "scribe"). Open (Config.KeyStore), the bank example and the scribe
-// CLI (-keys) all default to it, so they find the same keys.
+// KeyStoreSchemaFor is the key store schema beside the journal schema
+// schema: "<schema>_keys". Open, the bank example and the scribe CLI (-keys)
+// default to it, so they find the same keys.
 func KeyStoreSchemaFor(schema string) string {
 	if schema == "" {
 		schema = "scribe"
@@ -81,25 +73,19 @@ func KeyStoreSchemaFor(schema string) string {
 }
 
 // Open connects to the database at url, migrates cfg.Schema (or only
-// verifies it: cfg.VerifyOnly) and returns the journal, snapshot store and
-// projection store on it, every statement traced. Call Close when done:
+// verifies it: cfg.VerifyOnly) and returns the stores on it, every statement
+// traced; Close releases them:
 //
 //	store, err := postgres.Open(ctx, url, postgres.Config{Schema: "shop"})
 //	if err != nil { return err } // says what to fix
 //	defer store.Close()
-//	rt, err := runtime.New(ctx, runtime.Config{Journal: store.Journal, Snapshots: store.Snapshots, NodeID: pod})
 //
-// Open fails fast on configuration: an invalid URL, a server that cannot be
-// reached (wrong host or port, nothing listening), refused credentials, an
-// unknown database, a schema that is not migrated (VerifyOnly) or that a
-// newer incompatible build migrated are reported at once as errors matching
-// journal.ErrConfiguration, never as the retryable journal.ErrUnavailable,
-// naming the host, port, user and database (never the password) and what to
-// check. The rule: at start a database that cannot be reached is a
-// configuration error; once Open has returned, the same failure during
-// operation is an outage, reported retryable (journal.ErrUnavailable).
-// Config.KeyStore and KeyStoreURL also set up the erasure key store
-// (Store.Keys) and fail the same way about its database and schema.
+// At start, a database that cannot be reached, refused credentials, an
+// unknown database or a schema not migrated (VerifyOnly) or migrated by a
+// newer incompatible build are errors matching journal.ErrConfiguration
+// that name the database (never the password) and what to check; once Open
+// returned, the same failure is an outage (journal.ErrUnavailable). The key
+// store (Config.KeyStore, KeyStoreURL) fails the same way.
 func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -188,14 +174,9 @@ func (s *Store) openKeys(ctx context.Context) (err error) {
 	return nil
 }
 
-// Connect opens a connection pool on url and checks that it reaches the
-// database, for callers that want the pool without Open's stores (an
-// operator tool migrating or inspecting a schema). It honours cfg.MaxConns
-// and cfg.TracerProvider (the other fields concern the stores) and fails
-// fast like Open: an invalid URL, a server that cannot be reached, refused
-// credentials or an unknown database are errors matching
-// journal.ErrConfiguration that name the database (never the password) and
-// what to check. The caller closes the pool.
+// Connect opens a pool on url with cfg.MaxConns and cfg.TracerProvider and
+// checks that it reaches the database, failing fast like Open. The caller
+// closes the pool.
 func Connect(ctx context.Context, url string, cfg Config) (*pgxpool.Pool, error) {
 	return connect(ctx, url, cfg)
 }
@@ -231,13 +212,9 @@ func connect(ctx context.Context, url string, cfg Config) (*pgxpool.Pool, error)
 	return pool, nil
 }
 
-// VerifySchema checks, without changing anything, that cfg.Schema is
-// migrated to exactly what this build expects, or past it by migrations
-// that declared themselves compatible with this build (a rolling upgrade).
-// Otherwise it returns an error matching journal.ErrConfiguration that says
-// what to run: the schema is not migrated (it also matches
-// journal.ErrStoreNotOpen), has migrations pending, or was migrated by a
-// newer build this one cannot run against.
+// VerifySchema checks, changing nothing, that cfg.Schema is migrated to
+// this build's version (or past it compatibly); otherwise it returns an error
+// matching journal.ErrConfiguration that says what to run.
 func VerifySchema(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 	rep, err := MigrationStatus(ctx, pool, cfg)
 	if err != nil {

@@ -26,10 +26,8 @@ import (
 
 var _ projection.Store[pgx.Tx] = (*ProjectionStore)(nil)
 
-// Join implements projection.Store. It creates k's row in projections
-// when it has none, and its slices as l lays them out, in one transaction
-// with the membership; concurrent joins add each partition once (the
-// projection's row is locked while the slices are numbered).
+// Join implements projection.Store: k's row and its slices as l lays them
+// out are created with the membership in one transaction.
 func (st *ProjectionStore) Join(ctx context.Context, k projection.Key, l projection.Layout, owner string, ttl time.Duration) ([]string, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
@@ -248,10 +246,8 @@ func (st *ProjectionStore) Release(ctx context.Context, ls []projection.Lease) e
 	return nil
 }
 
-// Commit implements projection.Store: one transaction locks the rows of
-// the slices of ls, checks their leases and checkpoints, runs apply, moves
-// each slice's checkpoint and extends its lease, and records the commit in
-// the projection's state.
+// Commit implements projection.Store: one transaction locks the slices' rows,
+// checks leases and checkpoints, runs apply and moves the checkpoints.
 func (st *ProjectionStore) Commit(ctx context.Context, ls []projection.Lease, records []journal.Record, sl []int, apply func(ctx context.Context, tx pgx.Tx) error) error {
 	if len(records) == 0 || len(ls) == 0 || len(sl) != len(records) {
 		return errors.New("projection: Commit needs records, one slice per record and their leases")
@@ -456,15 +452,9 @@ func TotalSliceLag(lags []SliceLag) SliceLag {
 	return total
 }
 
-// SliceLags returns, for each slice of k (in slice order, as Slices lists
-// them), its lag: for `scribe projections status` and the console.
-// The events are counted up to atMost per slice (0: all), and the oldest
-// found, on the tag index of migration 9 (the slice's entries after its
-// checkpoint); not gated, so an append committing meanwhile may or may not
-// be counted. These are exactly the events the slice has not applied: the
-// index is what the slice's runner reads, and an archive never moves an
-// index row after the checkpoint of a live slice that reads it
-// (tagFloorSQL), so no archive changes a lag.
+// SliceLags returns each slice's lag (in slice order): its events after its
+// checkpoint, counted up to atMost (0: all) on the tag index the runner
+// reads, and the oldest one's time. Not gated; no archive changes a lag.
 func (st *ProjectionStore) SliceLags(ctx context.Context, k projection.Key, atMost int) ([]SliceLag, error) {
 	rows, err := st.pool.Query(ctx, st.sliceLagsSQL(atMost), k.Name, k.Version)
 	if err != nil {

@@ -18,23 +18,13 @@ import (
 	"github.com/scribe-es/scribe/projection"
 )
 
-// ProjectionStore is the Postgres projection.Store: each projection's own
-// row (state, pause, failure, read model: migration 3) and its slices'
-// checkpoints and leases (projection_slices, migrations 9, 12 and 13; an
-// unsliced projection is slice 0 with an empty tag group and partition),
-// dead letters, and rows read models (projection.RowStore, migration 7).
-// A projection's handler receives the pgx.Tx that also moves its
-// checkpoints, so a read model in the same database (its own tables, or
-// Rows) is updated exactly once per event.
-//
-// Fencing: Commit locks the rows of the slices a batch touches (SELECT …
-// FOR UPDATE, in slice order) and checks each lease's epoch, owner, expiry
-// (by the database clock) and checkpoint before the handler runs; claims,
-// renewals, pauses and resets wait for those locks. So a slice is applied
-// by one runner at a time, across processes, runners of disjoint slices
-// commit in parallel, and a runner that lost a lease applies nothing. The
-// transaction sets idle_in_transaction_session_timeout to the lease's TTL,
-// so a paused runner cannot hold the rows past its lease.
+// ProjectionStore is the Postgres projection.Store (and RowStore,
+// DeadLetterReplayer, Pauser): a projection's row, its slices' checkpoints
+// and leases, dead letters and rows read models. The handler gets the pgx.Tx
+// that also moves the checkpoints, so a read model in the same database is
+// updated exactly once per event. Commit locks the slices' rows and checks
+// each lease's epoch, owner and expiry (database clock) before the handler
+// runs, so a runner that lost a lease applies nothing.
 type ProjectionStore struct {
 	pool *pgxpool.Pool
 	cfg  Config
@@ -214,10 +204,9 @@ func (st *ProjectionStore) queryDeadLetters(ctx context.Context, db querier, op 
 	return out, nil
 }
 
-// ReplayDeadLetter implements projection.DeadLetterReplayer: one
-// transaction locks the letter's row (FOR UPDATE), runs apply in a
-// savepoint and deletes the row; when apply fails, the savepoint is rolled
-// back (apply's writes are undone) and the row keeps the new error.
+// ReplayDeadLetter implements projection.DeadLetterReplayer: one transaction
+// locks the letter's row, runs apply in a savepoint and deletes the row; when
+// apply fails, its writes are undone and the row keeps the new error.
 func (st *ProjectionStore) ReplayDeadLetter(ctx context.Context, k projection.Key, pos journal.Position, apply func(ctx context.Context, tx pgx.Tx, d projection.DeadLetter) error) error {
 	if err := k.Validate(); err != nil {
 		return err
@@ -376,11 +365,9 @@ func (st *ProjectionStore) statuses(ctx context.Context, where string, args ...a
 
 func (st *ProjectionStore) sql(q string) string { return strings.ReplaceAll(q, "__S__.", st.s+".") }
 
-// Reset implements projection.Store: in one transaction it locks the row
-// (waiting for a batch in flight), runs clear, moves the checkpoint back to
-// zero with a new epoch (the runner that held the lease is fenced), and
-// deletes k's dead letters and rows; a sliced projection's slices move back
-// to zero and their leases are fenced in the same transaction.
+// Reset implements projection.Store: one transaction locks the row, runs
+// clear, moves every slice's checkpoint back to zero with a new epoch (the
+// lease holder is fenced) and deletes k's dead letters and rows.
 func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := k.Validate(); err != nil {
 		return err

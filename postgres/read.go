@@ -199,11 +199,8 @@ func (j *Journal) pages(ctx context.Context, limit int, next func(last *journal.
 }
 
 // ReadStream yields a tag stream's records from fromVersion on, in version
-// order (which is also position order). It sees every committed event of the
-// stream: a stream's events are appended one transaction at a time. It reads
-// only the hot tables: a read that would start at or below the stream's cut
-// fails with a *journal.ArchivedError (see checkCut); ReadStreamWithArchive
-// reads the archive too.
+// order, every committed one (not gated). A read starting at or below the
+// stream's cut fails with a *journal.ArchivedError.
 func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
@@ -344,9 +341,8 @@ func (j *Journal) ReadByCorrelation(ctx context.Context, correlationID string) i
 	})
 }
 
-// ReadTypes yields the records q selects, gated like Read (a cursor never
-// skips an event that commits later at a lower position), one page per
-// statement; see journal.Reader. The time range uses events_type_recorded.
+// ReadTypes yields the records q selects, gated like Read, one page per
+// statement; see journal.Reader.
 func (j *Journal) ReadTypes(ctx context.Context, q journal.TypeQuery) iter.Seq2[journal.Record, error] {
 	if err := q.Validate(); err != nil {
 		return func(yield func(journal.Record, error) bool) { yield(journal.Record{}, err) }

@@ -65,12 +65,8 @@ func (j *Journal) readSlicesSQL(q journal.SliceQuery, after journal.Position, li
 		") x) m ON e.commit_xid = m.commit_xid AND e.seq = m.seq ORDER BY e.commit_xid, e.seq", a
 }
 
-// SubscribeSlices implements journal.SliceSubscriber: catch-up page by page,
-// then live, woken like Subscribe, and ended like a Subscribe to one
-// partition when the partition moves away. A page ends after PageSize tag entries, so
-// an event with several tags in the slices counts several times toward it;
-// a page that is not empty is followed by another read at once, the first
-// empty one waits for an append.
+// SubscribeSlices implements journal.SliceSubscriber: catch-up page by page
+// (PageSize tag entries a page), then live, woken and ended like Subscribe.
 func (j *Journal) SubscribeSlices(ctx context.Context, q journal.SliceQuery, after journal.Position) iter.Seq2[journal.Record, error] {
 	if err := q.Validate(); err != nil {
 		return yieldErr(err)

@@ -16,24 +16,12 @@ import (
 )
 
 // Roles names the three database roles of a Scribe schema, each with the
-// least it needs (RolesSQL grants it):
-//
-//   - Owner owns the journal and key store schemas and their tables: it runs
-//     migrations (Migrate, MigrateKeyStore, `scribe migrate`), the archive,
-//     retention, partition moves and anything else that rewrites or removes
-//     rows of the journal. Default "<schema>_owner".
-//   - Service is what a service embedding the runtime connects as: it
-//     appends and reads events, holds sessions and leases, saves snapshots,
-//     runs projections (their checkpoints, dead letters and rows) and uses
-//     the erasure key store. It cannot UPDATE, DELETE or TRUNCATE events,
-//     their tag rows or archived events, and cannot create or alter tables.
-//     Default "<schema>_service".
-//   - Reader may only SELECT: the CLI's read verbs and the console without
-//     actions. It cannot read the key store's data keys. Default
-//     "<schema>_reader".
-//
-// The roles are NOLOGIN groups: grant each to the login role a process
-// connects as (GRANT "app_service" TO "billing_api").
+// least it needs (RolesSQL grants it): Owner owns the schemas and runs what
+// rewrites or removes rows (migrations, archives, partition moves); Service
+// appends and reads, holds leases, saves snapshots, runs projections and uses
+// the key store, but never updates, deletes or truncates events; Reader only
+// selects, never a data key. They are NOLOGIN groups: grant each to the login
+// role a process connects as (GRANT "app_service" TO "billing_api").
 type Roles struct {
 	// Owner, Service and Reader are the three roles' names, plain
 	// identifiers; empty takes DefaultRoles.

@@ -44,10 +44,8 @@ func (w *serverWatch) observe(conn *pgxpool.Conn, log *slog.Logger) {
 // lost notes that a connection failed or was found closed by the server.
 func (w *serverWatch) lost() { w.epoch.Add(1) }
 
-// ServerEpoch implements journal.ServerWatcher: it increases when an append
-// takes a connection to another server address than the one before, and
-// whenever a call finds the database unreachable or a pooled connection
-// closed at the server's end. Safe for concurrent use; no I/O.
+// ServerEpoch implements journal.ServerWatcher: it rises when appends reach
+// another server address or a call finds the database unreachable. No I/O.
 func (j *Journal) ServerEpoch() uint64 { return j.server.epoch.Load() }
 
 // ServerAddress returns the address (host:port, or a socket path) of the

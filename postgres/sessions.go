@@ -149,17 +149,12 @@ WHERE s.lease_node IS NULL OR s.released
 RETURNING epoch`
 
 // Acquire takes the lease of stream for node; see journal.Sessions. While
-// another live node holds it, Acquire waits until a lease of this schema may
-// have become free (a Release, CloseNode or OpenNode by any process, through
-// NOTIFY) or the holder's session expires by the database clock, and tries
-// again; at most AcquirePollInterval passes between two tries. After wait it
-// fails with ErrOpenTimeout naming the holder. A stream of a partition under
-// a move fence (MovePartition) fails at once with a
-// *journal.PartitionMoveError: journal.ErrPartitionMoving (retryable) while
-// the partition moves out of this schema, or into it for the first time;
-// journal.ErrPartitionMoved naming where it is served once it has moved
-// away, and also while it moves back in (until the switch, the database it
-// moved to still serves it).
+// another live node holds it, Acquire waits for a lease change (NOTIFY) or the
+// holder's expiry by the database clock, at most AcquirePollInterval between
+// tries, and after wait fails with ErrOpenTimeout naming the holder. A stream
+// of a partition under a move fence fails at once with a
+// *journal.PartitionMoveError (ErrPartitionMoving while it moves, retryable;
+// ErrPartitionMoved naming where it is served once moved).
 func (j *Journal) Acquire(ctx context.Context, node journal.NodeSession, stream journal.StreamID, wait time.Duration) (journal.Lease, error) {
 	if err := j.checkOpen(); err != nil {
 		return journal.Lease{}, err

@@ -188,31 +188,20 @@ func (j *Journal) listenOnceConn(ctx context.Context) error {
 }
 
 // Subscribe yields the records matching q after position after: catch-up
-// reads page by page, then live. NOTIFY (sent by each append, delivered after
-// commit and coalesced per transaction) only wakes the reader; every read is
-// gated like ReadAll, and a lost notification delays delivery by at most
-// PollInterval.
-//
-// A subscription to one partition (q without AllPartitions) ends with an
-// error matching journal.ErrPartitionMoved (a *journal.PartitionMoveError
-// naming where it went) once the partition moved to another database and
-// the subscription has read all this one held of it, instead of waiting
-// forever; and with the same error, before yielding anything of it, when
-// the partition was moved away and back here since the subscription's
-// position (its events are here again at new positions): resume after the
-// last record processed, found again by its event ID
-// (partitioned.Router.FollowPartition does).
+// page by page, then live, woken by NOTIFY (or after PollInterval), every
+// read gated like ReadAll. A subscription to one partition ends with an error
+// matching journal.ErrPartitionMoved when the partition moved to another
+// database (after reading all this one held of it), or moved away and back
+// since its position: resume after the last record processed, found by its
+// event ID (partitioned.Router.FollowPartition does).
 func (j *Journal) Subscribe(ctx context.Context, q journal.Query, after journal.Position) iter.Seq2[journal.Record, error] {
 	return j.SubscribeAnchored(ctx, q, after, uuid.Nil)
 }
 
-// SubscribeAnchored is Subscribe from the record with event ID afterID,
-// which is at position after: when that event is no longer at after (its
-// partition moved away, and maybe back), the subscription ends with an
-// error matching journal.ErrPartitionMoved instead of yielding anything
-// read after the stale position. afterID uuid.Nil means: the event at
-// after, looked up at the first read (Subscribe). It implements the
-// partitioned router's anchored subscriptions.
+// SubscribeAnchored is Subscribe from the record with event ID afterID at
+// position after (uuid.Nil: the event found there at the first read); when
+// that event is no longer there, it ends with journal.ErrPartitionMoved. The
+// partitioned router's anchored subscriptions use it.
 func (j *Journal) SubscribeAnchored(ctx context.Context, q journal.Query, after journal.Position, afterID uuid.UUID) iter.Seq2[journal.Record, error] {
 	return func(yield func(journal.Record, error) bool) {
 		if err := q.Validate(); err != nil {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 )
 
 func snapshotsDropCommand() *command {
@@ -29,12 +29,12 @@ func snapshotsDropCommand() *command {
 			case below < 0:
 				return usagef("-below-version %d: give a positive state schema version, or leave it out to delete every snapshot", below)
 			}
-			s, st, err := e.openSnapshots()
+			s, err := e.open()
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			res, err := st.Drop(e.ctx, postgres.SnapshotDrop{Aggregate: aggregate, Partition: partition, BelowSchemaVersion: below})
+			res, err := s.admin.DropSnapshots(e.ctx, pgadmin.SnapshotDrop{Aggregate: aggregate, Partition: partition, BelowSchemaVersion: below})
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package postgres
+package pgadmin
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
-// SnapshotDrop selects the snapshots SnapshotStore.Drop deletes.
+// SnapshotDrop selects the snapshots DropSnapshots deletes.
 type SnapshotDrop struct {
 	// Aggregate is the aggregate (tag group) whose streams' snapshots are
 	// deleted. Required.
@@ -20,7 +20,7 @@ type SnapshotDrop struct {
 	BelowSchemaVersion int
 }
 
-// SnapshotDropResult is what Drop found and deleted.
+// SnapshotDropResult is what DropSnapshots found and deleted.
 type SnapshotDropResult struct {
 	// Found counts the aggregate's snapshots in the partition(s) before the
 	// drop, Deleted those deleted, Streams the streams they belonged to.
@@ -40,12 +40,12 @@ const dropSnapshotsSQL = `WITH agg AS (
 		RETURNING s.partition, s.tag)
 	SELECT (SELECT count(*) FROM agg), (SELECT count(*) FROM del), (SELECT count(DISTINCT (partition, tag)) FROM del)`
 
-// Drop deletes the snapshots of an aggregate's streams, all of them or
+// DropSnapshots deletes the snapshots of an aggregate's streams, all of them or
 // those below a state schema version, in one statement: the streams replay
 // from their events (or an older snapshot) at their next recovery. A stream
 // actor that is running keeps its state and saves its next snapshot as
 // usual. Found says whether the aggregate had any snapshot to drop.
-func (st *SnapshotStore) Drop(ctx context.Context, d SnapshotDrop) (SnapshotDropResult, error) {
+func (a *Admin) DropSnapshots(ctx context.Context, d SnapshotDrop) (SnapshotDropResult, error) {
 	switch {
 	case d.Aggregate == "" || strings.ContainsRune(d.Aggregate, ':'):
 		return SnapshotDropResult{}, fmt.Errorf("%w: postgres: snapshots drop: aggregate %q: give an aggregate name (a tag group, without ':')", journal.ErrInvalidQuery, d.Aggregate)
@@ -54,10 +54,9 @@ func (st *SnapshotStore) Drop(ctx context.Context, d SnapshotDrop) (SnapshotDrop
 	}
 	partition := d.Partition
 	var found, deleted, streams int64
-	q := strings.ReplaceAll(dropSnapshotsSQL, "__S__.", st.s+".")
-	err := st.pool.QueryRow(ctx, q, partition, d.Aggregate+":", d.Aggregate+";", d.BelowSchemaVersion).Scan(&found, &deleted, &streams)
+	err := a.pool.QueryRow(ctx, a.sql(dropSnapshotsSQL), partition, d.Aggregate+":", d.Aggregate+";", d.BelowSchemaVersion).Scan(&found, &deleted, &streams)
 	if err != nil {
-		return SnapshotDropResult{}, st.translate("drop", err)
+		return SnapshotDropResult{}, a.translate("snapshots: drop", err)
 	}
 	return SnapshotDropResult{Found: int(found), Deleted: int(deleted), Streams: int(streams)}, nil
 }
