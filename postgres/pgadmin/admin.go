@@ -13,10 +13,12 @@ import (
 )
 
 // Admin runs operator tasks on one migrated Scribe schema: listings and
-// inspection (Streams, Leases, Nodes, Overview, Newest, UnchainedEvents,
-// UnrecordedStreams), retention (PlanArchive, Archive, RetireStream,
-// Compact, StorageSizes). It is safe for concurrent use and holds no
-// resources of its own: the pool stays the caller's.
+// inspection (Streams, ListStreams, Leases, Nodes, Overview, Newest,
+// CountAfterAtMost, UnchainedEvents, UnrecordedStreams), retention
+// (PlanArchive, Archive, ArchivePlanned, RetireStream, Compact,
+// StorageSizes) and DropSnapshots. It is safe for concurrent use and holds
+// no resources of its own: the pool stays the caller's. Partition moves
+// (MovePartition) work on two pools and take a PartitionMove instead.
 type Admin struct {
 	pool    *pgxpool.Pool
 	journal *postgres.Journal // the contract reads it builds on (Head, TagSummary)

@@ -8,6 +8,10 @@
 //	plan, err := a.PlanArchive(ctx, policy)
 //	prog, err := a.ArchivePlanned(ctx, plan, pgadmin.ArchiveOptions{})
 //
+// Partition moves (PlanPartitionMove, MovePartition) copy a partition to
+// another database online, fenced for the cut-over; a journal follows a
+// moved partition by itself (journal.ErrPartitionMoved).
+//
 // # Listings and inspection
 //
 // Streams (and ListStreams, an evidence.StreamLister), Leases, Nodes,
