@@ -17,8 +17,9 @@ import (
 // A replica Journal (NewReplica) reads from a streaming standby of the
 // primary's database: the same schema, replayed from the primary's WAL, some
 // time behind it. Everything that writes (appends, node sessions, leases,
-// archiving, tombstones) stays on the primary and fails on a replica with
-// ErrReplicaReadOnly; the fences are the primary's alone.
+// recorded types) stays on the primary and fails on a replica with
+// ErrReplicaReadOnly; the fences are the primary's alone. The operator's
+// writes (pgadmin: archiving, tombstones) take the primary's pool.
 //
 // The catch-up guarantee (ReadAll, Read, Subscribe never show a position that
 // a later commit undercuts) holds on a replica with a different gate. The
@@ -41,8 +42,8 @@ import (
 const replicaGateSetSQL = `SELECT set_config('scribe.gate', pg_snapshot_xmin(pg_current_snapshot())::text, false)`
 
 // ErrReplicaReadOnly is returned by every call that would write through a
-// replica Journal (NewReplica): appends, node sessions, leases, archiving and
-// tombstones go to the primary.
+// replica (NewReplica): appends, node sessions, leases and recorded types go
+// to the primary.
 var ErrReplicaReadOnly = errors.New("postgres: this journal reads from a replica and never writes; append, open node sessions and take leases through the primary journal")
 
 // replicaOf is what a replica Journal knows of its primary.
