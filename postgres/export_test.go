@@ -175,6 +175,3 @@ func LoadMigrationsForTest(fsys fs.FS, dir string) ([][2]int, error) {
 // GateWriterSQL is pgschema.GateWriterSQL, what a running append's widened ID f adds
 // to the gate given xm (the CTE named xm with column v).
 const GateWriterSQL = pgschema.GateWriterSQL
-
-// SliceLagsSQL is SliceLags' statement, for plan checks.
-func (st *ProjectionStore) SliceLagsSQL(atMost int) string { return st.sliceLagsSQL(atMost) }

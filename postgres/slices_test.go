@@ -12,8 +12,6 @@ import (
 
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/postgres"
-	"github.com/scribe-es/scribe/projection"
 )
 
 // TestSliceOfAgreesWithSQL: journal.SliceOf and the scribe_slice function of
@@ -146,29 +144,6 @@ func TestSliceReadUsesGroupSliceIndex(t *testing.T) {
 		require.Empty(t, pgtest.SeqScans(doc[0]["Plan"].(map[string]any)), "%s", plan)
 		require.Contains(t, string(plan), "event_tags_group_slice", "%s", plan)
 
-		// The slices' lags (`scribe projections status`, the console) read
-		// the same index.
-		store, err := postgres.NewProjectionStore(f.pool, f.cfg)
-		require.NoError(t, err)
-		k := projection.Key{Name: "lagging", Version: 1}
-		_, err = store.Join(ctx, k, projection.Layout{Group: "acct", Count: 4, Partition: journal.DefaultPartition}, "r", time.Minute)
-		require.NoError(t, err)
-		for _, atMost := range []int{0, 1000} {
-			require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+store.SliceLagsSQL(atMost), k.Name, k.Version).Scan(&plan))
-			require.NoError(t, json.Unmarshal(plan, &doc))
-			require.Empty(t, pgtest.SeqScans(doc[0]["Plan"].(map[string]any)), "%s", plan)
-			require.Contains(t, string(plan), "event_tags_group_slice", "%s", plan)
-		}
-		lags, err := store.SliceLags(ctx, k, 1000)
-		require.NoError(t, err)
-		require.Len(t, lags, 4)
-		var total uint64
-		for _, l := range lags {
-			require.True(t, l.AtLeast, "every slice has more than 1000 of the 50,000 events")
-			require.False(t, l.Oldest.IsZero())
-			total += l.Events
-		}
-		require.EqualValues(t, 4000, total)
 		return
 	}
 	t.Fatal("no sliced read statement")

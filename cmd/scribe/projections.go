@@ -45,7 +45,7 @@ func projectionsStatusCommand() *command {
 			now := time.Now()
 			sliced := make([]slicedStatus, len(statuses))
 			for i, p := range statuses {
-				if sliced[i], err = readSliced(e, st, p.Key); err != nil {
+				if sliced[i], err = readSliced(e, st, s.admin, p.Key); err != nil {
 					return err
 				}
 				if sliced[i].slices != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
 )
 
@@ -14,23 +15,23 @@ import (
 type slicedStatus struct {
 	layout projection.Layout
 	slices []projection.SliceStatus
-	lags   []postgres.SliceLag
+	lags   []pgadmin.SliceLag
 	lag    uint64
 	// behind is the age of the oldest event a slice has not applied.
 	behind time.Duration
 }
 
 // readSliced reads k's slices, if it is sliced.
-func readSliced(e *env, st *postgres.ProjectionStore, k projection.Key) (slicedStatus, error) {
+func readSliced(e *env, st *postgres.ProjectionStore, a *pgadmin.Admin, k projection.Key) (slicedStatus, error) {
 	sts, l, err := st.Slices(e.ctx, k)
 	if err != nil || !l.Sliced() {
 		return slicedStatus{}, err
 	}
-	lags, err := st.SliceLags(e.ctx, k, 0)
+	lags, err := a.SliceLags(e.ctx, k, 0)
 	if err != nil {
 		return slicedStatus{}, err
 	}
-	total := postgres.TotalSliceLag(lags)
+	total := pgadmin.TotalSliceLag(lags)
 	out := slicedStatus{layout: l, slices: sts, lags: lags, lag: total.Events}
 	if !total.Oldest.IsZero() {
 		out.behind = max(0, time.Since(total.Oldest)).Round(time.Millisecond)
@@ -76,7 +77,7 @@ func (s slicedStatus) print(e *env, k projection.Key) error {
 }
 
 // lagSeconds is the age of the oldest event l counts, in seconds (0: none).
-func lagSeconds(l postgres.SliceLag) float64 {
+func lagSeconds(l pgadmin.SliceLag) float64 {
 	if l.Oldest.IsZero() {
 		return 0
 	}

@@ -238,8 +238,8 @@ func (s *Server) lags(ctx context.Context) []projectionLag {
 	for _, st := range statuses {
 		l := projectionLag{Name: st.Key.String()}
 		if st.Slices > 0 {
-			if lags, err := s.cfg.Projections.SliceLags(ctx, st.Key, 1); err == nil {
-				l.Seconds = age(postgres.TotalSliceLag(lags).Oldest).Seconds()
+			if lags, err := s.cfg.Admin.SliceLags(ctx, st.Key, 1); err == nil {
+				l.Seconds = age(pgadmin.TotalSliceLag(lags).Oldest).Seconds()
 			}
 			out = append(out, l)
 			continue

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
 )
@@ -227,11 +226,11 @@ func (s *Server) projectionRows(r *http.Request) ([]projectionRow, error) {
 		if st.Slices > 0 {
 			// A sliced projection: its status sums its slices up, and so
 			// does its lag (each slice's events after its own checkpoint).
-			lags, err := s.cfg.Projections.SliceLags(ctx, st.Key, max(1, lagCountLimit/st.Slices))
+			lags, err := s.cfg.Admin.SliceLags(ctx, st.Key, max(1, lagCountLimit/st.Slices))
 			if err != nil {
 				return nil, err
 			}
-			total := postgres.TotalSliceLag(lags)
+			total := pgadmin.TotalSliceLag(lags)
 			rows[i].Lag, rows[i].LagTime, rows[i].LagAtLeast = total.Events, age(total.Oldest), total.AtLeast
 		} else {
 			if rows[i].Lag, err = s.cfg.Admin.CountAfterAtMost(ctx, st.Checkpoint, lagCountLimit); err != nil {

@@ -283,7 +283,7 @@ func TestArchiveWhileSlicedRunnersLag(t *testing.T) {
 		return events, ckpts
 	}
 	lags := func() map[int]uint64 {
-		ls, err := store.SliceLags(ctx, k, 0)
+		ls, err := f.admin.SliceLags(ctx, k, 0)
 		require.NoError(t, err)
 		out := map[int]uint64{}
 		for i, l := range ls {

@@ -36,3 +36,6 @@ func (a *Admin) Statements(tag1 journal.Tag, group string, after journal.Positio
 	add("inspect: newest events", a.sql(newestSQL), true, 20)
 	return out
 }
+
+// SliceLagsSQL is SliceLags' statement, for plan checks.
+func (a *Admin) SliceLagsSQL(atMost int) string { return a.sliceLagsSQL(atMost) }

@@ -1,4 +1,4 @@
-package postgres_test
+package pgadmin_test
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func TestPartitionSliceLags(t *testing.T) {
 	slice := map[string]int{sts[0].Partition: sts[0].Slice, sts[1].Partition: sts[1].Slice}
 	lagOf := func() map[string]uint64 {
 		t.Helper()
-		ls, err := store.SliceLags(ctx, k, 0)
+		ls, err := f.admin.SliceLags(ctx, k, 0)
 		require.NoError(t, err)
 		return map[string]uint64{journal.DefaultPartition: ls[slice[journal.DefaultPartition]].Events, "p2": ls[slice["p2"]].Events}
 	}
@@ -63,7 +63,7 @@ func TestPartitionSliceLags(t *testing.T) {
 	require.Equal(t, map[string]uint64{journal.DefaultPartition: 2, "p2": 0}, lagOf())
 
 	// The checkpoint's event archived: still this database's.
-	prog, err := admin(t, f.pool, f.cfg).Archive(ctx, keep("acct", 1, true), pgadmin.ArchiveOptions{})
+	prog, err := f.admin.Archive(ctx, keep("acct", 1, true), pgadmin.ArchiveOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, 4+3, prog.Events, "up to the lowest slice checkpoint (def[3]; the appends alternate partitions): def[:4] and other[:3]")
 	require.Equal(t, 1, f.count(t, "events_archive", "id = $1", def[3].ID), "the default slice's checkpoint event is archived")
