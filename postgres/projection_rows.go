@@ -84,7 +84,7 @@ func (st *ProjectionStore) applyBuffered(ctx context.Context, tx pgx.Tx, k proje
 	err := apply(ctx, tx)
 	done()
 	if err != nil {
-		return &projection.HandlerError{At: records[0].Position, Err: err}
+		return &projection.HandlerError{At: projection.FirstPosition(records), Err: err}
 	}
 	if err := st.flushRows(ctx, tx, buf); err != nil {
 		return fmt.Errorf("projection %s: commit: %w", k, err)

@@ -19,8 +19,11 @@ import (
 // holds its checkpoint and lease, and the layout it was created with
 // (tag_group, partition, slice_count): by tag, a tag group of a partition
 // cut into slice_count slices; by partition (migration 12), tag_group ''
-// and each row's partition; unsliced (migration 13), one row with
-// tag_group '' and partition ''. projection_runners holds the live
+// and each row's partition; by partition and tag (migration 15), each
+// partition's block of slice_count rows with the tag slicing's tag_group;
+// unsliced (migration 13), one row with tag_group '' and partition ''.
+// The rows of a layout by partition have by_partition set (migration 15).
+// projection_runners holds the live
 // runners. A commit does not touch the projection's own row's progress
 // (Status and Statuses sum the slices up instead).
 
@@ -32,8 +35,8 @@ func (st *ProjectionStore) Join(ctx context.Context, k projection.Key, l project
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
-	if owner == "" || ttl <= 0 || (l.Group != "" && (l.Count <= 0 || l.Partition == "")) {
-		return nil, fmt.Errorf("projection %s: Join needs an owner, a positive TTL and, for a tag slicing, its Count and Partition", k)
+	if owner == "" || ttl <= 0 || (l.Group != "" && (l.Count <= 0 || (l.Partition == "") == (len(l.Partitions) == 0))) {
+		return nil, fmt.Errorf("projection %s: Join needs an owner, a positive TTL and, for a tag slicing, its Count and either its Partition or, across several databases, its Partitions", k)
 	}
 	var members []string
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
@@ -76,14 +79,15 @@ func (st *ProjectionStore) Join(ctx context.Context, k projection.Key, l project
 // another layout (projection.ErrSlicingChanged). The projection's row is
 // locked.
 func (st *ProjectionStore) layOut(ctx context.Context, tx pgx.Tx, k projection.Key, l projection.Layout) error {
-	rows, err := tx.Query(ctx, `SELECT tag_group, partition, slice_count FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 ORDER BY slice`, k.Name, k.Version)
+	rows, err := tx.Query(ctx, `SELECT tag_group, partition, slice_count, by_partition FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 ORDER BY slice`, k.Name, k.Version)
 	if err != nil {
 		return err
 	}
 	var have projection.Layout
+	var byPartition bool
 	n := 0
-	if _, err := pgx.ForEachRow(rows, []any{&have.Group, &have.Partition, &have.Count}, func() error {
-		if have.Group == "" && have.Partition != "" {
+	if _, err := pgx.ForEachRow(rows, []any{&have.Group, &have.Partition, &have.Count, &byPartition}, func() error {
+		if byPartition && !slices.Contains(have.Partitions, have.Partition) {
 			have.Partitions = append(have.Partitions, have.Partition)
 		}
 		n++
@@ -92,7 +96,10 @@ func (st *ProjectionStore) layOut(ctx context.Context, tx pgx.Tx, k projection.K
 		return err
 	}
 	if have.Group == "" {
-		have.Partition, have.Count = "", 0
+		have.Count = 0
+	}
+	if have.Group == "" || len(have.Partitions) > 0 {
+		have.Partition = ""
 	}
 	switch {
 	case n == 0 && len(l.Partitions) == 0:
@@ -111,8 +118,10 @@ func (st *ProjectionStore) layOut(ctx context.Context, tx pgx.Tx, k projection.K
 	if len(add) == 0 {
 		return nil
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_slices (name, version, slice, tag_group, partition, slice_count)
-		SELECT $1, $2, $3 + u.n - 1, '', u.p, 1 FROM unnest($4::text[]) WITH ORDINALITY AS u(p, n)`, k.Name, k.Version, n, add)
+	per := l.PerPartition()
+	_, err = tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_slices (name, version, slice, tag_group, partition, slice_count, by_partition)
+		SELECT $1, $2, $3 + (u.n - 1) * $6 + g, $5, u.p, $6, true FROM unnest($4::text[]) WITH ORDINALITY AS u(p, n), generate_series(0, $6 - 1) AS g`,
+		k.Name, k.Version, n, add, l.Group, per)
 	return err
 }
 
@@ -249,8 +258,8 @@ func (st *ProjectionStore) Release(ctx context.Context, ls []projection.Lease) e
 // Commit implements projection.Store: one transaction locks the slices' rows,
 // checks leases and checkpoints, runs apply and moves the checkpoints.
 func (st *ProjectionStore) Commit(ctx context.Context, ls []projection.Lease, records []journal.Record, sl []int, apply func(ctx context.Context, tx pgx.Tx) error) error {
-	if len(records) == 0 || len(ls) == 0 || len(sl) != len(records) {
-		return errors.New("projection: Commit needs records, one slice per record and their leases")
+	if err := projection.CheckCommitArgs(ls, records, sl); err != nil {
+		return err
 	}
 	k, ttl := ls[0].Key, ls[0].TTL
 	byslice := make(map[int]projection.Lease, len(ls))
@@ -316,6 +325,9 @@ func (st *ProjectionStore) Commit(ctx context.Context, ls []projection.Lease, re
 			if sl[i] == l.Slice {
 				last, id, count = records[i].Position, records[i].ID, count+1
 			}
+		}
+		if l.PassedID != uuid.Nil {
+			last, id = l.Passed, l.PassedID
 		}
 		var idp *uuid.UUID
 		if id != uuid.Nil {
@@ -385,7 +397,7 @@ type sliceSet struct {
 // query, by projection.
 func (st *ProjectionStore) querySlices(ctx context.Context, where string, args ...any) (map[projection.Key]*sliceSet, error) {
 	rows, err := st.pool.Query(ctx, `SELECT name, version, slice, commit_xid, seq, events, owner, epoch, CASE WHEN isfinite(lease_until) THEN lease_until END,
-			owner <> '' AND lease_until > clock_timestamp(), tag_group, partition, slice_count, member, event_id
+			owner <> '' AND lease_until > clock_timestamp(), tag_group, partition, slice_count, member, event_id, by_partition
 		FROM `+st.s+`.projection_slices`+where+` ORDER BY name, version, slice`, args...)
 	if err != nil {
 		return nil, st.translate("slices", err)
@@ -398,7 +410,8 @@ func (st *ProjectionStore) querySlices(ctx context.Context, where string, args .
 	var id *uuid.UUID
 	var live bool
 	var l projection.Layout
-	if _, err := pgx.ForEachRow(rows, []any{&k.Name, &k.Version, &x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &live, &l.Group, &x.Partition, &l.Count, &x.Member, &id}, func() error {
+	var byPartition bool
+	if _, err := pgx.ForEachRow(rows, []any{&k.Name, &k.Version, &x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &live, &l.Group, &x.Partition, &l.Count, &x.Member, &id, &byPartition}, func() error {
 		s := out[k]
 		if s == nil {
 			s = &sliceSet{}
@@ -413,10 +426,15 @@ func (st *ProjectionStore) querySlices(ctx context.Context, where string, args .
 			x.EventID = *id
 		}
 		switch {
+		case byPartition:
+			if !slices.Contains(s.layout.Partitions, x.Partition) {
+				s.layout.Partitions = append(s.layout.Partitions, x.Partition)
+			}
+			if l.Group != "" {
+				s.layout.Group, s.layout.Count = l.Group, l.Count
+			}
 		case l.Group != "":
 			s.layout.Group, s.layout.Count, s.layout.Partition = l.Group, l.Count, x.Partition
-		case x.Partition != "":
-			s.layout.Partitions = append(s.layout.Partitions, x.Partition)
 		}
 		s.slices, s.live = append(s.slices, x), append(s.live, live)
 		return nil

@@ -76,10 +76,17 @@
 // members) has no global feed: positions are ordered per database. A
 // runner over such a source (a PartitionedSource) runs the projection as a
 // sliced one whose slices are the source's partitions
-// (Layout.Partitions; Slicing must be empty): each partition is
-// read on the database serving it, in the partition's own order, with a
-// checkpoint and lease of its own, and several runners share the
-// partitions as they share slices. A checkpoint names the database its
+// (Layout.Partitions): each partition is read on the database serving it,
+// in the partition's own order, with a checkpoint and lease of its own,
+// and several runners share the partitions as they share slices. With
+// Slicing, each partition is cut into Slicing.Count slices (partition ×
+// tag slice): each slice reads its partition whole and applies only the
+// records with a tag of its tag slice (as a sliced projection on one
+// database: a record is delivered once for each tag slice it has tags in),
+// moving its checkpoint past the others; every partition of the source is
+// read unless Slicing.Partition names one. Each partition is then read
+// once per tag slice: Count reads of every partition, whichever runners
+// hold them. A checkpoint names the database its
 // position belongs to and the event ID of the record there; a partition
 // move (pgadmin.MovePartition) copies events in order with their IDs and
 // new positions, so the runner finds its place on the partition's new

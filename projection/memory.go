@@ -105,7 +105,7 @@ func (s *MemoryStore) Join(ctx context.Context, k Key, l Layout, owner string, t
 	case p.slices == nil: // the first join lays the slices out
 		p.layout, p.slices = Layout{Group: l.Group, Count: l.Count, Partition: l.Partition}, []*memSlice{}
 		for i := range max(1, l.Count) {
-			if len(l.Partitions) == 0 { // by partition: one slice per partition, below
+			if len(l.Partitions) == 0 { // by partition: a block of slices per partition, below
 				p.slices = append(p.slices, &memSlice{st: SliceStatus{Slice: i, Partition: l.Partition}})
 			}
 		}
@@ -115,7 +115,9 @@ func (s *MemoryStore) Join(ctx context.Context, k Key, l Layout, owner string, t
 	list := p.slices
 	for _, part := range l.Partitions {
 		if !slices.Contains(p.layout.Partitions, part) {
-			list = append(slices.Clip(list), &memSlice{st: SliceStatus{Slice: len(list), Partition: part}})
+			for range l.PerPartition() {
+				list = append(slices.Clip(list), &memSlice{st: SliceStatus{Slice: len(list), Partition: part}})
+			}
 			p.layout.Partitions = append(slices.Clip(p.layout.Partitions), part)
 		}
 	}
@@ -305,8 +307,8 @@ func (s *MemoryStore) Release(ctx context.Context, ls []Lease) error {
 
 // Commit implements Store: apply runs while the slices of ls are locked.
 func (s *MemoryStore) Commit(ctx context.Context, ls []Lease, records []journal.Record, sl []int, apply func(ctx context.Context, tx NoTx) error) error {
-	if len(records) == 0 || len(ls) == 0 || len(sl) != len(records) {
-		return fmt.Errorf("projection: Commit needs records, one slice per record and their leases")
+	if err := CheckCommitArgs(ls, records, sl); err != nil {
+		return err
 	}
 	k := ls[0].Key
 	p, list, err := s.joined(k)
@@ -331,7 +333,7 @@ func (s *MemoryStore) Commit(ctx context.Context, ls []Lease, records []journal.
 	err = apply(ctx, NoTx{w})
 	changes := w.finish()
 	if err != nil {
-		return &HandlerError{At: records[0].Position, Err: err}
+		return &HandlerError{At: FirstPosition(records), Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -344,6 +346,9 @@ func (s *MemoryStore) Commit(ctx context.Context, ls []Lease, records []journal.
 				st.Checkpoint, st.EventID, st.Member = records[i].Position, records[i].ID, l.Member
 				st.Events++
 			}
+		}
+		if l.PassedID != uuid.Nil {
+			st.Checkpoint, st.EventID, st.Member = l.Passed, l.PassedID, l.Member
 		}
 		st.LeaseUntil = now.Add(l.TTL)
 	}

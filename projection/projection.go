@@ -59,7 +59,7 @@ type Projection[Tx any] struct {
 	// Slicing, when set, cuts the projection's events into slices that
 	// several runners apply at once (see Slicing); Query must then be
 	// empty, and the source a journal.SliceSubscriber (both memory and
-	// Postgres are).
+	// Postgres are) or a PartitionedSource (partition × tag slice).
 	Slicing *Slicing
 
 	// rows is set by Bind: the read model is the store's rows.
@@ -243,9 +243,9 @@ type Store[Tx any] interface {
 	// (renewing it) and returns the live runners, sorted. The first call
 	// for k creates its slices as l lays them out; a later call with
 	// another layout fails with ErrSlicingChanged, except that a layout by
-	// partition gains a slice, with a zero checkpoint, for each of
-	// l.Partitions that has none (numbered after the existing ones; slices
-	// are never removed).
+	// partition gains a slice (l.PerPartition slices), with a zero
+	// checkpoint, for each of l.Partitions that has none (numbered after
+	// the existing ones; slices are never removed).
 	Join(ctx context.Context, k Key, l Layout, owner string, ttl time.Duration) ([]string, error)
 	// Leave removes owner from k's live runners.
 	Leave(ctx context.Context, k Key, owner string) error
@@ -268,7 +268,11 @@ type Store[Tx any] interface {
 	// (slices[i] is the slice records[i] is delivered for), atomically
 	// where the store has transactions, and extends those leases; with the
 	// new checkpoint it stores the lease's Member and the event ID of that
-	// last record. It fails with ErrFenced, without running apply, when any
+	// last record. A lease with PassedID set moves its slice's checkpoint
+	// to Passed (and PassedID) instead, also when no record is delivered
+	// for it; records may then be empty (apply still runs, and must do
+	// nothing). Events counts the records delivered only. It fails with
+	// ErrFenced, without running apply, when any
 	// lease of ls is not current and live or its slice's checkpoint moved;
 	// with ErrSuperseded when a newer version is active; with a
 	// *HandlerError when apply failed (nothing stored).

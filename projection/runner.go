@@ -16,8 +16,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
-	"github.com/google/uuid"
-
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -323,7 +321,7 @@ func (r *Runner[Tx]) Run(ctx context.Context) error {
 	for {
 		err := r.setup(ctx)
 		if err == nil {
-			h := &holder[Tx]{r: r, held: map[int]*Lease{}, from: map[uuid.UUID]string{}}
+			h := &holder[Tx]{r: r, held: map[int]*Lease{}, from: map[delivery]string{}, passed: map[int]passMark{}}
 			err = h.run(ctx, &joined)
 		}
 		if ctx.Err() != nil {
@@ -446,8 +444,10 @@ type reader interface {
 	// goroutines counted in wg that end with ctx.
 	read(ctx context.Context, held map[int]*Lease, feed chan<- item, wg *sync.WaitGroup)
 	// deliver returns the slices among held that it is delivered for and
-	// have not applied it yet.
-	deliver(it item, held map[int]*Lease) []int
+	// have not applied it yet, and whether the slice it was read for
+	// (item.slice) holds it and passes over it instead: its checkpoint
+	// moves past it without applying it (Lease.Passed).
+	deliver(it item, held map[int]*Lease) (to []int, passed bool)
 	// caughtUp reports whether no slice of sts has a record after its
 	// checkpoint (the version becomes active when all of it caught up).
 	caughtUp(ctx context.Context, sts []SliceStatus) (bool, error)
@@ -471,11 +471,11 @@ func (f wholeFeed) read(ctx context.Context, held map[int]*Lease, feed chan<- it
 	}()
 }
 
-func (wholeFeed) deliver(it item, held map[int]*Lease) []int {
+func (wholeFeed) deliver(it item, held map[int]*Lease) ([]int, bool) {
 	if l, ok := held[0]; ok && it.rec.Position.After(l.Checkpoint) {
-		return []int{0}
+		return []int{0}, false
 	}
-	return nil
+	return nil, false
 }
 
 func (f wholeFeed) caughtUp(ctx context.Context, sts []SliceStatus) (bool, error) {

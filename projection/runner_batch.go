@@ -27,11 +27,12 @@ func (r *Runner[Tx]) applyAll(ctx context.Context, t *holder[Tx], pending []jour
 			b.Slices = slices[:n]
 		}
 		err := r.prepare(ctx, t, &b)
+		final := n == len(pending)
 		if err == nil {
-			err = t.commit(ctx, b, slices[:n])
+			err = t.commit(ctx, b, slices[:n], final)
 		}
 		if err == nil {
-			t.done(b, slices[:n])
+			t.done(b, slices[:n], final)
 			pending, slices = pending[n:], slices[n:]
 			attempt, delay = 1, r.o.Backoff
 			lag := time.Since(chunk[n-1].RecordedAt)

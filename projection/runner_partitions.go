@@ -3,7 +3,6 @@ package projection
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"slices"
 	"sync"
@@ -21,8 +20,10 @@ import (
 // to another database.
 //
 // The design: such a projection's slices are the source's partitions
-// (Layout.Partitions), with the slices' leases, checkpoints, membership
-// and shares of several runners, as every projection has. A slice's
+// (Layout.Partitions), or with Slicing each partition's tag slices
+// (partition × tag slice, see Slicing), with the slices' leases,
+// checkpoints, membership and shares of several runners, as every
+// projection has. A slice's
 // checkpoint records the member (database) its position belongs to and
 // the event ID of the record there (Lease.Member and EventID). A
 // partition move copies the partition's events in order, with the same
@@ -54,29 +55,47 @@ type PartitionedSource interface {
 }
 
 // partitionFeed reads a projection across several databases (a
-// PartitionedSource): one slice per partition.
+// PartitionedSource): one slice per partition or, sliced (s set), Count
+// slices per partition, each of which reads its whole partition and is
+// delivered the records of its tag slice only.
 type partitionFeed struct {
 	src PartitionedSource
 	// q is the projection's query: every partition (AllPartitions) or one.
 	q journal.Query
+	// s is the slicing of a sliced projection (nil: one slice per
+	// partition), with its defaults.
+	s *Slicing
 }
 
 // newPartitioned configures the runner of a projection across the several
-// databases of src for NewRunner.
+// databases of src for NewRunner. A sliced one reads every partition of src
+// when its Slicing names none, else the partition it names.
 func (r *Runner[Tx]) newPartitioned(src PartitionedSource) error {
-	if r.p.Slicing != nil {
-		return fmt.Errorf("projection %s: a sliced projection across several databases is not supported; leave Slicing empty (each partition is a slice of its own) or run it on each database", r.key)
+	if r.p.Slicing == nil {
+		r.rd = partitionFeed{src: src, q: r.q}
+		return nil
 	}
-	r.rd = partitionFeed{src: src, q: r.q}
+	q := journal.Query{All: true, AllPartitions: true}
+	if r.p.Slicing.Partition != "" {
+		q = journal.Query{All: true, Partition: r.p.Slicing.Partition}
+	}
+	if err := r.checkSlicing(); err != nil {
+		return err
+	}
+	r.rd = partitionFeed{src: src, q: q, s: r.p.Slicing}
 	return nil
 }
 
 // layout lists the partitions the projection reads.
 func (f partitionFeed) layout() Layout {
+	l := Layout{Partitions: []string{f.q.PartitionOrDefault()}}
 	if f.q.AllPartitions {
-		return Layout{Partitions: f.src.FeedPartitions()}
+		l.Partitions = f.src.FeedPartitions()
 	}
-	return Layout{Partitions: []string{f.q.PartitionOrDefault()}}
+	if f.s != nil {
+		l.Group, l.Count = f.s.Group, f.s.Count
+	}
+	return l
 }
 
 // queryOf returns the query of partition p.
@@ -89,7 +108,8 @@ func (f partitionFeed) queryOf(p string) journal.Query {
 
 // read starts one FollowPartition per held slice, each from its lease's
 // checkpoint, sending its records to feed tagged with the slice and the
-// member they were read from.
+// member they were read from. The slices of one partition of a sliced
+// projection each read the whole partition.
 func (f partitionFeed) read(ctx context.Context, held map[int]*Lease, feed chan<- item, wg *sync.WaitGroup) {
 	for s, l := range held {
 		l := *l
@@ -113,12 +133,21 @@ func (f partitionFeed) read(ctx context.Context, held map[int]*Lease, feed chan<
 }
 
 // deliver delivers a record for the slice of the partition it was read
-// from.
-func (partitionFeed) deliver(it item, held map[int]*Lease) []int {
-	if _, ok := held[it.slice]; ok {
-		return []int{it.slice}
+// from; sliced, only when one of its tags of the group is in the slice's
+// tag slice (Slicing.slicesOf, as a sliced projection on one database
+// delivers it) and it is of Slicing.Types, and otherwise it passes over
+// it (the slice's checkpoint moves past it unapplied).
+func (f partitionFeed) deliver(it item, held map[int]*Lease) ([]int, bool) {
+	if _, ok := held[it.slice]; !ok {
+		return nil, false
 	}
-	return nil
+	if f.s == nil {
+		return []int{it.slice}, false
+	}
+	if (len(f.s.Types) == 0 || slices.Contains(f.s.Types, it.rec.Type)) && slices.Contains(f.s.slicesOf(&it.rec), it.slice%f.s.Count) {
+		return []int{it.slice}, false
+	}
+	return nil, true
 }
 
 // caughtUp reports whether every partition has a slice and no slice has a

@@ -39,15 +39,19 @@ import (
 //   - Reading: the reader of the layout reads the held slices, each from
 //     its checkpoint; a record is kept for each of its slices that the
 //     runner holds and that has not applied it, so a slice taken over with
-//     an older checkpoint loses and repeats nothing. The reading restarts
+//     an older checkpoint loses and repeats nothing. A slice that reads
+//     records it is not delivered (partition × tag slice) passes over
+//     them: its checkpoint moves past them with its next commit, or with a
+//     commit of its own that applies nothing. The reading restarts
 //     whenever the held set changes.
 //   - Committing: a batch commits under the leases of the slices it
 //     touches (Store.Commit), each fenced by epoch, expiry and checkpoint
 //     in the store, in the transaction of the read model; while a batch is
 //     applied (and retried) its leases are renewed every LeaseTTL/3.
 
-// newSliced checks a sliced projection's configuration for NewRunner.
-func (r *Runner[Tx]) newSliced() error {
+// checkSlicing checks a sliced projection's configuration for NewRunner
+// and fills its Slicing's defaults.
+func (r *Runner[Tx]) checkSlicing() error {
 	sl, err := r.p.Slicing.withDefaults()
 	if err != nil {
 		return fmt.Errorf("projection %s: %w", r.key, err)
@@ -56,6 +60,15 @@ func (r *Runner[Tx]) newSliced() error {
 	if q := r.p.Query; q.Partition != "" || q.All || len(q.Items) > 0 {
 		return fmt.Errorf("projection %s: Query is set on a sliced projection; leave it empty: Slicing selects the events (its Group, Partition and Types)", r.key)
 	}
+	return nil
+}
+
+// newSliced configures a sliced projection on one database for NewRunner.
+func (r *Runner[Tx]) newSliced() error {
+	if err := r.checkSlicing(); err != nil {
+		return err
+	}
+	sl := *r.p.Slicing
 	src, ok := r.src.(journal.SliceSubscriber)
 	if !ok {
 		return fmt.Errorf("projection %s: the journal %T cannot be read by slice (it is not a journal.SliceSubscriber)", r.key, r.src)
@@ -88,14 +101,14 @@ func (f tagFeed) read(ctx context.Context, held map[int]*Lease, feed chan<- item
 	}()
 }
 
-func (f tagFeed) deliver(it item, held map[int]*Lease) []int {
+func (f tagFeed) deliver(it item, held map[int]*Lease) ([]int, bool) {
 	var out []int
 	for _, s := range f.s.slicesOf(&it.rec) {
 		if l, ok := held[s]; ok && it.rec.Position.After(l.Checkpoint) {
 			out = append(out, s)
 		}
 	}
-	return out
+	return out, false
 }
 
 func (f tagFeed) caughtUp(ctx context.Context, sts []SliceStatus) (bool, error) {
@@ -113,6 +126,20 @@ func (f tagFeed) caughtUp(ctx context.Context, sts []SliceStatus) (bool, error) 
 	return true, nil
 }
 
+// delivery is a record's event ID and a slice it is delivered for.
+type delivery struct {
+	id    uuid.UUID
+	slice int
+}
+
+// passMark is a record a slice passed over: its position on member, and
+// its event ID.
+type passMark struct {
+	pos    journal.Position
+	id     uuid.UUID
+	member string
+}
+
 // holder is the state of one runner's period of holding slices: from its
 // join to the error that ends it.
 type holder[Tx any] struct {
@@ -126,9 +153,15 @@ type holder[Tx any] struct {
 	// short is set by rebalance while the runner holds less than its
 	// share: it tries again sooner.
 	short bool
-	// from is the member each pending record was read from, by event ID
-	// (a projection across several databases).
-	from map[uuid.UUID]string
+	// from is the member each pending delivery was read from (a
+	// projection across several databases).
+	from map[delivery]string
+	// passed is, by slice, the last record read for the slice and passed
+	// over after every pending delivery of the slice (a sliced projection
+	// across several databases): the batch that commits the slice's last
+	// pending delivery, or a commit of its own when none is pending, moves
+	// the slice's checkpoint there.
+	passed map[int]passMark
 
 	feed     chan item
 	stopFeed func()
@@ -226,6 +259,11 @@ func (h *holder[Tx]) run(ctx context.Context, joined *bool) (err error) {
 			}
 		}
 		if len(pending) == 0 {
+			if len(h.passed) > 0 {
+				if err := h.commitPassed(ctx); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		r.mu.Lock()
@@ -296,15 +334,32 @@ func (h *holder[Tx]) period() time.Duration {
 }
 
 // deliveries appends it's record once for each slice it is delivered to
-// that this runner holds and has not applied it in yet.
+// that this runner holds and has not applied it in yet, or records that
+// its slice passed over it.
 func (h *holder[Tx]) deliveries(it item, recs []journal.Record, sl []int) ([]journal.Record, []int) {
-	for _, s := range h.r.rd.deliver(it, h.held) {
+	to, passed := h.r.rd.deliver(it, h.held)
+	if passed {
+		h.passed[it.slice] = passMark{pos: it.rec.Position, id: it.rec.ID, member: it.member}
+	}
+	for _, s := range to {
 		recs, sl = append(recs, it.rec), append(sl, s)
+		delete(h.passed, s) // a later record of s: the checkpoint moves there
 		if it.member != "" {
-			h.from[it.rec.ID] = it.member
+			h.from[delivery{it.rec.ID, s}] = it.member
 		}
 	}
 	return recs, sl
+}
+
+// commitPassed moves the checkpoints of the slices that passed over
+// records (and have no delivery pending) past them, in a commit that
+// applies nothing.
+func (h *holder[Tx]) commitPassed(ctx context.Context) error {
+	if err := h.commit(ctx, Batch{}, nil, true); err != nil {
+		return err
+	}
+	h.done(Batch{}, nil, true)
+	return nil
 }
 
 // leases returns the held leases of the given slices (all when nil), by slice.
@@ -422,6 +477,7 @@ func (h *holder[Tx]) restartFeed(ctx context.Context, start bool) {
 		return
 	}
 	clear(h.from)
+	clear(h.passed)
 	fctx, cancel := context.WithCancel(ctx)
 	feed := make(chan item, 2*h.r.o.BatchSize) // read ahead while a batch commits
 	var wg sync.WaitGroup
@@ -450,35 +506,59 @@ func (h *holder[Tx]) renew(ctx context.Context) error {
 
 // commit stores b under the leases of the slices it touches (sl[i] is the
 // slice of b.Records[i]; b.Slices is nil for an unsliced projection), each
-// with the member the last record of its slice was read from.
-func (h *holder[Tx]) commit(ctx context.Context, b Batch, sl []int) error {
+// with the member the last record of its slice was read from. final says
+// that b ends what is pending: the slices that passed over records since
+// their last delivery commit too, their checkpoints moving past those
+// records (Lease.Passed). An empty b applies nothing.
+func (h *holder[Tx]) commit(ctx context.Context, b Batch, sl []int, final bool) error {
 	touched := slices.Clone(sl)
+	if final {
+		touched = slices.AppendSeq(touched, maps.Keys(h.passed))
+	}
 	slices.Sort(touched)
 	ls := h.leases(slices.Compact(touched))
 	for i := range ls {
+		s := ls[i].Slice
 		for j := len(b.Records) - 1; j >= 0; j-- {
-			if sl[j] == ls[i].Slice {
-				ls[i].Member = h.from[b.Records[j].ID]
+			if sl[j] == s {
+				ls[i].Member = h.from[delivery{b.Records[j].ID, s}]
 				break
 			}
 		}
+		if p, ok := h.passed[s]; ok && final {
+			ls[i].Passed, ls[i].PassedID, ls[i].Member = p.pos, p.id, p.member
+		}
 	}
 	return h.r.store.Commit(ctx, ls, b.Records, sl, func(ctx context.Context, tx Tx) error {
+		if len(b.Records) == 0 {
+			return nil
+		}
 		return h.r.p.Handle(ctx, tx, b)
 	})
 }
 
-// done records a committed b (sl as in commit): it moves the held leases'
-// checkpoints.
-func (h *holder[Tx]) done(b Batch, sl []int) {
+// done records a committed b (sl and final as in commit): it moves the
+// held leases' checkpoints.
+func (h *holder[Tx]) done(b Batch, sl []int, final bool) {
 	for i, s := range sl {
 		l := h.held[s]
 		l.Checkpoint, l.EventID = b.Records[i].Position, b.Records[i].ID
 		l.Events++
-		l.Member = h.from[b.Records[i].ID]
+		l.Member = h.from[delivery{b.Records[i].ID, s}]
 	}
-	for _, rec := range b.Records {
-		delete(h.from, rec.ID)
+	for i, rec := range b.Records {
+		delete(h.from, delivery{rec.ID, sl[i]})
+	}
+	if final {
+		for s, p := range h.passed {
+			if l, ok := h.held[s]; ok {
+				l.Checkpoint, l.EventID, l.Member = p.pos, p.id, p.member
+			}
+		}
+		clear(h.passed)
+	}
+	if len(b.Records) == 0 {
+		return
 	}
 	if p := b.Records[len(b.Records)-1].Position; p.After(h.last) {
 		h.last = p

@@ -29,6 +29,17 @@ import (
 // delivered: a projection that needs them cannot be sliced by this group.
 // Projection.Query must be left empty (NewRunner rejects a sliced projection
 // with a Query): Slicing selects the events.
+//
+// Across several databases (a PartitionedSource), the slices are
+// partition × tag slice: Count slices per partition, slice i being tag
+// slice i mod Count of its partition (Layout). Each reads its partition
+// whole, on the database serving it and following its moves as an
+// unsliced projection across databases does, and is delivered the same
+// records as the tag slice of a projection on one database; its checkpoint
+// moves past the records it is not delivered (Lease.Passed), so a slice
+// whose records are rare still keeps up with its partition, for lag and
+// retention. The cost: every partition is read Count times, once per tag
+// slice.
 type Slicing struct {
 	// Group is the tag group the projection is keyed by ("account").
 	Group string
@@ -36,7 +47,9 @@ type Slicing struct {
 	// the most runners that can share the work. Default 64. Slice i covers
 	// the tag slices [i×1024/Count, (i+1)×1024/Count).
 	Count int
-	// Partition is the partition read; "" means journal.DefaultPartition.
+	// Partition is the partition read; "" means journal.DefaultPartition,
+	// and across several databases (PartitionedSource) every partition of
+	// the source.
 	Partition string
 	// Types, when not empty, keeps only events of these types.
 	Types []string
@@ -71,8 +84,13 @@ func (s Slicing) SliceOf(tag journal.Tag) (int, bool) {
 }
 
 // TagsIn returns the tags of r that are of the group and in slice: the keys a
-// delivery of r for slice stands for.
+// delivery of r for slice stands for. slice may be a slice of a sliced
+// projection across several databases (Batch.Slices of one: partition ×
+// tag slice), whose tag slice is slice mod Count.
 func (s Slicing) TagsIn(r journal.Record, slice int) []journal.Tag {
+	if s.Count > 0 {
+		slice %= s.Count
+	}
 	var out []journal.Tag
 	for _, t := range r.Tags {
 		if i, ok := s.SliceOf(t); ok && i == slice {
@@ -132,17 +150,22 @@ func (s Slicing) Layout() Layout {
 // Layout is how a store cuts a projection version's events into slices,
 // each with its own checkpoint and lease. Its zero value is an unsliced
 // projection: one slice (slice 0) over every event the projection's Query
-// selects. With Group set, Count slices of the tag group's tags in
-// Partition (Projection.Slicing). With Partitions set, one slice per
-// partition, for a projection across several databases
-// (PartitionedSource). A layout is part of a version: a store refuses to
-// join a version with another one (ErrSlicingChanged).
+// selects. With Group set (and Partitions empty), Count slices of the tag
+// group's tags in Partition (Projection.Slicing). With Partitions set (and
+// Group empty), one slice per partition, for a projection across several
+// databases (PartitionedSource). With both, a sliced projection across
+// several databases: Count slices per partition (partition × tag slice),
+// Partition empty; the partitions' blocks of Count slices follow each
+// other in the order of Partitions, so slice i is tag slice i mod Count of
+// partition Partitions[i / Count]. A layout is part of a version: a store
+// refuses to join a version with another one (ErrSlicingChanged).
 type Layout struct {
 	Group     string
 	Count     int
 	Partition string
 	// Partitions are the partitions of a projection across several
-	// databases, a slice each; a store returns them in slice order.
+	// databases, a slice (or, with Group, a block of Count slices) each; a
+	// store returns them in slice order.
 	Partitions []string
 }
 
@@ -150,10 +173,21 @@ type Layout struct {
 // partition), as opposed to one slice for the whole projection.
 func (l Layout) Sliced() bool { return l.Group != "" || len(l.Partitions) > 0 }
 
-// Kind names l's kind in messages: "unsliced", "sliced by tag group …" or
-// "by partition".
+// PerPartition is the number of slices each partition of a layout by
+// partition has: Count when it is also sliced by tag, else 1.
+func (l Layout) PerPartition() int {
+	if l.Group != "" {
+		return max(1, l.Count)
+	}
+	return 1
+}
+
+// Kind names l's kind in messages: "unsliced", "sliced by tag group …",
+// "by partition" or "sliced by tag group … of each partition".
 func (l Layout) Kind() string {
 	switch {
+	case l.Group != "" && len(l.Partitions) > 0:
+		return fmt.Sprintf("sliced by tag group %q into %d slices of each partition across several databases", l.Group, l.Count)
 	case l.Group != "":
 		return fmt.Sprintf("sliced by tag group %q into %d slices of partition %q", l.Group, l.Count, l.Partition)
 	case len(l.Partitions) > 0:
@@ -163,8 +197,8 @@ func (l Layout) Kind() string {
 }
 
 // Same reports whether a store that keeps stored may join a runner that
-// asks for l: both unsliced, both by partition, or by the same tag
-// slicing.
+// asks for l: both unsliced, both by partition, by the same tag slicing,
+// or both by partition with the same tag slicing.
 func (l Layout) Same(stored Layout) bool {
 	return l.Group == stored.Group && l.Count == stored.Count && l.Partition == stored.Partition &&
 		(len(l.Partitions) > 0) == (len(stored.Partitions) > 0)
@@ -200,6 +234,40 @@ type Lease struct {
 	// Empty for a projection over one journal.
 	Member  string
 	EventID uuid.UUID
+	// Passed and PassedID, when PassedID is set, are where Commit moves
+	// the slice's checkpoint instead of the last record delivered for it:
+	// the last record the runner read for the slice, later in the slice's
+	// feed than every record of the commit delivered for it, that it
+	// passed over without delivering (a slice of a sliced projection
+	// across several databases reads its whole partition and is delivered
+	// only its tag slice's records). Member is then the member Passed is
+	// a position of. A commit may carry leases of slices no record is
+	// delivered for, and no record at all, when they have Passed set.
+	Passed   journal.Position
+	PassedID uuid.UUID
+}
+
+// CheckCommitArgs reports arguments of Store.Commit that are not a
+// commit: no lease, slices not one per record, or no record while some
+// lease has nothing passed (Lease.PassedID). Both stores check through it.
+func CheckCommitArgs(ls []Lease, records []journal.Record, sl []int) error {
+	ok := len(ls) > 0 && len(sl) == len(records)
+	for _, l := range ls {
+		ok = ok && (len(records) > 0 || l.PassedID != uuid.Nil)
+	}
+	if !ok {
+		return errors.New("projection: Commit needs leases, one slice per record, and records unless every lease has passed records (Lease.PassedID)")
+	}
+	return nil
+}
+
+// FirstPosition returns the position of the first of records (a
+// HandlerError's At), zero when there is none.
+func FirstPosition(records []journal.Record) journal.Position {
+	if len(records) == 0 {
+		return journal.Position{}
+	}
+	return records[0].Position
 }
 
 // Check reports why l may not act on its slice, given the slice as its

@@ -92,7 +92,10 @@ INSERT INTO __S__.events_archive (` + pgschema.ArchiveCols + `, correlation_id) 
 // slices (scribe_slice) it covers, read through the tag index
 // (event_tags_group_slice) and then the events table; its own row, which a
 // sliced commit never moves, does not count. A slice of a projection across
-// several databases (an empty tag_group, migration 12) holds a position on the
+// several databases (by_partition, migrations 12 and 15; sliced by tag or
+// not) reads its partition's feed, the events table in position order, and
+// moves its checkpoint past the records it is not delivered: it counts
+// as a reader of the feed (an empty tag_group here). Its position is on the
 // database its member column names, which this journal cannot tell from
 // itself: such positions count as if they were this database's (the
 // conservative side: a position of another database can only hold back more
@@ -102,21 +105,23 @@ const liveCheckpointsSQL = `SELECT NULL::text AS partition, NULL::text AS tag_gr
 	WHERE (a.version IS NULL OR p.version >= a.version)
 	  AND NOT EXISTS (SELECT FROM __S__.projection_slices ps WHERE ps.name = p.name AND ps.version = p.version)
 	UNION ALL
-	SELECT ps.partition, ps.tag_group, ps.slice * (1024 / ps.slice_count), (ps.slice + 1) * (1024 / ps.slice_count), ps.commit_xid, ps.seq
+	SELECT ps.partition, CASE WHEN ps.by_partition THEN '' ELSE ps.tag_group END,
+		ps.slice % ps.slice_count * (1024 / ps.slice_count), (ps.slice % ps.slice_count + 1) * (1024 / ps.slice_count), ps.commit_xid, ps.seq
 	FROM __S__.projection_slices ps
 	LEFT JOIN __S__.projection_active a ON a.name = ps.name
 	WHERE a.version IS NULL OR ps.version >= a.version`
 
 // feedFloorSQL is the lowest of liveCheckpointsSQL's checkpoints of the
 // readers of the events table in position order (unsliced projections,
-// and the slices of projections across several databases, which read their
-// partition's feed): no event row after it may leave the events table.
-// NULL when there are none. The slices of a sliced projection do not
-// count: an event row leaves only once the cut of every chain it is linked
-// to passed it (fullyCutSQL), and the cut of a stream read by a slice stops
-// before the first tag index row the slice has not passed (tagFloorSQL), so
-// a row leaves only once every slice it belongs to passed it; a slice that
-// gets no events (its checkpoint stays at zero) holds nothing back.
+// and the slices of projections across several databases, sliced by tag
+// or not, which read their partition's feed): no event row after it may
+// leave the events table. NULL when there are none. The slices of a sliced
+// projection do not count: an event row leaves only once the cut of every
+// chain it is linked to passed it (fullyCutSQL), and the cut of a stream
+// read by a slice stops before the first tag index row the slice has not
+// passed (tagFloorSQL), so a row leaves only once every slice it belongs to
+// passed it; a slice that gets no events (its checkpoint stays at zero)
+// holds nothing back.
 const feedFloorSQL = `SELECT min(ARRAY[c.commit_xid, c.seq]) FROM (` + liveCheckpointsSQL + `) c
 	WHERE c.tag_group IS NULL OR c.tag_group = ''`
 

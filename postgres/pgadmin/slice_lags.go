@@ -63,11 +63,13 @@ func (a *Admin) SliceLags(ctx context.Context, k projection.Key, atMost int) ([]
 
 // sliceLagsSQL is SliceLags' statement ($1 name, $2 version). A slice of a
 // sliced projection counts its tag slices' entries in the tag index after
-// its checkpoint; a slice of a projection across several databases (tag
-// group "") its partition's events after its checkpoint, when the
-// checkpoint is a position of this database (nothing applied yet, or its
-// event is here: hot or archived), and nothing otherwise (its position is
-// another database's).
+// its checkpoint; a slice of a projection across several databases
+// (by_partition) its partition's events after its checkpoint (those with a
+// tag of its tag slice when it is sliced by tag too: the deliveries it has
+// not applied, counted on the events table, which keeps every event after
+// its checkpoint hot), when the checkpoint is a position of this database
+// (nothing applied yet, or its event is here: hot or archived), and
+// nothing otherwise (its position is another database's).
 func (a *Admin) sliceLagsSQL(atMost int) string {
 	limit := ""
 	if atMost > 0 {
@@ -77,17 +79,20 @@ func (a *Admin) sliceLagsSQL(atMost int) string {
 			  AND et.commit_xid >= s.commit_xid AND (et.commit_xid, et.seq) > (s.commit_xid, s.seq)
 			  AND __S__.scribe_slice(et.tag) >= s.slice * (1024 / s.slice_count)
 			  AND __S__.scribe_slice(et.tag) < (s.slice + 1) * (1024 / s.slice_count)`
-	const feed = `(s.partition = '' OR e.partition = s.partition) AND e.commit_xid >= s.commit_xid AND (e.commit_xid, e.seq) > (s.commit_xid, s.seq)`
+	const feed = `(s.partition = '' OR e.partition = s.partition) AND e.commit_xid >= s.commit_xid AND (e.commit_xid, e.seq) > (s.commit_xid, s.seq)
+			  AND (s.tag_group = '' OR EXISTS (SELECT FROM unnest(e.tags) AS t(tag) WHERE split_part(t.tag, ':', 1) = s.tag_group
+				AND __S__.scribe_slice(t.tag) >= s.slice % s.slice_count * (1024 / s.slice_count)
+				AND __S__.scribe_slice(t.tag) < (s.slice % s.slice_count + 1) * (1024 / s.slice_count)))`
 	const here = `(s.event_id IS NULL
 			OR EXISTS (SELECT FROM __S__.events x WHERE x.commit_xid = s.commit_xid AND x.seq = s.seq AND x.id = s.event_id)
 			OR EXISTS (SELECT FROM __S__.events_archive x WHERE x.commit_xid = s.commit_xid AND x.seq = s.seq AND x.id = s.event_id))`
 	return a.sql(`SELECT
-			CASE WHEN s.tag_group <> '' THEN
+			CASE WHEN s.tag_group <> '' AND NOT s.by_partition THEN
 				(SELECT count(*) FROM (SELECT DISTINCT et.commit_xid, et.seq FROM __S__.event_tags et WHERE ` + behind + limit + `) d)
 			WHEN ` + here + ` THEN
 				(SELECT count(*) FROM (SELECT FROM __S__.events e WHERE ` + feed + limit + `) d)
 			ELSE 0 END,
-			CASE WHEN s.tag_group <> '' THEN
+			CASE WHEN s.tag_group <> '' AND NOT s.by_partition THEN
 				(SELECT e.recorded_at FROM __S__.event_tags et JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
 					WHERE ` + behind + ` ORDER BY et.commit_xid, et.seq LIMIT 1)
 			WHEN ` + here + ` THEN
