@@ -58,7 +58,12 @@ func (s slicedStatus) print(e *env, k projection.Key) error {
 		return nil
 	}
 	owners := map[string]int{}
-	fmt.Fprintf(e.stdout, "\n%s: sliced by tag group %q of partition %q into %d slices\n", k, s.layout.Group, s.layout.Partition, s.layout.Count)
+	if len(s.layout.Partitions) > 0 {
+		// Across several databases: the slices are partition × tag slice.
+		fmt.Fprintf(e.stdout, "\n%s: %s (%d partitions, %d slices)\n", k, s.layout.Kind(), len(s.layout.Partitions), len(s.slices))
+	} else {
+		fmt.Fprintf(e.stdout, "\n%s: sliced by tag group %q of partition %q into %d slices\n", k, s.layout.Group, s.layout.Partition, s.layout.Count)
+	}
 	t := newTable(e.stdout, "SLICE", "OWNER", "EPOCH", "CHECKPOINT", "EVENTS", "LAG", "LAG TIME", "LEASE UNTIL")
 	for i, x := range s.slices {
 		owner := x.Owner
