@@ -2,6 +2,7 @@ package scribe_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -25,7 +26,10 @@ func TestUpcastCheck(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.URL(t)
-	_, schema := pgtest.Pool(t)
+	pool, schema := pgtest.Pool(t)
+	t.Cleanup(func() { // Open made the key store's schema beside the test's
+		_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+postgres.KeyStoreSchemaFor(schema)+`" CASCADE`)
+	})
 	store, err := postgres.Open(ctx, url, postgres.Config{Schema: schema, KeyStore: &postgres.KeyStoreConfig{}})
 	require.NoError(t, err)
 	var firstV1 string

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -232,7 +233,7 @@ func TestCheckpointSurvivesErasureAndArchive(t *testing.T) {
 	ctx := t.Context()
 	s := setupSigned(t)
 	keySchema := s.schema + "_keys"
-	t.Cleanup(func() { _, _ = s.pool.Exec(t.Context(), `DROP SCHEMA IF EXISTS "`+keySchema+`" CASCADE`) })
+	t.Cleanup(func() { _, _ = s.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+keySchema+`" CASCADE`) })
 	res := s.scribe(t, "migrate", "keys", "-keys", keySchema)
 	require.Equal(t, exitOK, res.code, res.stderr)
 	ks, err := postgres.NewKeyStore(s.pool, postgres.KeyStoreConfig{Schema: keySchema})
