@@ -194,6 +194,28 @@ func movedEvents(recs []journal.Record, hot map[uuid.UUID]bool, cuts map[journal
 	return n
 }
 
+// heldProjection returns an unsliced projection k of q that applies each
+// record to m after waiting at gate, and a function reading its status.
+func heldProjection(t *testing.T, store *postgres.ProjectionStore, k projection.Key, q journal.Query, m *appliedModel, gate *holdGate) (projection.Projection[pgx.Tx], func() projection.Status) {
+	p := projection.Projection[pgx.Tx]{Name: k.Name, Version: k.Version, Query: q,
+		Handle: func(ctx context.Context, tx pgx.Tx, b projection.Batch) error {
+			if err := gate.wait(ctx); err != nil {
+				return err
+			}
+			for _, rec := range b.Records {
+				if err := m.apply(ctx, tx, rec, rec.Tags); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
+	return p, func() projection.Status {
+		st, err := store.Status(t.Context(), k)
+		require.NoError(t, err)
+		return st
+	}
+}
+
 // runRunners starts n runners of p on goroutines and returns a function that
 // stops them and asserts that each returned nil.
 func runRunners(t *testing.T, f *fixture, store *postgres.ProjectionStore, p projection.Projection[pgx.Tx], n int) (stop func()) {
@@ -402,23 +424,7 @@ func TestArchiveWhileUnslicedRunnersLag(t *testing.T) {
 	k := projection.Key{Name: "balances", Version: 1}
 	m := newAppliedModel(t, f, k.String())
 	var gate holdGate
-	p := projection.Projection[pgx.Tx]{Name: k.Name, Version: k.Version,
-		Handle: func(ctx context.Context, tx pgx.Tx, b projection.Batch) error {
-			if err := gate.wait(ctx); err != nil {
-				return err
-			}
-			for _, rec := range b.Records {
-				if err := m.apply(ctx, tx, rec, rec.Tags); err != nil {
-					return err
-				}
-			}
-			return nil
-		}}
-	status := func() projection.Status {
-		st, err := store.Status(ctx, k)
-		require.NoError(t, err)
-		return st
-	}
+	p, status := heldProjection(t, store, k, journal.Query{}, m, &gate)
 
 	stop := runRunners(t, f, store, p, 2)
 	first := archiveLoad(t, f, 1, 40)

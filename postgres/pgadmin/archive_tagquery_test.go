@@ -1,12 +1,10 @@
 package pgadmin_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/journal"
@@ -36,23 +34,7 @@ func TestArchiveWhileATagQueryProjectionLags(t *testing.T) {
 		q.Items = append(q.Items, journal.QueryItem{Tags: []journal.Tag{tag}})
 	}
 	var gate holdGate
-	p := projection.Projection[pgx.Tx]{Name: k.Name, Version: k.Version, Query: q,
-		Handle: func(ctx context.Context, tx pgx.Tx, b projection.Batch) error {
-			if err := gate.wait(ctx); err != nil {
-				return err
-			}
-			for _, rec := range b.Records {
-				if err := m.apply(ctx, tx, rec, rec.Tags); err != nil {
-					return err
-				}
-			}
-			return nil
-		}}
-	status := func() projection.Status {
-		st, err := store.Status(ctx, k)
-		require.NoError(t, err)
-		return st
-	}
+	p, status := heldProjection(t, store, k, q, m, &gate)
 	ofMine := func(recs []journal.Record) []journal.Record {
 		return slices.DeleteFunc(slices.Clone(recs), func(r journal.Record) bool { return !slices.Contains(mine, r.Tags[0]) })
 	}
