@@ -59,7 +59,7 @@ func TestClusterModesInAChildProcess(t *testing.T) {
 			r, ok := seen[m]
 			require.True(t, ok, "%s: mode %s missing", sc, m)
 			require.Zero(t, r.Errors, "%s/%s: %s", sc, m, r.FirstError)
-			require.Positive(t, r.CommandsPerS, "%s/%s", sc, m)
+			require.Positive(t, r.Completed, "%s/%s: completed no command", sc, m)
 			require.Equal(t, r.CommandsPerS, r.EventsPerS, "%s/%s: one event per command", sc, m)
 		}
 		require.True(t, strings.Contains(stderr.String(), "| cluster-remote"), "%s: the table lists cluster-remote:\n%s", sc, stderr.String())

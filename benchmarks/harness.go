@@ -169,6 +169,11 @@ func measure(ctx context.Context, c cell, m mode, warmup, window, progressEvery 
 	until := from.Add(window)
 	// The window's end is every command's deadline: a command still running
 	// then is cut off (and not counted), so the window ends on time.
+	// Only a writer's first command is exempt: it runs on the caller's ctx
+	// and, started after the window, is still run once, so that every writer
+	// completes a command however slow the machine (a cell of a slow machine
+	// has fewer, not none); it counts in the window only if it ends inside.
+	parent := ctx
 	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -177,13 +182,23 @@ func measure(ctx context.Context, c cell, m mode, warmup, window, progressEvery 
 		pick := picker(c.Scenario, id, c.Run)
 		st := &stats[id]
 		wg.Go(func() {
-			for ctx.Err() == nil {
+			for parent.Err() == nil {
 				t0 := time.Now()
-				if !t0.Before(until) {
+				first := st.done.Load() == 0
+				if !first && (ctx.Err() != nil || !t0.Before(until)) {
 					return
 				}
-				out, err := w.do(ctx, pick())
+				cmdCtx := ctx
+				if first {
+					cmdCtx = parent
+				}
+				out, err := w.do(cmdCtx, pick())
 				t1 := time.Now()
+				if first && !t0.Before(until) {
+					// The late first attempt: counted as done, never in the window.
+					st.done.Add(int64(out.Commands))
+					return
+				}
 				if t1.Before(from) || !t1.Before(until) {
 					// Warm-up, or finished after the window closed.
 					st.done.Add(int64(out.Commands))

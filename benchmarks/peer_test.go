@@ -44,7 +44,7 @@ func TestLoadScenarioOnMemoryJournal(t *testing.T) {
 	ran := map[string]bool{}
 	for _, r := range jsonResults(t, stdout) {
 		require.Zero(t, r.Errors, "%s: %s", r.Mode, r.FirstError)
-		require.Positive(t, r.CommandsPerS, r.Mode)
+		require.Positive(t, r.Completed, "%s: completed no command", r.Mode)
 		requireEventsPerCommand(t, loadEvents, r, "%s: every load folds %d events", r.Mode, loadEvents)
 		ran[r.Mode] = true
 	}
@@ -77,7 +77,7 @@ func TestPeerOnPostgres(t *testing.T) {
 	seen := map[key]jsonResult{}
 	for _, r := range jsonResults(t, stdout.String()) {
 		require.Zero(t, r.Errors, "%s/%s/%d: %s", r.Scenario, r.Mode, r.Writers, r.FirstError)
-		require.Positive(t, r.CommandsPerS, "%s/%s/%d", r.Scenario, r.Mode, r.Writers)
+		require.Positive(t, r.Completed, "%s/%s/%d: completed no command", r.Scenario, r.Mode, r.Writers)
 		require.Positive(t, r.RoundTripsPerCommand, "%s/%s/%d: counted", r.Scenario, r.Mode, r.Writers)
 		events := 1.0
 		if r.Scenario == scenarioLoad {
