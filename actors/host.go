@@ -304,13 +304,16 @@ func (h *Host) removed(stream journal.StreamID, e *entry) {
 // send delivers an internal message straight to an actor's PID.
 func (h *Host) send(pid *actor.PID, msg any) { h.system.Root.Send(pid, msg) }
 
-// goIO runs fn on a pooled goroutine, tracked by Shutdown.
+// goIO runs fn on a pooled goroutine, tracked by Shutdown; after Shutdown
+// closed the pool, fn is dropped (every actor has stopped by then).
 func (h *Host) goIO(fn func()) {
 	h.io.Add(1)
-	h.ioPool.run(func() {
+	if !h.ioPool.run(func() {
 		defer h.io.Done()
 		fn()
-	})
+	}) {
+		h.io.Done()
+	}
 }
 
 // ioContext bounds one journal or snapshot call.

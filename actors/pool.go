@@ -19,22 +19,36 @@ const mailboxThroughput = 300
 // calls and user code are deep) and saves a goroutine start per task; idle
 // workers exit after poolWorkerIdle, and all of them on close.
 type workerPool struct {
-	tasks chan func() // unbuffered: a send succeeds only if a worker waits
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	tasks  chan func() // unbuffered: a send succeeds only if a worker waits
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex // orders starting a worker with close
+	closed bool
 }
 
 func newWorkerPool() *workerPool {
 	return &workerPool{tasks: make(chan func()), stop: make(chan struct{})}
 }
 
-func (p *workerPool) run(fn func()) {
+// run runs fn on a worker and reports true, or drops it and reports false
+// once close has started: after Shutdown, a timer's late message to a
+// stopped actor (a linger's wake-up, say) must not start a worker that
+// close no longer waits for (which raced with its WaitGroup.Wait).
+func (p *workerPool) run(fn func()) bool {
 	select {
 	case p.tasks <- fn:
+		return true
 	default:
-		p.wg.Add(1)
-		go p.worker(fn)
 	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return false
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go p.worker(fn)
+	return true
 }
 
 // worker runs fn and then the tasks handed to it. Its idle timer is not reset
@@ -68,6 +82,9 @@ func (p *workerPool) worker(fn func()) {
 
 // close stops the idle workers and waits for the busy ones to finish.
 func (p *workerPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
 	close(p.stop)
 	p.wg.Wait()
 }
