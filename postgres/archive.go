@@ -66,7 +66,8 @@ const readStreamWithArchiveSQL = `SELECT ` + recordCols + ` FROM (
 	ORDER BY et.version LIMIT $4`
 
 // ReadStreamWithArchive implements journal.ArchiveReader: ReadStream
-// through the cut, archived and hot alike, for audits and exports.
+// through the cut, archived and hot alike, for audits and exports, in
+// ReadStream's pages.
 func (j *Journal) ReadStreamWithArchive(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
@@ -77,7 +78,7 @@ func (j *Journal) ReadStreamWithArchive(ctx context.Context, stream journal.Stre
 	}
 	fromVersion = max(fromVersion, 1)
 	stmt := j.sql(readStreamWithArchiveSQL)
-	return j.pages(ctx, limit, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, limit, streamPageFactor*j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
 		from := fromVersion
 		if last != nil {
 			from = last.Version(stream.Tag) + 1

@@ -29,7 +29,9 @@ type Config struct {
 	// while another live node holds the stream; it matters only when a lease
 	// notification is lost. Default 1s.
 	AcquirePollInterval time.Duration
-	// PageSize is how many records a read fetches per round trip. Default 512.
+	// PageSize is how many records a read fetches per round trip; a
+	// ReadStream fetches 8 times as many (a whole aggregate of up to 4,096
+	// events by default). Default 512.
 	PageSize int
 	// ReplicaWait is how long Replica.ReaderAt waits for the standby to
 	// replay a position before it answers with the primary. Default 2s.

@@ -160,9 +160,16 @@ func (j *Journal) recordsByID(ctx context.Context, db querier, events []journal.
 	return out, nil
 }
 
+// streamPageFactor is how many times Config.PageSize records a ReadStream
+// statement fetches: a whole aggregate of up to 4,096 events (the default)
+// in one round trip, which every actor recovery and runtime.State without a
+// snapshot reads, at a bounded page of memory.
+const streamPageFactor = 8
+
 // pages yields records page by page: next returns the page after the last
-// record yielded (nil for the first page). At most limit records (0: all).
-func (j *Journal) pages(ctx context.Context, limit int, next func(last *journal.Record, n int) ([]journal.Record, error)) iter.Seq2[journal.Record, error] {
+// record yielded (nil for the first page), at most size records. At most
+// limit records in all (0: all).
+func (j *Journal) pages(ctx context.Context, limit, size int, next func(last *journal.Record, n int) ([]journal.Record, error)) iter.Seq2[journal.Record, error] {
 	return func(yield func(journal.Record, error) bool) {
 		if err := j.checkOpen(); err != nil {
 			yield(journal.Record{}, err)
@@ -171,7 +178,7 @@ func (j *Journal) pages(ctx context.Context, limit int, next func(last *journal.
 		var last *journal.Record
 		seen := 0
 		for {
-			n := j.cfg.PageSize
+			n := size
 			if limit > 0 && limit-seen < n {
 				n = limit - seen
 			}
@@ -199,8 +206,9 @@ func (j *Journal) pages(ctx context.Context, limit int, next func(last *journal.
 }
 
 // ReadStream yields a tag stream's records from fromVersion on, in version
-// order, every committed one (not gated). A read starting at or below the
-// stream's cut fails with a *journal.ArchivedError.
+// order, every committed one (not gated), in pages of streamPageFactor
+// times Config.PageSize records: a stream that fits is one statement. A read
+// starting at or below the stream's cut fails with a *journal.ArchivedError.
 func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
@@ -213,7 +221,7 @@ func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromV
 		fromVersion = 1
 	}
 	stmt := j.sql(readStreamSQL)
-	return j.pages(ctx, limit, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, limit, streamPageFactor*j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
 		from := fromVersion
 		if last != nil {
 			from = last.Version(stream.Tag) + 1
@@ -249,7 +257,7 @@ func (j *Journal) Read(ctx context.Context, q journal.Query, opts journal.ReadOp
 			yield(journal.Record{}, fmt.Errorf("%w: ReadOptions.Limit is %d; use 0 for no limit or a positive limit", journal.ErrInvalidQuery, opts.Limit))
 		}
 	}
-	return j.pages(ctx, opts.Limit, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, opts.Limit, j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
 		var b bound
 		switch {
 		case last != nil && opts.Backwards:
@@ -279,7 +287,7 @@ func (j *Journal) ReadAll(ctx context.Context, after journal.Position, limit int
 		return yieldErr(fmt.Errorf("%w: ReadAll: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, limit))
 	}
 	q := journal.Query{All: true, AllPartitions: true}
-	return j.pages(ctx, limit, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, limit, j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
 		p := after
 		if last != nil {
 			p = last.Position
@@ -332,7 +340,7 @@ func (j *Journal) ReadByCorrelation(ctx context.Context, correlationID string) i
 		return func(yield func(journal.Record, error) bool) { yield(journal.Record{}, err) }
 	}
 	stmt := j.sql(readByCorrelationSQL)
-	return j.pages(ctx, 0, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, 0, j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
 		var p journal.Position
 		if last != nil {
 			p = last.Position
@@ -352,7 +360,7 @@ func (j *Journal) ReadTypes(ctx context.Context, q journal.TypeQuery) iter.Seq2[
 	if q.Descending {
 		op, dir = "<", " DESC"
 	}
-	return j.pages(ctx, q.Limit, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, q.Limit, j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
 		cursor := q.Cursor
 		if last != nil {
 			cursor = last.Position
