@@ -45,8 +45,7 @@ func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.Trace
 func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // A ReadStream of a stream that fits in its page (8 × PageSize records) is
-// one statement; a longer one takes a statement per page, the last one
-// short or empty. This is the read of every actor recovery: an aggregate
+// one statement; a longer one takes a statement per page. This is the read of every actor recovery: an aggregate
 // of 1,000 events loads in one round trip with the default PageSize.
 func TestReadStreamStatements(t *testing.T) {
 	t.Parallel()
@@ -96,6 +95,8 @@ func TestReadStreamStatements(t *testing.T) {
 	fill("account:128", 128)
 	fill("account:300", 300)
 	require.EqualValues(t, 1, load(small, journal.Stream("account:127"), 127))
-	require.EqualValues(t, 2, load(small, journal.Stream("account:128"), 128), "a full page is followed by an empty one")
+	// An empty page after a full one might be a cut that moved between the
+	// two (the versions archived meanwhile): the stream's cut is read too.
+	require.EqualValues(t, 3, load(small, journal.Stream("account:128"), 128), "a full page, an empty one and the cut")
 	require.EqualValues(t, 3, load(small, journal.Stream("account:300"), 300))
 }
