@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // AppendMetadataJSON and DecodeMetadataJSON replace json.Marshal and
@@ -160,8 +161,18 @@ func decodeMetadataFast(data []byte, m *journal.Metadata) bool {
 	if len(data) == 2 {
 		return true
 	}
-	// One string holds the text of all the fields, which are substrings of it.
-	s := string(data)
+	// s views data without a copy while it is parsed; the string fields are
+	// substrings of owned, one copy of data made at the first of them, so
+	// metadata of createdAt alone (the runtime's) costs no allocation and
+	// nothing decoded refers to data.
+	s := unsafe.String(unsafe.SliceData(data), len(data))
+	var owned string
+	keep := func(v string, end int) string {
+		if owned == "" {
+			owned = string(data)
+		}
+		return owned[end-len(v) : end]
+	}
 	var seen uint16
 	i := 1
 	for {
@@ -194,7 +205,7 @@ func decodeMetadataFast(data []byte, m *journal.Metadata) bool {
 				if !ok || next >= len(s) {
 					return false
 				}
-				m.Scopes = append(m.Scopes, scope)
+				m.Scopes = append(m.Scopes, keep(scope, next-1))
 				i = next + 1
 				if s[next] == ']' {
 					break
@@ -209,6 +220,9 @@ func decodeMetadataFast(data []byte, m *journal.Metadata) bool {
 				return false
 			}
 			i = next
+			if metadataKeys[field] != "createdAt" {
+				v = keep(v, next-1)
+			}
 			switch metadataKeys[field] {
 			case "correlationId":
 				m.CorrelationID = v

@@ -190,6 +190,26 @@ func TestMetadataFastPathsTaken(t *testing.T) {
 	}
 }
 
+// The runtime's metadata is often createdAt alone: decoding it copies
+// nothing, and metadata with string fields copies its text once.
+func TestDecodeMetadataAllocations(t *testing.T) {
+	for _, c := range []struct {
+		data   string
+		allocs float64
+	}{
+		{`{"createdAt":"2026-11-28T12:00:00.123456Z"}`, 0},
+		{`{"correlationId":"c","createdAt":"2026-11-28T12:00:00Z","scopes":["a","b"]}`, 3}, // the text, and the scopes slice grown once
+		{`{"userId":"u","causationId":"x"}`, 1},
+	} {
+		data := []byte(c.data)
+		var m journal.Metadata
+		if got := testing.AllocsPerRun(20, func() { m = journal.Metadata{}; _ = DecodeMetadataJSON(data, &m) }); got != c.allocs {
+			t.Errorf("DecodeMetadataJSON(%s) allocates %v times, want %v", data, got, c.allocs)
+		}
+		checkDecodeMetadata(t, data)
+	}
+}
+
 func FuzzMetadataJSON(f *testing.F) {
 	for _, m := range metadataCases() {
 		data, _ := json.Marshal(m)
