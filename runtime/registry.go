@@ -37,7 +37,8 @@ type eventType struct {
 // registry holds the event types and aggregates of a Runtime.
 type registry struct {
 	codec      Codec
-	keys       *keyring // nil without Config.KeyStore
+	json       jsonDecoders // decodes event data when codec is JSONCodec
+	keys       *keyring     // nil without Config.KeyStore
 	mu         sync.RWMutex
 	byName     map[string]*eventType
 	byType     map[reflect.Type]*eventType
@@ -276,6 +277,13 @@ func (r *registry) decodeEvent(ctx context.Context, rec *journal.Record) (any, [
 
 // unmarshal decodes data into a new value of et's Go type.
 func (r *registry) unmarshal(et *eventType, data json.RawMessage) (any, error) {
+	if _, ok := r.codec.(JSONCodec); ok {
+		v, err := r.json.unmarshal(data, reflect.New(et.typ).Interface(), func() any { return reflect.New(et.typ).Interface() })
+		if err != nil {
+			return nil, err
+		}
+		return reflect.ValueOf(v).Elem().Interface(), nil
+	}
 	ptr := reflect.New(et.typ)
 	if err := r.codec.Unmarshal(data, ptr.Interface()); err != nil {
 		return nil, err
