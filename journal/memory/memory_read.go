@@ -146,10 +146,51 @@ func cloneRecord(r *journal.Record) journal.Record {
 	return c
 }
 
+// copyPage appends to page copies of src, the records of one page. Each
+// copy's Data and Links are its own ranges of two arrays the page shares
+// (one allocation each for the page instead of one per record), capped so
+// that an append to one copies it; consecutive records with equal tags share
+// one copy of them, as the Postgres journal's records do.
+func copyPage(page []journal.Record, src []*journal.Record) []journal.Record {
+	var nData, nLinks int
+	for _, r := range src {
+		nData += len(r.Data)
+		nLinks += len(r.Links)
+	}
+	data := make([]byte, 0, nData)
+	links := make([]journal.StreamLink, 0, nLinks)
+	var tags []journal.Tag
+	for _, r := range src {
+		c := *r
+		if r.Data != nil {
+			s := len(data)
+			data = append(data, r.Data...)
+			c.Data = data[s:len(data):len(data)]
+		}
+		if r.Links != nil {
+			s := len(links)
+			links = append(links, r.Links...)
+			c.Links = links[s:len(links):len(links)]
+		}
+		switch {
+		case len(r.Tags) == 0:
+			c.Tags = slices.Clone(r.Tags)
+		default:
+			if !slices.Equal(tags, r.Tags) {
+				tags = slices.Clone(r.Tags)
+			}
+			c.Tags = tags[:len(tags):len(tags)]
+		}
+		c.Metadata.Scopes = slices.Clone(r.Metadata.Scopes)
+		page = append(page, c)
+	}
+	return page
+}
+
 // read yields copies of the records that the cursor from open (called once,
 // under the lock) visits and keep (nil: all) accepts, at most limit of them
-// (0: no limit). It copies a page at a time under the lock and yields with the
-// lock released. It ends when the cursor is exhausted, unless the cursor
+// (0: no limit). It copies a page at a time under the lock (copyPage) and
+// yields with the lock released. It ends when the cursor is exhausted, unless the cursor
 // follows the record log: then it waits for the next commit and goes on, until
 // ctx ends, the journal closes or the consumer stops.
 func (m *Journal) read(ctx context.Context, open func() (memCursor, error), keep func(*journal.Record) bool, limit int) iter.Seq2[journal.Record, error] {
@@ -159,6 +200,7 @@ func (m *Journal) read(ctx context.Context, open func() (memCursor, error), keep
 			opened bool
 			n      int
 			page   []journal.Record
+			src    []*journal.Record
 		)
 		for {
 			if err := m.lock(ctx); err != nil {
@@ -174,8 +216,8 @@ func (m *Journal) read(ctx context.Context, open func() (memCursor, error), keep
 				}
 				opened = true
 			}
-			page = page[:0]
-			for budget := memScanBudget; budget > 0 && len(page) < memPageSize && (limit == 0 || n < limit); budget-- {
+			src = src[:0]
+			for budget := memScanBudget; budget > 0 && len(src) < memPageSize && (limit == 0 || n < limit); budget-- {
 				idx, ok := cur.next()
 				if !ok {
 					break
@@ -184,9 +226,10 @@ func (m *Journal) read(ctx context.Context, open func() (memCursor, error), keep
 				if keep != nil && !keep(r) {
 					continue
 				}
-				page = append(page, cloneRecord(r))
+				src = append(src, r)
 				n++
 			}
+			page = copyPage(page[:0], src)
 			finished := cur.exhausted() || (limit > 0 && n >= limit)
 			follow := cur.follow != nil
 			var wake, done chan struct{}

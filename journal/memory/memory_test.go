@@ -680,3 +680,33 @@ func TestMemoryDefaultConfig(t *testing.T) {
 	require.ErrorIs(t, err, journal.ErrInvalidEvent)
 	require.Contains(t, err.Error(), "over the limit of 16 bytes")
 }
+
+// The records of one read page share their backing arrays, but each is its
+// caller's: writing into one record's data or links, or appending to them,
+// changes neither another record of the page nor what a later read gets.
+func TestMemoryReadRecordsAreTheCallers(t *testing.T) {
+	s := setup(t)
+	ctx := context.Background()
+	tag := journal.Tag("account:1")
+	for i := range 3 {
+		e := ev("Deposited", tag)
+		e.Data = json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))
+		_, err := s.mem.Append(ctx, []journal.Event{e}, journal.AppendOptions{})
+		require.NoError(t, err)
+	}
+	recs := drain(t, s.mem.ReadStream(ctx, journal.Stream(tag), 1, 0))
+	require.Len(t, recs, 3)
+	recs[0].Data[5] = '9'
+	recs[0].Data = append(recs[0].Data, " tail"...)
+	recs[0].Links[0].Version = 99
+	recs[0].Links = append(recs[0].Links, journal.StreamLink{Tag: "x:1"})
+	recs[0].Tags = append(recs[0].Tags, "x:1")
+	require.JSONEq(t, `{"n":1}`, string(recs[1].Data))
+	require.Equal(t, uint64(2), recs[1].Links[0].Version)
+	require.Len(t, recs[1].Links, 1)
+	require.Equal(t, []journal.Tag{tag}, recs[1].Tags)
+	again := drain(t, s.mem.ReadStream(ctx, journal.Stream(tag), 1, 0))
+	require.JSONEq(t, `{"n":0}`, string(again[0].Data))
+	require.Equal(t, uint64(1), again[0].Links[0].Version)
+	require.Equal(t, []journal.Tag{tag}, again[0].Tags)
+}
