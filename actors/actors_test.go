@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -590,4 +591,54 @@ func TestInlineAppendOnlyForTheJournalItself(t *testing.T) {
 	wrapped := f.host(t, func(c *actors.Config) { c.Journal, c.NodeID = slowJournal{f.mem}, "node-b" })
 	require.False(t, wrapped.AppendsInline(), "a wrapper's InlineAppend names the embedded journal, not itself")
 	require.EqualValues(t, 1, exec(t, wrapped, stream("w"), add{1}).Version, "and still appends")
+}
+
+// A posted confirmation (tagconsistency.PostingGrantor) ends the reservation
+// like Confirm without an answer: the actor adopts the records and serves the
+// caller's next command, which it queued behind it; a posted confirmation of
+// a reservation the actor already cancelled makes it re-read the stream.
+func TestPostedConfirmationIsAdopted(t *testing.T) {
+	t.Parallel()
+	f := newFixture()
+	h := f.host(t, func(c *actors.Config) { c.ReservationHold = 200 * time.Millisecond })
+	s := stream("posted")
+	exec(t, h, s, add{1})
+	appendHeld := func(r *tagconsistency.Reservation, n int) []journal.Record {
+		t.Helper()
+		res, err := f.mem.Append(context.Background(), []journal.Event{{
+			ID: journal.NewEventID(), Type: "Added", SchemaVersion: 1, Tags: []journal.Tag{s.Tag},
+			Data: fmt.Appendf(nil, `{"n":%d}`, n),
+		}}, journal.AppendOptions{Expect: map[journal.Tag]uint64{s.Tag: r.Version}, Leases: []journal.Lease{r.Lease}})
+		require.NoError(t, err)
+		return res.Records
+	}
+
+	r, err := h.Reserve(context.Background(), s)
+	require.NoError(t, err)
+	pg, ok := r.Grantor.(tagconsistency.PostingGrantor)
+	require.True(t, ok, "the actors' grants take posted confirmations")
+	pg.PostConfirm(appendHeld(r, 10))
+	require.Error(t, r.Grantor.Cancel(context.Background(), nil), "a reservation ends once")
+	got := exec(t, h, s, add{100})
+	require.Equal(t, 111, got.State)
+	require.Equal(t, uint64(3), got.Version)
+
+	// Held past ReservationHold: the actor cancels the reservation (and
+	// re-reads the stream), then grants the next one. The late posted
+	// confirmation finds the reservation gone: the actor re-reads again and
+	// answers nobody (nothing waits for a posted confirmation).
+	r, err = h.Reserve(context.Background(), s)
+	require.NoError(t, err)
+	recs := appendHeld(r, 1000)
+	r2, err := h.Reserve(context.Background(), s) // granted once r expired
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), r2.Version, "the expired holder's append was read")
+	r.Grantor.(tagconsistency.PostingGrantor).PostConfirm(recs)
+	r2.Grantor.(tagconsistency.PostingGrantor).PostConfirm(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err = h.Execute(ctx, s, actors.Command{Payload: add{1}})
+	require.NoError(t, err, "the actor serves again after a late posted confirmation")
+	require.Equal(t, 1112, got.State)
+	require.Equal(t, uint64(5), got.Version)
 }

@@ -155,6 +155,8 @@ package actors
 // further reservations (contenders wait, they do not fail). The holder appends
 // with the lease and the expected version, then calls Confirm with the stored
 // records (the actor evolves its state with those carrying its tag) or Cancel.
+// The grant is a tagconsistency.PostingGrantor: the executor posts the
+// confirmation (PostConfirm) and does not wait for the actor's answer.
 // Reserve fails with a *tagconsistency.ReservationTimeoutError naming the tag after
 // Config.ReservationTimeout; a reservation held longer than
 // Config.ReservationHold is cancelled by the actor, which re-reads its tail.

@@ -78,6 +78,22 @@ func (g *actorGrant) Confirm(ctx context.Context, records []journal.Record) erro
 	return g.finish(ctx, &confirmMsg{id: g.id, records: records, reply: reply}, reply)
 }
 
+// PostConfirm implements tagconsistency.PostingGrantor: the confirmation is
+// in the actor's mailbox when it returns, so the caller's next request to the
+// stream queues behind it; nobody waits for the actor's answer. A reservation
+// the actor no longer holds makes it log and reload (onConfirm).
+func (g *actorGrant) PostConfirm(records []journal.Record) {
+	if !g.finished.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case <-g.done:
+		return // the actor stopped: its next activation reads the stream
+	default:
+	}
+	g.host.send(g.pid, &confirmMsg{id: g.id, records: records})
+}
+
 func (g *actorGrant) Cancel(ctx context.Context, cause error) error {
 	reply := make(chan error, 1)
 	return g.finish(ctx, &cancelMsg{id: g.id, cause: cause, reply: reply}, reply)
@@ -144,7 +160,13 @@ func (a *streamActor) onConfirm(m *confirmMsg) {
 		if len(m.records) > 0 {
 			a.need(stStale)
 		}
-		m.reply <- fmt.Errorf("%w: stream %s (it outlived the reservation timeout, or the actor lost its lease)", tagconsistency.ErrReservationLost, a.stream)
+		err := fmt.Errorf("%w: stream %s (it outlived the reservation timeout, or the actor lost its lease)", tagconsistency.ErrReservationLost, a.stream)
+		if m.reply == nil {
+			// Posted (PostConfirm): nobody waits for the answer.
+			a.host.cfg.Logger.Warn("a posted DCB confirmation arrived for a reservation no longer held; the stream is re-read before it serves again", "stream", a.stream.String(), "records", len(m.records))
+			return
+		}
+		m.reply <- err
 		return
 	}
 	outcome := stReady
@@ -184,7 +206,9 @@ func (a *streamActor) onConfirm(m *confirmMsg) {
 			a.head = l.Hash
 		}
 	}
-	m.reply <- nil
+	if m.reply != nil {
+		m.reply <- nil
+	}
 	a.resume(outcome)
 	a.maybeSnapshot()
 }

@@ -21,8 +21,10 @@
 //     reserved stream, the owners' leases, and the DCB append condition
 //     "nothing matching the query after the last position folded" as a
 //     backstop;
-//  4. it confirms each owner with the new records carrying its tag, or
-//     cancels every reservation on any failure.
+//  4. it confirms each owner with the new records carrying its tag (posted,
+//     without waiting for the owner's answer, when the grant is a
+//     [PostingGrantor], as the stream actors' are), or cancels every
+//     reservation on any failure.
 //
 // Because every writer of a tag goes through its owner, a valid command
 // succeeds at its first attempt: there is no retry loop. An append rejected by

@@ -167,8 +167,9 @@ func streamsOf(q journal.Query, extra []journal.Tag) []journal.StreamID {
 //     at the version its owner reported, carrying the owners' leases, with
 //     the AppendCondition "no event matches cmd.Query after the last position
 //     read" as a backstop;
-//  4. confirm each owner with the appended records carrying its tag, or,
-//     on any failure, cancel every reservation.
+//  4. confirm each owner with the appended records carrying its tag (posted
+//     without waiting for the answer to a PostingGrantor), or, on any
+//     failure, cancel every reservation.
 //
 // With an idempotency key, an earlier execution of the same key answers
 // instead: its stored events are returned (Duplicate) when this execution's

@@ -13,8 +13,8 @@ import (
 // the grant (lease, version, last position, state, optionally the complete
 // records), and its Grantor ends it. Scribe's stream actors
 // (*actors.Host) and cluster members implement TagOwners. Exactly one of
-// Grantor.Confirm or Grantor.Cancel follows every successful Reserve, after it
-// returned; the executor ends the reservations of one command concurrently,
+// Grantor.Confirm, Grantor.Cancel or (for a PostingGrantor) PostConfirm
+// follows every successful Reserve, after it returned; the executor ends the reservations of one command concurrently,
 // each from its own goroutine. Confirm receives the appended records that
 // carry the stream's tag, in ascending version order continuing at
 // Version+1. Cancel's cause is nil when nothing was attempted or the append
@@ -63,7 +63,8 @@ type Reservation struct {
 }
 
 // Grantor is the granting owner's end of one Reservation: exactly one of
-// Confirm or Cancel is called, once, from any goroutine.
+// Confirm or Cancel (or PostConfirm, see PostingGrantor) is called, once,
+// from any goroutine.
 type Grantor interface {
 	// Confirm hands the owner the appended records: it adopts those carrying
 	// its tag (re-reading its tail if they do not continue Version) and
@@ -73,4 +74,21 @@ type Grantor interface {
 	// append failed or its outcome is unknown) makes the owner re-read its
 	// tail before serving again.
 	Cancel(ctx context.Context, cause error) error
+}
+
+// PostingGrantor is a Grantor that can be confirmed without its holder waiting
+// for the owner's answer, so releasing a tag after a successful append costs
+// the command no round trip. The executor posts the confirmation of every
+// grant that implements it (Scribe's stream actors do) and calls Confirm on
+// the others.
+type PostingGrantor interface {
+	Grantor
+	// PostConfirm is Confirm without the answer: the owner has the records
+	// queued when it returns, ahead of any request the caller sends that
+	// owner afterwards, so the caller's next command or reservation on the
+	// stream sees them. It counts as the reservation's one Confirm or
+	// Cancel. A reservation the owner no longer holds (ErrReservationLost)
+	// is the owner's to report: it reloads the stream, as after a failed
+	// Confirm.
+	PostConfirm(records []journal.Record)
 }

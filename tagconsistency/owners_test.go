@@ -51,7 +51,9 @@ type lockStream struct {
 }
 
 func newLockOwners(ctx context.Context, j store, node string) (*lockOwners, error) {
-	ns, err := j.OpenNode(ctx, node, time.Minute)
+	// An hour: the owners never renew the session, and a loaded machine
+	// under -race takes minutes over the larger scenarios.
+	ns, err := j.OpenNode(ctx, node, time.Hour)
 	if err != nil {
 		return nil, err
 	}

@@ -60,18 +60,32 @@ func (x *Executor) reserve(ctx context.Context, command string, s journal.Stream
 // confirmAll hands every owner the appended records that carry its tag. The
 // records are durable whatever Confirm returns: a failed confirm is recorded
 // on the span (the owner reloads before writing again, and the journal fences
-// it meanwhile), not returned to the caller.
+// it meanwhile), not returned to the caller. Owners whose grants are
+// PostingGrantors get the records posted: the command does not wait for
+// their answers (the span's scribe.dcb.posted counts them).
 func (x *Executor) confirmAll(ctx context.Context, held []*Reservation, records []journal.Record) {
 	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBConfirm, trace.WithAttributes(attribute.Int("scribe.dcb.tags", len(held))))
 	defer span.End()
-	x.endReservations(ctx, span, held, "confirming", func(ctx context.Context, r *Reservation) error {
-		var mine []journal.Record
+	mine := func(r *Reservation) []journal.Record {
+		var out []journal.Record
 		for _, rec := range records {
 			if rec.HasTag(r.Stream.Tag) {
-				mine = append(mine, rec)
+				out = append(out, rec)
 			}
 		}
-		return r.Grantor.Confirm(ctx, mine)
+		return out
+	}
+	waited := held[:0:0]
+	for _, r := range held {
+		if p, ok := r.Grantor.(PostingGrantor); ok {
+			p.PostConfirm(mine(r))
+			continue
+		}
+		waited = append(waited, r)
+	}
+	span.SetAttributes(attribute.Int("scribe.dcb.posted", len(held)-len(waited)))
+	x.endReservations(ctx, span, waited, "confirming", func(ctx context.Context, r *Reservation) error {
+		return r.Grantor.Confirm(ctx, mine(r))
 	})
 }
 
@@ -96,6 +110,9 @@ func (x *Executor) cancelAll(ctx context.Context, held []*Reservation, cause err
 // each with its own EndTimeout and regardless of the caller's context.
 // Failures are recorded on span.
 func (x *Executor) endReservations(ctx context.Context, span trace.Span, held []*Reservation, verb string, end func(context.Context, *Reservation) error) {
+	if len(held) == 0 {
+		return
+	}
 	ctx = context.WithoutCancel(ctx)
 	errs := make([]error, len(held))
 	one := func(i int) {
