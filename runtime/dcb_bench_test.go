@@ -5,12 +5,17 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/postgres"
@@ -28,6 +33,14 @@ import (
 //
 // SCRIBE_BENCH_WALLETS sets another number of wallets (fewer: more transfers
 // wait for a wallet another transfer holds; more: fewer do).
+//
+// SCRIBE_BENCH_PHASES=1 also reports where a transfer's time goes, from the
+// DCB spans (tracing costs a little throughput): p50 and p99 in ms of the
+// whole command (execute), of the reservation of its first and of its second
+// tag (the second is waited for while the first is held), of the fold
+// (read), the append and the release (confirm), and the hold: from the first
+// tag's grant to the end of the append, when the release is sent (the owner
+// frees the tag one actor hop later).
 func BenchmarkDCBTransfers(b *testing.B) {
 	wallets := 100
 	if v := os.Getenv("SCRIBE_BENCH_WALLETS"); v != "" {
@@ -56,7 +69,15 @@ func BenchmarkDCBTransfers(b *testing.B) {
 			b.Run(be.name+"/"+mode, func(b *testing.B) {
 				const goroutines = 32
 				e := be.env(b)
-				a := startDCB(b, e)
+				var phases *phaseRecorder
+				var mutate []func(*runtime.Config)
+				if os.Getenv("SCRIBE_BENCH_PHASES") != "" {
+					phases = newPhaseRecorder()
+					tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(phases))
+					b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+					mutate = append(mutate, func(c *runtime.Config) { c.TracerProvider = tp })
+				}
+				a := startDCB(b, e, mutate...)
 				a.openWallets(b, wallets, 1_000_000_000)
 				execute := func(ctx context.Context, t Transfer) error { _, err := a.transfer.Execute(ctx, t); return err }
 				switch mode {
@@ -77,6 +98,7 @@ func BenchmarkDCBTransfers(b *testing.B) {
 				}
 				var next atomic.Int64
 				var failed atomic.Value
+				phases.reset()
 				b.ResetTimer()
 				var wg sync.WaitGroup
 				for range goroutines {
@@ -97,6 +119,7 @@ func BenchmarkDCBTransfers(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transfers/s")
+				phases.report(b)
 				if pj != nil {
 					// The journal's side of the measured transfers: appends per
 					// transaction, how many went out in one round trip, reruns.
@@ -111,5 +134,83 @@ func BenchmarkDCBTransfers(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// phaseRecorder is a span processor that keeps, per DCB command, how long
+// each of its phases took (see BenchmarkDCBTransfers, SCRIBE_BENCH_PHASES).
+// A nil *phaseRecorder records nothing.
+type phaseRecorder struct {
+	mu       sync.Mutex
+	children map[trace.SpanID][]sdktrace.ReadOnlySpan // ended DCB phase spans by parent
+	ms       map[string][]float64
+}
+
+func newPhaseRecorder() *phaseRecorder {
+	return &phaseRecorder{children: map[trace.SpanID][]sdktrace.ReadOnlySpan{}, ms: map[string][]float64{}}
+}
+
+func (p *phaseRecorder) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (p *phaseRecorder) Shutdown(context.Context) error                  { return nil }
+func (p *phaseRecorder) ForceFlush(context.Context) error                { return nil }
+
+func (p *phaseRecorder) OnEnd(s sdktrace.ReadOnlySpan) {
+	name, ok := strings.CutPrefix(s.Name(), "scribe.dcb.")
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if name != "execute" {
+		p.children[s.Parent().SpanID()] = append(p.children[s.Parent().SpanID()], s)
+		return
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	p.ms[name] = append(p.ms[name], ms(s.EndTime().Sub(s.StartTime())))
+	kids := p.children[s.SpanContext().SpanID()]
+	delete(p.children, s.SpanContext().SpanID())
+	slices.SortFunc(kids, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+	reserved := 0
+	var granted time.Time
+	for _, k := range kids {
+		phase := strings.TrimPrefix(k.Name(), "scribe.dcb.")
+		if phase == "reserve" {
+			reserved++
+			phase = fmt.Sprintf("reserve%d", reserved)
+			if reserved == 1 {
+				granted = k.EndTime()
+			}
+		}
+		if phase == "append" && !granted.IsZero() {
+			p.ms["hold"] = append(p.ms["hold"], ms(k.EndTime().Sub(granted)))
+		}
+		p.ms[phase] = append(p.ms[phase], ms(k.EndTime().Sub(k.StartTime())))
+	}
+}
+
+func (p *phaseRecorder) reset() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.ms)
+}
+
+// report adds the p50 and p99 of each phase to b's metrics.
+func (p *phaseRecorder) report(b *testing.B) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, phase := range []string{"execute", "reserve1", "reserve2", "read", "append", "confirm", "hold"} {
+		v := p.ms[phase]
+		if len(v) == 0 {
+			continue
+		}
+		slices.Sort(v)
+		b.ReportMetric(v[len(v)/2], phase+"-p50-ms")
+		b.ReportMetric(v[(len(v)*99)/100], phase+"-p99-ms")
 	}
 }

@@ -289,13 +289,13 @@ type dcbApp struct {
 	claim    *runtime.DCBCommand[Claim, bool]
 }
 
-func startDCB(t testing.TB, e *env) *dcbApp {
+func startDCB(t testing.TB, e *env, mutate ...func(*runtime.Config)) *dcbApp {
 	t.Helper()
 	mp, collect := metricReader(t)
-	rt := e.start(t, func(c *runtime.Config) {
+	rt := e.start(t, append([]func(*runtime.Config){func(c *runtime.Config) {
 		c.NodeID = "dcb-" + t.Name()
 		c.MeterProvider = mp
-	})
+	}}, mutate...)...)
 	for _, err := range []error{
 		runtime.RegisterEvent[WalletOpened](rt, "WalletOpened", 1),
 		runtime.RegisterEvent[WalletCredited](rt, "WalletCredited", 1),
