@@ -234,6 +234,7 @@ func (d *DCBCommand[C, S]) Execute(ctx context.Context, command C, opts ...Execu
 	}
 	res, err := tagconsistency.Execute(ctx, d.x, cmd, tagconsistency.Options{IdempotencyKey: md.IdempotencyKey, Metadata: md})
 	if err != nil {
+		err = translate(err)
 		var pe *PanicError
 		if errors.As(err, &pe) {
 			if df, ok := pe.Value.(decodeFailure); ok {

@@ -64,7 +64,7 @@ func (rt *Runtime) dropErased(ctx context.Context, e erasure.Erasure) error {
 	}
 	for _, s := range streams {
 		if err := rt.host.Evict(ctx, s); err != nil {
-			return fmt.Errorf("runtime: erasure of subject %q: %w", e.Subject, err)
+			return fmt.Errorf("runtime: erasure of subject %q: %w", e.Subject, translate(err))
 		}
 	}
 	rt.reg.keys.markDropped(e.Subject)

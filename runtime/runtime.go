@@ -247,19 +247,21 @@ func (rt *Runtime) Config() Config { return rt.cfg }
 func (rt *Runtime) Ready() error {
 	if rt.cluster != nil {
 		if err := rt.cluster.FenceError(); err != nil {
-			return err
+			return translate(err)
 		}
 	}
-	return rt.twin(rt.host.Ready())
+	return rt.surface(rt.host.Ready())
 }
 
-// twin returns err, or, once another live process opened this runtime's
-// NodeID (this host's node session was superseded), the one error that says
-// so (twinNodeError, wrapping err).
-func (rt *Runtime) twin(err error) error {
+// surface returns err as Execute and Ready return it: translated (see
+// translate), or, once another live process opened this runtime's NodeID
+// (this host's node session was superseded), the one error that says so
+// (twinNodeError, wrapping err).
+func (rt *Runtime) surface(err error) error {
 	if err == nil {
 		return nil
 	}
+	err = translate(err)
 	var t *twinNodeError
 	if errors.As(err, &t) {
 		return err
@@ -286,7 +288,7 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 	if rt.cluster != nil {
 		rt.cluster.Shutdown()
 	}
-	return rt.host.Shutdown(ctx)
+	return translate(rt.host.Shutdown(ctx))
 }
 
 // Target names the stream a command goes to: the one tagged
@@ -405,7 +407,7 @@ func execute[S any](ctx context.Context, rt *Runtime, target Target, command any
 	if s, ok := res.State.(S); ok {
 		out.State = s
 	}
-	return out, rt.twin(err)
+	return out, rt.surface(err)
 }
 
 // abbreviate shortens s to at most n bytes (cut on a rune boundary) for an

@@ -103,7 +103,7 @@ func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...State
 	}
 	st, v, _, err := rt.host.FoldFrom(ctx, src, stream, m)
 	if err != nil {
-		return StateResult[S]{}, fmt.Errorf("runtime: State of %s: %w", stream, err)
+		return StateResult[S]{}, fmt.Errorf("runtime: State of %s: %w", stream, translate(err))
 	}
 	s, _ := st.(S)
 	return StateResult[S]{State: s, Version: v, Exists: v > 0}, nil

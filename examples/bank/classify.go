@@ -60,6 +60,9 @@ var retryable = []error{
 	journal.ErrNodeSuperseded, journal.ErrLeaseRevoked, journal.ErrPartitionMoving,
 	runtime.ErrShutdown, runtime.ErrReservationTimeout, runtime.ErrConflict, runtime.ErrOverloaded,
 	runtime.ErrLeaseLost, runtime.ErrNodeUnavailable, runtime.ErrNodeFenced, tagconsistency.ErrReservationLost,
+	// The engines' own sentinels, which the runtime's above also match.
+	actors.ErrShutdown, actors.ErrLeaseLost, actors.ErrOverloaded,
+	tagconsistency.ErrConflict, tagconsistency.ErrReservationTimeout,
 	// The key store is missing, unreachable or not the one the data was
 	// sealed with: a retry succeeds once the operator restores it.
 	erasure.ErrKeyStoreUnavailable, erasure.ErrKeyMissing,
@@ -78,7 +81,7 @@ var serverFaults = []error{
 	journal.ErrSnapshotRequired, journal.ErrPartitionMoved, journal.ErrTypeConflict,
 	runtime.ErrRegistration, runtime.ErrNotOneEvent, runtime.ErrUnknownAggregate, runtime.ErrUnknownEvent, runtime.ErrForeignTags,
 	runtime.ErrPanic, runtime.ErrInvalidCommand, runtime.ErrUnknownCommand, runtime.ErrNoKeyStore,
-	actors.ErrNoAggregate,
+	actors.ErrNoAggregate, actors.ErrForeignTags, tagconsistency.ErrInvalidCommand,
 	erasure.ErrInvalidArgument, erasure.ErrCorrupt, erasure.ErrNotErasing,
 	partitioned.ErrCrossPartition, partitioned.ErrPerDatabase, partitioned.ErrUnknownPartition, partitioned.ErrUnknownMember,
 	projection.ErrNoDeadLetter, projection.ErrNoRowsTx, projection.ErrSlicingChanged,

@@ -78,7 +78,7 @@ func (c *clusterNode) send(ctx context.Context, target *actor.PID, id uint64, ms
 		if err := c.fenceError(); err != nil {
 			return nil, err
 		}
-		return nil, runtime.ErrShutdown
+		return nil, actors.ErrShutdown
 	}
 	c.calls[id] = cl
 	c.mu.Unlock()
@@ -128,7 +128,7 @@ func (c *clusterNode) remoteExecute(ctx context.Context, owner string, stream jo
 	req.TraceParent, req.TraceState = c.traceContext(ctx)
 	r, err := c.send(ctx, pid, id, req)
 	if err != nil {
-		if errors.Is(err, runtime.ErrShutdown) || errors.Is(err, c.fenceError()) {
+		if errors.Is(err, actors.ErrShutdown) || errors.Is(err, c.fenceError()) {
 			// Never sent: this membership ended first.
 			return actors.Result{}, false, err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/internal/clusterpb"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
@@ -225,7 +226,7 @@ func (c *clusterNode) serveReserve(ctx context.Context, sender *actor.PID, m *cl
 	if c.closed {
 		c.mu.Unlock()
 		_ = r.Grantor.Cancel(context.Background(), nil)
-		reply.Error = c.encodeError(runtime.ErrShutdown)
+		reply.Error = c.encodeError(actors.ErrShutdown)
 		return reply
 	}
 	c.held[id] = heldReservation{r: r, holder: sender.Address}

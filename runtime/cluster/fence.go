@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 )
@@ -48,7 +49,7 @@ func (c *clusterNode) check() error {
 	}
 	if c.node.Host.Node().Incarnation != c.generation {
 		c.fence(fmt.Errorf("%w: node %q lost its node session (incarnation %d; paused or cut off past the session timeout); it is rejoining the cluster and executed nothing meanwhile",
-			runtime.ErrLeaseLost, c.node.NodeID, c.generation))
+			actors.ErrLeaseLost, c.node.NodeID, c.generation))
 		return c.fenceError()
 	}
 	return nil
@@ -56,8 +57,9 @@ func (c *clusterNode) check() error {
 
 // fence ends this membership: Execute fails with err from now on, Fenced's
 // channel closes, and the provider stops announcing it (the others drop it
-// from their topology). err matches runtime.ErrLeaseLost when the member
-// will rejoin, runtime.ErrNodeFenced when it stays out for good.
+// from their topology). err matches actors.ErrLeaseLost (the runtime adds
+// its ErrLeaseLost) when the member will rejoin, runtime.ErrNodeFenced
+// when it stays out for good.
 func (c *clusterNode) fence(err error) {
 	c.fenceOnce.Do(func() {
 		c.fenceErr.Store(&err)

@@ -17,7 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/runtime/internal/membership"
 )
 
@@ -151,7 +151,7 @@ func startCluster(ctx context.Context, node membership.Node, cfg Config) (c *clu
 	// Spawned once remoting runs, so its PID carries the member's address.
 	c.replies, err = c.system.Root.SpawnNamed(actor.PropsFromFunc(c.receiveReply), repliesName)
 	if err != nil {
-		c.shutdown(runtime.ErrShutdown)
+		c.shutdown(actors.ErrShutdown)
 		return nil, fmt.Errorf("cluster: starting the cluster reply router: %w", err)
 	}
 	timer := time.NewTimer(cfg.JoinTimeout)
@@ -159,10 +159,10 @@ func startCluster(ctx context.Context, node membership.Node, cfg Config) (c *clu
 	select {
 	case <-c.joined:
 	case <-timer.C:
-		c.shutdown(runtime.ErrShutdown)
+		c.shutdown(actors.ErrShutdown)
 		return nil, fmt.Errorf("cluster: member %s did not see itself in cluster %q's topology within %s; check Config.Provider (automanaged.Provider.Peers must list this member's health endpoint) and the ports", c.self(), cfg.Name, cfg.JoinTimeout)
 	case <-ctx.Done():
-		c.shutdown(runtime.ErrShutdown)
+		c.shutdown(actors.ErrShutdown)
 		return nil, fmt.Errorf("cluster: joining cluster %q: %w", cfg.Name, ctx.Err())
 	}
 	c.log.Info("joined the cluster", "cluster", cfg.Name, "address", c.self(), "node", node.NodeID)

@@ -44,7 +44,7 @@ const (
 // every stream actor of the old membership, waits until the host holds a
 // valid node session again, and joins with a fresh clusterNode (a new
 // member ID: the others block the old one for good). While it is out every
-// call fails with an error matching runtime.ErrLeaseLost. Only a twin node
+// call fails with an error matching actors.ErrLeaseLost. Only a twin node
 // ID (journal.ErrNodeSuperseded) keeps it out for good, with
 // runtime.ErrNodeFenced.
 type member struct {
@@ -79,7 +79,7 @@ func newMember(ctx context.Context, node membership.Node, cfg Config) (*member, 
 		metric.WithDescription("Times a cluster member left its cluster (node session lost, or dropped from the topology) and joined it again."),
 		metric.WithUnit("{rejoin}"))
 	if err != nil {
-		c.shutdown(runtime.ErrShutdown)
+		c.shutdown(actors.ErrShutdown)
 		return nil, fmt.Errorf("cluster: creating metric %s: %w", MetricRejoins, err)
 	}
 	m := &member{
@@ -113,12 +113,12 @@ func (m *member) supervise() {
 			return
 		}
 		left := time.Now()
-		out := fmt.Errorf("%w: cluster member %s (node %q) is rejoining cluster %q: %w", runtime.ErrLeaseLost, c.self(), m.node.NodeID, m.cfg.Name, reason)
+		out := fmt.Errorf("%w: cluster member %s (node %q) is rejoining cluster %q: %w", actors.ErrLeaseLost, c.self(), m.node.NodeID, m.cfg.Name, reason)
 		m.out.Store(&out)
 		m.log.Warn("member left the cluster; rejoining", "cluster", m.cfg.Name, "address", c.self(), "node", m.node.NodeID,
 			"incarnation", c.generation, "reason", reason)
 		c.shutdown(fmt.Errorf("%w: this member left cluster %q while the request it had sent to another member was in flight; whether it took effect is unknown (execute it again with the same idempotency key to find out): %w",
-			runtime.ErrLeaseLost, m.cfg.Name, journal.ErrOutcomeUnknown))
+			actors.ErrLeaseLost, m.cfg.Name, journal.ErrOutcomeUnknown))
 		next := m.rejoin(c)
 		if next == nil {
 			return
@@ -258,7 +258,7 @@ func (m *member) Shutdown() {
 	m.stopOnce.Do(func() {
 		m.cancel()
 		<-m.done
-		m.cur.Load().shutdown(runtime.ErrShutdown)
+		m.cur.Load().shutdown(actors.ErrShutdown)
 	})
 }
 

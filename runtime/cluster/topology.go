@@ -7,7 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/actors"
 )
 
 // onEvent follows the cluster topology: it keeps the rendezvous table that
@@ -41,7 +41,7 @@ func (c *clusterNode) onEvent(ev any) {
 			// and block its member ID for good: this membership can no
 			// longer host streams. The member rejoins with a new one.
 			c.fence(fmt.Errorf("%w: member %s (node %q) was dropped from cluster %q by its provider (missed health checks, or its pod stopped); it is rejoining and executed nothing meanwhile",
-				runtime.ErrLeaseLost, c.system.Address(), c.node.NodeID, c.cfg.Name))
+				actors.ErrLeaseLost, c.system.Address(), c.node.NodeID, c.cfg.Name))
 		}
 	default:
 	}
