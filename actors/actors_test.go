@@ -101,7 +101,7 @@ func TestConfigValidation(t *testing.T) {
 	require.ErrorContains(t, err, "Journal is nil")
 	_, err = actors.NewHost(context.Background(), actors.Config{Journal: mem, Sessions: mem, Resolve: func(string) actors.Model { return nil }})
 	require.ErrorContains(t, err, "NodeID is empty")
-	_, err = actors.NewHost(context.Background(), actors.Config{Journal: mem, Sessions: mem, Resolve: func(string) actors.Model { return nil }, NodeID: "n", Limits: actors.Limits{OpenTimeout: -time.Second}})
+	_, err = actors.NewHost(context.Background(), actors.Config{Journal: mem, Sessions: mem, Resolve: func(string) actors.Model { return nil }, NodeID: "n", Bounds: actors.Bounds{OpenTimeout: -time.Second}})
 	require.ErrorContains(t, err, "OpenTimeout is negative")
 }
 

@@ -13,13 +13,13 @@ import (
 	"github.com/scribe-es/scribe/snapshots"
 )
 
-// DefaultLimits returns the Limits a zero field takes: SessionTimeout 1 min,
+// DefaultBounds returns the Bounds a zero field takes: SessionTimeout 1 min,
 // OpenTimeout 5 s, IdleTimeout 2 min, RequestTimeout 30 s,
 // ReservationTimeout and ReservationHold 10 s, RecoveryConcurrency 64,
 // MaxBatch 1000, MaxQueue 5000, MaxPending 50000, QueueDelayTarget 10 ms,
 // QueueDelayInterval 100 ms, shedding on.
-func DefaultLimits() Limits {
-	return Limits{
+func DefaultBounds() Bounds {
+	return Bounds{
 		SessionTimeout:      time.Minute,
 		OpenTimeout:         5 * time.Second,
 		IdleTimeout:         2 * time.Minute,
@@ -35,10 +35,10 @@ func DefaultLimits() Limits {
 	}
 }
 
-// Limits are the stream engine's timeouts and bounds, the one place they are
-// defined (runtime.Config embeds them as runtime.Limits). A zero field takes
-// its value in DefaultLimits; a negative one is a configuration error.
-type Limits struct {
+// Bounds are the stream engine's timeouts and bounds, the one place they are
+// defined (runtime.Config embeds them as runtime.Bounds). A zero field takes
+// its value in DefaultBounds; a negative one is a configuration error.
+type Bounds struct {
 	// SessionTimeout is the node session's lifetime without renewal; it is
 	// renewed every SessionTimeout/3, one call whatever the number of streams.
 	SessionTimeout time.Duration
@@ -94,7 +94,7 @@ type Config struct {
 	// they are saved, used as given (the zero Policy never snapshots).
 	Snapshots      snapshots.Store
 	SnapshotPolicy snapshots.Policy
-	Limits
+	Bounds
 	// OnStoreRewound, when set, is called once for every stream found
 	// behind what this host had acknowledged (rewind.go), after the ERROR log
 	// and before the stream serves again, on the stream actor's goroutine:
@@ -118,7 +118,7 @@ func (c *Config) setDefaults() error {
 	case c.NodeID == "":
 		return errors.New("actors: Config.NodeID is empty; give every node a stable ID")
 	}
-	def := DefaultLimits()
+	def := DefaultBounds()
 	durations := []struct {
 		name string
 		d    *time.Duration

@@ -6,7 +6,7 @@
 //
 // Services do not use this package: they use package runtime, which builds a
 // Host from runtime.Config and registered aggregates. The API here (Host,
-// Command, Result, Model, Reservation, Grantor, Limits) exists for runtime, its
+// Command, Result, Model, Reservation, Grantor, Bounds) exists for runtime, its
 // cluster mode (runtime/cluster) and the DCB executor (package tagconsistency);
 // protoactor-go types never leave it. Its guarantees are runtime's, listed in
 // docs/guarantees.md: one writer per stream, no reply before

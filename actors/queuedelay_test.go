@@ -205,9 +205,9 @@ func TestQueueDelayConfigValidation(t *testing.T) {
 	t.Parallel()
 	f := newFixture()
 	_, err := actors.NewHost(context.Background(), actors.Config{Journal: f.mem, Sessions: f.mem, NodeID: "n",
-		Resolve: func(string) actors.Model { return counter{} }, Limits: actors.Limits{QueueDelayTarget: time.Second, QueueDelayInterval: time.Second}})
+		Resolve: func(string) actors.Model { return counter{} }, Bounds: actors.Bounds{QueueDelayTarget: time.Second, QueueDelayInterval: time.Second}})
 	require.ErrorContains(t, err, "QueueDelayTarget")
 	_, err = actors.NewHost(context.Background(), actors.Config{Journal: f.mem, Sessions: f.mem, NodeID: "n",
-		Resolve: func(string) actors.Model { return counter{} }, Limits: actors.Limits{QueueDelayTarget: -time.Second}})
+		Resolve: func(string) actors.Model { return counter{} }, Bounds: actors.Bounds{QueueDelayTarget: -time.Second}})
 	require.ErrorContains(t, err, "QueueDelayTarget")
 }

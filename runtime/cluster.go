@@ -40,17 +40,7 @@ func (rt *Runtime) joinCluster(ctx context.Context) error {
 	if rt.cfg.Cluster == nil {
 		return nil
 	}
-	m, err := rt.cfg.Cluster.Join(ctx, membership.Node{
-		Host:               rt.host,
-		Model:              rt.reg.model,
-		NodeID:             rt.cfg.NodeID,
-		Codec:              rt.cfg.Codec,
-		Logger:             rt.cfg.Logger,
-		RequestTimeout:     rt.cfg.RequestTimeout,
-		ReservationTimeout: rt.cfg.ReservationTimeout,
-		IdleTimeout:        rt.cfg.IdleTimeout,
-		MeterProvider:      rt.cfg.MeterProvider,
-	})
+	m, err := rt.cfg.Cluster.Join(ctx, membership.Node{Host: rt.host, Config: rt.host.Config(), Codec: rt.cfg.Codec})
 	if err != nil {
 		return err
 	}

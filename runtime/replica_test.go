@@ -17,7 +17,7 @@ import (
 // TestStateFromReplica: with Config.Replica, State reads a streaming standby
 // (started by the test). AtLeastVersion returns the version asked for, from
 // the replica once it has replayed it, and from the primary when the replica
-// has not within ReplicaWait (replay paused); without it, State is as
+// has not within ReplicaVersionWait (replay paused); without it, State is as
 // current as the replica's replay.
 func TestStateFromReplica(t *testing.T) {
 	if testing.Short() {
@@ -43,7 +43,7 @@ func TestStateFromReplica(t *testing.T) {
 	t.Cleanup(func() { _ = replica.Close() })
 
 	e := &env{j: j, s: j, snaps: snaps}
-	rt := e.start(t, func(c *runtime.Config) { c.Replica, c.ReplicaWait = replica, 300*time.Millisecond })
+	rt := e.start(t, func(c *runtime.Config) { c.Replica, c.ReplicaVersionWait = replica, 300*time.Millisecond })
 	first := mustExec(t, rt, counter("r"), Increment{By: 5})
 	st, err := runtime.State[CounterState](ctx, rt, counter("r"), runtime.AtLeastVersion(first.Version))
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestStateFromReplica(t *testing.T) {
 	start := time.Now()
 	st, err = runtime.State[CounterState](ctx, rt, counter("r"), runtime.AtLeastVersion(second.Version))
 	require.NoError(t, err)
-	require.Equal(t, second.Version, st.Version, "the replica did not reach the version in ReplicaWait: the primary answered")
+	require.Equal(t, second.Version, st.Version, "the replica did not reach the version in ReplicaVersionWait: the primary answered")
 	require.Equal(t, 7, st.State.Count)
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "it waited for the replica first")
 

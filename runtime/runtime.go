@@ -20,19 +20,23 @@ import (
 	"github.com/scribe-es/scribe/snapshots"
 )
 
-// Limits are the stream actors' timeouts and bounds, documented field by
-// field at actors.Limits.
-type Limits = actors.Limits
+// Bounds are the stream actors' timeouts and bounds, documented field by
+// field at actors.Bounds. Unlike the errors (errors.go), Bounds is the
+// engine's type itself: one struct of settings that runtime.Config embeds,
+// the engine validates and the cluster member reads from the engine's
+// Config, so a knob added there is one edit. (journal.Limits, what an
+// append may carry, is another thing.)
+type Bounds = actors.Bounds
 
-// DefaultLimits returns the values zero Limits fields take.
-func DefaultLimits() Limits { return actors.DefaultLimits() }
+// DefaultBounds returns the values zero Bounds fields take.
+func DefaultBounds() Bounds { return actors.DefaultBounds() }
 
 // Defaults of Config fields, stated in their comments.
 const (
 	defaultErasurePollInterval  = time.Second
 	defaultErasureSweepInterval = 10 * time.Second
 	defaultKeyCacheSize         = 10000
-	defaultReplicaWait          = 2 * time.Second
+	defaultReplicaVersionWait   = 2 * time.Second
 )
 
 // Config configures a Runtime. Only Journal is required; a zero field takes
@@ -63,9 +67,9 @@ type Config struct {
 	// tagconsistency), MeterProvider the metrics. Default: no-op.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
-	// Limits: timeouts (session, open, idle, request, reservation), batch
-	// and queue sizes, queue-delay shedding; zero fields take DefaultLimits.
-	Limits
+	// Bounds: timeouts (session, open, idle, request, reservation), batch
+	// and queue sizes, queue-delay shedding; zero fields take DefaultBounds.
+	Bounds
 	// Codec encodes event payloads and snapshot states. Default JSONCodec.
 	Codec Codec
 	// KeyStore keeps the data keys sealing personal fields and the snapshots
@@ -94,10 +98,13 @@ type Config struct {
 	// 10 s.
 	ErasureSweepInterval time.Duration
 	// Replica, a read replica of the journal (postgres.NewReplica), serves
-	// State's reads only; with AtLeastVersion, State waits up to ReplicaWait
-	// for it, then reads Journal. Defaults: none; 2 s.
-	Replica     journal.Journal
-	ReplicaWait time.Duration
+	// State's reads only; with AtLeastVersion, State waits up to
+	// ReplicaVersionWait for the replica to reach the stream's version, then
+	// reads Journal. (postgres.Config.ReplicaWait is the journal's own wait
+	// for a position, in Replica.ReaderAt; this one is State's, for a stream
+	// version: the runtime cannot see the journal's.) Defaults: none; 2 s.
+	Replica            journal.Journal
+	ReplicaVersionWait time.Duration
 	// Cluster makes the runtime a cluster member (see Cluster). Default nil:
 	// a single node, no cluster code on any path.
 	Cluster Cluster
@@ -153,11 +160,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.ReplicaWait < 0 {
-		return nil, fmt.Errorf("runtime: Config.ReplicaWait is %s; use 0 for the default (%s) or a positive duration", cfg.ReplicaWait, defaultReplicaWait)
+	if cfg.ReplicaVersionWait < 0 {
+		return nil, fmt.Errorf("runtime: Config.ReplicaVersionWait is %s; use 0 for the default (%s) or a positive duration", cfg.ReplicaVersionWait, defaultReplicaVersionWait)
 	}
-	if cfg.ReplicaWait == 0 {
-		cfg.ReplicaWait = defaultReplicaWait
+	if cfg.ReplicaVersionWait == 0 {
+		cfg.ReplicaVersionWait = defaultReplicaVersionWait
 	}
 	if cfg.ErasurePollInterval < 0 {
 		return nil, fmt.Errorf("runtime: Config.ErasurePollInterval is %s; use 0 for the default (%s) or a positive interval", cfg.ErasurePollInterval, defaultErasurePollInterval)
@@ -191,7 +198,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		SnapshotPolicy: *cfg.SnapshotPolicy,
 		Resolve:        rt.reg.model,
 		NodeID:         cfg.NodeID,
-		Limits:         cfg.Limits,
+		Bounds:         cfg.Bounds,
 		Logger:         cfg.Logger,
 		OnStoreRewound: cfg.OnStoreRewound,
 		TracerProvider: cfg.TracerProvider,
@@ -202,7 +209,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, startError(ctx, cfg.NodeID, err)
 	}
 	rt.host = host
-	cfg.Limits = host.Config().Limits
+	cfg.Bounds = host.Config().Bounds
 	rt.cfg = cfg
 	if err := rt.watchErasures(ctx); err != nil {
 		return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))

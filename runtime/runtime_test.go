@@ -26,7 +26,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	ctx := context.Background()
 	_, err := runtime.New(ctx, runtime.Config{})
 	require.ErrorContains(t, err, "Config.Journal is nil")
-	_, err = runtime.New(ctx, runtime.Config{Journal: memory.New(), Limits: runtime.Limits{OpenTimeout: -1}})
+	_, err = runtime.New(ctx, runtime.Config{Journal: memory.New(), Bounds: runtime.Bounds{OpenTimeout: -1}})
 	require.ErrorContains(t, err, "OpenTimeout is negative")
 
 	rt, err := runtime.New(ctx, runtime.Config{Journal: memory.New()})
@@ -35,7 +35,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	cfg := rt.Config()
 	require.NotEmpty(t, cfg.NodeID, "defaults to the host name")
 	require.NotNil(t, cfg.Sessions, "defaults to the journal")
-	require.Equal(t, runtime.DefaultLimits(), cfg.Limits, "every zero limit takes its default")
+	require.Equal(t, runtime.DefaultBounds(), cfg.Bounds, "every zero limit takes its default")
 	require.Equal(t, 5*time.Second, cfg.OpenTimeout, "the documented default")
 	require.Equal(t, time.Minute, cfg.SessionTimeout)
 	require.Equal(t, 2*time.Minute, cfg.IdleTimeout)
@@ -43,7 +43,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	require.Equal(t, 10*time.Millisecond, cfg.QueueDelayTarget)
 	require.Equal(t, uint64(100), cfg.SnapshotPolicy.Every)
 
-	_, err = runtime.New(ctx, runtime.Config{Journal: memory.New(), Limits: runtime.Limits{QueueDelayTarget: time.Second}})
+	_, err = runtime.New(ctx, runtime.Config{Journal: memory.New(), Bounds: runtime.Bounds{QueueDelayTarget: time.Second}})
 	require.ErrorContains(t, err, "QueueDelayTarget (1s) is not shorter than Config.QueueDelayInterval (100ms)", "passed to the stream actors and validated")
 }
 

@@ -30,7 +30,7 @@ type stateOptions struct {
 // Version an Execute returned, to read your own writes), polling every 1 ms
 // at first, 50 ms at most; if ctx ends first, the error wraps ctx's and
 // names the version reached. With Config.Replica, State polls it up to
-// Config.ReplicaWait, then Journal, and folds from the one that reached v.
+// Config.ReplicaVersionWait, then Journal, and folds from the one that reached v.
 func AtLeastVersion(v uint64) StateOption {
 	return func(o *stateOptions) { o.minVersion = v }
 }
@@ -59,7 +59,7 @@ func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...State
 	if rt.cfg.Replica != nil {
 		src = rt.cfg.Replica
 		if o.minVersion > 0 {
-			t := time.NewTimer(rt.cfg.ReplicaWait)
+			t := time.NewTimer(rt.cfg.ReplicaVersionWait)
 			defer t.Stop()
 			fallback = t.C
 		}
@@ -71,7 +71,7 @@ func State[S any](ctx context.Context, rt *Runtime, target Target, opts ...State
 			if err != nil && fallback != nil && ctx.Err() == nil {
 				// The replica cannot answer yet (it may not have replayed
 				// the schema's creation, or be unreachable): it has not
-				// reached the version; wait for it up to ReplicaWait like
+				// reached the version; wait for it up to ReplicaVersionWait like
 				// for a lagging replay, then read Journal.
 				sum, err = journal.TagSummary{}, nil
 			}

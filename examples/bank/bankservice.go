@@ -62,7 +62,7 @@ func newBankService(ctx context.Context, cfg bankServiceConfig) (*bankService, e
 		TracerProvider: cfg.TracerProvider,
 		MeterProvider:  cfg.MeterProvider,
 		Cluster:        cfg.Cluster,
-		Limits:         runtime.Limits{SessionTimeout: cfg.SessionTimeout},
+		Bounds:         runtime.Bounds{SessionTimeout: cfg.SessionTimeout},
 		KeyStore:       cfg.Backend.KeyStore,
 	})
 	if err != nil {

@@ -42,7 +42,7 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.StringVar(&f.peers, "cluster-peers", "", "cluster mode: every member's health endpoint, this one included, comma-separated host:port")
 	fs.StringVar(&f.etcd, "cluster-etcd", "", "cluster mode: etcd endpoints, comma-separated host:port; members find each other through etcd (keys under /scribe/<cluster-name>) instead of -cluster-peers")
 	fs.DurationVar(&f.refresh, "cluster-refresh", automanaged.DefaultRefreshInterval, "cluster mode: how often members poll each other's health endpoints")
-	fs.DurationVar(&f.session, "session-timeout", runtime.DefaultLimits().SessionTimeout, "node session timeout: a dead member's accounts move to the others after at most this long")
+	fs.DurationVar(&f.session, "session-timeout", runtime.DefaultBounds().SessionTimeout, "node session timeout: a dead member's accounts move to the others after at most this long")
 	return f
 }
 

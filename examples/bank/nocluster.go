@@ -22,7 +22,7 @@ type clusterFlags struct {
 func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	f := &clusterFlags{}
 	fs.IntVar(&f.port, "cluster-port", 0, "cluster mode is not built in (built with -tags nocluster); must stay 0")
-	fs.DurationVar(&f.session, "session-timeout", runtime.DefaultLimits().SessionTimeout, "node session timeout")
+	fs.DurationVar(&f.session, "session-timeout", runtime.DefaultBounds().SessionTimeout, "node session timeout")
 	return f
 }
 

@@ -160,7 +160,7 @@ func (c *clusterNode) remoteExecute(ctx context.Context, owner string, stream jo
 func (c *clusterNode) resultFromPB(stream journal.StreamID, from string, r *clusterpb.ExecuteReply) (actors.Result, bool, error) {
 	res := actors.Result{Records: recordsFromPB(r.Records), Version: r.Version, Duplicate: r.Duplicate}
 	if r.State != nil {
-		if m := c.node.Model(stream.Tag.Group()); m != nil {
+		if m := c.node.Resolve(stream.Tag.Group()); m != nil {
 			st, err := m.DecodeState(r.State.Data)
 			if err != nil {
 				return res, false, fmt.Errorf("cluster: decoding the state of stream %s sent by member %s: %w", stream, from, err)

@@ -123,7 +123,7 @@ func (c *clusterNode) reservationFromPB(ctx context.Context, stream journal.Stre
 		res.LastPosition = journal.Position{Commit: r.LastPosition.Commit, Seq: r.LastPosition.Seq}
 	}
 	if r.State != nil {
-		if m := c.node.Model(stream.Tag.Group()); m != nil {
+		if m := c.node.Resolve(stream.Tag.Group()); m != nil {
 			st, err := m.DecodeState(r.State.Data)
 			if err != nil {
 				_ = res.Grantor.Cancel(context.WithoutCancel(ctx), nil)
@@ -139,7 +139,7 @@ func (c *clusterNode) reservationFromPB(ctx context.Context, stream journal.Stre
 // encoded with the aggregate's state codec.
 func (c *clusterNode) reservationToPB(r *tagconsistency.Reservation, reply *clusterpb.ReserveReply) error {
 	if r.State != nil {
-		if mod := c.node.Model(r.Stream.Tag.Group()); mod != nil {
+		if mod := c.node.Resolve(r.Stream.Tag.Group()); mod != nil {
 			data, err := mod.EncodeState(r.State)
 			if err != nil {
 				return fmt.Errorf("runtime: encoding the state of stream %s for the reserving member: %w", r.Stream, err)

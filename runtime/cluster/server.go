@@ -139,7 +139,7 @@ func (c *clusterNode) serveExecute(ctx context.Context, m *clusterpb.ExecuteRequ
 		reply.Error = e
 		return reply
 	}
-	if c.node.Model(stream.Tag.Group()) == nil {
+	if c.node.Resolve(stream.Tag.Group()) == nil {
 		// Not registered yet (the member is starting): the command is not
 		// executed, and the caller may retry.
 		reply.Error = c.encodeError(fmt.Errorf("%w: member %s has not registered aggregate %q yet; the command was not executed: retry", runtime.ErrNodeUnavailable, c.self(), stream.Tag.Group()))
@@ -159,7 +159,7 @@ func (c *clusterNode) serveExecute(ctx context.Context, m *clusterpb.ExecuteRequ
 		return reply
 	}
 	if res.State != nil {
-		if m := c.node.Model(stream.Tag.Group()); m != nil {
+		if m := c.node.Resolve(stream.Tag.Group()); m != nil {
 			data, err := m.EncodeState(res.State)
 			if err != nil {
 				reply.Error = c.encodeError(fmt.Errorf("cluster: the command on stream %s succeeded but its state could not be encoded for the calling member: %w", stream, err))

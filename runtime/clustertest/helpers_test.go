@@ -77,7 +77,7 @@ func startMember(t testing.TB, name string, i int, mp memberPorts, peers []strin
 	cfg := runtime.Config{
 		Journal: j,
 		NodeID:  fmt.Sprintf("node-%d", i+1),
-		Limits:  runtime.Limits{SessionTimeout: 3 * time.Second, OpenTimeout: 5 * time.Second},
+		Bounds:  runtime.Bounds{SessionTimeout: 3 * time.Second, OpenTimeout: 5 * time.Second},
 		Cluster: &cluster.Config{
 			Name:     name,
 			Port:     mp.remote,

@@ -127,7 +127,7 @@ func runNode(raw string) int {
 		Journal: j,
 		NodeID:  cfg.NodeID,
 		Logger:  log,
-		Limits: runtime.Limits{
+		Bounds: runtime.Bounds{
 			SessionTimeout: dur(cfg.SessionTimeout),
 			OpenTimeout:    dur(cfg.OpenTimeout),
 			IdleTimeout:    dur(cfg.IdleTimeout),

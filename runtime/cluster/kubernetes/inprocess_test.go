@@ -80,7 +80,7 @@ func startMember(t *testing.T, client *fake.Clientset, podName string, j *memory
 	rt, err := runtime.New(ctx, runtime.Config{
 		Journal: j,
 		NodeID:  podName,
-		Limits:  runtime.Limits{SessionTimeout: 3 * time.Second, OpenTimeout: 5 * time.Second},
+		Bounds:  runtime.Bounds{SessionTimeout: 3 * time.Second, OpenTimeout: 5 * time.Second},
 		Cluster: &cluster.Config{
 			Name: "orders",
 			Port: freePort(t),

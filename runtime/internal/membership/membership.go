@@ -2,10 +2,6 @@ package membership
 
 import (
 	"context"
-	"log/slog"
-	"time"
-
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/scribe-es/scribe/actors"
 	"github.com/scribe-es/scribe/journal"
@@ -19,28 +15,18 @@ type Codec interface {
 }
 
 // Node is what a Runtime lends its cluster membership: its stream actors,
-// its registered aggregates and its settings, defaults applied. The Runtime
-// owns every value; the membership must not shut Host down.
+// their settings and its codec. The Runtime owns every value; the
+// membership must not shut Host down.
 type Node struct {
 	// Host runs this runtime's stream actors.
 	Host *actors.Host
-	// Model returns the registered aggregate of a tag group, nil when there
-	// is none (yet). Safe for concurrent use.
-	Model func(group string) actors.Model
-	// NodeID is the runtime's node ID.
-	NodeID string
+	// Config is Host's configuration, defaults applied (Host.Config()): the
+	// one set of settings the engine and the membership share (NodeID,
+	// Logger, MeterProvider, the timeouts of Bounds; Resolve returns the
+	// registered aggregate of a tag group, nil when there is none yet).
+	actors.Config
 	// Codec encodes commands and states for the wire.
 	Codec Codec
-	// Logger receives the membership's logs.
-	Logger *slog.Logger
-	// RequestTimeout bounds a request that arrives without a deadline.
-	RequestTimeout time.Duration
-	// ReservationTimeout bounds a DCB reservation's wait for a busy stream.
-	ReservationTimeout time.Duration
-	// IdleTimeout is the stream actors' passivation timeout.
-	IdleTimeout time.Duration
-	// MeterProvider receives the membership's metrics; nil means none.
-	MeterProvider metric.MeterProvider
 }
 
 // Member is a running cluster membership as the Runtime uses it. All
