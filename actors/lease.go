@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scribe-es/scribe/internal/backoff"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -115,7 +116,7 @@ func (h *Host) renewLoop() {
 	interval := h.cfg.SessionTimeout / 3
 	t := time.NewTimer(interval)
 	defer t.Stop()
-	backoff := time.Duration(0)
+	retry := backoff.Backoff{Min: max(interval/16, 10*time.Millisecond), Max: min(maxRenewBackoff, interval)}
 	for {
 		select {
 		case <-h.renewStop:
@@ -134,12 +135,11 @@ func (h *Host) renewLoop() {
 			continue
 		}
 		if h.renew(interval) {
-			backoff = 0
+			retry.Reset()
 			t.Reset(interval)
 			continue
 		}
-		backoff = min(max(2*backoff, interval/16, 10*time.Millisecond), maxRenewBackoff, interval)
-		t.Reset(backoff)
+		t.Reset(retry.Next())
 	}
 }
 

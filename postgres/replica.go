@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/scribe-es/scribe/internal/backoff"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
@@ -133,7 +134,8 @@ func (r *Replica) Replayed(ctx context.Context, pos journal.Position) (bool, err
 // than them.
 func (r *Replica) ReaderAt(ctx context.Context, pos journal.Position) (*Journal, error) {
 	deadline := time.Now().Add(r.cfg.ReplicaWait)
-	for poll := time.Millisecond; ; poll = min(2*poll, 25*time.Millisecond) {
+	polls := backoff.Backoff{Min: time.Millisecond, Max: 25 * time.Millisecond}
+	for {
 		ok, err := r.Replayed(ctx, pos)
 		if err != nil {
 			return nil, err
@@ -141,16 +143,13 @@ func (r *Replica) ReaderAt(ctx context.Context, pos journal.Position) (*Journal,
 		if ok {
 			return r.Journal, nil
 		}
+		poll := polls.Next()
 		if !time.Now().Add(poll).Before(deadline) {
 			r.stats.replicaFallbacks.Add(1)
 			return r.replica.primary, nil
 		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, poll) {
 			return nil, fmt.Errorf("postgres: waiting for the replica to replay position %s: %w", pos, ctx.Err())
-		case <-t.C:
 		}
 	}
 }

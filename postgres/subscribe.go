@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/scribe-es/scribe/internal/backoff"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -143,7 +144,7 @@ func (j *Journal) startListener() {
 }
 
 func (j *Journal) listen(ctx context.Context) {
-	backoff := 50 * time.Millisecond
+	retry := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	for ctx.Err() == nil {
 		err := j.listenOnceConn(ctx)
 		if ctx.Err() != nil {
@@ -152,12 +153,9 @@ func (j *Journal) listen(ctx context.Context) {
 		_ = err // the connection failed: subscribers keep polling; reconnect.
 		j.wake.notify()
 		j.leaseWake.notify()
-		select {
-		case <-ctx.Done():
+		if !retry.Wait(ctx) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 

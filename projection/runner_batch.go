@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/scribe-es/scribe/internal/backoff"
 	"github.com/scribe-es/scribe/journal"
 )
 
@@ -113,14 +114,6 @@ func (r *Runner[Tx]) prepare(ctx context.Context, t *holder[Tx], b *Batch) error
 	return nil
 }
 
-// sleep waits d or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// sleep waits d or until ctx ends (backoff.Sleep); it reports whether ctx
+// is still live.
+func sleep(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/scribe-es/scribe/erasure"
+	"github.com/scribe-es/scribe/internal/backoff"
 )
 
 // Erase crypto-shreds a data subject's personal data (see package erasure
@@ -112,7 +112,7 @@ const erasurePage = 1000
 func (rt *Runtime) followErasures(ctx context.Context, after uint64) {
 	interval := rt.cfg.ErasurePollInterval
 	failing := false
-	for sleepCtx(ctx, interval) {
+	for backoff.Sleep(ctx, interval) {
 		failure := rt.pollErasures(ctx, &after)
 		if ctx.Err() != nil {
 			return
@@ -166,20 +166,9 @@ func (rt *Runtime) sweepErasures(ctx context.Context) {
 		if err != nil {
 			rt.cfg.Logger.Warn("completing pending erasures failed; retrying at the next sweep", "error", err, "retry_in", rt.cfg.ErasureSweepInterval)
 		}
-		if !sleepCtx(ctx, rt.cfg.ErasureSweepInterval) {
+		if !backoff.Sleep(ctx, rt.cfg.ErasureSweepInterval) {
 			return
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

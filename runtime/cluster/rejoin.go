@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/scribe-es/scribe/actors"
+	"github.com/scribe-es/scribe/internal/backoff"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/runtime/internal/membership"
@@ -146,7 +147,7 @@ func (m *member) fenceForGood(c *clusterNode, reason error) {
 // It returns nil after Shutdown or when a twin node ID appeared.
 func (m *member) rejoin(old *clusterNode) *clusterNode {
 	m.discardActors()
-	backoff := time.Duration(0)
+	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: maxRejoinBackoff, Jitter: 0.5}
 	var failures int
 	var logged time.Time
 	for {
@@ -178,8 +179,7 @@ func (m *member) rejoin(old *clusterNode) *clusterNode {
 			logged = now
 			m.log.Warn("rejoining the cluster failed; retrying", "cluster", m.cfg.Name, "node", m.node.NodeID, "failures", failures, "error", err)
 		}
-		backoff = min(max(2*backoff, 100*time.Millisecond), maxRejoinBackoff)
-		if !m.pause(backoff) {
+		if !m.pause(retry.Next()) {
 			return nil
 		}
 	}
@@ -197,16 +197,7 @@ func (m *member) discardActors() {
 }
 
 // pause waits d; false when the member is shutting down.
-func (m *member) pause(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-m.ctx.Done():
-		return false
-	}
-}
+func (m *member) pause(d time.Duration) bool { return backoff.Sleep(m.ctx, d) }
 
 // serving returns the membership serving now, or the error calls fail with
 // while the member is out.

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	k8s "k8s.io/client-go/kubernetes"
+
+	"github.com/scribe-es/scribe/internal/backoff"
 )
 
 // The keys a member writes on its own pod. Select a cluster's pods with
@@ -378,16 +380,7 @@ func (m *member) backoff(n int) time.Duration {
 }
 
 // pause waits before retry number n, and reports false when ctx ended.
-func (m *member) pause(ctx context.Context, n int) bool {
-	t := time.NewTimer(m.backoff(n))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+func (m *member) pause(ctx context.Context, n int) bool { return backoff.Sleep(ctx, m.backoff(n)) }
 
 // follow applies w's events to pods and publishes each change of the
 // topology, until the watch ends, the resync interval passed or ctx ended.
