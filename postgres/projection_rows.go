@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,27 +19,20 @@ import (
 
 var _ projection.RowStore[pgx.Tx] = (*ProjectionStore)(nil)
 
-// rowsDB runs statements: a pool or a transaction.
-type rowsDB interface {
-	querier
-	QueryRow(context.Context, string, ...any) pgx.Row
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}
-
 // Rows implements projection.RowStore: k's rows in the table
-// projection_rows (migration 7), written in tx. Within a Commit or a
-// dead-letter replay of the store (the tx its handler received) writes are
-// buffered and sent in one statement when the handler returned, before the
-// checkpoint moves; in any other transaction each write is sent at once.
+// projection_rows (migration 7). The writes of a Commit's or a dead-letter
+// replay's handler (in the tx it received) are kept in a
+// projection.RowWrites and sent in one statement when the handler
+// returned, before the checkpoint moves; writes in any other transaction
+// fail with projection.ErrNoRowsTx.
 func (st *ProjectionStore) Rows(tx pgx.Tx, k projection.Key) projection.Rows {
-	if tx == nil {
-		return &pgRows{st: st, k: k}
+	w, ok := st.buffers.Load(tx)
+	if !ok {
+		closed := &projection.RowWrites{}
+		closed.Close()
+		w = closed
 	}
-	r := &pgRows{st: st, db: tx, k: k, write: true}
-	if v, ok := st.buffers.Load(tx); ok {
-		r.buf = v.(*rowBuffer)
-	}
-	return r
+	return w.(*projection.RowWrites).Rows(k, &pgRows{st: st, db: tx, k: k})
 }
 
 // ReadRows implements projection.RowStore: reads of k's committed rows on
@@ -49,66 +41,35 @@ func (st *ProjectionStore) ReadRows(k projection.Key) projection.RowReader {
 	return &pgRows{st: st, db: st.pool, k: k}
 }
 
-// rowID names one document of a projection version's rows.
-type rowID struct{ collection, key string }
-
-// rowBuffer holds the writes of one commit's handler until the commit
-// sends them (flushRows): per projection version, the documents put (nil:
-// deleted).
-type rowBuffer struct {
-	mu      sync.Mutex
-	pending map[projection.Key]map[rowID]json.RawMessage
-	// closed is set when the handler returned: later writes fail.
-	closed bool
-}
-
-// buffering registers tx as a commit's transaction whose rows writes are
-// buffered; the returned function unregisters it.
-func (st *ProjectionStore) buffering(tx pgx.Tx) (*rowBuffer, func()) {
-	b := &rowBuffer{}
-	st.buffers.Store(tx, b)
-	return b, func() {
-		st.buffers.Delete(tx)
-		b.mu.Lock()
-		b.closed = true
-		b.mu.Unlock()
-	}
-}
-
-// applyBuffered runs a commit's handler apply in tx with its rows writes
-// buffered, then sends them (before the caller moves the checkpoint). A
-// handler error is returned as a *projection.HandlerError at the batch's
-// first record.
-func (st *ProjectionStore) applyBuffered(ctx context.Context, tx pgx.Tx, k projection.Key, records []journal.Record, apply func(ctx context.Context, tx pgx.Tx) error) error {
-	buf, done := st.buffering(tx)
+// applyBuffered runs a commit's (or replay's) handler apply in tx with its
+// rows writes kept in a projection.RowWrites, then sends them (before the
+// caller moves the checkpoint). A handler error is returned as a
+// *projection.HandlerError at.
+func (st *ProjectionStore) applyBuffered(ctx context.Context, tx pgx.Tx, at journal.Position, apply func(ctx context.Context, tx pgx.Tx) error) error {
+	w := &projection.RowWrites{}
+	st.buffers.Store(tx, w)
 	err := apply(ctx, tx)
-	done()
+	st.buffers.Delete(tx)
+	writes := w.Close()
 	if err != nil {
-		return &projection.HandlerError{At: projection.FirstPosition(records), Err: err}
+		return &projection.HandlerError{At: at, Err: err}
 	}
-	if err := st.flushRows(ctx, tx, buf); err != nil {
-		return fmt.Errorf("projection %s: commit: %w", k, err)
-	}
-	return nil
+	return st.flushRows(ctx, tx, writes)
 }
 
-// flushRows sends b's writes in tx: per projection version one DELETE and
+// flushRows sends writes in tx: per projection version one DELETE and
 // one upsert, in key order.
-func (st *ProjectionStore) flushRows(ctx context.Context, tx pgx.Tx, b *rowBuffer) error {
-	b.mu.Lock()
-	pending := b.pending
-	b.pending = nil
-	b.mu.Unlock()
-	for k, writes := range pending {
-		ids := slices.SortedFunc(maps.Keys(writes), func(a, b rowID) int {
-			return cmp.Or(cmp.Compare(a.collection, b.collection), cmp.Compare(a.key, b.key))
+func (st *ProjectionStore) flushRows(ctx context.Context, tx pgx.Tx, writes map[projection.Key]map[projection.RowID]json.RawMessage) error {
+	for k, docs := range writes {
+		ids := slices.SortedFunc(maps.Keys(docs), func(a, b projection.RowID) int {
+			return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Key, b.Key))
 		})
 		var delColl, delKey, putColl, putKey, putDoc []string
 		for _, id := range ids {
-			if doc := writes[id]; doc == nil {
-				delColl, delKey = append(delColl, id.collection), append(delKey, id.key)
+			if doc := docs[id]; doc == nil {
+				delColl, delKey = append(delColl, id.Collection), append(delKey, id.Key)
 			} else {
-				putColl, putKey, putDoc = append(putColl, id.collection), append(putKey, id.key), append(putDoc, string(doc))
+				putColl, putKey, putDoc = append(putColl, id.Collection), append(putKey, id.Key), append(putDoc, string(doc))
 			}
 		}
 		if len(delKey) > 0 {
@@ -130,14 +91,12 @@ func (st *ProjectionStore) flushRows(ctx context.Context, tx pgx.Tx, b *rowBuffe
 	return nil
 }
 
-// pgRows reads and, with write, writes k's rows in db; with buf, writes
-// are buffered in it.
+// pgRows reads k's committed rows in db (the pool, or a commit's
+// transaction).
 type pgRows struct {
-	st    *ProjectionStore
-	db    rowsDB
-	k     projection.Key
-	write bool
-	buf   *rowBuffer
+	st *ProjectionStore
+	db querier
+	k  projection.Key
 }
 
 func (r *pgRows) check(collection string) error {
@@ -150,24 +109,10 @@ func (r *pgRows) check(collection string) error {
 	return r.k.Validate()
 }
 
-// buffered returns the buffered document of collection and key, if any.
-func (r *pgRows) buffered(collection, key string) (json.RawMessage, bool) {
-	if r.buf == nil {
-		return nil, false
-	}
-	r.buf.mu.Lock()
-	defer r.buf.mu.Unlock()
-	doc, ok := r.buf.pending[r.k][rowID{collection, key}]
-	return doc, ok
-}
-
 func (r *pgRows) Get(ctx context.Context, collection, key string) (json.RawMessage, bool, error) {
 	docs, err := r.GetMany(ctx, collection, []string{key})
-	if err != nil {
-		return nil, false, err
-	}
 	doc, ok := docs[key]
-	return doc, ok, nil
+	return doc, ok, err
 }
 
 func (r *pgRows) GetMany(ctx context.Context, collection string, keys []string) (map[string]json.RawMessage, error) {
@@ -175,50 +120,25 @@ func (r *pgRows) GetMany(ctx context.Context, collection string, keys []string) 
 		return nil, err
 	}
 	out := make(map[string]json.RawMessage, len(keys))
-	var ask []string
-	for _, key := range keys {
-		if doc, ok := r.buffered(collection, key); ok {
-			if doc != nil {
-				out[key] = slices.Clone(doc)
-			}
-			continue
-		}
-		ask = append(ask, key)
-	}
-	if len(ask) == 0 {
+	if len(keys) == 0 {
 		return out, nil
 	}
 	rows, err := r.db.Query(ctx, `SELECT key, doc FROM `+r.st.s+`.projection_rows WHERE name = $1 AND version = $2 AND collection = $3 AND key = ANY($4::text[])`,
-		r.k.Name, r.k.Version, collection, ask)
+		r.k.Name, r.k.Version, collection, keys)
 	if err != nil {
 		return nil, r.st.translate("rows: get", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var key string
-		var doc []byte
-		if err := rows.Scan(&key, &doc); err != nil {
-			return nil, r.st.translate("rows: get", err)
-		}
-		out[key] = doc
-	}
-	if err := rows.Err(); err != nil {
+	var key string
+	var doc []byte
+	if _, err := pgx.ForEachRow(rows, []any{&key, &doc}, func() error { out[key] = slices.Clone(doc); return nil }); err != nil {
 		return nil, r.st.translate("rows: get", err)
 	}
 	return out, nil
 }
 
 func (r *pgRows) List(ctx context.Context, collection, after string, limit int) ([]projection.Row, error) {
-	if err := r.check(collection); err != nil {
+	if err := r.check(collection); err != nil || limit <= 0 {
 		return nil, err
-	}
-	if limit <= 0 {
-		return nil, nil
-	}
-	if r.buf != nil { // the buffered writes first, so that the list sees them
-		if err := r.st.flushRows(ctx, r.db.(pgx.Tx), r.buf); err != nil {
-			return nil, err
-		}
 	}
 	rows, err := r.db.Query(ctx, `SELECT key, doc FROM `+r.st.s+`.projection_rows WHERE name = $1 AND version = $2 AND collection = $3 AND key > $4
 		ORDER BY key LIMIT $5`, r.k.Name, r.k.Version, collection, after, limit)
@@ -227,76 +147,12 @@ func (r *pgRows) List(ctx context.Context, collection, after string, limit int) 
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (projection.Row, error) {
 		var o projection.Row
-		var doc []byte
-		err := row.Scan(&o.Key, &doc)
-		o.Doc = doc
-		return o, err
+		return o, row.Scan(&o.Key, (*[]byte)(&o.Doc))
 	})
 	if err != nil {
 		return nil, r.st.translate("rows: list", err)
 	}
 	return out, nil
-}
-
-func (r *pgRows) Put(ctx context.Context, collection, key string, doc json.RawMessage) error {
-	if !r.write {
-		return projection.ErrNoRowsTx
-	}
-	if err := r.check(collection); err != nil {
-		return err
-	}
-	if doc == nil {
-		doc = json.RawMessage("null")
-	}
-	if !json.Valid(doc) {
-		return fmt.Errorf("projection: rows %q key %q: the document is not valid JSON", collection, key)
-	}
-	if r.buf != nil {
-		return r.set(collection, key, slices.Clone(doc))
-	}
-	_, err := r.db.Exec(ctx, `INSERT INTO `+r.st.s+`.projection_rows (name, version, collection, key, doc) VALUES ($1, $2, $3, $4, $5::jsonb)
-		ON CONFLICT (name, version, collection, key) DO UPDATE SET doc = EXCLUDED.doc`,
-		r.k.Name, r.k.Version, collection, key, string(doc))
-	if err != nil {
-		return r.st.translate("rows: put", err)
-	}
-	return nil
-}
-
-func (r *pgRows) Delete(ctx context.Context, collection, key string) error {
-	if !r.write {
-		return projection.ErrNoRowsTx
-	}
-	if err := r.check(collection); err != nil {
-		return err
-	}
-	if r.buf != nil {
-		return r.set(collection, key, nil)
-	}
-	_, err := r.db.Exec(ctx, `DELETE FROM `+r.st.s+`.projection_rows WHERE name = $1 AND version = $2 AND collection = $3 AND key = $4`,
-		r.k.Name, r.k.Version, collection, key)
-	if err != nil {
-		return r.st.translate("rows: delete", err)
-	}
-	return nil
-}
-
-// set buffers a write (doc nil: a delete); after the handler returned it
-// fails with projection.ErrNoRowsTx.
-func (r *pgRows) set(collection, key string, doc json.RawMessage) error {
-	r.buf.mu.Lock()
-	defer r.buf.mu.Unlock()
-	if r.buf.closed {
-		return projection.ErrNoRowsTx
-	}
-	if r.buf.pending == nil {
-		r.buf.pending = map[projection.Key]map[rowID]json.RawMessage{}
-	}
-	if r.buf.pending[r.k] == nil {
-		r.buf.pending[r.k] = map[rowID]json.RawMessage{}
-	}
-	r.buf.pending[r.k][rowID{collection, key}] = doc
-	return nil
 }
 
 // setupError is the error of a projection's Setup that failed with err: a
@@ -364,14 +220,6 @@ func (st *ProjectionStore) Setup(ctx context.Context, k projection.Key, kind pro
 		}
 		return nil
 	})
-}
-
-// deleteRows deletes k's rows in tx (a reset).
-func (st *ProjectionStore) deleteRows(ctx context.Context, tx pgx.Tx, k projection.Key) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_rows WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
-		return st.translate("reset: rows", err)
-	}
-	return nil
 }
 
 // CountRows returns how many rows k's rows read model holds.

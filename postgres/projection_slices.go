@@ -79,27 +79,14 @@ func (st *ProjectionStore) Join(ctx context.Context, k projection.Key, l project
 // another layout (projection.ErrSlicingChanged). The projection's row is
 // locked.
 func (st *ProjectionStore) layOut(ctx context.Context, tx pgx.Tx, k projection.Key, l projection.Layout) error {
-	rows, err := tx.Query(ctx, `SELECT tag_group, partition, slice_count, by_partition FROM `+st.s+`.projection_slices WHERE name = $1 AND version = $2 ORDER BY slice`, k.Name, k.Version)
+	sets, err := st.querySlices(ctx, tx, ` WHERE name = $1 AND version = $2`, k.Name, k.Version)
 	if err != nil {
 		return err
 	}
 	var have projection.Layout
-	var byPartition bool
 	n := 0
-	if _, err := pgx.ForEachRow(rows, []any{&have.Group, &have.Partition, &have.Count, &byPartition}, func() error {
-		if byPartition && !slices.Contains(have.Partitions, have.Partition) {
-			have.Partitions = append(have.Partitions, have.Partition)
-		}
-		n++
-		return nil
-	}); err != nil {
-		return err
-	}
-	if have.Group == "" {
-		have.Count = 0
-	}
-	if have.Group == "" || len(have.Partitions) > 0 {
-		have.Partition = ""
+	if x := sets[k]; x != nil {
+		have, n = x.layout, len(x.slices)
 	}
 	switch {
 	case n == 0 && len(l.Partitions) == 0:
@@ -127,10 +114,8 @@ func (st *ProjectionStore) layOut(ctx context.Context, tx pgx.Tx, k projection.K
 
 // Leave implements projection.Store.
 func (st *ProjectionStore) Leave(ctx context.Context, k projection.Key, owner string) error {
-	if _, err := st.pool.Exec(ctx, `DELETE FROM `+st.s+`.projection_runners WHERE name = $1 AND version = $2 AND owner = $3`, k.Name, k.Version, owner); err != nil {
-		return st.translate("leave", err)
-	}
-	return nil
+	_, err := st.pool.Exec(ctx, `DELETE FROM `+st.s+`.projection_runners WHERE name = $1 AND version = $2 AND owner = $3`, k.Name, k.Version, owner)
+	return st.translate("leave", err)
 }
 
 // Claim implements projection.Store.
@@ -162,23 +147,18 @@ func (st *ProjectionStore) Claim(ctx context.Context, k projection.Key, owner st
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var slice int
-			var epoch, commit, seq, events int64
-			var partition, member string
-			var id *uuid.UUID
-			if err := rows.Scan(&slice, &epoch, &commit, &seq, &events, &partition, &member, &id); err != nil {
-				rows.Close()
-				return err
-			}
-			l := projection.Lease{Key: k, Slice: slice, Owner: owner, Epoch: uint64(epoch), TTL: ttl,
-				Checkpoint: journal.Position{Commit: uint64(commit), Seq: uint64(seq)}, Events: uint64(events), Partition: partition, Member: member}
+		var l projection.Lease
+		var epoch, commit, seq, events int64
+		var id *uuid.UUID
+		if _, err := pgx.ForEachRow(rows, []any{&l.Slice, &epoch, &commit, &seq, &events, &l.Partition, &l.Member, &id}, func() error {
+			l.Key, l.Owner, l.Epoch, l.TTL, l.Events, l.EventID = k, owner, uint64(epoch), ttl, uint64(events), uuid.Nil
+			l.Checkpoint = journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
 			if id != nil {
 				l.EventID = *id
 			}
 			out = append(out, l)
-		}
-		if err := rows.Err(); err != nil {
+			return nil
+		}); err != nil {
 			return err
 		}
 		if len(out) > 0 {
@@ -312,7 +292,7 @@ func (st *ProjectionStore) Commit(ctx context.Context, ls []projection.Lease, re
 	if found != len(ls) {
 		return fmt.Errorf("%w: %s has no row for some of slices %v (was it reset?)", projection.ErrFenced, k, want)
 	}
-	if err := st.applyBuffered(ctx, tx, k, records, apply); err != nil {
+	if err := st.applyBuffered(ctx, tx, projection.FirstPosition(records), apply); err != nil {
 		return err
 	}
 	n := len(ls)
@@ -377,11 +357,11 @@ func (st *ProjectionStore) Fail(ctx context.Context, l projection.Lease, pos jou
 
 // Slices implements projection.Store.
 func (st *ProjectionStore) Slices(ctx context.Context, k projection.Key) ([]projection.SliceStatus, projection.Layout, error) {
-	sets, err := st.querySlices(ctx, ` WHERE name = $1 AND version = $2`, k.Name, k.Version)
+	sets, err := st.querySlices(ctx, st.pool, ` WHERE name = $1 AND version = $2`, k.Name, k.Version)
 	if x := sets[k]; err == nil && x != nil {
 		return x.slices, x.layout, nil
 	}
-	return nil, projection.Layout{}, err
+	return nil, projection.Layout{}, st.translate("slices", err)
 }
 
 // sliceSet is one projection's slices as querySlices reads them.
@@ -394,13 +374,13 @@ type sliceSet struct {
 }
 
 // querySlices reads the slice rows that where (with args) selects, in one
-// query, by projection.
-func (st *ProjectionStore) querySlices(ctx context.Context, where string, args ...any) (map[projection.Key]*sliceSet, error) {
-	rows, err := st.pool.Query(ctx, `SELECT name, version, slice, commit_xid, seq, events, owner, epoch, CASE WHEN isfinite(lease_until) THEN lease_until END,
+// query of db, by projection.
+func (st *ProjectionStore) querySlices(ctx context.Context, db querier, where string, args ...any) (map[projection.Key]*sliceSet, error) {
+	rows, err := db.Query(ctx, `SELECT name, version, slice, commit_xid, seq, events, owner, epoch, CASE WHEN isfinite(lease_until) THEN lease_until END,
 			owner <> '' AND lease_until > clock_timestamp(), tag_group, partition, slice_count, member, event_id, by_partition
 		FROM `+st.s+`.projection_slices`+where+` ORDER BY name, version, slice`, args...)
 	if err != nil {
-		return nil, st.translate("slices", err)
+		return nil, err
 	}
 	out := map[projection.Key]*sliceSet{}
 	var k projection.Key
@@ -411,7 +391,7 @@ func (st *ProjectionStore) querySlices(ctx context.Context, where string, args .
 	var live bool
 	var l projection.Layout
 	var byPartition bool
-	if _, err := pgx.ForEachRow(rows, []any{&k.Name, &k.Version, &x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &live, &l.Group, &x.Partition, &l.Count, &x.Member, &id, &byPartition}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&k.Name, &k.Version, &x.Slice, &commit, &seq, &events, &x.Owner, &epoch, &until, &live, &l.Group, &x.Partition, &l.Count, &x.Member, &id, &byPartition}, func() error {
 		s := out[k]
 		if s == nil {
 			s = &sliceSet{}
@@ -438,8 +418,6 @@ func (st *ProjectionStore) querySlices(ctx context.Context, where string, args .
 		}
 		s.slices, s.live = append(s.slices, x), append(s.live, live)
 		return nil
-	}); err != nil {
-		return nil, st.translate("slices", err)
-	}
-	return out, nil
+	})
+	return out, err
 }

@@ -29,8 +29,8 @@ type ProjectionStore struct {
 	pool *pgxpool.Pool
 	cfg  Config
 	s    string
-	// buffers holds the rows buffer of each transaction a Commit or a
-	// replay passes to its handler (pgx.Tx → *rowBuffer).
+	// buffers holds the rows writes of each transaction a Commit or a
+	// replay passes to its handler (pgx.Tx → *projection.RowWrites).
 	buffers sync.Map
 }
 
@@ -78,53 +78,37 @@ func interval(d time.Duration) string {
 	return strconv.FormatInt(d.Microseconds(), 10) + " microseconds"
 }
 
-// Pause implements projection.Pauser: it fences the current lease (a new
-// epoch), records the pause and leaves checkpoint, rows and dead letters as
+// Pause implements projection.Pauser: it fences every slice lease (a new
+// epoch), records the pause and leaves checkpoints, rows and dead letters as
 // they are.
 func (st *ProjectionStore) Pause(ctx context.Context, k projection.Key) error {
-	if err := k.Validate(); err != nil {
-		return err
-	}
-	tag, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projections SET paused = true, epoch = epoch + 1, owner = '', lease_until = '-infinity',
+	return st.pauseOrResume(ctx, k, "pause", `UPDATE `+st.s+`.projections SET paused = true,
 			state = `+stateAfterSQL(projection.OpPause, "state", "true")+`, updated_at = clock_timestamp()
-		WHERE name = $1 AND version = $2 AND NOT paused`, k.Name, k.Version)
-	if err != nil {
-		return st.translate("pause", err)
-	}
-	if tag.RowsAffected() > 0 {
-		// A sliced projection's slice leases are fenced too.
-		if _, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projection_slices SET epoch = epoch + 1, owner = '', lease_until = '-infinity'
-			WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
-			return st.translate("pause: slices", err)
-		}
-	}
-	if tag.RowsAffected() == 0 {
-		var exists bool
-		if err := st.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+st.s+`.projections WHERE name = $1 AND version = $2)`, k.Name, k.Version).Scan(&exists); err != nil {
-			return st.translate("pause", err)
-		}
-		if !exists {
-			return fmt.Errorf("projection %s is unknown to schema %q: nothing to pause", k, st.cfg.Schema)
-		}
-	}
-	return nil
+		WHERE name = $1 AND version = $2 AND NOT paused RETURNING 1),
+	s AS (UPDATE `+st.s+`.projection_slices SET epoch = epoch + 1, owner = '', lease_until = '-infinity'
+		WHERE name = $1 AND version = $2 AND EXISTS (SELECT FROM r))`)
 }
 
 // Resume implements projection.Pauser.
 func (st *ProjectionStore) Resume(ctx context.Context, k projection.Key) error {
+	return st.pauseOrResume(ctx, k, "resume", `UPDATE `+st.s+`.projections SET paused = false,
+			state = `+stateAfterSQL(projection.OpResume, "state", "false")+`, updated_at = clock_timestamp()
+		WHERE name = $1 AND version = $2 AND paused RETURNING 1)`)
+}
+
+// pauseOrResume runs the statement change (on k's row, as the CTE r) and
+// fails when k is unknown.
+func (st *ProjectionStore) pauseOrResume(ctx context.Context, k projection.Key, op, change string) error {
 	if err := k.Validate(); err != nil {
 		return err
 	}
 	var exists bool
-	err := st.pool.QueryRow(ctx, `WITH r AS (UPDATE `+st.s+`.projections SET paused = false,
-			state = `+stateAfterSQL(projection.OpResume, "state", "false")+`, updated_at = clock_timestamp()
-		WHERE name = $1 AND version = $2 AND paused RETURNING 1)
-		SELECT EXISTS (SELECT FROM r) OR EXISTS (SELECT FROM `+st.s+`.projections WHERE name = $1 AND version = $2)`, k.Name, k.Version).Scan(&exists)
-	if err != nil {
-		return st.translate("resume", err)
+	if err := st.pool.QueryRow(ctx, `WITH r AS (`+change+`
+		SELECT EXISTS (SELECT FROM r) OR EXISTS (SELECT FROM `+st.s+`.projections WHERE name = $1 AND version = $2)`, k.Name, k.Version).Scan(&exists); err != nil {
+		return st.translate(op, err)
 	}
 	if !exists {
-		return fmt.Errorf("projection %s is unknown to schema %q: nothing to resume", k, st.cfg.Schema)
+		return fmt.Errorf("projection %s is unknown to schema %q: nothing to %s", k, st.cfg.Schema, op)
 	}
 	return nil
 }
@@ -134,10 +118,7 @@ func (st *ProjectionStore) DeadLetter(ctx context.Context, tx pgx.Tx, d projecti
 	_, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projection_dead_letters (name, version, event_id, commit_xid, seq, error, attempts)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
 		d.Key.Name, d.Key.Version, d.Record.ID, int64(d.Record.Position.Commit), int64(d.Record.Position.Seq), d.Error, d.Attempts)
-	if err != nil {
-		return st.translate("dead letter", err)
-	}
-	return nil
+	return st.translate("dead letter", err)
 }
 
 // DeadLetters implements projection.Store. The records are read back from
@@ -163,21 +144,17 @@ func (st *ProjectionStore) queryDeadLetters(ctx context.Context, db querier, op 
 		return nil, st.translate(op, err)
 	}
 	var out []projection.DeadLetter
-	for rows.Next() {
-		var d projection.DeadLetter
-		var commit, seq int64
-		var requested *time.Time
-		if err := rows.Scan(&d.Record.ID, &commit, &seq, &d.Error, &d.Attempts, &d.At, &requested); err != nil {
-			rows.Close()
-			return nil, st.translate(op, err)
-		}
-		d.Key, d.Record.Position = k, journal.Position{Commit: uint64(commit), Seq: uint64(seq)}
+	var d projection.DeadLetter
+	var commit, seq int64
+	var requested *time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&d.Record.ID, &commit, &seq, &d.Error, &d.Attempts, &d.At, &requested}, func() error {
+		d.Key, d.Record.Position, d.ReplayRequestedAt = k, journal.Position{Commit: uint64(commit), Seq: uint64(seq)}, time.Time{}
 		if requested != nil {
 			d.ReplayRequestedAt = requested.UTC()
 		}
 		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, st.translate(op, err)
 	}
 	if len(out) == 0 {
@@ -235,11 +212,9 @@ func (st *ProjectionStore) ReplayDeadLetter(ctx context.Context, k projection.Ke
 		return st.translate("replay dead letter: savepoint", err)
 	}
 	if herr == nil {
-		buf, done := st.buffering(sp)
-		herr = apply(ctx, sp, d)
-		done()
-		if herr == nil {
-			herr = st.flushRows(ctx, sp, buf)
+		herr = st.applyBuffered(ctx, sp, pos, func(ctx context.Context, tx pgx.Tx) error { return apply(ctx, tx, d) })
+		if he := (*projection.HandlerError)(nil); errors.As(herr, &he) {
+			herr = he.Err
 		}
 	}
 	if herr == nil {
@@ -297,10 +272,7 @@ func (st *ProjectionStore) Activate(ctx context.Context, k projection.Key) error
 	}
 	_, err := st.pool.Exec(ctx, `INSERT INTO `+st.s+`.projection_active AS a (name, version) VALUES ($1, $2)
 		ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version, since = clock_timestamp() WHERE a.version < EXCLUDED.version`, k.Name, k.Version)
-	if err != nil {
-		return st.translate("activate", err)
-	}
-	return nil
+	return st.translate("activate", err)
 }
 
 // Status implements projection.Store.
@@ -333,32 +305,28 @@ func (st *ProjectionStore) statuses(ctx context.Context, where string, args ...a
 	if err != nil {
 		return nil, st.translate("status", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (projection.Status, error) {
-		var s projection.Status
-		var state, readModel string
-		var active int
-		var fcommit, fseq int64
-		err := row.Scan(&s.Key.Name, &s.Key.Version, &state, &active, &fcommit, &fseq, &s.Error, &s.UpdatedAt, &readModel, &s.Paused)
-		s.State, s.ReadModel, s.Active = projection.State(state), projection.ReadModelKind(readModel), active == s.Key.Version
+	var out []projection.Status
+	var actives []int
+	var s projection.Status
+	var active int
+	var fcommit, fseq int64
+	if _, err := pgx.ForEachRow(rows, []any{&s.Key.Name, &s.Key.Version, &s.State, &active, &fcommit, &fseq, &s.Error, &s.UpdatedAt, &s.ReadModel, &s.Paused}, func() error {
 		s.FailedAt = journal.Position{Commit: uint64(fcommit), Seq: uint64(fseq)}
-		if active > s.Key.Version && s.State != projection.StateFailed {
-			s.State = projection.StateSuperseded
-		}
-		return s, err
-	})
+		out, actives = append(out, s), append(actives, active)
+		return nil
+	}); err != nil {
+		return nil, st.translate("status", err)
+	}
+	sets, err := st.querySlices(ctx, st.pool, strings.ReplaceAll(where, "p.", ""), args...)
 	if err != nil {
 		return nil, st.translate("status", err)
 	}
-	sets, err := st.querySlices(ctx, strings.ReplaceAll(where, "p.", ""), args...)
-	if err != nil {
-		return nil, err
-	}
 	for i, s := range out {
-		if x := sets[s.Key]; x != nil {
-			out[i] = projection.SummarizeSlices(s, x.layout, x.slices, x.live)
-		} else if s.State == projection.StateRunning {
-			out[i].State = projection.StateStopped // claimed by a build before the one-slice form, never since
+		x := sets[s.Key]
+		if x == nil {
+			x = &sliceSet{} // never joined (or claimed by a build before the one-slice form: stopped)
 		}
+		out[i] = projection.SummarizeSlices(s, actives[i], x.layout, x.slices, x.live)
 	}
 	return out, nil
 }
@@ -382,20 +350,13 @@ func (st *ProjectionStore) Reset(ctx context.Context, k projection.Key, clear fu
 				return fmt.Errorf("projection %s: reset: clearing the read model failed, nothing was reset: %w", k, err)
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE `+st.s+`.projections SET commit_xid = 0, seq = 0, events = 0, owner = '',
-				epoch = epoch + 1, lease_until = '-infinity', state = `+stateAfterSQL(projection.OpReset, "state", "paused")+`, error = '', failed_xid = 0, failed_seq = 0,
-				updated_at = clock_timestamp()
-			WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
-			return st.translate("reset", err)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM `+st.s+`.projection_dead_letters WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
-			return st.translate("reset", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE `+st.s+`.projection_slices SET commit_xid = 0, seq = 0, events = 0, owner = '',
-				member = '', event_id = NULL, epoch = epoch + 1, lease_until = '-infinity', updated_at = clock_timestamp()
-			WHERE name = $1 AND version = $2`, k.Name, k.Version); err != nil {
-			return st.translate("reset: slices", err)
-		}
-		return st.deleteRows(ctx, tx, k)
+		_, err := tx.Exec(ctx, `WITH p AS (UPDATE `+st.s+`.projections SET state = `+stateAfterSQL(projection.OpReset, "state", "paused")+`,
+				error = '', failed_xid = 0, failed_seq = 0, updated_at = clock_timestamp() WHERE name = $1 AND version = $2),
+			d AS (DELETE FROM `+st.s+`.projection_dead_letters WHERE name = $1 AND version = $2),
+			r AS (DELETE FROM `+st.s+`.projection_rows WHERE name = $1 AND version = $2)
+			UPDATE `+st.s+`.projection_slices SET commit_xid = 0, seq = 0, events = 0, owner = '', member = '', event_id = NULL,
+				epoch = epoch + 1, lease_until = '-infinity', updated_at = clock_timestamp()
+			WHERE name = $1 AND version = $2`, k.Name, k.Version)
+		return st.translate("reset", err)
 	})
 }

@@ -77,20 +77,30 @@ func ReplayDeadLetters[Tx any](ctx context.Context, store Store[Tx], k Key, appl
 	if err != nil {
 		return rep, err
 	}
+	err = replay(ctx, rp, k, letters, apply, func(d DeadLetter, herr *HandlerError) {
+		if herr == nil {
+			rep.Replayed++
+			return
+		}
+		d.Error, d.Attempts, d.ReplayRequestedAt = herr.Err.Error(), d.Attempts+1, time.Time{}
+		rep.Failed = append(rep.Failed, d)
+	})
+	return rep, err
+}
+
+// replay replays letters in order (DeadLetterReplayer.ReplayDeadLetter)
+// and tells done of each replayed (herr nil) or failed again; it skips the
+// letters removed meanwhile and stops at the first store error.
+func replay[Tx any](ctx context.Context, rp DeadLetterReplayer[Tx], k Key, letters []DeadLetter, apply func(ctx context.Context, tx Tx, d DeadLetter) error, done func(d DeadLetter, herr *HandlerError)) error {
 	for _, d := range letters {
 		err := rp.ReplayDeadLetter(ctx, k, d.Record.Position, apply)
 		var herr *HandlerError
-		switch {
-		case err == nil:
-			rep.Replayed++
-		case errors.Is(err, ErrNoDeadLetter):
-		case errors.As(err, &herr):
-			d.Error, d.Attempts = herr.Err.Error(), d.Attempts+1
-			d.ReplayRequestedAt = time.Time{}
-			rep.Failed = append(rep.Failed, d)
-		default:
-			return rep, err
+		if err != nil && !errors.Is(err, ErrNoDeadLetter) && !errors.As(err, &herr) {
+			return err
+		}
+		if err == nil || herr != nil {
+			done(d, herr)
 		}
 	}
-	return rep, nil
+	return nil
 }

@@ -329,15 +329,15 @@ func (s *MemoryStore) Commit(ctx context.Context, ls []Lease, records []journal.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	w := &memWrites{k: k}
+	w := &RowWrites{}
 	err = apply(ctx, NoTx{w})
-	changes := w.finish()
+	writes := w.Close()
 	if err != nil {
 		return &HandlerError{At: FirstPosition(records), Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.store(k, changes)
+	s.store(writes)
 	now := s.now()
 	for _, l := range ls {
 		st := &p.slices[l.Slice].st
@@ -486,9 +486,9 @@ func (s *MemoryStore) ReplayDeadLetter(ctx context.Context, k Key, pos journal.P
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	w := &memWrites{k: k}
+	w := &RowWrites{}
 	err := apply(ctx, NoTx{w}, d)
-	changes := w.finish()
+	writes := w.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if i = s.deadAt(k, pos); i < 0 { // reset meanwhile: the rebuild applies the event again
@@ -499,7 +499,7 @@ func (s *MemoryStore) ReplayDeadLetter(ctx context.Context, k Key, pos journal.P
 		l.Error, l.Attempts, l.ReplayRequestedAt = err.Error(), l.Attempts+1, time.Time{}
 		return &HandlerError{At: pos, Err: err}
 	}
-	s.store(k, changes)
+	s.store(writes)
 	s.dead[k] = slices.Delete(s.dead[k], i, i+1)
 	return nil
 }
@@ -567,15 +567,11 @@ func (s *MemoryStore) Status(ctx context.Context, k Key) (Status, error) {
 func (s *MemoryStore) status(p *memProj) Status {
 	st := p.st
 	st.Paused = p.paused
-	st.Active = s.active[st.Key.Name] == st.Key.Version
-	if v, ok := s.active[st.Key.Name]; ok && v > st.Key.Version && st.State != StateFailed {
-		st.State = StateSuperseded
-	}
 	sts, live, now := make([]SliceStatus, len(p.slices)), make([]bool, len(p.slices)), s.now()
 	for i, x := range p.slices {
 		sts[i], live[i] = x.st, x.st.Owner != "" && x.st.LeaseUntil.After(now)
 	}
-	return SummarizeSlices(st, p.layout, sts, live)
+	return SummarizeSlices(st, s.active[st.Key.Name], p.layout, sts, live)
 }
 
 // Statuses implements Store.

@@ -91,7 +91,7 @@ type Batch struct {
 // transactions: a handler receives a NoTx that binds the rows it writes
 // through MemoryStore.Rows to its commit (stored with the checkpoint, or
 // not at all). Its zero value binds nothing.
-type NoTx struct{ w *memWrites }
+type NoTx struct{ w *RowWrites }
 
 // Key identifies one version of a projection.
 type Key struct {
@@ -171,18 +171,21 @@ type Status struct {
 	Slices, SliceOwners int
 }
 
-// SummarizeSlices returns st (a projection's own status) with its progress
-// taken from its slices, laid out as l: live[i] reports whether slices[i]'s
-// lease is held and unexpired, by the store's clock. An unsliced
-// projection (l's zero value) reports its one slice's checkpoint, events,
-// owner, epoch and lease; a sliced one sums up as Status.Slices says. A
-// failed, paused or superseded projection keeps its state; without a live
-// slice lease it is stopped, standby while it is resumed and not claimed
-// yet, or idle while it is idle (never run, or reset) and no slice has
-// applied anything. Both stores report statuses through it.
-func SummarizeSlices(st Status, l Layout, slices []SliceStatus, live []bool) Status {
-	if len(slices) == 0 {
-		return st
+// SummarizeSlices returns st (a projection's own status) with Active and
+// superseded as active (the projection's active version, 0: none) says,
+// and its progress taken from its slices, laid out as l: live[i] reports
+// whether slices[i]'s lease is held and unexpired, by the store's clock.
+// An unsliced projection (l's zero value) reports its one slice's
+// checkpoint, events, owner, epoch and lease; a sliced one sums up as
+// Status.Slices says. A failed, paused or superseded projection keeps its
+// state; without a live slice lease it is stopped, standby while it is
+// resumed and not claimed yet, or idle while it is idle (never run, or
+// reset) and no slice has applied anything. Both stores report statuses
+// through it.
+func SummarizeSlices(st Status, active int, l Layout, slices []SliceStatus, live []bool) Status {
+	st.Active = active == st.Key.Version
+	if active > st.Key.Version && st.State != StateFailed {
+		st.State = StateSuperseded
 	}
 	st.Slices, st.SliceOwners, st.Events, st.Owner, st.LeaseUntil = len(slices), 0, 0, "", time.Time{}
 	owners := map[string]bool{}
@@ -198,7 +201,7 @@ func SummarizeSlices(st Status, l Layout, slices []SliceStatus, live []bool) Sta
 		}
 	}
 	st.SliceOwners = len(owners)
-	if !l.Sliced() {
+	if !l.Sliced() && len(slices) > 0 {
 		st.Slices, st.SliceOwners, st.Epoch = 0, 0, slices[0].Epoch
 		if len(owners) > 0 {
 			st.Owner, st.LeaseUntil = slices[0].Owner, slices[0].LeaseUntil

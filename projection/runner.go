@@ -464,11 +464,7 @@ func (wholeFeed) layout() Layout { return Layout{} }
 
 func (f wholeFeed) read(ctx context.Context, held map[int]*Lease, feed chan<- item, wg *sync.WaitGroup) {
 	from := held[0].Checkpoint
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		forward(ctx, f.src.Subscribe(ctx, f.q, from), feed)
-	}()
+	wg.Go(func() { forward(ctx, f.src.Subscribe(ctx, f.q, from), feed, nil) })
 }
 
 func (wholeFeed) deliver(it item, held map[int]*Lease) ([]int, bool) {
@@ -494,12 +490,16 @@ func (f wholeFeed) caughtUp(ctx context.Context, sts []SliceStatus) (bool, error
 	return true, nil
 }
 
-// forward sends recs to feed until ctx ends or an error, which it sends
-// last.
-func forward(ctx context.Context, recs iter.Seq2[journal.Record, error], feed chan<- item) {
+// forward sends recs to feed, each item completed by tag when not nil,
+// until ctx ends or an error, which it sends last.
+func forward(ctx context.Context, recs iter.Seq2[journal.Record, error], feed chan<- item, tag func(*item)) {
 	for rec, err := range recs {
+		it := item{rec: rec, err: err}
+		if tag != nil {
+			tag(&it)
+		}
 		select {
-		case feed <- item{rec: rec, err: err}:
+		case feed <- it:
 		case <-ctx.Done():
 			return
 		}
@@ -518,19 +518,15 @@ func (r *Runner[Tx]) replayRequested(ctx context.Context) error {
 		if err != nil || len(letters) == 0 {
 			return err
 		}
-		for _, d := range letters {
-			err := r.replayer.ReplayDeadLetter(ctx, r.key, d.Record.Position, r.p.Replay)
-			var herr *HandlerError
-			switch {
-			case err == nil:
+		if err := replay(ctx, r.replayer, r.key, letters, r.p.Replay, func(d DeadLetter, herr *HandlerError) {
+			if herr == nil {
 				r.o.Logger.Info("dead letter replayed", "projection", r.key.String(), "at", d.Record.Position.String(), "event", d.Record.ID.String())
-			case errors.Is(err, ErrNoDeadLetter):
-			case errors.As(err, &herr):
-				r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
-				r.o.Logger.Warn("dead letter replay failed; the letter is kept", "projection", r.key.String(), "at", d.Record.Position.String(), "event", d.Record.ID.String(), "error", herr.Err)
-			default:
-				return err
+				return
 			}
+			r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
+			r.o.Logger.Warn("dead letter replay failed; the letter is kept", "projection", r.key.String(), "at", d.Record.Position.String(), "event", d.Record.ID.String(), "error", herr.Err)
+		}); err != nil {
+			return err
 		}
 	}
 }

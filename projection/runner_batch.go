@@ -60,16 +60,10 @@ func (r *Runner[Tx]) applyAll(ctx context.Context, t *holder[Tx], pending []jour
 		}
 		var herr *HandlerError
 		if !errors.As(err, &herr) {
-			if ctx.Err() == nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrSuperseded) {
-				// The store failed (not the handler): retry the same records
-				// under the same lease while it lasts.
-				r.failures.Add(context.WithoutCancel(ctx), 1, r.attrs)
-				r.update(func(p *Progress) { p.Error = err.Error() })
-				r.o.Logger.Warn("projection commit failed; retrying", "projection", r.key.String(), "in", delay.String(), "error", err)
-				if sleep(ctx, delay) {
-					delay = min(2*delay, r.o.MaxBackoff)
-					continue
-				}
+			// The store failed (not the handler): retry the same records
+			// under the same lease while it lasts.
+			if ctx.Err() == nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrSuperseded) && r.backOff(ctx, err, &delay) {
+				continue
 			}
 			return err
 		}
@@ -105,7 +99,7 @@ func (r *Runner[Tx]) prepare(ctx context.Context, t *holder[Tx], b *Batch) error
 	if r.p.Prepare == nil {
 		return nil
 	}
-	if err := t.renew(ctx); err != nil {
+	if err := t.renew(ctx, t.leases(nil)); err != nil {
 		return err
 	}
 	if err := r.p.Prepare(ctx, b); err != nil {

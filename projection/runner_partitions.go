@@ -14,26 +14,15 @@ import (
 
 // PartitionedSource is a Source spread over several databases whose
 // positions are ordered per database only (partitioned.Router, with more
-// than one member): its global feed cannot be read as one. A Runner reads
-// it partition by partition instead (find it with a type assertion), and
-// keeps one checkpoint per partition that survives the partition's move
-// to another database.
-//
-// The design: such a projection's slices are the source's partitions
-// (Layout.Partitions), or with Slicing each partition's tag slices
-// (partition × tag slice, see Slicing), with the slices' leases,
-// checkpoints, membership and shares of several runners, as every
-// projection has. A slice's
-// checkpoint records the member (database) its position belongs to and
-// the event ID of the record there (Lease.Member and EventID). A
-// partition move copies the partition's events in order, with the same
-// event IDs and new positions; the runner finds its place on the
-// partition's new member by the event ID and goes on after it there. So
-// each event of a partition is applied exactly once into a read model in
-// the store's transaction, in the partition's order, across moves (also
-// a move there and back), crashes and restarts.
-//
-// Implementations are safe for concurrent use.
+// than one member): a Runner (finding it by type assertion) reads it
+// partition by partition, a slice per partition (or, with Slicing, per
+// partition × tag slice). A slice's checkpoint names the member (database)
+// of its position and the event ID there (Lease.Member, EventID); a
+// partition move copies events in order with their IDs, so the runner
+// finds its place on the new member by the event ID, and each event of a
+// partition is applied exactly once into a read model in the store's
+// transaction, in the partition's order, across moves (also there and
+// back), crashes and restarts. Implementations are safe for concurrent use.
 type PartitionedSource interface {
 	Source
 	// FeedPartitions returns the partitions to read, sorted; nil or empty
@@ -112,23 +101,12 @@ func (f partitionFeed) queryOf(p string) journal.Query {
 // projection each read the whole partition.
 func (f partitionFeed) read(ctx context.Context, held map[int]*Lease, feed chan<- item, wg *sync.WaitGroup) {
 	for s, l := range held {
-		l := *l
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			member := l.Member
-			located := func(m string, _ journal.Position) { member = m }
-			for rec, err := range f.src.FollowPartition(ctx, f.queryOf(l.Partition), l.Member, l.Checkpoint, l.EventID, located) {
-				select {
-				case feed <- item{rec: rec, err: err, slice: s, member: member}:
-				case <-ctx.Done():
-					return
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
+		l, member := *l, l.Member
+		located := func(m string, _ journal.Position) { member = m }
+		wg.Go(func() {
+			forward(ctx, f.src.FollowPartition(ctx, f.queryOf(l.Partition), l.Member, l.Checkpoint, l.EventID, located), feed,
+				func(it *item) { it.slice, it.member = s, member })
+		})
 	}
 }
 

@@ -17,37 +17,22 @@ import (
 // A runner works like this, for every layout (an unsliced projection is one
 // slice):
 //
-//   - Membership: every LeaseTTL/10 it joins the projection's live runners
-//     in the store (Store.Join, a lease of its own) and derives the range
-//     of slices it should own from the sorted list (Slicing.Share). Every
-//     runner computes the same ranges from the same list; while lists
-//     differ (a runner just joined or died) two runners may want one slice,
-//     and the slice's lease decides. A projection of one slice is wanted by
-//     every runner and held by whichever claimed it: the others stand by.
-//   - Ownership: it releases the slices it holds outside its range (between
-//     batches, so never inside a commit), claims the free or expired slices
-//     of its range, and renews the rest. A runner that joins gets its share
-//     once the others have seen it (one period) and released (their next
-//     batch boundary; the joining runner retries every LeaseTTL/40 until
-//     it holds its share). A runner's membership lasts LeaseTTL/2, so a
-//     runner that died leaves the list before its slice leases lapse and
-//     the others claim its slices within LeaseTTL/40 of their lapsing: no
-//     slice stays unowned much longer than LeaseTTL. (A runner whose batch
-//     takes longer than LeaseTTL/2 drops out of the list meanwhile; the
-//     others want its slices but cannot claim them while it renews, and it
-//     rejoins at its next batch boundary.)
-//   - Reading: the reader of the layout reads the held slices, each from
-//     its checkpoint; a record is kept for each of its slices that the
-//     runner holds and that has not applied it, so a slice taken over with
-//     an older checkpoint loses and repeats nothing. A slice that reads
-//     records it is not delivered (partition × tag slice) passes over
-//     them: its checkpoint moves past them with its next commit, or with a
-//     commit of its own that applies nothing. The reading restarts
-//     whenever the held set changes.
+//   - Membership: every LeaseTTL/10 it joins the live runners (Store.Join,
+//     lasting LeaseTTL/2, so a dead runner leaves the list before its slice
+//     leases lapse) and derives its range of slices from the sorted list
+//     (Slicing.Share); while lists differ, the slice's lease decides. The
+//     one slice of an unsliced projection is held by whichever claimed it.
+//   - Ownership: between batches it releases the slices it holds outside
+//     its range, claims the free or expired ones inside it (every
+//     LeaseTTL/40 while short of its share) and renews the rest, so no
+//     slice stays unowned much longer than LeaseTTL.
+//   - Reading: the layout's reader reads the held slices, each from its
+//     checkpoint; a record is kept for each held slice that has not applied
+//     it, so a slice taken over loses and repeats nothing. A slice that
+//     reads records it is not delivered (partition × tag slice) passes over
+//     them (Lease.Passed). The reading restarts when the held set changes.
 //   - Committing: a batch commits under the leases of the slices it
-//     touches (Store.Commit), each fenced by epoch, expiry and checkpoint
-//     in the store, in the transaction of the read model; while a batch is
-//     applied (and retried) its leases are renewed every LeaseTTL/3.
+//     touches (Store.Commit), renewed every LeaseTTL/3 while it is applied.
 
 // checkSlicing checks a sliced projection's configuration for NewRunner
 // and fills its Slicing's defaults.
@@ -94,11 +79,7 @@ func (f tagFeed) read(ctx context.Context, held map[int]*Lease, feed chan<- item
 			from = cp
 		}
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		forward(ctx, f.src.SubscribeSlices(ctx, f.s.query(owned), from), feed)
-	}()
+	wg.Go(func() { forward(ctx, f.src.SubscribeSlices(ctx, f.s.query(owned), from), feed, nil) })
 }
 
 func (f tagFeed) deliver(it item, held map[int]*Lease) ([]int, bool) {
@@ -293,9 +274,7 @@ func (h *holder[Tx]) applyRenewing(ctx context.Context, pending []journal.Record
 	ls := h.leases(nil)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(h.r.o.LeaseTTL / 3)
 		defer t.Stop()
 		for {
@@ -303,17 +282,13 @@ func (h *holder[Tx]) applyRenewing(ctx context.Context, pending []journal.Record
 			case <-done:
 				return
 			case <-t.C:
-				lost, err := h.r.store.Renew(actx, ls)
-				if err == nil && len(lost) > 0 {
-					err = fmt.Errorf("%w: slices %v of %s", ErrFenced, lost, h.r.key)
-				}
-				if errors.Is(err, ErrFenced) || errors.Is(err, ErrSuperseded) {
+				if err := h.renew(actx, ls); errors.Is(err, ErrFenced) || errors.Is(err, ErrSuperseded) {
 					cancel(err)
 					return
 				}
 			}
 		}
-	}()
+	})
 	err := h.r.applyAll(actx, h, pending, sl)
 	close(done)
 	wg.Wait()
@@ -495,9 +470,9 @@ func (h *holder[Tx]) epoch() uint64 {
 	return 0
 }
 
-// renew checks that the held leases are still current, before Prepare.
-func (h *holder[Tx]) renew(ctx context.Context) error {
-	lost, err := h.r.store.Renew(ctx, h.leases(nil))
+// renew renews ls and fails with ErrFenced when one is no longer current.
+func (h *holder[Tx]) renew(ctx context.Context, ls []Lease) error {
+	lost, err := h.r.store.Renew(ctx, ls)
 	if err == nil && len(lost) > 0 {
 		err = fmt.Errorf("%w: slices %v of %s", ErrFenced, lost, h.r.key)
 	}

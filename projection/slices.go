@@ -16,30 +16,21 @@ import (
 // checkpoints and leases (see Store).
 //
 // The key is a tag group: a projection sliced by "account" sees the events
-// that carry an account:* tag, and each such tag puts the event in the slice
-// of that tag (journal.SliceOf, mapped onto Count slices). An event with two
-// account tags in two slices (a transfer) is delivered twice, once for each
-// slice, each time with the slice in Batch.Slices; TagsIn says which of its
-// tags the delivery is for, so a read model keyed by account updates each
-// account once. Two tags in one slice make one delivery. A stream's events
-// all carry its tag, so they are all in one slice; within a slice the
-// handler sees events in position order.
-//
-// Events without a tag of the group belong to no slice and are never
-// delivered: a projection that needs them cannot be sliced by this group.
-// Projection.Query must be left empty (NewRunner rejects a sliced projection
-// with a Query): Slicing selects the events.
+// that carry an account:* tag, each such tag putting the event in its slice
+// (journal.SliceOf, mapped onto Count slices; Postgres indexes it). An event
+// with tags in two slices (a transfer) is delivered once for each, with the
+// slice in Batch.Slices; TagsIn says which of its tags a delivery is for. A
+// stream's events all carry its tag, so they are in one slice; within a
+// slice the handler sees events in position order. Events without a tag of
+// the group are never delivered. Projection.Query must be left empty:
+// Slicing selects the events.
 //
 // Across several databases (a PartitionedSource), the slices are
-// partition × tag slice: Count slices per partition, slice i being tag
-// slice i mod Count of its partition (Layout). Each reads its partition
-// whole, on the database serving it and following its moves as an
-// unsliced projection across databases does, and is delivered the same
-// records as the tag slice of a projection on one database; its checkpoint
-// moves past the records it is not delivered (Lease.Passed), so a slice
-// whose records are rare still keeps up with its partition, for lag and
-// retention. The cost: every partition is read Count times, once per tag
-// slice.
+// partition × tag slice (Layout): each reads its partition whole, following
+// its moves, is delivered the same records as the tag slice on one
+// database, and moves its checkpoint past the others (Lease.Passed), so it
+// keeps up with its partition for lag and retention. The cost: every
+// partition is read Count times.
 type Slicing struct {
 	// Group is the tag group the projection is keyed by ("account").
 	Group string
@@ -148,17 +139,14 @@ func (s Slicing) Layout() Layout {
 }
 
 // Layout is how a store cuts a projection version's events into slices,
-// each with its own checkpoint and lease. Its zero value is an unsliced
-// projection: one slice (slice 0) over every event the projection's Query
-// selects. With Group set (and Partitions empty), Count slices of the tag
-// group's tags in Partition (Projection.Slicing). With Partitions set (and
-// Group empty), one slice per partition, for a projection across several
-// databases (PartitionedSource). With both, a sliced projection across
-// several databases: Count slices per partition (partition × tag slice),
-// Partition empty; the partitions' blocks of Count slices follow each
-// other in the order of Partitions, so slice i is tag slice i mod Count of
-// partition Partitions[i / Count]. A layout is part of a version: a store
-// refuses to join a version with another one (ErrSlicingChanged).
+// each with its own checkpoint and lease. The zero value is one slice
+// (slice 0) over what the projection's Query selects. With Group, Count
+// slices of the group's tags in Partition (Projection.Slicing); with
+// Partitions, one slice per partition (PartitionedSource); with both,
+// Count slices per partition in the order of Partitions (Partition empty):
+// slice i is tag slice i mod Count of Partitions[i / Count]. A layout is
+// part of a version: a store refuses to join a version with another one
+// (ErrSlicingChanged).
 type Layout struct {
 	Group     string
 	Count     int
@@ -223,26 +211,17 @@ type Lease struct {
 	// projection across several databases (see PartitionedSource), the
 	// Slicing's for a sliced one, "" for an unsliced one.
 	Partition string
-	// Member and EventID place Checkpoint independently of the database, for
-	// a projection across several databases: Checkpoint is a position on
-	// the member (database) named Member, and EventID is the event ID of
-	// the record there (uuid.Nil: none applied). A partition move keeps
-	// event IDs, so the runner finds its place on the partition's new
-	// member by EventID. A runner sets Member to the member a batch's
-	// records of the slice were read from before Store.Commit, which
-	// stores it with the new checkpoint and the last record's event ID.
-	// Empty for a projection over one journal.
+	// Member and EventID place Checkpoint across several databases: it is a
+	// position on the member (database) Member, of the event EventID
+	// (uuid.Nil: none), by which the runner finds its place again after a
+	// partition move. Commit stores the Member a runner sets with the new
+	// checkpoint. Empty over one journal.
 	Member  string
 	EventID uuid.UUID
-	// Passed and PassedID, when PassedID is set, are where Commit moves
-	// the slice's checkpoint instead of the last record delivered for it:
-	// the last record the runner read for the slice, later in the slice's
-	// feed than every record of the commit delivered for it, that it
-	// passed over without delivering (a slice of a sliced projection
-	// across several databases reads its whole partition and is delivered
-	// only its tag slice's records). Member is then the member Passed is
-	// a position of. A commit may carry leases of slices no record is
-	// delivered for, and no record at all, when they have Passed set.
+	// Passed and PassedID, when PassedID is set, are where Commit moves the
+	// slice's checkpoint instead: a later record of its feed that it passed
+	// over undelivered (partition × tag slice), on Member. Such a lease may
+	// come with no record delivered for it.
 	Passed   journal.Position
 	PassedID uuid.UUID
 }
