@@ -156,11 +156,9 @@ func (r *pgRows) List(ctx context.Context, collection, after string, limit int) 
 }
 
 // setupError is the error of a projection's Setup that failed with err: a
-// missing schema (the store's own: not migrated), database or table, or a
-// missing privilege, is a
-// configuration error (it matches journal.ErrConfiguration, which a runner
-// does not retry, and err) that says what to do; anything else is returned
-// as it is, wrapped.
+// missing schema, database or table, or a missing privilege, is a
+// configuration error (matching journal.ErrConfiguration and err) that
+// says what to do; anything else is wrapped.
 func (st *ProjectionStore) setupError(k projection.Key, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && !unavailable(err) {
@@ -186,8 +184,7 @@ func (st *ProjectionStore) setupError(k projection.Key, err error) error {
 	return fmt.Errorf("projection %s: setting up the read model failed: %w", k, err)
 }
 
-// configError is a configuration error whose message says it all: it
-// matches each of errs (errors.Is, errors.As) without repeating them.
+// configError is an error with its own message that matches each of errs.
 type configError struct {
 	msg  string
 	errs []error
@@ -197,9 +194,8 @@ func (e *configError) Error() string   { return e.msg }
 func (e *configError) Unwrap() []error { return e.errs }
 
 // Setup implements projection.Store: one transaction, serialized with the
-// setups of every projection of the schema (a transaction-scoped advisory
-// lock, so that concurrent CREATE TABLE IF NOT EXISTS of two processes do
-// not collide), runs setup and records kind in k's row.
+// schema's other setups by an advisory lock (concurrent CREATE TABLE IF NOT
+// EXISTS collide), runs setup and records kind in k's row.
 func (st *ProjectionStore) Setup(ctx context.Context, k projection.Key, kind projection.ReadModelKind, setup func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := k.Validate(); err != nil {
 		return err
@@ -213,12 +209,10 @@ func (st *ProjectionStore) Setup(ctx context.Context, k projection.Key, kind pro
 				return st.setupError(k, err)
 			}
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projections AS p (name, version, read_model) VALUES ($1, $2, $3)
+		_, err := tx.Exec(ctx, `INSERT INTO `+st.s+`.projections AS p (name, version, read_model) VALUES ($1, $2, $3)
 			ON CONFLICT (name, version) DO UPDATE SET read_model = EXCLUDED.read_model WHERE p.read_model IS DISTINCT FROM EXCLUDED.read_model`,
-			k.Name, k.Version, string(kind)); err != nil {
-			return st.translate("setup", err)
-		}
-		return nil
+			k.Name, k.Version, string(kind))
+		return st.translate("setup", err)
 	})
 }
 

@@ -15,17 +15,10 @@ import (
 	"github.com/scribe-es/scribe/projection"
 )
 
-// A projection's slices are projection_slices rows (migration 9): each
-// holds its checkpoint and lease, and the layout it was created with
-// (tag_group, partition, slice_count): by tag, a tag group of a partition
-// cut into slice_count slices; by partition (migration 12), tag_group ''
-// and each row's partition; by partition and tag (migration 15), each
-// partition's block of slice_count rows with the tag slicing's tag_group;
-// unsliced (migration 13), one row with tag_group '' and partition ''.
-// The rows of a layout by partition have by_partition set (migration 15).
-// projection_runners holds the live
-// runners. A commit does not touch the projection's own row's progress
-// (Status and Statuses sum the slices up instead).
+// A projection's slices are projection_slices rows, each with its
+// checkpoint, lease and the layout it was created with (tag_group,
+// partition, slice_count, by_partition; one row with tag_group '' and
+// partition '' when unsliced); projection_runners holds the live runners.
 
 var _ projection.Store[pgx.Tx] = (*ProjectionStore)(nil)
 
@@ -74,10 +67,8 @@ func (st *ProjectionStore) Join(ctx context.Context, k projection.Key, l project
 	return members, nil
 }
 
-// layOut creates k's slices as l lays them out when it has none, adds the
-// partitions of l that have none to a layout by partition, and refuses
-// another layout (projection.ErrSlicingChanged). The projection's row is
-// locked.
+// layOut lays k's slices out as projection.Store.Join says, under the
+// lock of the projection's row.
 func (st *ProjectionStore) layOut(ctx context.Context, tx pgx.Tx, k projection.Key, l projection.Layout) error {
 	sets, err := st.querySlices(ctx, tx, ` WHERE name = $1 AND version = $2`, k.Name, k.Version)
 	if err != nil {
@@ -226,13 +217,11 @@ func (st *ProjectionStore) Release(ctx context.Context, ls []projection.Lease) e
 		return nil
 	}
 	sl, ep := sliceArgs(ls)
-	if _, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projection_slices s SET owner = '', lease_until = '-infinity', updated_at = clock_timestamp()
+	_, err := st.pool.Exec(ctx, `UPDATE `+st.s+`.projection_slices s SET owner = '', lease_until = '-infinity', updated_at = clock_timestamp()
 		FROM unnest($4::int[], $5::bigint[]) AS u(slice, epoch)
 		WHERE s.name = $1 AND s.version = $2 AND s.owner = $3 AND s.slice = u.slice AND s.epoch = u.epoch`,
-		ls[0].Key.Name, ls[0].Key.Version, ls[0].Owner, sl, ep); err != nil {
-		return st.translate("release", err)
-	}
-	return nil
+		ls[0].Key.Name, ls[0].Key.Version, ls[0].Owner, sl, ep)
+	return st.translate("release", err)
 }
 
 // Commit implements projection.Store: one transaction locks the slices' rows,
@@ -334,10 +323,7 @@ func (st *ProjectionStore) Commit(ctx context.Context, ls []projection.Lease, re
 		WHERE name = $1 AND version = $2 AND (state <> 'running' OR error <> '')`, k.Name, k.Version); err != nil {
 		return st.translate("commit: state", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return st.translate("commit", err)
-	}
-	return nil
+	return st.translate("commit", tx.Commit(ctx))
 }
 
 // Fail implements projection.Store.

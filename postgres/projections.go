@@ -19,12 +19,10 @@ import (
 )
 
 // ProjectionStore is the Postgres projection.Store (and RowStore,
-// DeadLetterReplayer, Pauser): a projection's row, its slices' checkpoints
-// and leases, dead letters and rows read models. The handler gets the pgx.Tx
-// that also moves the checkpoints, so a read model in the same database is
-// updated exactly once per event. Commit locks the slices' rows and checks
-// each lease's epoch, owner and expiry (database clock) before the handler
-// runs, so a runner that lost a lease applies nothing.
+// DeadLetterReplayer, Pauser). The handler gets the pgx.Tx that also moves
+// the checkpoints, so a read model in the same database is updated exactly
+// once per event; Commit locks the slices' rows and checks each lease
+// (database clock) before the handler runs.
 type ProjectionStore struct {
 	pool *pgxpool.Pool
 	cfg  Config
@@ -57,10 +55,8 @@ func (st *ProjectionStore) translate(op string, err error) error {
 	return translateErr(st.cfg.Schema, "projections: "+op, err)
 }
 
-// stateAfterSQL is the SQL expression of the state a projections row is in
-// after op: projection.State.Next, evaluated on the row's state column
-// (col) and on whether the pause holds after op (paused: a boolean SQL
-// expression), so that both stores move states by the same table.
+// stateAfterSQL is projection.State.Next as SQL: the state after op of the
+// state column col, when the pause holds after op (paused, SQL) or not.
 func stateAfterSQL(op projection.Operation, col, paused string) string {
 	arms := func(p bool) string {
 		var b strings.Builder
@@ -127,9 +123,8 @@ func (st *ProjectionStore) DeadLetters(ctx context.Context, k projection.Key) ([
 	return st.queryDeadLetters(ctx, st.pool, "dead letters", k, "", 0, false)
 }
 
-// queryDeadLetters returns k's dead letters matching the SQL condition and
-// (with lock) locks them, in position order, at most limit (0: all), with
-// their records. db is the pool or a transaction.
+// queryDeadLetters returns k's dead letters matching cond, in position
+// order, at most limit (0: all), with their records, locked with lock.
 func (st *ProjectionStore) queryDeadLetters(ctx context.Context, db querier, op string, k projection.Key, cond string, limit int, lock bool, args ...any) ([]projection.DeadLetter, error) {
 	q := `SELECT event_id, commit_xid, seq, error, attempts, at, replay_requested_at FROM ` + st.s + `.projection_dead_letters
 		WHERE name = $1 AND version = $2` + cond + ` ORDER BY commit_xid, seq`
@@ -182,8 +177,7 @@ func (st *ProjectionStore) queryDeadLetters(ctx context.Context, db querier, op 
 }
 
 // ReplayDeadLetter implements projection.DeadLetterReplayer: one transaction
-// locks the letter's row, runs apply in a savepoint and deletes the row; when
-// apply fails, its writes are undone and the row keeps the new error.
+// locks the letter's row, runs apply in a savepoint and deletes the row.
 func (st *ProjectionStore) ReplayDeadLetter(ctx context.Context, k projection.Key, pos journal.Position, apply func(ctx context.Context, tx pgx.Tx, d projection.DeadLetter) error) error {
 	if err := k.Validate(); err != nil {
 		return err
@@ -296,9 +290,8 @@ func (st *ProjectionStore) Statuses(ctx context.Context) ([]projection.Status, e
 	return st.statuses(ctx, "")
 }
 
-// statuses returns the status of each projection whose row where (with
-// args; p is the projections row) selects, by name and version, its
-// progress summed up from its slices (projection.SummarizeSlices).
+// statuses returns the status of each projection whose row p where (with
+// args) selects, by name and version (projection.SummarizeSlices).
 func (st *ProjectionStore) statuses(ctx context.Context, where string, args ...any) ([]projection.Status, error) {
 	rows, err := st.pool.Query(ctx, `SELECT p.name, p.version, p.state, coalesce(a.version, 0), p.failed_xid, p.failed_seq, p.error, p.updated_at, p.read_model, p.paused
 		FROM `+st.s+`.projections p LEFT JOIN `+st.s+`.projection_active a ON a.name = p.name`+where+` ORDER BY p.name, p.version`, args...)

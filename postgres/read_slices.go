@@ -13,12 +13,10 @@ import (
 )
 
 // sliceTagsSQL is the scan of event_tags_group_slice (migration 9) that a
-// sliced read runs for one range of slices [$lo, $hi): the tags of group $2
-// in partition $1 after a position, gated like every catch-up read; the
-// expressions match the index's exactly, so that the slice range is an
-// index condition tested on the index entries: only the selected events
-// are fetched. (A list of slices, = ANY, would be a filter evaluated on
-// each table row instead, hashing every tag of the group again.)
+// sliced read runs for one range of slices: the tags of group $2 in
+// partition $1 after a position, gated. Its expressions match the index's,
+// so that the slice range is an index condition (= ANY would be a filter
+// hashing every tag of the group on each table row).
 const sliceTagsSQL = `SELECT et.commit_xid, et.seq FROM __S__.event_tags et
 	WHERE et.partition = $1 AND split_part(et.tag, ':', 1) = $2
 	  AND et.commit_xid >= $3::bigint AND (et.commit_xid, et.seq) > ($3::bigint, $4::bigint)

@@ -15,16 +15,13 @@ import (
 // use, also by several processes sharing a database.
 type DeadLetterReplayer[Tx any] interface {
 	// ReplayDeadLetter runs apply for k's dead letter at pos in a
-	// transaction that also deletes the letter when apply returns nil: the
-	// letter's effects and its removal commit together, so a read model
-	// written in tx gets the event exactly once. The letter is locked while
-	// apply runs: a concurrent replay of the same letter waits, then finds
-	// it gone (ErrNoDeadLetter, apply not called) or, if the first replay
-	// failed, replays it itself. When apply fails its writes are rolled
-	// back and the letter is kept with apply's error, Attempts one higher
-	// and its replay request cleared; the call returns a *HandlerError.
-	// The letter's Record is read back from the journal (as DeadLetters
-	// does); a letter whose event is gone is kept and reported.
+	// transaction that also deletes the letter when apply returns nil, so a
+	// read model written in tx gets the event exactly once. The letter is
+	// locked meanwhile: a concurrent replay of it waits, then finds it gone
+	// (ErrNoDeadLetter) or, if the first failed, replays it. When apply
+	// fails its writes are rolled back and the letter is kept with apply's
+	// error, Attempts one higher and its request cleared; the call returns
+	// a *HandlerError. A letter whose event is gone is kept and reported.
 	ReplayDeadLetter(ctx context.Context, k Key, pos journal.Position, apply func(ctx context.Context, tx Tx, d DeadLetter) error) error
 	// RequestReplay marks every dead letter of k for replay by a runner of
 	// k (see Projection.Replay) and returns how many it marked. It runs no
@@ -50,17 +47,12 @@ type ReplayReport struct {
 }
 
 // ReplayDeadLetters re-runs apply for each of k's dead letters, in position
-// order, each in its own transaction of store (see
-// DeadLetterReplayer.ReplayDeadLetter): a letter whose apply returns nil is
-// removed in the transaction that holds apply's writes (exactly once into a
-// read model written in tx); one that fails again is kept with the new
-// error and listed in the report. Replays run beside the projection's
-// runner and apply old events after newer ones the runner already applied:
-// apply must accept an event out of position order. For a publisher, apply
-// is typically the sink: func(ctx, _ Tx, d DeadLetter) error { return
-// sink.Publish(ctx, d.Record) }. It stops at the first store error (not an
-// apply error) and returns the report so far with it. A store that is not
-// a DeadLetterReplayer is an error.
+// order, each in its own transaction of store
+// (DeadLetterReplayer.ReplayDeadLetter, which store must implement): a
+// letter is removed with apply's writes, or kept with the new error and
+// listed in the report. Replays run beside the projection's runner, so
+// apply must accept an old event after newer ones. It stops at the first
+// store error and returns the report so far with it.
 func ReplayDeadLetters[Tx any](ctx context.Context, store Store[Tx], k Key, apply func(ctx context.Context, tx Tx, d DeadLetter) error) (ReplayReport, error) {
 	var rep ReplayReport
 	if err := k.Validate(); err != nil {

@@ -17,13 +17,10 @@ import (
 
 // MemoryStore keeps projections' slices, leases, dead letters and rows read
 // models (RowStore) in memory, for tests and for services on the memory
-// journal. Its handlers receive a NoTx that binds their writes to Rows to
-// the batch's commit: they are stored with the checkpoints when the handler
-// returns nil, and dropped when it fails. A read model of the handler's own
-// (a map) is not undone by a failed batch. Within one process it fences like
-// the Postgres store: a commit, claim, renewal or reset of a slice waits for
-// the batch being applied to it, so at most one batch of a slice is applied
-// at a time and a fenced runner's batch never starts.
+// journal. A batch's Rows writes are stored with its checkpoints or not at
+// all; a read model of the handler's own (a map) is not undone by a failed
+// batch. It fences like the Postgres store: a commit, claim, renewal or
+// reset of a slice waits for the batch being applied to it.
 type MemoryStore struct {
 	// Now is the store's clock; default time.Now.
 	Now func() time.Time
@@ -104,10 +101,8 @@ func (s *MemoryStore) Join(ctx context.Context, k Key, l Layout, owner string, t
 	switch {
 	case p.slices == nil: // the first join lays the slices out
 		p.layout, p.slices = Layout{Group: l.Group, Count: l.Count, Partition: l.Partition}, []*memSlice{}
-		for i := range max(1, l.Count) {
-			if len(l.Partitions) == 0 { // by partition: a block of slices per partition, below
-				p.slices = append(p.slices, &memSlice{st: SliceStatus{Slice: i, Partition: l.Partition}})
-			}
+		for i := 0; len(l.Partitions) == 0 && i < max(1, l.Count); i++ { // by partition: blocks per partition, below
+			p.slices = append(p.slices, &memSlice{st: SliceStatus{Slice: i, Partition: l.Partition}})
 		}
 	case !l.Same(p.layout):
 		return nil, fmt.Errorf("%w: %s is %s, the runner asks for %s; give the new layout a new version", ErrSlicingChanged, k, p.layout.Kind(), l.Kind())

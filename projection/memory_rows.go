@@ -143,20 +143,18 @@ func (r *writeRows) List(ctx context.Context, collection, after string, limit in
 // store applies a commit's writes to the rows. s.mu is held.
 func (s *MemoryStore) store(writes map[Key]map[RowID]json.RawMessage) {
 	for k, docs := range writes {
+		if s.docs[k] == nil {
+			s.docs[k] = map[string]map[string]json.RawMessage{}
+		}
 		for id, doc := range docs {
-			coll := s.docs[k][id.Collection]
-			switch {
-			case doc == nil:
-				delete(coll, id.Key)
-				continue
-			case s.docs[k] == nil:
-				s.docs[k] = map[string]map[string]json.RawMessage{}
+			if s.docs[k][id.Collection] == nil {
+				s.docs[k][id.Collection] = map[string]json.RawMessage{}
 			}
-			if coll == nil {
-				coll = map[string]json.RawMessage{}
-				s.docs[k][id.Collection] = coll
+			if doc == nil {
+				delete(s.docs[k][id.Collection], id.Key)
+			} else {
+				s.docs[k][id.Collection][id.Key] = doc
 			}
-			coll[id.Key] = doc
 		}
 	}
 }

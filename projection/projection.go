@@ -23,37 +23,27 @@ type Projection[Tx any] struct {
 	// Query selects the events the handler sees. The zero Query means every
 	// event of every partition.
 	Query journal.Query
-	// Handle applies one batch of records, in ascending position order. With
-	// the Postgres store it runs inside the transaction that also stores the
-	// checkpoint: the batch's effects and the checkpoint commit together or
-	// not at all. A returned error rolls both back; the runner retries (see
-	// Options.MaxAttempts).
+	// Handle applies one batch of records, in ascending position order, in
+	// the store's transaction that also stores the checkpoint: a returned
+	// error rolls both back, and the runner retries (Options.MaxAttempts).
 	Handle func(ctx context.Context, tx Tx, batch Batch) error
-	// Prepare, when set, runs before each batch's transaction and outside
-	// it, for effects outside the database (a publisher's deliveries): it
-	// may set Batch.Prepared for Handle. Its error counts as a handler
-	// error. It runs again when the batch is retried, so its effects are
-	// at-least-once.
+	// Prepare, when set, runs before each batch's transaction, outside it,
+	// for effects outside the database (a publisher's deliveries; again on
+	// a retry), and may set Batch.Prepared for Handle. Its error counts as a
+	// handler error.
 	Prepare func(ctx context.Context, batch *Batch) error
-	// Replay, when set and the store is a DeadLetterReplayer, re-applies a
-	// dead letter whose replay was requested (RequestReplay, or `scribe
-	// projections dead-letters replay`): the runner holding the lease looks
-	// for requests every Options.ReplayInterval, between batches, and
-	// replays them in position order, each in its own transaction that
-	// removes the letter when Replay returns nil; a letter whose Replay
-	// fails is kept with the new error and its request cleared. Replay sees
-	// an old event after newer ones were applied. Publishers set it to
-	// their sink.
+	// Replay, when set and the store is a DeadLetterReplayer, re-applies
+	// the dead letters whose replay was requested (RequestReplay): the
+	// runner holding the lease looks every Options.ReplayInterval, between
+	// batches, and replays them as ReplayDeadLetters does (so Replay sees
+	// an old event after newer ones). Publishers set it to their sink.
 	Replay func(ctx context.Context, tx Tx, d DeadLetter) error
-	// Setup, when set, creates the read model (CREATE TABLE IF NOT EXISTS…):
-	// the runner runs it through Store.Setup, in a transaction of the store,
-	// before it applies its first batch. It must be idempotent: every
-	// runner start runs it.
+	// Setup, when set, creates the read model (CREATE TABLE IF NOT EXISTS…)
+	// through Store.Setup before the runner's first batch; every runner
+	// start runs it, so it must be idempotent.
 	Setup func(ctx context.Context, tx Tx) error
 	// Clear, when set, empties the read model; Rebuild runs it in the
-	// transaction that moves the checkpoint back to zero (Store.Reset), so
-	// that a crash cannot leave an emptied read model with the old
-	// checkpoint or the old rows with a zero checkpoint.
+	// transaction that moves the checkpoint back to zero (Store.Reset).
 	Clear func(ctx context.Context, tx Tx) error
 
 	// Slicing, when set, cuts the projection's events into slices that
@@ -72,25 +62,19 @@ type Batch struct {
 	Records []journal.Record
 	// Attempt is 1 on the first try of these records, 2 on the first retry…
 	Attempt int
-	// Epoch is the runner's lease epoch of an unsliced projection: it grows
-	// every time another runner (or this one again, after losing its lease)
-	// takes the projection over. Zero for a sliced projection, whose leases
-	// are per slice.
+	// Epoch is the lease epoch of an unsliced projection, which grows at
+	// every take-over; zero for a sliced one.
 	Epoch uint64
-	// Slices, for a sliced projection (Projection.Slicing), is the slice
-	// each record is delivered for (Slices[i] for Records[i]); nil
-	// otherwise. Within one slice the records are in position order; a
-	// record delivered for two slices appears twice. Slicing.TagsIn gives
-	// the tags a delivery stands for.
+	// Slices, for a sliced projection, is the slice Records[i] is delivered
+	// for (a record delivered for two slices appears twice); nil otherwise.
 	Slices []int
 	// Prepared is what Prepare left for Handle (nil without Prepare).
 	Prepared any
 }
 
-// NoTx is the transaction type of the memory store, which has no database
-// transactions: a handler receives a NoTx that binds the rows it writes
-// through MemoryStore.Rows to its commit (stored with the checkpoint, or
-// not at all). Its zero value binds nothing.
+// NoTx is the transaction type of the memory store: it binds the rows a
+// handler writes through MemoryStore.Rows to its commit. Its zero value
+// binds nothing.
 type NoTx struct{ w *RowWrites }
 
 // Key identifies one version of a projection.
@@ -156,32 +140,25 @@ type Status struct {
 	// when it set the projection up (Store.Setup): whether Reset alone
 	// empties it.
 	ReadModel ReadModelKind
-	// Paused reports that an operator's pause holds (Pauser): no runner
-	// can claim the projection until Resume. State is StatePaused then,
-	// unless the projection failed or was superseded, which it reports
-	// instead.
+	// Paused reports that an operator's pause holds (Pauser); State is then
+	// StatePaused unless the projection failed or was superseded.
 	Paused bool
-	// Slices is the number of slices of a sliced projection or of one
-	// across several databases (0: neither; its one slice is the whole
-	// projection). Its status sums its slices up (see SummarizeSlices):
-	// Checkpoint is its oldest slice checkpoint, Events the deliveries
-	// applied, SliceOwners the runners holding a live slice lease, and
-	// State is running while any slice lease is live; Owner and LeaseUntil
-	// stay empty.
+	// Slices is the number of slices of a sliced projection (0: unsliced).
+	// Its status sums them up: Checkpoint is the oldest slice checkpoint,
+	// Events the deliveries applied, SliceOwners the runners holding a
+	// live slice lease, State running while one is live; Owner and
+	// LeaseUntil stay empty.
 	Slices, SliceOwners int
 }
 
 // SummarizeSlices returns st (a projection's own status) with Active and
-// superseded as active (the projection's active version, 0: none) says,
-// and its progress taken from its slices, laid out as l: live[i] reports
-// whether slices[i]'s lease is held and unexpired, by the store's clock.
-// An unsliced projection (l's zero value) reports its one slice's
-// checkpoint, events, owner, epoch and lease; a sliced one sums up as
-// Status.Slices says. A failed, paused or superseded projection keeps its
-// state; without a live slice lease it is stopped, standby while it is
-// resumed and not claimed yet, or idle while it is idle (never run, or
-// reset) and no slice has applied anything. Both stores report statuses
-// through it.
+// superseded as active (the active version, 0: none) says, and its
+// progress taken from its slices, laid out as l (live[i]: slices[i]'s lease
+// is held and unexpired): an unsliced projection reports its one slice's
+// checkpoint, events, owner, epoch and lease, a sliced one sums up as
+// Status.Slices says. Without a live lease, a projection that is not
+// failed, paused, superseded, standby or idle with nothing applied is
+// stopped. Both stores report statuses through it.
 func SummarizeSlices(st Status, active int, l Layout, slices []SliceStatus, live []bool) Status {
 	st.Active = active == st.Key.Version
 	if active > st.Key.Version && st.State != StateFailed {
@@ -233,22 +210,18 @@ type DeadLetter struct {
 	ReplayRequestedAt time.Time
 }
 
-// Store keeps projections' slices (see Layout): each slice's checkpoint
+// Store keeps projections' slices (see Layout), each with its checkpoint
 // and lease, the live runners of each projection, and the projection-wide
-// status, dead letters and read-model setup. An unsliced projection is one
-// slice over every event its Query selects; a sliced one (Slicing) has
-// Slicing.Count; one across several databases one per partition. Both
-// stores implement it. Implementations are safe for concurrent use, also by
-// several processes when they share a database; the calls of one lease's
-// slice are fenced against each other by epoch, expiry and checkpoint.
+// status, dead letters and read-model setup. Implementations are safe for
+// concurrent use, also by several processes sharing a database; the calls
+// on one slice are fenced against each other by epoch, expiry and
+// checkpoint.
 type Store[Tx any] interface {
-	// Join records owner as a live runner of k until ttl from now
-	// (renewing it) and returns the live runners, sorted. The first call
-	// for k creates its slices as l lays them out; a later call with
-	// another layout fails with ErrSlicingChanged, except that a layout by
-	// partition gains a slice (l.PerPartition slices), with a zero
-	// checkpoint, for each of l.Partitions that has none (numbered after
-	// the existing ones; slices are never removed).
+	// Join records owner as a live runner of k until ttl from now and
+	// returns the live runners, sorted. The first call for k creates its
+	// slices as l lays them out; a later one with another layout fails with
+	// ErrSlicingChanged, except that each of l.Partitions without slices
+	// gets l.PerPartition new ones, numbered after the others.
 	Join(ctx context.Context, k Key, l Layout, owner string, ttl time.Duration) ([]string, error)
 	// Leave removes owner from k's live runners.
 	Leave(ctx context.Context, k Key, owner string) error
@@ -266,19 +239,14 @@ type Store[Tx any] interface {
 	// Release gives the leases up so that another runner claims them at
 	// once.
 	Release(ctx context.Context, ls []Lease) error
-	// Commit runs apply and moves the checkpoint of each slice of ls from
-	// its lease's Checkpoint to the last of records delivered for it
-	// (slices[i] is the slice records[i] is delivered for), atomically
-	// where the store has transactions, and extends those leases; with the
-	// new checkpoint it stores the lease's Member and the event ID of that
-	// last record. A lease with PassedID set moves its slice's checkpoint
-	// to Passed (and PassedID) instead, also when no record is delivered
-	// for it; records may then be empty (apply still runs, and must do
-	// nothing). Events counts the records delivered only. It fails with
-	// ErrFenced, without running apply, when any
-	// lease of ls is not current and live or its slice's checkpoint moved;
-	// with ErrSuperseded when a newer version is active; with a
-	// *HandlerError when apply failed (nothing stored).
+	// Commit runs apply and moves each lease's slice checkpoint to the last
+	// of records delivered for it (slices[i] is records[i]'s slice), or to
+	// Passed when PassedID is set (records may then be empty), storing the
+	// lease's Member and the record's event ID, atomically where the store
+	// has transactions, and extends the leases. It fails without running
+	// apply with ErrFenced when a lease is not current and live or its
+	// checkpoint moved, ErrSuperseded when a newer version is active, and
+	// with a *HandlerError when apply failed (nothing stored).
 	Commit(ctx context.Context, ls []Lease, records []journal.Record, slices []int, apply func(ctx context.Context, tx Tx) error) error
 	// Fail records that k stopped at the record at pos with msg (its status
 	// becomes StateFailed), when l is still current.
@@ -303,10 +271,8 @@ type Store[Tx any] interface {
 	// of the read model. When clear fails nothing is reset. See Rebuild.
 	Reset(ctx context.Context, k Key, clear func(ctx context.Context, tx Tx) error) error
 	// Setup runs setup (when not nil) in a transaction to create k's read
-	// model and records kind in k's status (Status.ReadModel), so that tools
-	// know whether Reset alone empties it. Runners call it before their
-	// first batch; it may run concurrently in several processes, so setup
-	// must be idempotent.
+	// model and records kind (Status.ReadModel). It may run concurrently in
+	// several processes.
 	Setup(ctx context.Context, k Key, kind ReadModelKind, setup func(ctx context.Context, tx Tx) error) error
 }
 

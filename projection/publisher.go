@@ -2,6 +2,7 @@ package projection
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,40 +51,25 @@ type PublisherOptions struct {
 // zero Query: every event) to sink, after it is persisted: publish after
 // persist, with the journal as the outbox.
 //
-// Guarantees: events are offered one at a time in position order, so the
-// events of one stream reach the sink in version order; an event counts as
-// published when Publish returned nil, and the checkpoint moves past it only
-// then (with its batch), so after a crash or failover every event is
-// published at least once, and one published before the crash may be
-// published again (receivers deduplicate by event ID). An event the sink
-// refuses Attempts times, or permanently, is stored as a dead letter (in
-// the transaction that moves the checkpoint past it) and the publisher goes
-// on with the next event. A dead letter whose replay is requested
-// (DeadLetterReplayer.RequestReplay, `scribe projections dead-letters
-// replay`) is offered to the sink once more by the publisher holding the
-// lease, within Options.ReplayInterval, after the events that followed it;
-// it is removed when the sink accepts it. Deliveries happen outside the store's
-// transaction (Projection.Prepare), so a slow sink never holds a database
-// transaction open. The runner's Options.BatchSize defaults to 64 here.
+// Guarantees: events are offered one at a time in position order (a
+// stream's in version order); the checkpoint moves past an event only once
+// Publish returned nil, so every event is published at least once, maybe
+// again after a crash (receivers deduplicate by event ID). An event the
+// sink refuses Attempts times, or permanently, is stored as a dead letter
+// with the checkpoint that passes it, and publishing goes on; a requested
+// replay (DeadLetterReplayer.RequestReplay) offers it once more within
+// Options.ReplayInterval. Deliveries happen outside the store's
+// transaction (Projection.Prepare), so a slow sink never holds one open.
+// Options.BatchSize defaults to 64 here.
 func NewPublisher[Tx any](src Source, store Store[Tx], name string, q journal.Query, sink Sink, po PublisherOptions, o Options) (*Runner[Tx], error) {
 	if sink == nil {
 		return nil, fmt.Errorf("projection: publisher %q: the sink is nil", name)
 	}
-	if po.Attempts == 0 {
-		po.Attempts = 5
-	}
-	if po.Backoff == 0 {
-		po.Backoff = 100 * time.Millisecond
-	}
-	if po.MaxBackoff == 0 {
-		po.MaxBackoff = 5 * time.Second
-	}
+	po.Attempts, po.Backoff, po.MaxBackoff = cmp.Or(po.Attempts, 5), cmp.Or(po.Backoff, 100*time.Millisecond), cmp.Or(po.MaxBackoff, 5*time.Second)
 	if po.Attempts < 0 || po.Backoff < 0 || po.MaxBackoff < po.Backoff {
 		return nil, fmt.Errorf("projection: publisher %q: PublisherOptions %+v: Attempts and Backoff must be positive and Backoff ≤ MaxBackoff", name, po)
 	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 64
-	}
+	o.BatchSize = cmp.Or(o.BatchSize, 64)
 	p := &publisher[Tx]{store: store, key: Key{Name: name, Version: 1}, sink: sink, o: po}
 	r, err := NewRunner(src, store, Projection[Tx]{Name: name, Version: 1, Query: q, Prepare: p.deliver, Handle: p.record, Replay: p.replay}, o)
 	if err != nil {

@@ -33,15 +33,13 @@ type RowReader interface {
 }
 
 // Rows is a projection's read model of JSON documents by collection and
-// key, kept by the projection store: a handler receives it bound to the
-// commit of its batch. Writes are visible to the same Rows' reads at once
-// and to other readers when the batch commits, together with the
-// checkpoint: a batch whose handler fails stores none of its writes (on
-// every store). Stores may buffer writes until the commit (Postgres sends
-// a batch's writes in one statement), so a write error may surface as the
-// commit's error. Reset (Rebuild) empties the rows of the projection version
-// in the transaction that moves its checkpoint to zero. A Rows is used by
-// one handler call at a time and is not valid after the call returns.
+// key, kept by the projection store and bound to the commit of a batch:
+// writes are visible to the same Rows' reads at once and to other readers
+// when the batch commits with the checkpoint (a failed batch stores none).
+// Stores keep writes until the commit (RowWrites), so a write error may
+// surface as the commit's. Reset (Rebuild) empties the rows of the
+// projection version with its checkpoint. A Rows is used by one handler
+// call at a time and is not valid after the call returns.
 type Rows interface {
 	RowReader
 	// Put stores doc (valid JSON) under key in collection, replacing any
@@ -83,9 +81,7 @@ const (
 
 // RowProjection is a projection written once for every store: its handler
 // writes a rows read model (Rows), and Bind turns it into the Projection of
-// a given RowStore. On Postgres the rows are written in the transaction that
-// moves the checkpoint (each event applied exactly once); on the memory
-// store a batch's writes are stored with its checkpoint or not at all.
+// a given RowStore, whose commits store the rows with the checkpoint.
 type RowProjection struct {
 	// Name, Version and Query are as in Projection.
 	Name    string
@@ -124,12 +120,10 @@ func (p Projection[Tx]) readModelKind() ReadModelKind {
 }
 
 // Rebuild moves p's checkpoint back to zero and empties its read model in
-// the same transaction (store.Reset with p.Clear; a rows read model is
-// emptied by every Reset): its runner is fenced, claims again and applies
-// every event into the empty read model, so a rebuild never counts an
-// event twice. A projection with its own tables and no Clear is refused
-// (nothing is reset): give it a Clear, or call store.Reset yourself if its
-// handler is idempotent.
+// the same transaction (store.Reset with p.Clear; rows are emptied by every
+// Reset): its runner is fenced and applies every event again into the
+// empty read model, never counting one twice. A projection with its own
+// tables and no Clear is refused (nothing is reset).
 func Rebuild[Tx any](ctx context.Context, store Store[Tx], p Projection[Tx]) error {
 	k := Key{Name: p.Name, Version: p.Version}
 	if err := k.Validate(); err != nil {

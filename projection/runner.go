@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -45,13 +46,10 @@ type Options struct {
 	// MaxBackoff. Defaults 100ms and 10s.
 	Backoff, MaxBackoff time.Duration
 	// NoTakeOver keeps the runner from making its version the active one
-	// when it has caught up (blue-green switch). By default a runner
-	// activates its version as soon as it has applied every matching event,
-	// and the runners of older versions stop with ErrSuperseded.
+	// when it has caught up (by default the runners of older versions then
+	// stop with ErrSuperseded).
 	NoTakeOver bool
-	// Logger receives state changes and failures. Default: discard, as
-	// everywhere in the library (runtime.Config.Logger too): pass the
-	// service's logger to see them.
+	// Logger receives state changes and failures. Default: discard.
 	Logger *slog.Logger
 	// MeterProvider records scribe.projection.* metrics. Default: no-op; the
 	// library never reads the OpenTelemetry globals.
@@ -61,9 +59,8 @@ type Options struct {
 	// and its store is a DeadLetterReplayer. Default 5s.
 	ReplayInterval time.Duration
 	// Committed, when set, is called after each batch committed, on the
-	// runner's goroutine (the next batch waits for it): to wake readers of
-	// the read model, or to measure its lag. The runner's Progress and
-	// WaitFor show the batch only after Committed returned.
+	// runner's goroutine (the next batch waits for it), before Progress and
+	// WaitFor show the batch: to wake readers of the read model.
 	Committed func(b Batch)
 }
 
@@ -74,24 +71,9 @@ func (o Options) withDefaults() (Options, error) {
 		_, _ = rand.Read(b[:])
 		o.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 512
-	}
-	if o.LeaseTTL == 0 {
-		o.LeaseTTL = 10 * time.Second
-	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = 5
-	}
-	if o.Backoff == 0 {
-		o.Backoff = 100 * time.Millisecond
-	}
-	if o.MaxBackoff == 0 {
-		o.MaxBackoff = 10 * time.Second
-	}
-	if o.ReplayInterval == 0 {
-		o.ReplayInterval = 5 * time.Second
-	}
+	o.BatchSize, o.LeaseTTL, o.MaxAttempts = cmp.Or(o.BatchSize, 512), cmp.Or(o.LeaseTTL, 10*time.Second), cmp.Or(o.MaxAttempts, 5)
+	o.Backoff, o.MaxBackoff = cmp.Or(o.Backoff, 100*time.Millisecond), cmp.Or(o.MaxBackoff, 10*time.Second)
+	o.ReplayInterval = cmp.Or(o.ReplayInterval, 5*time.Second)
 	switch {
 	case o.BatchSize < 0:
 		return o, fmt.Errorf("projection: Options.BatchSize is %d; use a positive number or 0 for the default 512", o.BatchSize)
@@ -144,7 +126,6 @@ type Runner[Tx any] struct {
 	// replayer is the store's DeadLetterReplayer when the projection has
 	// Replay, else nil.
 	replayer DeadLetterReplayer[Tx]
-	q        journal.Query
 	o        Options
 	attrs    metric.MeasurementOption
 
@@ -189,19 +170,11 @@ func NewRunner[Tx any](src Source, store Store[Tx], p Projection[Tx], o Options)
 		return nil, err
 	}
 	m := o.MeterProvider.Meter("github.com/scribe-es/scribe/projection")
-	r := &Runner[Tx]{src: src, store: store, p: p, key: key, q: q, o: o, changed: make(chan struct{}),
+	r := &Runner[Tx]{src: src, store: store, p: p, key: key, o: o, changed: make(chan struct{}),
 		attrs: metric.WithAttributes(attribute.String("scribe.projection.name", key.Name), attribute.Int("scribe.projection.version", key.Version))}
 	r.progress.State = StateIdle
-	if ps, ok := src.(PartitionedSource); ok && len(ps.FeedPartitions()) > 0 {
-		if err := r.newPartitioned(ps); err != nil {
-			return nil, err
-		}
-	} else if p.Slicing != nil {
-		if err := r.newSliced(); err != nil {
-			return nil, err
-		}
-	} else {
-		r.rd = wholeFeed{src: src, q: q}
+	if r.rd, err = newReader(src, &r.p, q); err != nil {
+		return nil, fmt.Errorf("projection %s: %w", key, err)
 	}
 	if rp, ok := store.(DeadLetterReplayer[Tx]); ok && p.Replay != nil {
 		r.replayer = rp
@@ -252,13 +225,10 @@ func (r *Runner[Tx]) Behind(ctx context.Context) (uint64, error) {
 
 // WaitFor blocks until this runner has applied the record at pos (its
 // checkpoint is at or after pos, and Options.Committed has returned for the
-// batch that carried it), the projection stops, or ctx ends. pos
-// should be the position of a record the projection's query selects (the
-// checkpoint only moves over selected records). A sliced runner's
-// checkpoint is the newest position it committed in any of its slices, so
-// WaitFor tells only that it got that far: to wait for a record of any
-// slice, watch Store.Slices. A projection across several
-// databases has positions per database: wait with WaitForEvent.
+// batch that carried it), the projection stops, or ctx ends. pos should be
+// a record the projection's query selects. A sliced runner's checkpoint is
+// the newest it committed in any slice: to wait for a record of any slice,
+// watch Store.Slices.
 func (r *Runner[Tx]) WaitFor(ctx context.Context, pos journal.Position) error {
 	for {
 		r.mu.Lock()
@@ -297,24 +267,20 @@ func (r *Runner[Tx]) setState(s State) {
 }
 
 // Run joins the projection's live runners in the store and holds a share
-// of its slices (one slice for an unsliced projection: one runner applies
-// batches while the others stand by and take over when it dies or lets its
-// lease lapse; see Slicing and PartitionedSource for the others), applying
-// batches until ctx ends (Run returns nil), a newer version takes over
-// (ErrSuperseded), or the handler fails MaxAttempts times on one record (a
-// *FailedError; the store records the failure). A lost lease sends the
-// runner back to claiming; store and journal outages are retried with
-// backoff for as long as they last.
+// of its slices (an unsliced projection's one slice, or a standby),
+// applying batches until ctx ends (Run returns nil), a newer version takes
+// over (ErrSuperseded), or the handler fails MaxAttempts times on one
+// record (a *FailedError; the store records the failure). A lost lease
+// sends the runner back to claiming; store and journal outages are retried
+// with backoff for as long as they last.
 //
 // Run fails fast on configuration: until its first join succeeds, a store
-// that is not usable as configured (a Postgres schema not migrated, or
-// migrated by a newer incompatible build: journal.ErrStoreNotOpen,
-// journal.ErrConfiguration; a version stored with another layout:
-// ErrSlicingChanged) is not retried, and neither is a read model whose
-// Setup fails for such a reason (the Postgres store classifies a missing
-// schema or table and a missing privilege as journal.ErrConfiguration):
-// Run returns at once an error matching journal.ErrConfiguration that says
-// what to do.
+// not usable as configured (journal.ErrStoreNotOpen or ErrConfiguration, a
+// version stored with another layout: ErrSlicingChanged), or a read model
+// whose Setup fails so (the Postgres store classifies a missing schema or
+// table and a missing privilege as journal.ErrConfiguration), is not
+// retried: Run returns at once an error matching journal.ErrConfiguration
+// that says what to do.
 func (r *Runner[Tx]) Run(ctx context.Context) error {
 	delay := r.o.Backoff
 	joined := false
@@ -380,18 +346,13 @@ func (r *Runner[Tx]) setup(ctx context.Context) error {
 }
 
 // misconfigured reports whether err says that the store or the read model
-// cannot be used as configured, which no retry mends: the schema is not
-// migrated (journal.ErrStoreNotOpen), a configuration error
-// (journal.ErrConfiguration, also from a read model's Setup), or the
-// projection version is stored with another slicing.
+// cannot be used as configured, which no retry mends.
 func misconfigured(err error) bool {
 	return errors.Is(err, journal.ErrStoreNotOpen) || errors.Is(err, journal.ErrConfiguration) || errors.Is(err, ErrSlicingChanged)
 }
 
-// cannotStart records and returns the error of a runner whose store is not
-// usable as configured (err matches journal.ErrStoreNotOpen or
-// journal.ErrConfiguration, or the slicing changed): it matches
-// journal.ErrConfiguration and says what to do.
+// cannotStart records and returns the error of a misconfigured runner,
+// matching journal.ErrConfiguration.
 func (r *Runner[Tx]) cannotStart(err error) error {
 	if !errors.Is(err, journal.ErrConfiguration) {
 		err = fmt.Errorf("%w: %w", journal.ErrConfiguration, err)
@@ -425,8 +386,7 @@ func (r *Runner[Tx]) stopped() error {
 }
 
 // item is what a runner's feed delivers: a record, or the error that
-// ended the feed. A partitioned feed also says which slice (partition) the
-// record is for and the member it was read from.
+// ended the feed; a partitioned feed adds its slice and member.
 type item struct {
 	rec    journal.Record
 	err    error
@@ -451,6 +411,40 @@ type reader interface {
 	// caughtUp reports whether no slice of sts has a record after its
 	// checkpoint (the version becomes active when all of it caught up).
 	caughtUp(ctx context.Context, sts []SliceStatus) (bool, error)
+}
+
+// newReader returns the reader of p on src, whose query is q: by
+// partition (with Slicing, partition × tag slice) across several
+// databases, by tag slice, or the whole feed. It fills p.Slicing's
+// defaults.
+func newReader[Tx any](src Source, p *Projection[Tx], q journal.Query) (reader, error) {
+	ps, byPartition := src.(PartitionedSource)
+	byPartition = byPartition && len(ps.FeedPartitions()) > 0
+	switch {
+	case p.Slicing == nil && byPartition:
+		return partitionFeed{src: ps, q: q}, nil
+	case p.Slicing == nil:
+		return wholeFeed{src: src, q: q}, nil
+	case p.Query.Partition != "" || p.Query.All || len(p.Query.Items) > 0:
+		return nil, errors.New("Query is set on a sliced projection; leave it empty: Slicing selects the events (its Group, Partition and Types)")
+	}
+	q = journal.Query{All: true, AllPartitions: true} // across several databases: every partition, unless Slicing names one
+	if p.Slicing.Partition != "" {
+		q = journal.Query{All: true, Partition: p.Slicing.Partition}
+	}
+	sl, err := p.Slicing.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p.Slicing = &sl
+	if byPartition {
+		return partitionFeed{src: ps, q: q, s: &sl}, nil
+	}
+	ss, ok := src.(journal.SliceSubscriber)
+	if !ok {
+		return nil, fmt.Errorf("the journal %T cannot be read by slice (it is not a journal.SliceSubscriber)", src)
+	}
+	return tagFeed{src: ss, s: sl}, nil
 }
 
 // wholeFeed reads an unsliced projection: one slice, the journal's feed

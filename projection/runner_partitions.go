@@ -35,11 +35,10 @@ type PartitionedSource interface {
 	// at position after on member. It follows a move the member reports.
 	LocatePartition(ctx context.Context, partition, member string, after journal.Position, afterID uuid.UUID) (string, journal.Journal, journal.Position, error)
 	// FollowPartition yields the records q (one partition) selects after
-	// the event afterID (as LocatePartition places it), catch-up then
-	// live, in the partition's order, each once, following moves of the
-	// partition, until ctx ends or the consumer stops. located is called
-	// on the iterator's goroutine with each member read from, before the
-	// first record read from it.
+	// the event afterID (as LocatePartition places it), catch-up then live,
+	// in the partition's order, each once, following its moves, until ctx
+	// ends. located is called on the iterator's goroutine with each member
+	// read from, before its first record.
 	FollowPartition(ctx context.Context, q journal.Query, member string, after journal.Position, afterID uuid.UUID, located func(member string, at journal.Position)) iter.Seq2[journal.Record, error]
 }
 
@@ -54,25 +53,6 @@ type partitionFeed struct {
 	// s is the slicing of a sliced projection (nil: one slice per
 	// partition), with its defaults.
 	s *Slicing
-}
-
-// newPartitioned configures the runner of a projection across the several
-// databases of src for NewRunner. A sliced one reads every partition of src
-// when its Slicing names none, else the partition it names.
-func (r *Runner[Tx]) newPartitioned(src PartitionedSource) error {
-	if r.p.Slicing == nil {
-		r.rd = partitionFeed{src: src, q: r.q}
-		return nil
-	}
-	q := journal.Query{All: true, AllPartitions: true}
-	if r.p.Slicing.Partition != "" {
-		q = journal.Query{All: true, Partition: r.p.Slicing.Partition}
-	}
-	if err := r.checkSlicing(); err != nil {
-		return err
-	}
-	r.rd = partitionFeed{src: src, q: q, s: r.p.Slicing}
-	return nil
 }
 
 // layout lists the partitions the projection reads.
@@ -110,11 +90,9 @@ func (f partitionFeed) read(ctx context.Context, held map[int]*Lease, feed chan<
 	}
 }
 
-// deliver delivers a record for the slice of the partition it was read
-// from; sliced, only when one of its tags of the group is in the slice's
-// tag slice (Slicing.slicesOf, as a sliced projection on one database
-// delivers it) and it is of Slicing.Types, and otherwise it passes over
-// it (the slice's checkpoint moves past it unapplied).
+// deliver delivers a record for the slice it was read for; sliced, only
+// when it is of Slicing.Types with a tag in the slice's tag slice (as on
+// one database), else the slice passes over it.
 func (f partitionFeed) deliver(it item, held map[int]*Lease) ([]int, bool) {
 	if _, ok := held[it.slice]; !ok {
 		return nil, false

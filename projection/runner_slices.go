@@ -34,34 +34,6 @@ import (
 //   - Committing: a batch commits under the leases of the slices it
 //     touches (Store.Commit), renewed every LeaseTTL/3 while it is applied.
 
-// checkSlicing checks a sliced projection's configuration for NewRunner
-// and fills its Slicing's defaults.
-func (r *Runner[Tx]) checkSlicing() error {
-	sl, err := r.p.Slicing.withDefaults()
-	if err != nil {
-		return fmt.Errorf("projection %s: %w", r.key, err)
-	}
-	r.p.Slicing = &sl
-	if q := r.p.Query; q.Partition != "" || q.All || len(q.Items) > 0 {
-		return fmt.Errorf("projection %s: Query is set on a sliced projection; leave it empty: Slicing selects the events (its Group, Partition and Types)", r.key)
-	}
-	return nil
-}
-
-// newSliced configures a sliced projection on one database for NewRunner.
-func (r *Runner[Tx]) newSliced() error {
-	if err := r.checkSlicing(); err != nil {
-		return err
-	}
-	sl := *r.p.Slicing
-	src, ok := r.src.(journal.SliceSubscriber)
-	if !ok {
-		return fmt.Errorf("projection %s: the journal %T cannot be read by slice (it is not a journal.SliceSubscriber)", r.key, r.src)
-	}
-	r.rd = tagFeed{src: src, s: sl}
-	return nil
-}
-
 // tagFeed reads a sliced projection's tag slices.
 type tagFeed struct {
 	src journal.SliceSubscriber
@@ -130,18 +102,12 @@ type holder[Tx any] struct {
 	layout Layout
 	count  int
 	held   map[int]*Lease
-	last   journal.Position // newest position committed, for Progress
-	// short is set by rebalance while the runner holds less than its
-	// share: it tries again sooner.
-	short bool
-	// from is the member each pending delivery was read from (a
-	// projection across several databases).
-	from map[delivery]string
-	// passed is, by slice, the last record read for the slice and passed
-	// over after every pending delivery of the slice (a sliced projection
-	// across several databases): the batch that commits the slice's last
-	// pending delivery, or a commit of its own when none is pending, moves
-	// the slice's checkpoint there.
+	last   journal.Position    // newest position committed, for Progress
+	short  bool                // holds less than its share: rebalance sooner
+	from   map[delivery]string // the member each pending delivery was read from
+	// passed is, by slice, the last record passed over after the slice's
+	// pending deliveries: the commit of the last of them (or one of its
+	// own) moves the slice's checkpoint there.
 	passed map[int]passMark
 
 	feed     chan item
@@ -171,6 +137,12 @@ func (h *holder[Tx]) run(ctx context.Context, joined *bool) (err error) {
 	var lastCheck, lastReplay time.Time
 	var pending []journal.Record
 	var pendingSlices []int
+	take := func(it item) error {
+		if it.err == nil {
+			pending, pendingSlices = h.deliveries(it, pending, pendingSlices)
+		}
+		return it.err
+	}
 	for {
 		if r.replayer != nil && len(h.held) > 0 && time.Since(lastReplay) >= r.o.ReplayInterval {
 			if err := r.replayRequested(ctx); err != nil {
@@ -178,6 +150,7 @@ func (h *holder[Tx]) run(ctx context.Context, joined *bool) (err error) {
 			}
 			lastReplay = time.Now()
 		}
+		var err error
 		if len(pending) == 0 {
 			r.mu.Lock()
 			r.oldest = time.Time{}
@@ -185,19 +158,16 @@ func (h *holder[Tx]) run(ctx context.Context, joined *bool) (err error) {
 			if !activated && len(h.feed) == 0 && time.Since(lastCheck) > 200*time.Millisecond {
 				lastCheck = time.Now()
 				sts, _, err := r.store.Slices(ctx, r.key)
-				if err != nil {
-					return err
+				if err == nil {
+					activated, err = r.rd.caughtUp(ctx, sts)
 				}
-				caught, err := r.rd.caughtUp(ctx, sts)
-				if err != nil {
-					return err
-				}
-				if caught {
-					if err := r.store.Activate(ctx, r.key); err != nil {
-						return err
+				if err == nil && activated {
+					if err = r.store.Activate(ctx, r.key); err == nil {
+						r.o.Logger.Info("projection caught up and active", "projection", r.key.String())
 					}
-					activated = true
-					r.o.Logger.Info("projection caught up and active", "projection", r.key.String())
+				}
+				if err != nil {
+					return err
 				}
 			}
 			var wait, replay <-chan time.Time
@@ -211,58 +181,52 @@ func (h *holder[Tx]) run(ctx context.Context, joined *bool) (err error) {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-tick.C:
-				if err := h.rebalance(ctx); err != nil {
-					return err
-				}
-				tick.Reset(h.period())
-				continue
+				err = h.rebalanceNow(ctx, tick)
 			case <-wait:
-				continue
 			case <-replay:
-				continue
 			case it := <-h.feed:
-				if it.err != nil {
-					return it.err
-				}
-				pending, pendingSlices = h.deliveries(it, pending, pendingSlices)
+				err = take(it)
 			}
 		}
 	drain:
-		for len(pending) < r.o.BatchSize {
+		for err == nil && len(pending) < r.o.BatchSize {
 			select {
 			case it := <-h.feed:
-				if it.err != nil {
-					return it.err
-				}
-				pending, pendingSlices = h.deliveries(it, pending, pendingSlices)
+				err = take(it)
 			default:
 				break drain
 			}
 		}
-		if len(pending) == 0 {
-			if len(h.passed) > 0 {
-				if err := h.commitPassed(ctx); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		r.mu.Lock()
-		r.oldest = pending[0].RecordedAt
-		r.mu.Unlock()
-		if err := h.applyRenewing(ctx, pending, pendingSlices); err != nil {
+		switch {
+		case err != nil:
 			return err
-		}
-		pending, pendingSlices = pending[:0], pendingSlices[:0]
-		select {
-		case <-tick.C:
-			if err := h.rebalance(ctx); err != nil {
+		case len(pending) == 0 && len(h.passed) > 0:
+			err = h.commitPassed(ctx)
+		case len(pending) > 0:
+			r.mu.Lock()
+			r.oldest = pending[0].RecordedAt
+			r.mu.Unlock()
+			if err = h.applyRenewing(ctx, pending, pendingSlices); err != nil {
 				return err
 			}
-			tick.Reset(h.period())
-		default:
+			pending, pendingSlices = pending[:0], pendingSlices[:0]
+			select {
+			case <-tick.C:
+				err = h.rebalanceNow(ctx, tick)
+			default:
+			}
+		}
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// rebalanceNow rebalances (its tick fired) and sets the tick's next period.
+func (h *holder[Tx]) rebalanceNow(ctx context.Context, tick *time.Ticker) error {
+	err := h.rebalance(ctx)
+	tick.Reset(h.period())
+	return err
 }
 
 // applyRenewing applies pending (applyAll) while renewing the held leases
@@ -384,7 +348,7 @@ func (h *holder[Tx]) rebalance(ctx context.Context) error {
 		delete(h.held, s)
 		changed = true
 	}
-	lo, hi := share(h.count, members, r.o.Owner)
+	lo, hi := Slicing{Count: h.count}.Share(members, r.o.Owner)
 	if h.count == 1 {
 		lo, hi = 0, 1 // one slice: whoever holds it keeps it
 	}
@@ -479,12 +443,10 @@ func (h *holder[Tx]) renew(ctx context.Context, ls []Lease) error {
 	return err
 }
 
-// commit stores b under the leases of the slices it touches (sl[i] is the
-// slice of b.Records[i]; b.Slices is nil for an unsliced projection), each
-// with the member the last record of its slice was read from. final says
-// that b ends what is pending: the slices that passed over records since
-// their last delivery commit too, their checkpoints moving past those
-// records (Lease.Passed). An empty b applies nothing.
+// commit stores b under the leases of the slices it touches (sl[i] is
+// b.Records[i]'s), each with the member its last record was read from;
+// final (b ends what is pending) adds the slices that passed over records
+// since (Lease.Passed). An empty b applies nothing.
 func (h *holder[Tx]) commit(ctx context.Context, b Batch, sl []int, final bool) error {
 	touched := slices.Clone(sl)
 	if final {

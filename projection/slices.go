@@ -120,16 +120,11 @@ func (s Slicing) query(owned []int) journal.SliceQuery {
 // contiguous ranges as equal as Count allows, in member order. An owner not
 // among members owns nothing.
 func (s Slicing) Share(members []string, owner string) (lo, hi int) {
-	return share(s.Count, members, owner)
-}
-
-func share(count int, members []string, owner string) (lo, hi int) {
 	i := slices.Index(members, owner)
 	if i < 0 {
 		return 0, 0
 	}
-	n := len(members)
-	return i * count / n, (i + 1) * count / n
+	return i * s.Count / len(members), (i + 1) * s.Count / len(members)
 }
 
 // Layout returns the Layout of a projection sliced as s; s must have its
@@ -151,9 +146,8 @@ type Layout struct {
 	Group     string
 	Count     int
 	Partition string
-	// Partitions are the partitions of a projection across several
-	// databases, a slice (or, with Group, a block of Count slices) each; a
-	// store returns them in slice order.
+	// Partitions are the partitions across several databases, in slice
+	// order: a slice (with Group, Count slices) each.
 	Partitions []string
 }
 
@@ -211,11 +205,10 @@ type Lease struct {
 	// projection across several databases (see PartitionedSource), the
 	// Slicing's for a sliced one, "" for an unsliced one.
 	Partition string
-	// Member and EventID place Checkpoint across several databases: it is a
+	// Member and EventID place Checkpoint across several databases: a
 	// position on the member (database) Member, of the event EventID
-	// (uuid.Nil: none), by which the runner finds its place again after a
-	// partition move. Commit stores the Member a runner sets with the new
-	// checkpoint. Empty over one journal.
+	// (uuid.Nil: none), found again by ID after a partition move. Commit
+	// stores the Member a runner sets. Empty over one journal.
 	Member  string
 	EventID uuid.UUID
 	// Passed and PassedID, when PassedID is set, are where Commit moves the

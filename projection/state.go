@@ -1,15 +1,10 @@
 package projection
 
 // The state a store records for a projection moves only as Next says, in
-// both stores (the Postgres store builds its SQL from Next, see
-// postgres.stateAfterSQL): the allowed transitions live here, in one place.
-//
-// An operator's pause is not a state of its own but a hold over the
-// projection (Status.Paused): while it holds, the recorded state is
-// StatePaused unless the projection failed or was superseded, and every
-// operation that would otherwise move it elsewhere (a reset) leaves it
-// paused. So a projection rebuilt while paused reports paused, never idle,
-// and resuming it makes it StateStandby: claimable, from its checkpoint.
+// both stores (the Postgres store builds its SQL from Next). An operator's
+// pause is a hold over the projection (Status.Paused), not a state: while
+// it holds, the state is StatePaused unless the projection failed or was
+// superseded, also through a reset, and resuming makes it StateStandby.
 
 // Operation is something that moves a projection's recorded state: done by
 // a runner through its store, or by an operator.
