@@ -182,7 +182,7 @@ type ArchivedError struct {
 
 func (e *ArchivedError) Error() string {
 	if e.Retired {
-		return fmt.Sprintf("journal: stream %s was retired behind a tombstone and is archived up to version %d (position %s); version %d was asked for: read its history through journal.ArchiveReader (ReadStreamWithArchive); it takes no more events",
+		return fmt.Sprintf("journal: stream %s is retired (tombstone) and archived up to version %d (position %s), version %d was asked for: read it with ReadStreamWithArchive; it takes no more events",
 			e.Stream, e.CutVersion, e.CutPosition, e.FromVersion)
 	}
 	return fmt.Sprintf("journal: stream %s is archived up to version %d (position %s) and version %d was asked for; read from version %d on, or read the archive through journal.ArchiveReader (ReadStreamWithArchive)",

@@ -103,7 +103,7 @@ func ksErr(op, subject string, err error) error {
 func keyStoreErr(op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
-		return fmt.Errorf("%w: %w: postgres: key store: %s: the key store is missing (%s): if the journal was restored, restore the key store from its own backup (sealed data stays unreadable until then) or point the service at the database holding it; for a new key store run postgres.MigrateKeyStore (or `scribe migrate keys`)", erasure.ErrKeyStoreUnavailable, journal.ErrStoreNotOpen, op, pgErr.Message)
+		return fmt.Errorf("%w: %w: postgres: key store: %s: the key store is missing (%s): restore it from its backup (sealed data is unreadable until then), point the service at it, or create one (MigrateKeyStore)", erasure.ErrKeyStoreUnavailable, journal.ErrStoreNotOpen, op, pgErr.Message)
 	}
 	out := translateErr("", "key store: "+op, err)
 	if errors.Is(out, journal.ErrUnavailable) {

@@ -159,7 +159,7 @@ func (s *Store) openKeys(ctx context.Context) (err error) {
 		var exists bool
 		err = pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{kcfg.Schema, "subjects"}.Sanitize()).Scan(&exists)
 		if err == nil && !exists {
-			err = fmt.Errorf("%w: %w: postgres: the key store is missing: schema %q at %s has no key store tables; restore the key store from its backup, check the key store's database URL and schema, or run postgres.MigrateKeyStore (`scribe migrate keys`) for a new one", journal.ErrConfiguration, erasure.ErrKeyStoreUnavailable, kcfg.Schema, where)
+			err = fmt.Errorf("%w: %w: postgres: the key store is missing: schema %q at %s has none: restore it from its backup, check its database URL and schema, or create one (postgres.MigrateKeyStore, scribe migrate keys)", journal.ErrConfiguration, erasure.ErrKeyStoreUnavailable, kcfg.Schema, where)
 		}
 	} else {
 		err = MigrateKeyStore(ctx, pool, kcfg)
@@ -275,7 +275,7 @@ func startupError(ctx context.Context, where string, err error) error {
 		}
 	}
 	if unavailable(err) {
-		return fmt.Errorf("%w: postgres: cannot reach the database%s (%v); at start this is a configuration error, not an outage: check the host and port of the database URL and that the server runs and accepts connections there", journal.ErrConfiguration, where, err)
+		return fmt.Errorf("%w: postgres: cannot reach the database%s (%v); at start this is a configuration error, not an outage: check the URL's host and port and that the server runs and accepts connections", journal.ErrConfiguration, where, err)
 	}
 	return fmt.Errorf("postgres: connecting to the database%s: %w", where, err)
 }

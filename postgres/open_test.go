@@ -90,7 +90,7 @@ func TestOpenWrongPortIsConfigurationError(t *testing.T) {
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 	require.NotErrorIs(t, err, journal.ErrUnavailable, "at start an unreachable database is not an outage")
 	require.ErrorContains(t, err, fmt.Sprintf("scribe@127.0.0.1:%d/shop", port), "names where")
-	require.ErrorContains(t, err, "check the host and port")
+	require.ErrorContains(t, err, "host and port")
 	require.NotContains(t, err.Error(), "s3cret-pw")
 }
 
@@ -153,7 +153,7 @@ func TestMigrateConnectErrorNamesTheDatabase(t *testing.T) {
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 	require.ErrorContains(t, err, "migrate schema shop")
 	require.ErrorContains(t, err, fmt.Sprintf("scribe@127.0.0.1:%d/shop", port))
-	require.ErrorContains(t, err, "check the host and port")
+	require.ErrorContains(t, err, "host and port")
 	require.NotContains(t, err.Error(), "s3cret-pw")
 }
 

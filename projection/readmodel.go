@@ -130,7 +130,7 @@ func Rebuild[Tx any](ctx context.Context, store Store[Tx], p Projection[Tx]) err
 		return err
 	}
 	if !p.rows && p.Clear == nil {
-		return fmt.Errorf("projection %s: Rebuild: the projection declares no Clear, so its read model would count every event twice; give Projection.Clear (or use a RowProjection), or call Store.Reset if the handler is idempotent", k)
+		return fmt.Errorf("projection %s: Rebuild: no Clear is declared, so the read model would count every event twice; give Projection.Clear (or use a RowProjection), or Store.Reset if the handler is idempotent", k)
 	}
 	return store.Reset(ctx, k, p.Clear)
 }

@@ -208,9 +208,8 @@ type twinNodeError struct {
 }
 
 func (e *twinNodeError) Error() string {
-	return fmt.Sprintf("runtime: another live process opened node ID %q, so this process stopped serving for good and will not claim the ID back: "+
-		"two live processes must never share a node ID; give every process its own Config.NodeID that stays the same across its restarts "+
-		"(the pod name of a StatefulSet, or the host name plus a per-process name when one host runs several), then restart this process", e.node)
+	return fmt.Sprintf("runtime: another live process opened node ID %q, so this one stopped serving for good: "+
+		"give every process its own Config.NodeID, stable across restarts (a StatefulSet's pod name), then restart it", e.node)
 }
 
 // Is matches journal.ErrNodeSuperseded and ErrLeaseLost.

@@ -232,8 +232,8 @@ func startError(ctx context.Context, node string, err error) error {
 	case ctx.Err() != nil || errors.Is(err, journal.ErrConfiguration):
 		return fmt.Errorf("runtime: %w", err)
 	case errors.Is(err, journal.ErrUnavailable):
-		return fmt.Errorf("%w: runtime: node %q cannot start: the journal's database cannot be reached, which at start means a configuration error, not an outage: "+
-			"check the host and port of the database URL and that the server runs there, then start again (cause: %v)",
+		return fmt.Errorf("%w: runtime: node %q cannot start: the journal's database cannot be reached (at start a configuration error, not an outage): "+
+			"check the URL's host and port and that the server runs (cause: %v)",
 			ErrConfiguration, node, err)
 	case errors.Is(err, journal.ErrStoreNotOpen):
 		return fmt.Errorf("%w: runtime: could not open node %q's session: %w", ErrConfiguration, node, err)

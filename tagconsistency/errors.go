@@ -70,7 +70,7 @@ func (e *ReservationTimeoutError) Error() string {
 		return fmt.Sprintf("tagconsistency: reserving tag %s waited %s, past the reservation timeout; the tag is busy: retry later or raise runtime.Config.ReservationTimeout",
 			e.Stream, e.Waited.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("tagconsistency: command %q waited %s to reserve tag %s, longer than its owner's reservation timeout; the tag is busy with other commands: retry later, raise the owner's reservation timeout (runtime.Config.ReservationTimeout) or reduce contention on that tag",
+	return fmt.Sprintf("tagconsistency: command %q waited %s to reserve tag %s, past the reservation timeout; the tag is busy: retry later, raise runtime.Config.ReservationTimeout or reduce contention on it",
 		e.Command, e.Waited.Round(time.Millisecond), e.Stream)
 }
 

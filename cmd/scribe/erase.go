@@ -85,7 +85,7 @@ func (e *env) openKeyStore(s *store, cfg postgres.KeyStoreConfig, keysDB string)
 	if !exists {
 		closeKeys()
 		schema := cmp.Or(cfg.Schema, postgres.DefaultKeyStoreSchema)
-		return nil, nil, fmt.Errorf("%w: the key store is missing: schema %q holds no key store tables, so nothing can be said about any subject (this is not an erasure). If the journal was restored without its key store, restore the key store from its own backup; if your service keeps its keys elsewhere, pass its key store schema with -keys or $%s and its database with -keys-db or $SCRIBE_KEYS_DATABASE_URL; for a new key store run `scribe migrate keys -keys %s`", erasure.ErrKeyStoreUnavailable, schema, EnvKeySchema, schema)
+		return nil, nil, fmt.Errorf("%w: the key store is missing from schema %q (not an erasure): restore it from its backup, name it with -keys/$%s and -keys-db/$SCRIBE_KEYS_DATABASE_URL, or create one: scribe migrate keys -keys %s", erasure.ErrKeyStoreUnavailable, schema, EnvKeySchema, schema)
 	}
 	return ks, closeKeys, nil
 }

@@ -95,7 +95,7 @@ func parseFeedCursor(s, which string, partitions []string) (feedCursor, error) {
 		return nil, fmt.Errorf("%s is %d bytes long, more than the %d of any cursor; %s", which, len(s), maxCursorLength, give)
 	}
 	if _, err := journal.ParsePosition(s); err == nil {
-		return nil, fmt.Errorf("%s is %s, an event position of one database; with partitions on several databases the stream's ids are cursors that name each partition's last event (positions differ between databases and change when a partition moves); %s", which, strconv.Quote(s), give)
+		return nil, fmt.Errorf("%s is %s, a position of one database; across several databases the ids are cursors naming each partition's last event (positions differ per database and change with a move); %s", which, strconv.Quote(s), give)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {

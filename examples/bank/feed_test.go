@@ -271,7 +271,7 @@ func TestEventStreamAcrossDatabases(t *testing.T) {
 		}
 	}
 	for _, bad := range []struct{ cursor, says string }{
-		{"812.4031", "an event position of one database"},
+		{"812.4031", "a position of one database"},
 		{"!!not-base64!!", "not unpadded base64url"},
 		{base64.RawURLEncoding.EncodeToString([]byte(`[1,2]`)), "does not decode to a JSON object"},
 		{base64.RawURLEncoding.EncodeToString([]byte(`null`)), "does not decode to a JSON object"},

@@ -259,7 +259,7 @@ type PerDatabaseError struct {
 }
 
 func (e *PerDatabaseError) Error() string {
-	return fmt.Sprintf("partitioned: %s reads positions across partitions, and on a partitioned journal positions are ordered per database only (members %s): call it on each member's journal (Router.Member(name).Journal) and run feeds and projections per database",
+	return fmt.Sprintf("partitioned: %s orders positions across databases (members %s), which only order their own: call it on each member (Router.Member(name).Journal), or read all with a partitioned feed",
 		e.Method, strings.Join(e.Members, ", "))
 }
 

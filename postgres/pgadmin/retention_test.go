@@ -265,7 +265,7 @@ func TestRetiredStreamRefusesAppends(t *testing.T) {
 	}
 	require.ErrorIs(t, readErr, journal.ErrArchived)
 	require.ErrorIs(t, readErr, journal.ErrStreamRetired, "a recovery of a retired stream says so")
-	require.Contains(t, readErr.Error(), "was retired behind a tombstone")
+	require.Contains(t, readErr.Error(), "is retired (tombstone)")
 }
 
 // TestRetentionOfUntaggedChains: the untagged events' chains (group

@@ -149,7 +149,7 @@ func (s *Sink) Publish(ctx context.Context, rec journal.Record) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("natssink: publish event %s to %q: %w", rec.ID, subj, ctx.Err())
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
-		return fmt.Errorf("natssink: publish event %s: no JetStream stream stores subject %q: create a stream whose subjects include it, with a duplicate window longer than a publisher outage (nats stream add EVENTS --subjects %q --dupe-window 10m, or jetstream.CreateStream with Subjects and Duplicates); the publisher retries",
+		return fmt.Errorf("natssink: publish event %s: no JetStream stream stores subject %q: create one with a dedup window past an outage (nats stream add EVENTS --subjects %q --dupe-window 10m); the publisher retries",
 			rec.ID, subj, s.streamSubjects())
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("natssink: publish event %s to %q: no acknowledgement from JetStream within %s (is the server reachable and the stream's leader elected?): %w", rec.ID, subj, s.cfg.AckTimeout, err)

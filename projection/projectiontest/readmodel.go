@@ -212,7 +212,7 @@ func testRebuildClearsDeclaredReadModel[Tx any](t *testing.T, h Harness[Tx]) {
 
 	noClear := p
 	noClear.Clear = nil
-	require.ErrorContains(t, projection.Rebuild(ctx, h.Store, noClear), "declares no Clear")
+	require.ErrorContains(t, projection.Rebuild(ctx, h.Store, noClear), "no Clear is declared")
 	boom := errors.New("clear failed")
 	require.ErrorIs(t, h.Store.Reset(ctx, r.Key(), func(context.Context, Tx) error { return boom }), boom)
 	st, err = h.Store.Status(ctx, r.Key())

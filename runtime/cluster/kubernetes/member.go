@@ -278,10 +278,10 @@ func (m *member) patch(ctx context.Context, labels, annotations map[string]any) 
 func (m *member) explain(err error, doing string) error {
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("kubernetes: could not %s pod %q: there is no such pod in namespace %q; set Provider.PodName and Provider.Namespace to this pod's (defaults: %s, then the host name; %s, then the service account's namespace): %w",
+		return fmt.Errorf("kubernetes: could not %s pod %q: no such pod in namespace %q; set Provider.PodName and Namespace to this pod's (defaults: %s or the host name; %s or the account's namespace): %w",
 			doing, m.podName, m.namespace, EnvPodName, EnvPodNamespace, err)
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-		return fmt.Errorf("kubernetes: could not %s pod %q in namespace %q: the API server refused it; grant the pod's service account get, list, watch and patch on pods with a Role and RoleBinding (see the package documentation): %w",
+		return fmt.Errorf("kubernetes: could not %s pod %q in namespace %q: refused; grant the pod's service account get, list, watch and patch on pods (a Role and RoleBinding, see the package docs): %w",
 			doing, m.podName, m.namespace, err)
 	default:
 		return fmt.Errorf("kubernetes: could not %s pod %q in namespace %q: %w", doing, m.podName, m.namespace, err)
@@ -294,7 +294,7 @@ func (m *member) list(ctx context.Context) (map[string]*corev1.Pod, string, erro
 	l, err := m.client.CoreV1().Pods(m.namespace).List(ctx, metav1.ListOptions{LabelSelector: m.selector})
 	if err != nil {
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return nil, "", fmt.Errorf("kubernetes: listing the pods of cluster %q in namespace %q was refused; grant the pod's service account get, list, watch and patch on pods with a Role and RoleBinding (see the package documentation): %w", m.cluster, m.namespace, err)
+			return nil, "", fmt.Errorf("kubernetes: listing the pods of cluster %q in namespace %q was refused; grant the pod's service account get, list, watch and patch on pods (a Role and RoleBinding, see the package docs): %w", m.cluster, m.namespace, err)
 		}
 		return nil, "", fmt.Errorf("kubernetes: listing the pods of cluster %q in namespace %q (selector %s): %w", m.cluster, m.namespace, m.selector, err)
 	}

@@ -172,10 +172,10 @@ func newClient(path string) (k8s.Interface, error) {
 		var err error
 		cfg, err = rest.InClusterConfig()
 		if errors.Is(err, rest.ErrNotInCluster) {
-			return nil, fmt.Errorf("kubernetes: this process is not running in a Kubernetes pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset), so there is no in-cluster configuration; set Provider.Client or Provider.KubeConfig: %w", err)
+			return nil, fmt.Errorf("kubernetes: not running in a pod (KUBERNETES_SERVICE_HOST and _PORT are unset), so there is no in-cluster configuration; set Provider.Client or Provider.KubeConfig: %w", err)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("kubernetes: loading the in-cluster configuration (the pod's service account token and CA): %w; mount the service account token (automountServiceAccountToken) or set Provider.Client or Provider.KubeConfig", err)
+			return nil, fmt.Errorf("kubernetes: loading the in-cluster configuration (service account token and CA): %w; mount the token (automountServiceAccountToken) or set Provider.Client or KubeConfig", err)
 		}
 	}
 	c, err := k8s.NewForConfig(cfg)

@@ -22,7 +22,7 @@ func outsideAPod(t *testing.T) {
 func TestBuildOutsideAPodNeedsAClient(t *testing.T) {
 	outsideAPod(t)
 	_, err := Provider{Namespace: "ns", PodName: "pod-a"}.Build()
-	require.ErrorContains(t, err, "not running in a Kubernetes pod")
+	require.ErrorContains(t, err, "not running in a pod")
 	require.ErrorContains(t, err, "KUBERNETES_SERVICE_HOST")
 	require.ErrorContains(t, err, "set Provider.Client or Provider.KubeConfig")
 }
