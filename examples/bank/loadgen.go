@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,17 +235,8 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadReport, error) {
 				// once in effect thanks to the Idempotency-Key. The retries
 				// use ctx, not runCtx, so a request in flight at the end of
 				// the run still gets its definite answer.
-				var res httpResult
-				var err error
-				for attempt := 0; attempt < 5; attempt++ {
-					if attempt > 0 {
-						retries.Add(1)
-					}
-					res, err = c.postKey(ctx, "/transfers", key, body)
-					if err == nil && res.status < 500 {
-						break
-					}
-				}
+				res, n, err := c.postSettled(ctx, "/transfers", key, body)
+				retries.Add(int64(n))
 				lats = append(lats, time.Since(t0))
 				switch {
 				case err == nil && res.status == http.StatusOK:
@@ -467,18 +459,45 @@ func (c *loadClient) postKey(ctx context.Context, path, key string, body any) (h
 	return c.do(req)
 }
 
-// post sends a POST (retrying with one Idempotency-Key on transport errors
-// and 5xx) and requires the given status.
-func (c *loadClient) post(ctx context.Context, path string, body any, want int) (httpResult, error) {
-	key := randomHex(16)
-	var res httpResult
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		res, err = c.postKey(ctx, path, key, body)
+// settleBudget bounds how long postSettled retries one request: past it,
+// the request counts as failed (no definite answer). A move's cut-over or a
+// member's rejoin answers 503 for well under it.
+const settleBudget = 30 * time.Second
+
+// postSettled sends a JSON POST with the Idempotency-Key key and repeats it,
+// with the same key, on transport errors and 5xx answers until an answer
+// below 500 or settleBudget has passed: after a 503 it waits what the
+// answer's Retry-After says (a polite client's pause; at least 50 ms, at
+// most 2 s), after another failure 50 ms. It returns the last answer and the number of
+// repeats.
+func (c *loadClient) postSettled(ctx context.Context, path, key string, body any) (httpResult, int, error) {
+	deadline := time.Now().Add(settleBudget)
+	for repeats := 0; ; repeats++ {
+		res, err := c.postKey(ctx, path, key, body)
 		if err == nil && res.status < 500 {
-			break
+			return res, repeats, nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return res, repeats, err
+		}
+		pause := 50 * time.Millisecond
+		if err == nil && res.status == http.StatusServiceUnavailable {
+			if secs, perr := strconv.Atoi(res.header.Get("Retry-After")); perr == nil && secs >= 0 {
+				pause = max(min(time.Duration(secs)*time.Second, 2*time.Second), pause)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return res, repeats, err
+		case <-time.After(pause):
 		}
 	}
+}
+
+// post sends a POST (repeated with one Idempotency-Key by postSettled) and
+// requires the given status.
+func (c *loadClient) post(ctx context.Context, path string, body any, want int) (httpResult, error) {
+	res, _, err := c.postSettled(ctx, path, randomHex(16), body)
 	if err != nil {
 		return res, err
 	}
