@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 
@@ -116,6 +117,9 @@ func snapshotsPruneCommand() *command {
 				return err
 			}
 			defer s.Close()
+			if err := snapshotsMatch(e.ctx, st, partition, tag); err != nil {
+				return err
+			}
 			var res snapshots.PruneResult
 			if tag != "" {
 				n, err := policy.Prune(e.ctx, st, journal.StreamID{Partition: partition, Tag: journal.Tag(tag)}.Normalize())
@@ -136,4 +140,36 @@ func snapshotsPruneCommand() *command {
 			return nil
 		},
 	}
+}
+
+// snapshotsMatch fails, naming the selector, when -tag or -partition
+// selects no stream with snapshots: a typo must not pass for "nothing to
+// prune". Without a selector an empty store is not an error.
+func snapshotsMatch(ctx context.Context, st snapshots.Store, partition, tag string) error {
+	if tag != "" {
+		stream := journal.StreamID{Partition: partition, Tag: journal.Tag(tag)}.Normalize()
+		infos, err := st.List(ctx, stream)
+		if err != nil {
+			return err
+		}
+		if len(infos) == 0 {
+			return fmt.Errorf("stream %s has no snapshots; nothing deleted (list them with `scribe snapshots list`)", stream)
+		}
+		return nil
+	}
+	if partition == "" {
+		return nil
+	}
+	l, ok := st.(snapshots.Lister)
+	if !ok {
+		return nil // PruneAll says the store cannot list
+	}
+	streams, err := l.Streams(ctx, partition)
+	if err != nil {
+		return err
+	}
+	if len(streams) == 0 {
+		return fmt.Errorf("partition %q has no snapshots; nothing deleted (list them with `scribe snapshots list`)", partition)
+	}
+	return nil
 }

@@ -56,3 +56,38 @@ func TestSnapshotsDrop(t *testing.T) {
 	require.Equal(t, exitFailure, res.code)
 	require.Equal(t, 2, count())
 }
+
+// scribe snapshots prune with a -partition or -tag that selects no stream
+// with snapshots exits 1 naming it and deletes nothing; a matching selector
+// prunes as asked.
+func TestSnapshotsPruneSelectorsMustMatch(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	ctx := t.Context()
+	st, err := postgres.NewSnapshotStore(f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	for v := uint64(1); v <= 3; v++ {
+		require.NoError(t, st.Save(ctx, snapshots.Snapshot{Stream: journal.StreamID{Partition: "east", Tag: "account:a"}.Normalize(), Version: v * 10, SchemaVersion: 1, State: []byte(`{}`)}))
+	}
+	count := func() int {
+		var n int
+		require.NoError(t, f.pool.QueryRow(ctx, "SELECT count(*) FROM "+f.schema+".snapshots").Scan(&n))
+		return n
+	}
+
+	res := f.scribe(t, "snapshots", "prune", "-keep", "1", "-partition", "esat")
+	require.Equal(t, exitFailure, res.code, res.stdout)
+	require.Contains(t, res.stderr, `partition "esat" has no snapshots; nothing deleted`)
+	res = f.scribe(t, "snapshots", "prune", "-keep", "1", "-partition", "east", "-tag", "account:b")
+	require.Equal(t, exitFailure, res.code, res.stdout)
+	require.Contains(t, res.stderr, "has no snapshots; nothing deleted")
+	require.Contains(t, res.stderr, "account:b")
+	require.Equal(t, 3, count(), "nothing deleted")
+
+	res = f.scribe(t, "snapshots", "prune", "-keep", "1", "-partition", "east")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "deleted 2 snapshots of 1 streams")
+	require.Equal(t, 1, count())
+	res = f.scribe(t, "snapshots", "prune", "-keep", "1")
+	require.Equal(t, exitOK, res.code, "no selector: nothing to prune is not an error: %s", res.stderr)
+}
