@@ -779,40 +779,12 @@ func TestDCBReservationQueuesBehindCommandsAndTimesOut(t *testing.T) {
 	t.Parallel()
 	e := memoryEnv()
 	rt := e.start(t, func(c *runtime.Config) { c.ReservationTimeout = 200 * time.Millisecond })
-	require.NoError(t, runtime.RegisterAggregate(rt, runtime.Aggregate[int]{
-		Name:    "gate",
-		Initial: func() int { return 0 },
-		Decide: func(_ int, cmd any) ([]any, error) {
-			h := cmd.(Hold)
-			close(h.Started)
-			<-h.Release
-			return nil, nil
-		},
-		Evolve: func(s int, _ any) int { return s },
-	}))
-	touch, err := runtime.RegisterDCB(rt, runtime.DCB[Touch, int]{
-		Name:   "Touch",
-		Query:  func(c Touch) journal.Query { return journal.TagQuery(journal.NewTag("gate", c.Gate)) },
-		Evolve: func(_ Touch, s int, _ runtime.DCBEvent) int { return s + 1 },
-		Decide: func(Touch, int) ([]any, error) { return nil, nil },
-	})
-	require.NoError(t, err)
+	touch := registerTouch(t, rt)
 	ctx := context.Background()
 
-	hold := func() (release func(), done <-chan error) {
-		started, rel := make(chan struct{}), make(chan struct{})
-		errs := make(chan error, 1)
-		go func() {
-			_, err := rt.Execute(ctx, runtime.Target{Aggregate: "gate", ID: "g"}, Hold{Started: started, Release: rel})
-			errs <- err
-		}()
-		<-started
-		return func() { close(rel) }, errs
-	}
-
 	// A busy tag beyond the reservation timeout: the error names it.
-	release, done := hold()
-	_, err = touch.Execute(ctx, Touch{Gate: "g"})
+	release, done := hold(t, rt, "g")
+	_, err := touch.Execute(ctx, Touch{Gate: "g"})
 	require.ErrorIs(t, err, runtime.ErrReservationTimeout)
 	var te *runtime.ReservationTimeoutError
 	require.ErrorAs(t, err, &te)
@@ -821,7 +793,7 @@ func TestDCBReservationQueuesBehindCommandsAndTimesOut(t *testing.T) {
 	require.NoError(t, <-done)
 
 	// A busy tag within the timeout: the command queues and then succeeds.
-	release, done = hold()
+	release, done = hold(t, rt, "g")
 	result := make(chan error, 1)
 	go func() {
 		_, err := touch.Execute(ctx, Touch{Gate: "g"})
