@@ -43,6 +43,7 @@ func TestNoImportRunsUpTheLayers(t *testing.T) {
 		"internal/usercode":           {"actors", "tagconsistency", "runtime", "projection", "postgres"},
 		"internal/ordered":            {"actors", "tagconsistency", "runtime", "projection", "postgres"},
 		"internal/backoff":            {"journal", "snapshots", "erasure", "actors", "tagconsistency", "runtime", "projection", "postgres"},
+		"internal/metricread":         {"journal", "snapshots", "erasure", "actors", "tagconsistency", "runtime", "projection", "postgres"},
 		"runtime/internal/membership": {"runtime", "projection", "postgres"},
 		"postgres/internal/pgschema":  {"postgres", "snapshots", "erasure", "tagconsistency", "actors", "runtime", "projection"},
 		"postgres":                    {"postgres/pgadmin", "tagconsistency", "actors", "runtime"},
