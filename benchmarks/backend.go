@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/scribe-es/scribe/internal/metricread"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/memory"
 )
@@ -18,7 +19,10 @@ type backend struct {
 	Schema   string        // "" on the memory journal
 	// Statements counts what the pool sends (nil on the memory journal).
 	Statements *statementCounter
-	closers    []func(context.Context) error
+	// Engine reads the Postgres journal's engine metrics (nil on the
+	// memory journal).
+	Engine  *metricread.Reader
+	closers []func(context.Context) error
 }
 
 // close releases the backend in reverse order of acquisition.

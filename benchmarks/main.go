@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scribe-es/scribe/internal/metricread"
 	"github.com/scribe-es/scribe/postgres"
 )
 
@@ -226,8 +227,10 @@ func runCell(ctx context.Context, o options, c cell, progress io.Writer) (cellRe
 			fmt.Fprintf(progress, "  %s\n", note)
 		}
 	}
-	if pj, ok := b.Journal.(*postgres.Journal); ok {
-		printEngineStats(progress, pj.Stats())
+	if b.Engine != nil {
+		if err := printEngineStats(context.WithoutCancel(ctx), progress, b.Engine); err != nil {
+			return res, err
+		}
 	}
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
@@ -295,12 +298,19 @@ func loadAverage() string {
 // printEngineStats prints where a Postgres cell's append transactions spent
 // their time (warm-up included): how many went out in one round trip and the
 // mean duration of a write round trip and of a whole transaction.
-func printEngineStats(w io.Writer, s postgres.Stats) {
-	if s.Batches == 0 {
-		return
+func printEngineStats(ctx context.Context, w io.Writer, engine *metricread.Reader) error {
+	s, err := engine.Sums(ctx)
+	if err != nil {
+		return err
 	}
-	n := float64(s.Batches)
+	batches := s.Int(postgres.MetricBatches)
+	if batches == 0 {
+		return nil
+	}
+	n := float64(batches)
+	direct := s[postgres.MetricBatchesDirect]
 	fmt.Fprintf(w, "  postgres journal (warm-up included): %d transactions, %.1f appends and %.1f events each; %.0f%% in one round trip, %d fenced; mean write round trip %.2f ms, mean transaction %.2f ms\n",
-		s.Batches, float64(s.Appends)/n, float64(s.Events)/n, 100*float64(s.Direct)/float64(max(1, s.Direct+s.Read)), s.Fenced,
-		ms(s.WriteTime)/n, ms(s.BatchTime)/n)
+		batches, s[postgres.MetricBatchAppends]/n, s[postgres.MetricBatchEvents]/n, 100*direct/max(1, direct+s[postgres.MetricBatchesReadFirst]),
+		s.Int(postgres.MetricBatchesFenced), ms(s.Duration(postgres.MetricBatchWriteTime))/n, ms(s.Duration(postgres.MetricBatchTime))/n)
+	return nil
 }

@@ -308,6 +308,8 @@ func TestHarnessOnPostgres(t *testing.T) {
 		require.True(t, seen[m], "mode %s did not run", m)
 	}
 	require.Contains(t, stderr, "pool 4 connections (every mode)")
+	require.Regexp(t, `postgres journal \(warm-up included\): [1-9]\d* transactions`, stderr,
+		"the engine's counters, read through its metrics")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

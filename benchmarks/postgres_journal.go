@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/scribe-es/scribe/internal/metricread"
 	"github.com/scribe-es/scribe/postgres"
 )
 
 // migrateJournal migrates the backend's fresh schema and opens the Postgres
 // journal (and its sessions) on it.
 func (b *backend) migrateJournal(ctx context.Context) error {
-	cfg := postgres.Config{Schema: b.Schema}
+	b.Engine = metricread.New()
+	cfg := postgres.Config{Schema: b.Schema, MeterProvider: b.Engine.Provider}
 	if err := postgres.Migrate(ctx, b.Pool, cfg); err != nil {
 		return fmt.Errorf("-db: migrate schema %s: %w", b.Schema, err)
 	}

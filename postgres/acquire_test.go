@@ -64,7 +64,7 @@ func TestAcquireWakesOnLeaseChanges(t *testing.T) {
 				_, err := waiter.Acquire(ctx, b, stream, 2*never)
 				got <- err
 			}()
-			require.Eventually(t, func() bool { return waiter.Stats().AcquireWaits > 0 }, 10*time.Second, time.Millisecond,
+			require.Eventually(t, func() bool { return waiter.EngineStats().AcquireWaits > 0 }, 10*time.Second, time.Millisecond,
 				"the second Acquire never found the stream held")
 			c.free(t, holder, a, lease)
 			select {
@@ -96,6 +96,6 @@ func TestAcquireWakesOnLeaseChanges(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "node-b", lease.NodeID)
 		require.Less(t, time.Since(start), never/2, "the Acquire waited for the poll interval, not for the holder's expiry")
-		require.Positive(t, f.journal.Stats().AcquireWaits)
+		require.Positive(t, f.journal.EngineStats().AcquireWaits)
 	})
 }

@@ -34,7 +34,7 @@ import (
 // tag); if one changed, the write is fenced and the batch is read and decided
 // again with the condition queried. A DCB command reserves and claims every
 // tag of its query and folds up to their newest positions, so its condition
-// is always of this kind (Stats.ImpliedConditions counts them).
+// is always of this kind (MetricImpliedConditions counts them).
 
 // appendReq is one validated Append on its way to the database.
 type appendReq struct {

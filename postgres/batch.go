@@ -40,7 +40,7 @@ import (
 // sent, its pooled connection is checked for a server end that closed or
 // reset it while it sat idle (a restarted database, a dropped proxy
 // connection): such a connection is discarded for another, so it cannot make
-// an outcome unknown (Stats.Discarded). The check is one non-blocking peek at
+// an outcome unknown (MetricDiscardedConns). The check is one non-blocking peek at
 // the socket on Linux, macOS and the BSDs, and none elsewhere; a connection
 // that breaks after the check still reports journal.ErrOutcomeUnknown.
 

@@ -90,8 +90,8 @@ func BenchmarkAppendConcurrent16(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
-			if batches, appends := f.journal.BatchStats(); batches > 0 {
-				b.ReportMetric(float64(appends)/float64(batches), "appends/batch")
+			if st := f.journal.EngineStats(); st.Batches > 0 {
+				b.ReportMetric(float64(st.Appends)/float64(st.Batches), "appends/batch")
 			}
 		})
 	}
@@ -141,7 +141,7 @@ func BenchmarkAppendUntagged16(b *testing.B) {
 					}
 				})
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
-				st := f.journal.Stats()
+				st := f.journal.EngineStats()
 				b.ReportMetric(float64(st.Fenced)/float64(max(st.Batches, 1)), "fenced/batch")
 				b.ReportMetric(float64(st.Read)/float64(max(st.Batches, 1)), "reads/batch")
 			})

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/journal"
@@ -42,6 +44,9 @@ type Config struct {
 	// Logger receives one Info line when appends reach another database
 	// server than before (a failover). Default: discard.
 	Logger *slog.Logger
+	// MeterProvider receives the append engine's counters (MetricBatches
+	// and the other Metric names). Default: none (never the global one).
+	MeterProvider metric.MeterProvider
 
 	// MaxConns is the size of the pool Open and Connect create. Default:
 	// the URL's pool_max_conns when given, else DefaultMaxConns (16).
@@ -144,6 +149,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = metricnoop.NewMeterProvider()
 	}
 	return c, nil
 }

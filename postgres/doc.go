@@ -66,7 +66,7 @@
 // a condition's query exclusive), so at READ COMMITTED a condition's check
 // and the write are atomic without serializable retries. A condition whose
 // every query item names a claimed stream unchanged since its position needs
-// no query of its own (Stats.ImpliedConditions).
+// no query of its own (MetricImpliedConditions).
 //
 // # Appends
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -107,10 +108,39 @@ func (j *Journal) ReadPathStatements(tag1, tag2 journal.Tag, typ, group string, 
 	return out
 }
 
-// BatchStats returns how many batch transactions ran and how many appends they carried.
-func (j *Journal) BatchStats() (batches, appends int64) {
-	s := j.Stats()
-	return s.Batches, s.Appends
+// EngineStats are the append engine's counters (the Metric constants name
+// what each reports).
+type EngineStats struct {
+	Batches, Appends, Events, Direct, Read, Fenced int64
+	Discarded, ImpliedConditions, AcquireWaits     int64
+	ReplicaFallbacks                               int64
+	WriteTime, BatchTime                           time.Duration
+}
+
+// EngineStats reads j's counters straight from the journal.
+func (j *Journal) EngineStats() EngineStats {
+	s := &j.stats
+	return EngineStats{
+		Batches: s.batches.Load(), Appends: s.appends.Load(), Events: s.events.Load(),
+		Direct: s.direct.Load(), Read: s.read.Load(), Fenced: s.fenced.Load(),
+		Discarded: s.discarded.Load(), ImpliedConditions: s.implied.Load(),
+		AcquireWaits: s.acquireWaits.Load(), ReplicaFallbacks: s.replicaFallbacks.Load(),
+		WriteTime: time.Duration(s.writeNanos.Load()), BatchTime: time.Duration(s.batchNanos.Load()),
+	}
+}
+
+// EngineCounters reads j's counters by the name of the metric reporting
+// each, in the metric's unit.
+func (j *Journal) EngineCounters() map[string]float64 {
+	out := map[string]float64{}
+	for _, em := range engineMetrics {
+		n := float64(em.counter(&j.stats).Load())
+		if em.unit == "s" {
+			n /= 1e9
+		}
+		out[em.name] = n
+	}
+	return out
 }
 
 // SetReadFirst makes every batch start with a read attempt: the direct

@@ -374,5 +374,5 @@ func TestFaultPooledConnectionClosedByPeer(t *testing.T) {
 	res, err := j.Append(ctx, []journal.Event{event("B", stream.Tag)}, journal.AppendOptions{})
 	require.NoError(t, err, "the append went out on a new connection")
 	require.Equal(t, uint64(2), res.Records[0].Version(stream.Tag))
-	require.Equal(t, int64(1), j.Stats().Discarded, "the closed connection was discarded")
+	require.Equal(t, int64(1), j.EngineStats().Discarded, "the closed connection was discarded")
 }

@@ -21,11 +21,11 @@ func TestConditionImpliedByCheckedStreams(t *testing.T) {
 		return &journal.AppendCondition{FailIfEventsMatch: journal.TagQuery("x"), After: after}
 	}
 
-	before := f.journal.Stats()
+	before := f.journal.EngineStats()
 	_, err := f.journal.Append(ctx, []journal.Event{event("Changed", "y")},
 		journal.AppendOptions{Expect: map[journal.Tag]uint64{"x": 1}, Condition: cond(px)})
 	require.NoError(t, err)
-	after := f.journal.Stats()
+	after := f.journal.EngineStats()
 	require.Equal(t, before.ImpliedConditions+1, after.ImpliedConditions, "no condition query was needed")
 	require.Equal(t, before.Direct+1, after.Direct)
 	require.Equal(t, before.Fenced, after.Fenced)
@@ -33,7 +33,7 @@ func TestConditionImpliedByCheckedStreams(t *testing.T) {
 	_, err = f.journal.Append(ctx, []journal.Event{event("Changed", "y")},
 		journal.AppendOptions{Expect: map[journal.Tag]uint64{"x": 1}, Condition: cond(journal.Position{})})
 	require.ErrorIs(t, err, journal.ErrAppendConditionFailed, "x's event lies after the zero position")
-	require.Equal(t, after.ImpliedConditions, f.journal.Stats().ImpliedConditions)
+	require.Equal(t, after.ImpliedConditions, f.journal.EngineStats().ImpliedConditions)
 }
 
 // TestImpliedConditionRestsOnTheNewestPositionTheDatabaseHolds: when the
@@ -48,13 +48,13 @@ func TestImpliedConditionRestsOnTheNewestPositionTheDatabaseHolds(t *testing.T) 
 	_, err := f.pool.Exec(ctx, `UPDATE `+quote(f.cfg.Schema)+`.streams SET last_seq = last_seq + 1000 WHERE tag = 'x'`)
 	require.NoError(t, err)
 
-	before := f.journal.Stats()
+	before := f.journal.EngineStats()
 	_, err = f.journal.Append(ctx, []journal.Event{event("Changed", "y")}, journal.AppendOptions{
 		Expect:    map[journal.Tag]uint64{"x": 1},
 		Condition: &journal.AppendCondition{FailIfEventsMatch: journal.TagQuery("x"), After: px},
 	})
 	require.NoError(t, err, "no event of x lies after px")
-	after := f.journal.Stats()
+	after := f.journal.EngineStats()
 	require.Equal(t, before.Fenced+1, after.Fenced, "the write statement saw x's newest position differ")
 	require.Equal(t, before.Read+1, after.Read)
 }

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/postgres/internal/pgschema"
@@ -55,7 +54,8 @@ type Journal struct {
 	// replica is set on a journal that reads from a standby (NewReplica).
 	replica *replicaOf
 
-	stats stats
+	stats   stats
+	metrics metric.Registration // reports stats; unregistered by Close
 }
 
 // engineHooks are the points where the package's tests step into the append
@@ -70,54 +70,6 @@ type engineHooks struct {
 	// readFirst makes every batch start with a read attempt: the direct
 	// (one round trip) attempt is never tried.
 	readFirst bool
-}
-
-// stats are the engine's counters (see Stats).
-type stats struct {
-	batches, appends, events, direct, read, fenced atomic.Int64
-	discarded, implied                             atomic.Int64
-	acquireWaits                                   atomic.Int64
-	replicaFallbacks                               atomic.Int64
-	writeNanos, batchNanos                         atomic.Int64
-}
-
-// Stats are cumulative counters of a Journal's append engine since
-// NewJournal, for benchmarks and diagnostics.
-type Stats struct {
-	// Batches counts append transactions (with reruns); Appends and Events
-	// what they carried.
-	Batches, Appends, Events int64
-	// Direct counts transactions decided on remembered stream heads and sent
-	// in one round trip; Read counts those that read the streams first.
-	Direct, Read int64
-	// Fenced counts transactions the write statement's fence rolled back
-	// (each decided again on what was read).
-	Fenced int64
-	// Discarded counts pooled connections found closed by the server and
-	// discarded before an append used them.
-	Discarded int64
-	// ImpliedConditions counts DCB conditions that needed no query of their
-	// own (see "DCB conditions" in the package documentation).
-	ImpliedConditions int64
-	// AcquireWaits counts Acquires that found the stream held and waited.
-	AcquireWaits int64
-	// ReplicaFallbacks counts Replica.ReaderAt calls answered with the
-	// primary (the standby had not replayed in Config.ReplicaWait).
-	ReplicaFallbacks int64
-	// WriteTime totals the write round trips, BatchTime the batches from
-	// taking a connection to their outcomes.
-	WriteTime, BatchTime time.Duration
-}
-
-// Stats returns the append engine's counters (diagnostics; no I/O).
-func (j *Journal) Stats() Stats {
-	return Stats{
-		Batches: j.stats.batches.Load(), Appends: j.stats.appends.Load(), Events: j.stats.events.Load(),
-		Direct: j.stats.direct.Load(), Read: j.stats.read.Load(), Fenced: j.stats.fenced.Load(),
-		Discarded: j.stats.discarded.Load(), ImpliedConditions: j.stats.implied.Load(),
-		AcquireWaits: j.stats.acquireWaits.Load(), ReplicaFallbacks: j.stats.replicaFallbacks.Load(),
-		WriteTime: time.Duration(j.stats.writeNanos.Load()), BatchTime: time.Duration(j.stats.batchNanos.Load()),
-	}
 }
 
 var (
@@ -148,6 +100,9 @@ func NewJournal(pool *pgxpool.Pool, cfg Config) (*Journal, error) {
 	}
 	j.channel = notifyChannel(cfg.Schema)
 	j.leaseChannel = j.channel + "_leases"
+	if j.metrics, err = j.registerMetrics(cfg.MeterProvider); err != nil {
+		return nil, err
+	}
 	return j, nil
 }
 
@@ -159,13 +114,20 @@ func notifyChannel(schema string) string {
 	return fmt.Sprintf("scribe_%x", h.Sum64())
 }
 
-// Close stops the journal's background goroutines and fails later calls with
-// journal.ErrStoreNotOpen. Appends queued for batching but not started fail
-// with journal.ErrStoreNotOpen. It does not close the pool. Idempotent.
+// Close stops the journal's background goroutines and its metrics and fails
+// later calls with journal.ErrStoreNotOpen. Appends queued for batching but
+// not started fail with journal.ErrStoreNotOpen. It does not close the pool.
+// Idempotent.
 func (j *Journal) Close() error {
-	j.closeOnce.Do(func() { close(j.closed) })
+	var err error
+	j.closeOnce.Do(func() {
+		close(j.closed)
+		if err = j.metrics.Unregister(); err != nil {
+			err = fmt.Errorf("postgres: unregistering the journal's metrics: %w", err)
+		}
+	})
 	j.wg.Wait()
-	return nil
+	return err
 }
 
 // checkOpen fails with ErrStoreNotOpen after Close.

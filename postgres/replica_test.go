@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribe-es/scribe/internal/metricread"
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/internal/throwawaypg"
 	"github.com/scribe-es/scribe/journal"
@@ -243,15 +244,18 @@ func replicaCatchUpIsGapFree(t *testing.T, srv replicaServers) {
 // replica once it has replayed it, and the primary when it has not within
 // Config.ReplicaWait (here the standby's replay is paused: it is not
 // parallel, so it ends, replay resumed, before the parallel cases start).
+// The fallback is counted in MetricReplicaFallbacks, on the schema's data
+// point that the primary's counters share.
 func replicaReaderAtFallsBack(t *testing.T, srv replicaServers) {
-	f := setupReplica(t, srv, postgres.Config{ReplicaWait: 300 * time.Millisecond})
+	r := metricread.New()
+	f := setupReplica(t, srv, postgres.Config{ReplicaWait: 300 * time.Millisecond, MeterProvider: r.Provider})
 	ctx := t.Context()
 	res, err := f.journal.Append(ctx, []journal.Event{replicaEvent("note:a", 1)}, journal.AppendOptions{})
 	require.NoError(t, err)
 	rd, err := f.replica.ReaderAt(ctx, res.Last())
 	require.NoError(t, err)
 	require.Same(t, f.replica.Journal, rd, "the standby replays an append within the wait")
-	require.Zero(t, f.replica.Stats().ReplicaFallbacks)
+	require.Zero(t, f.replica.EngineStats().ReplicaFallbacks)
 
 	_, err = f.rpool.Exec(ctx, "SELECT pg_wal_replay_pause()")
 	require.NoError(t, err)
@@ -260,7 +264,11 @@ func replicaReaderAtFallsBack(t *testing.T, srv replicaServers) {
 	rd, err = f.replica.ReaderAt(ctx, res.Last())
 	require.NoError(t, err)
 	require.Same(t, f.journal, rd, "a paused standby: the read goes to the primary")
-	require.Equal(t, int64(1), f.replica.Stats().ReplicaFallbacks)
+	require.Equal(t, int64(1), f.replica.EngineStats().ReplicaFallbacks)
+	sums, err := r.Sums(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), sums.Int(postgres.MetricReplicaFallbacks))
+	require.Equal(t, int64(2), sums.Int(postgres.MetricBatchAppends), "the primary's appends")
 	sum, err := rd.TagSummary(ctx, journal.Stream("note:a"))
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), sum.Version)

@@ -17,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/scribe-es/scribe/internal/metricread"
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/runtime"
@@ -56,12 +57,13 @@ func BenchmarkDCBTransfers(b *testing.B) {
 		{"memory", func(*testing.B) *env { return memoryEnv() }},
 		{"postgres", func(b *testing.B) *env {
 			pool, schema := pgtest.Pool(b)
-			cfg := postgres.Config{Schema: schema}
+			engine := metricread.New()
+			cfg := postgres.Config{Schema: schema, MeterProvider: engine.Provider}
 			require.NoError(b, postgres.Migrate(context.Background(), pool, cfg))
 			j, err := postgres.NewJournal(pool, cfg)
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = j.Close() })
-			return &env{j: j, s: j}
+			return &env{j: j, s: j, engine: engine}
 		}},
 	}
 	for _, be := range backends {
@@ -91,10 +93,11 @@ func BenchmarkDCBTransfers(b *testing.B) {
 					execute = func(ctx context.Context, t Transfer) error { _, err := uses.Execute(ctx, t); return err }
 				}
 				ctx := context.Background()
-				pj, _ := e.j.(*postgres.Journal)
-				var before postgres.Stats
-				if pj != nil {
-					before = pj.Stats()
+				var before metricread.Sums
+				if e.engine != nil {
+					var err error
+					before, err = e.engine.Sums(ctx)
+					require.NoError(b, err)
 				}
 				var next atomic.Int64
 				var failed atomic.Value
@@ -120,17 +123,20 @@ func BenchmarkDCBTransfers(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transfers/s")
 				phases.report(b)
-				if pj != nil {
+				if e.engine != nil {
 					// The journal's side of the measured transfers: appends per
 					// transaction, how many went out in one round trip, reruns.
-					s := pj.Stats()
-					tx := float64(s.Batches - before.Batches)
-					b.ReportMetric(float64(s.Appends-before.Appends)/tx, "appends/tx")
-					b.ReportMetric(100*float64(s.Direct-before.Direct)/float64(max(1, s.Direct-before.Direct+s.Read-before.Read)), "%direct")
-					b.ReportMetric(float64(s.Fenced-before.Fenced), "fenced")
-					b.ReportMetric(100*float64(s.ImpliedConditions-before.ImpliedConditions)/float64(max(1, s.Appends-before.Appends)), "%implied")
-					b.ReportMetric(float64(s.WriteTime-before.WriteTime)/tx/1e6, "ms/write")
-					b.ReportMetric(float64(s.BatchTime-before.BatchTime)/tx/1e6, "ms/tx")
+					after, err := e.engine.Sums(ctx)
+					require.NoError(b, err)
+					d := func(name string) float64 { return after[name] - before[name] }
+					tx := d(postgres.MetricBatches)
+					appends, direct := d(postgres.MetricBatchAppends), d(postgres.MetricBatchesDirect)
+					b.ReportMetric(appends/tx, "appends/tx")
+					b.ReportMetric(100*direct/max(1, direct+d(postgres.MetricBatchesReadFirst)), "%direct")
+					b.ReportMetric(d(postgres.MetricBatchesFenced), "fenced")
+					b.ReportMetric(100*d(postgres.MetricImpliedConditions)/max(1, appends), "%implied")
+					b.ReportMetric(1000*d(postgres.MetricBatchWriteTime)/tx, "ms/write")
+					b.ReportMetric(1000*d(postgres.MetricBatchTime)/tx, "ms/tx")
 				}
 			})
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/scribe-es/scribe/internal/metricread"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/runtime"
@@ -80,6 +81,9 @@ type env struct {
 	// streamRows counts the rows of the Postgres schema's streams table;
 	// nil on the memory journal.
 	streamRows func(t testing.TB) int
+	// engine reads the Postgres journal's engine metrics (postgres.Metric…)
+	// when the journal was given its Provider; nil otherwise.
+	engine *metricread.Reader
 }
 
 func memoryEnv() *env {

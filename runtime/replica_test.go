@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribe-es/scribe/internal/metricread"
 	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/internal/throwawaypg"
 	"github.com/scribe-es/scribe/postgres"
@@ -28,7 +29,8 @@ func TestStateFromReplica(t *testing.T) {
 	standby := primary.StartStandby(t)
 	pool, schema := pgtest.PoolAt(t, primary.URL(), nil)
 	ctx := t.Context()
-	cfg := postgres.Config{Schema: schema}
+	engine := metricread.New()
+	cfg := postgres.Config{Schema: schema, MeterProvider: engine.Provider}
 	require.NoError(t, postgres.Migrate(ctx, pool, cfg))
 	j, err := postgres.NewJournal(pool, cfg)
 	require.NoError(t, err)
@@ -49,7 +51,9 @@ func TestStateFromReplica(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, first.Version, st.Version)
 	require.Equal(t, 5, st.State.Count, "read from the replica once it replayed the append")
-	require.Zero(t, replica.Stats().ReplicaFallbacks)
+	sums, err := engine.Sums(ctx)
+	require.NoError(t, err)
+	require.Zero(t, sums.Int(postgres.MetricReplicaFallbacks), "runtime.State waits for the replica itself, never through Replica.ReaderAt")
 
 	_, err = rpool.Exec(ctx, "SELECT pg_wal_replay_pause()")
 	require.NoError(t, err)
