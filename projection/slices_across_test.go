@@ -22,7 +22,6 @@ import (
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/postgres/pgadmin"
 	"github.com/scribe-es/scribe/projection"
-	"github.com/scribe-es/scribe/snapshots"
 )
 
 // A sliced projection across several databases: its slices are partition ×
@@ -466,7 +465,7 @@ func memRouterOf(t *testing.T) *partitioned.Router {
 	a, b := memory.New(), memory.New()
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	r, err := partitioned.New(partitioned.Config{
-		Members:    []partitioned.Member{{Name: "one", Journal: a, Snapshots: snapshots.NewMemory()}, {Name: "two", Journal: b, Snapshots: snapshots.NewMemory()}},
+		Members:    []partitioned.Member{{Name: "one", Journal: a}, {Name: "two", Journal: b}},
 		Partitions: map[string]string{"p": "one", "q": "two"}, Default: "one",
 	})
 	require.NoError(t, err)
@@ -618,8 +617,8 @@ func runSlicedAcrossMoves[Tx any](t *testing.T, store func(one *pgxPoolDB) proje
 	routerOf := func(one, two journal.Journal) *partitioned.Router {
 		r, err := partitioned.New(partitioned.Config{
 			Members: []partitioned.Member{
-				{Name: "one", Journal: one, Snapshots: snapshots.NewMemory()},
-				{Name: "two", Journal: two, Snapshots: snapshots.NewMemory()},
+				{Name: "one", Journal: one},
+				{Name: "two", Journal: two},
 			},
 			Partitions: map[string]string{"p": "one", "q": "two"}, Default: "one",
 		})

@@ -12,6 +12,8 @@ import (
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/journal/partitioned"
 	"github.com/scribe-es/scribe/postgres"
+	"github.com/scribe-es/scribe/snapshots"
+	"github.com/scribe-es/scribe/snapshots/routed"
 )
 
 // Partitions on two databases (-db2): every account whose ID starts with
@@ -68,7 +70,7 @@ func (p accountPartitions) sameTransfer(from, to string) error {
 // withSecondDatabase opens the second partition's database at url (same
 // schema as first) and returns a backend whose journal, sessions and
 // snapshots route each account's partition to its database
-// (partitioned.Router). The key store stays on the first database. The
+// (partitioned.Router, and routed.Store for the snapshots). The key store stays on the first database. The
 // returned backend's members list both databases, each with its pool, for
 // the read models (one per database).
 func withSecondDatabase(ctx context.Context, first *backend, url, schema, partition string, log *slog.Logger, tp trace.TracerProvider) (*backend, error) {
@@ -86,11 +88,16 @@ func withSecondDatabase(ctx context.Context, first *backend, url, schema, partit
 	}
 	router, err := partitioned.New(partitioned.Config{
 		Members: []partitioned.Member{
-			{Name: "db", Journal: first.Journal, Sessions: first.Sessions, Snapshots: first.Snapshots},
-			{Name: "db2", Journal: store.Journal, Snapshots: store.Snapshots},
+			{Name: "db", Journal: first.Journal, Sessions: first.Sessions},
+			{Name: "db2", Journal: store.Journal},
 		},
 		Partitions: map[string]string{journal.DefaultPartition: "db", partition: "db2"},
 	})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	snaps, err := routed.New(router, map[string]snapshots.Store{"db": first.Snapshots, "db2": store.Snapshots})
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -103,7 +110,7 @@ func withSecondDatabase(ctx context.Context, first *backend, url, schema, partit
 	return &backend{
 		Journal:     router,
 		Sessions:    router,
-		Snapshots:   router.Snapshots(),
+		Snapshots:   snaps,
 		KeyStore:    first.KeyStore,
 		Description: first.Description + "; partition " + partition + " on postgres " + store.Address + " schema " + schema,
 		pool:        first.pool,

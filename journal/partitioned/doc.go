@@ -1,22 +1,23 @@
 // Package partitioned spreads one Scribe journal over several databases: a
 // Router holds several member journals (one per Postgres server or database)
-// and a map from partition to member, and implements journal.Journal,
-// journal.Sessions and (Router.Snapshots) snapshots.Store by sending each
-// call to the member that serves the call's partition. A runtime takes it
-// unchanged:
+// and a map from partition to member, and implements journal.Journal and
+// journal.Sessions by sending each call to the member that serves the call's
+// partition. A runtime takes it unchanged; package snapshots/routed routes
+// the members' snapshot stores the same way:
 //
 //	r, err := partitioned.New(partitioned.Config{
 //		Members: []partitioned.Member{
-//			{Name: "eu", Journal: eu.Journal, Snapshots: eu.Snapshots},
-//			{Name: "us", Journal: us.Journal, Snapshots: us.Snapshots},
+//			{Name: "eu", Journal: eu.Journal},
+//			{Name: "us", Journal: us.Journal},
 //		},
 //		Partitions: map[string]string{"default": "eu", "acme": "us"},
 //	})
-//	rt, err := runtime.New(ctx, runtime.Config{Journal: r, Snapshots: r.Snapshots()})
+//	snaps, err := routed.New(r, map[string]snapshots.Store{"eu": eu.Snapshots, "us": us.Snapshots})
+//	rt, err := runtime.New(ctx, runtime.Config{Journal: r, Snapshots: snaps})
 //
-// What lives where. A stream, its leases, its snapshots and its hash chain
-// live in its partition's member; so do the partition's DCB queries and
-// their append conditions. A node session is one session per member, opened,
+// What lives where. A stream, its leases and its hash chain (and, through
+// snapshots/routed, its snapshots) live in its partition's member; so do
+// the partition's DCB queries and their append conditions. A node session is one session per member, opened,
 // renewed and closed together; the runtime sees one journal.NodeSession.
 //
 // One partition per append. Every append names exactly one partition (its

@@ -8,6 +8,8 @@ import (
 	"github.com/scribe-es/scribe/journal/partitioned"
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/runtime"
+	"github.com/scribe-es/scribe/snapshots"
+	"github.com/scribe-es/scribe/snapshots/routed"
 )
 
 // routeTwoDatabases is the scaling page's runtime over two databases:
@@ -18,8 +20,8 @@ func routeTwoDatabases(ctx context.Context, euURL, usURL, pod string) (*runtime.
 	us, _ := postgres.Open(ctx, usURL, postgres.Config{})
 	r, err := partitioned.New(partitioned.Config{
 		Members: []partitioned.Member{
-			{Name: "eu", Journal: eu.Journal, Snapshots: eu.Snapshots},
-			{Name: "us", Journal: us.Journal, Snapshots: us.Snapshots},
+			{Name: "eu", Journal: eu.Journal},
+			{Name: "us", Journal: us.Journal},
 		},
 		Partitions: map[string]string{"default": "eu", "acme": "us"},
 		Default:    "eu", // partitions not in the map; "" makes them an error
@@ -27,7 +29,12 @@ func routeTwoDatabases(ctx context.Context, euURL, usURL, pod string) (*runtime.
 	if err != nil {
 		return nil, err // names the member or partition that is wrong
 	}
-	rt, err := runtime.New(ctx, runtime.Config{Journal: r, Snapshots: r.Snapshots(), NodeID: pod})
+	// Each stream's snapshots in its partition's database, by member name.
+	snaps, err := routed.New(r, map[string]snapshots.Store{"eu": eu.Snapshots, "us": us.Snapshots})
+	if err != nil {
+		return nil, err
+	}
+	rt, err := runtime.New(ctx, runtime.Config{Journal: r, Snapshots: snaps, NodeID: pod})
 	// runtime.Target{Partition: "acme", Aggregate: "account", ID: "42"} lives on "us".
 	return rt, err
 }

@@ -73,7 +73,7 @@ func merged(ms ...map[string]int) map[string]int {
 func TestPartitionMoveThereBackAndThereAgainBetweenServers(t *testing.T) {
 	ctx := context.Background()
 	one, two, r := twoDatabases(t, map[string]string{"east": "one"})
-	rt, _ := accountRuntime(t, ctx, r, r.Snapshots(), "move-again-node")
+	rt, _ := accountRuntime(t, ctx, r, snapshotsOf(t, r, map[string]*database{"one": one, "two": two}), "move-again-node")
 	defer func() { require.NoError(t, rt.Shutdown(ctx)) }()
 	acked := map[string]int{"0": 0, "1": 0, "2": 0, "3": 0}
 	staleAcked := map[string]int{"s0": 0, "s1": 0} // accounts rt never holds
@@ -101,7 +101,7 @@ func TestPartitionMoveThereBackAndThereAgainBetweenServers(t *testing.T) {
 				Partitions: map[string]string{"east": "one"},
 			})
 			require.NoError(t, err)
-			staleRT, _ := accountRuntime(t, ctx, stale, stale.Snapshots(), "stale-node")
+			staleRT, _ := accountRuntime(t, ctx, stale, snapshotsOf(t, stale, map[string]*database{"one": one, "two": two}), "stale-node")
 			deposits(t, ctx, staleRT, "east", staleAcked)
 			require.NoError(t, staleRT.Shutdown(ctx))
 			m, err := stale.MemberOf("east")

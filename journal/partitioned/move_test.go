@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,7 +99,7 @@ func TestPartitionMoveUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	one, two, r := twoDatabases(t, map[string]string{"p": "one"})
-	rt, _ := accountRuntime(t, ctx, r, r.Snapshots(), "load-node")
+	rt, _ := accountRuntime(t, ctx, r, snapshotsOf(t, r, map[string]*database{"one": one, "two": two}), "load-node")
 
 	const accounts, workers = 8, 6
 	stop := make(chan struct{})
@@ -186,12 +187,23 @@ func TestPartitionMoveUnderLoad(t *testing.T) {
 		Default:    "one",
 	})
 	require.NoError(t, err)
-	rt2, _ := accountRuntime(t, ctx, stale, stale.Snapshots(), "late-node")
-	defer func() { require.NoError(t, rt2.Shutdown(ctx)) }()
+	rt2, _ := accountRuntime(t, ctx, stale, snapshotsOf(t, stale, map[string]*database{"one": one, "two": two}), "late-node")
 	for a := range accounts {
 		res, err := runtime.ExecuteTyped[balance](ctx, rt2, runtime.Target{Partition: "p", Aggregate: "account", ID: fmt.Sprint(a)}, deposit{Amount: 0})
 		require.NoError(t, err)
 		require.EqualValues(t, d.acked[a].Load(), res.State.Total, "account %d", a)
+	}
+	// Its snapshots follow the partition too: the passivation snapshots
+	// (Shutdown) land in "two" at each stream's version, none in "one".
+	require.NoError(t, rt2.Shutdown(ctx))
+	require.Zero(t, one.count(t, `SELECT count(*) FROM %s.snapshots WHERE partition = 'p'`))
+	for a := range accounts {
+		stream := journal.StreamID{Partition: "p", Tag: journal.NewTag("account", fmt.Sprint(a))}
+		n, err := journal.VerifyStream(ctx, two.journal, stream)
+		require.NoError(t, err)
+		snap, err := two.snaps.Load(ctx, stream, math.MaxUint64)
+		require.NoError(t, err, "account %d", a)
+		require.Equal(t, n, snap.Version, "account %d", a)
 	}
 }
 
@@ -204,7 +216,7 @@ func TestPartitionMoveUnderLoad(t *testing.T) {
 func TestPartitionMoveResumesAfterInterruption(t *testing.T) {
 	ctx := context.Background()
 	one, two, r := twoDatabases(t, map[string]string{"q": "one"})
-	rt, move := accountRuntime(t, ctx, r, r.Snapshots(), "resume-node")
+	rt, move := accountRuntime(t, ctx, r, snapshotsOf(t, r, map[string]*database{"one": one, "two": two}), "resume-node")
 	for i := range 40 {
 		_, err := rt.Execute(ctx, runtime.Target{Partition: "q", Aggregate: "account", ID: fmt.Sprint(i % 5)}, deposit{Amount: 10})
 		require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/scribe-es/scribe/postgres"
 	"github.com/scribe-es/scribe/runtime"
 	"github.com/scribe-es/scribe/snapshots"
+	"github.com/scribe-es/scribe/snapshots/routed"
 )
 
 // database is one migrated schema on one Postgres server.
@@ -45,7 +46,20 @@ func openDatabase(t *testing.T, url string) *database {
 }
 
 func (d *database) member(name string) partitioned.Member {
-	return partitioned.Member{Name: name, Journal: d.journal, Snapshots: d.snaps}
+	return partitioned.Member{Name: name, Journal: d.journal}
+}
+
+// snapshotsOf routes r's snapshots to the snapshot stores of dbs (member
+// name → database; every member of r).
+func snapshotsOf(t *testing.T, r *partitioned.Router, dbs map[string]*database) snapshots.Store {
+	t.Helper()
+	stores := make(map[string]snapshots.Store, len(dbs))
+	for name, d := range dbs {
+		stores[name] = d.snaps
+	}
+	s, err := routed.New(r, stores)
+	require.NoError(t, err)
+	return s
 }
 
 // queryOne runs a query returning one value on d's schema (the query
@@ -190,7 +204,7 @@ func accountRuntime(t *testing.T, ctx context.Context, j journal.Journal, snaps 
 func TestPartitionMoveSeveralDatabasesServeOneRuntime(t *testing.T) {
 	ctx := context.Background()
 	one, two, r := twoDatabases(t, map[string]string{"west": "one", "east": "two"})
-	rt, move := accountRuntime(t, ctx, r, r.Snapshots(), "node-1")
+	rt, move := accountRuntime(t, ctx, r, snapshotsOf(t, r, map[string]*database{"one": one, "two": two}), "node-1")
 
 	const accounts, deposits = 4, 6
 	var wg sync.WaitGroup
@@ -258,7 +272,7 @@ func TestPartitionMoveSeveralDatabasesServeOneRuntime(t *testing.T) {
 	require.NoError(t, rt.Shutdown(ctx))
 
 	// A new runtime (another node) recovers both partitions from their servers.
-	rt2, _ := accountRuntime(t, ctx, r, r.Snapshots(), "node-2")
+	rt2, _ := accountRuntime(t, ctx, r, snapshotsOf(t, r, map[string]*database{"one": one, "two": two}), "node-2")
 	defer func() { require.NoError(t, rt2.Shutdown(ctx)) }()
 	for _, p := range []string{"west", "east"} {
 		for a := range accounts {

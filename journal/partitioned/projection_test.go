@@ -140,7 +140,7 @@ func runAcross[Tx any](t *testing.T, c acrossCase, store func(dbs map[string]*da
 	r, err := partitioned.New(partitioned.Config{Members: members, Partitions: map[string]string{"p": "one", "q": "two"}, Default: "one"})
 	require.NoError(t, err)
 	st := store(dbs)
-	rt, _ := accountRuntime(t, ctx, r, r.Snapshots(), "writer")
+	rt, _ := accountRuntime(t, ctx, r, snapshotsOf(t, r, dbs), "writer")
 	defer func() { require.NoError(t, rt.Shutdown(context.WithoutCancel(ctx))) }()
 
 	stop := make(chan struct{})
@@ -282,7 +282,7 @@ func TestFollowPartitionAcrossMoves(t *testing.T) {
 			}
 			r, err := partitioned.New(partitioned.Config{Members: members, Partitions: map[string]string{"p": "one"}, Default: "one"})
 			require.NoError(t, err)
-			rt, _ := accountRuntime(t, ctx, r, r.Snapshots(), "writer")
+			rt, _ := accountRuntime(t, ctx, r, snapshotsOf(t, r, dbs), "writer")
 			defer func() { require.NoError(t, rt.Shutdown(context.WithoutCancel(ctx))) }()
 			stop := make(chan struct{})
 			d, wg := startDepositors(ctx, rt, "p", 6, 3, stop)

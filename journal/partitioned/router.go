@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/scribe-es/scribe/journal"
-	"github.com/scribe-es/scribe/snapshots"
 )
 
 // Member is one database of a partitioned journal.
@@ -22,9 +21,6 @@ type Member struct {
 	// Sessions grants the member's leases. Default: Journal, when it
 	// implements journal.Sessions (the Postgres and memory journals do).
 	Sessions journal.Sessions
-	// Snapshots is the member's snapshot store, used by Router.Snapshots.
-	// Default nil: Router.Snapshots is nil unless every member has one.
-	Snapshots snapshots.Store
 }
 
 // Config configures a Router.
@@ -54,7 +50,6 @@ type Router struct {
 	fallback *member            // nil: unmapped partitions fail
 
 	nodes nodeTable
-	snaps snapshots.Store
 }
 
 type member struct {
@@ -76,7 +71,6 @@ func New(cfg Config) (*Router, error) {
 		return nil, fmt.Errorf("%w: partitioned: Config.Members is empty; give one Member per database", journal.ErrConfiguration)
 	}
 	r := &Router{members: make(map[string]*member), routes: make(map[string]*member)}
-	allSnaps := true
 	for i, m := range cfg.Members {
 		switch {
 		case m.Name == "":
@@ -93,7 +87,6 @@ func New(cfg Config) (*Router, error) {
 			}
 			m.Sessions = s
 		}
-		allSnaps = allSnaps && m.Snapshots != nil
 		mm := &member{Member: m, index: i}
 		r.members[m.Name] = mm
 		r.order = append(r.order, mm)
@@ -114,9 +107,6 @@ func New(cfg Config) (*Router, error) {
 		r.fallback = r.order[0]
 	}
 	r.nodes.init()
-	if allSnaps {
-		r.snaps = routedSnapshots{r: r}
-	}
 	return r, nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/scribe-es/scribe/journal/journaltest"
 	"github.com/scribe-es/scribe/journal/memory"
 	"github.com/scribe-es/scribe/journal/partitioned"
-	"github.com/scribe-es/scribe/snapshots"
 )
 
 // TestRouterOneMemberConformance runs the journal conformance suite on a
@@ -42,7 +41,7 @@ func memRouter(t *testing.T) (*partitioned.Router, *memory.Journal, *memory.Jour
 	a, b := memory.New(), memory.New()
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	r, err := partitioned.New(partitioned.Config{
-		Members:    []partitioned.Member{{Name: "a", Journal: a, Snapshots: snapshots.NewMemory()}, {Name: "b", Journal: b, Snapshots: snapshots.NewMemory()}},
+		Members:    []partitioned.Member{{Name: "a", Journal: a}, {Name: "b", Journal: b}},
 		Partitions: map[string]string{"": "a", "pa": "a", "pb": "b"},
 	})
 	require.NoError(t, err)
@@ -94,9 +93,10 @@ func TestRouterRefusesCrossPartitionAppends(t *testing.T) {
 	}
 }
 
-// TestRouterRoutesByPartition: streams, leases, reads and snapshots of a
-// partition go to its member and nowhere else; global-feed calls fail with
-// ErrPerDatabase naming the members; an unmapped partition fails clearly.
+// TestRouterRoutesByPartition: streams, leases and reads of a partition go
+// to its member and nowhere else (snapshots/routed tests its snapshots);
+// global-feed calls fail with ErrPerDatabase naming the members; an
+// unmapped partition fails clearly.
 func TestRouterRoutesByPartition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -109,7 +109,6 @@ func TestRouterRoutesByPartition(t *testing.T) {
 		require.NoError(t, err)
 		_, err = r.Append(ctx, []journal.Event{event(p, "Opened", "account:7")}, journal.AppendOptions{Leases: []journal.Lease{l}, Expect: map[journal.Tag]uint64{"account:7": 0}})
 		require.NoError(t, err)
-		require.NoError(t, r.Snapshots().Save(ctx, snapshots.Snapshot{Stream: s, Version: 1, State: []byte(`{}`)}))
 	}
 	countIn := func(m *memory.Journal, p string) int {
 		n := 0
@@ -123,11 +122,6 @@ func TestRouterRoutesByPartition(t *testing.T) {
 	require.Equal(t, 0, countIn(a, "pb"))
 	require.Equal(t, 1, countIn(b, "pb"))
 	require.Equal(t, 0, countIn(b, "pa"))
-	bSnaps, _ := r.Member("b")
-	_, err := bSnaps.Snapshots.Load(ctx, journal.StreamID{Partition: "pb", Tag: "account:7"}, 1)
-	require.NoError(t, err, "pb's snapshot lives in member b")
-	_, err = bSnaps.Snapshots.Load(ctx, journal.StreamID{Partition: "pa", Tag: "account:7"}, 1)
-	require.ErrorIs(t, err, snapshots.ErrNotFound)
 
 	for _, err := range r.ReadAll(ctx, journal.Position{}, 0) {
 		require.ErrorIs(t, err, partitioned.ErrPerDatabase)
@@ -138,7 +132,7 @@ func TestRouterRoutesByPartition(t *testing.T) {
 	for _, err := range r.Subscribe(ctx, journal.Query{All: true, AllPartitions: true}, journal.Position{}) {
 		require.ErrorIs(t, err, partitioned.ErrPerDatabase)
 	}
-	_, err = r.CountAfter(ctx, journal.Position{})
+	_, err := r.CountAfter(ctx, journal.Position{})
 	require.ErrorIs(t, err, partitioned.ErrPerDatabase)
 	_, err = r.TypeSummaries(ctx)
 	require.ErrorIs(t, err, partitioned.ErrPerDatabase)
