@@ -1,9 +1,9 @@
 // Package layering holds a test of Scribe's package layering: nothing
-// imports a package above it. From the bottom: journal (the contract and
-// its in-memory backend), snapshots and erasure, tagconsistency (the DCB
-// executor, which declares what it needs from a tag owner), actors (the
-// stream engine, which implements it), then runtime, projection, postgres
-// and the tools. internal/ packages serve the layers they sit under; the
-// one exception, journal/partitioned routing snapshots too, is listed in
-// the test.
+// imports a package above it. From the bottom: journal (the contract, its
+// in-memory backend and the partitioned router), snapshots and erasure
+// (snapshots/routed, which routes snapshots by a partitioned router, sits
+// above both), tagconsistency (the DCB executor, which declares what it
+// needs from a tag owner), actors (the stream engine, which implements it),
+// then runtime, projection, postgres and the tools. internal/ packages
+// serve the layers they sit under.
 package layering

@@ -33,8 +33,9 @@ func TestNoImportRunsUpTheLayers(t *testing.T) {
 		"journal":                     {"snapshots", "erasure", "tagconsistency", "actors", "runtime", "projection", "postgres"},
 		"journal/memory":              {"snapshots", "erasure", "tagconsistency", "actors", "runtime", "projection", "postgres"},
 		"journal/backend":             {"snapshots", "erasure", "tagconsistency", "actors", "runtime", "projection", "postgres"},
-		"journal/partitioned":         {"erasure", "tagconsistency", "actors", "runtime", "projection", "postgres"}, // routes snapshots too
-		"snapshots":                   {"erasure", "tagconsistency", "actors", "runtime", "projection", "postgres"},
+		"journal/partitioned":         {"snapshots", "erasure", "tagconsistency", "actors", "runtime", "projection", "postgres"},
+		"snapshots":                   {"journal/partitioned", "erasure", "tagconsistency", "actors", "runtime", "projection", "postgres"},
+		"snapshots/routed":            {"erasure", "tagconsistency", "actors", "runtime", "projection", "postgres"},
 		"erasure":                     {"tagconsistency", "actors", "runtime", "projection", "postgres"},
 		"tagconsistency":              {"snapshots", "actors", "runtime", "projection", "postgres"},
 		"actors":                      {"runtime", "projection", "postgres"},
