@@ -15,8 +15,9 @@ import (
 // Store is a snapshots.Store over the snapshot stores of a Router's
 // members: each call goes to the store of the member serving the stream's
 // partition when the call is made. A partition the router cannot route
-// fails as the router does (partitioned.ErrUnknownPartition). Safe for
-// concurrent use.
+// fails as the router does (partitioned.ErrUnknownPartition). It does not
+// implement snapshots.Lister: apply Retention.PruneAll to each member's
+// store. Safe for concurrent use.
 type Store struct {
 	router *partitioned.Router
 	stores map[string]snapshots.Store // member name → its snapshot store
