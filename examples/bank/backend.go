@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/erasure"
@@ -58,8 +59,8 @@ func (b *backend) Close() {
 
 // openBackend is openBackendKeys with the key store on the journal's
 // database.
-func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logger, tp trace.TracerProvider) (*backend, error) {
-	return openBackendKeys(ctx, databaseURL, "", schema, log, tp)
+func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logger, tp trace.TracerProvider, mp metric.MeterProvider) (*backend, error) {
+	return openBackendKeys(ctx, databaseURL, "", schema, log, tp, mp)
 }
 
 // openBackendKeys opens the in-memory journal when databaseURL is empty, or
@@ -67,8 +68,9 @@ func openBackend(ctx context.Context, databaseURL, schema string, log *slog.Logg
 // Postgres journal, sessions, snapshot store and key store (schema
 // keySchema(schema) on keysURL's database, or on databaseURL's when keysURL
 // is empty); every statement on the pools is traced to tp (pgtrace.Tracer:
-// db.* spans).
-func openBackendKeys(ctx context.Context, databaseURL, keysURL, schema string, log *slog.Logger, tp trace.TracerProvider) (*backend, error) {
+// db.* spans) and the append engine's counters go to mp (scribe.postgres.*;
+// nil: none).
+func openBackendKeys(ctx context.Context, databaseURL, keysURL, schema string, log *slog.Logger, tp trace.TracerProvider, mp metric.MeterProvider) (*backend, error) {
 	if databaseURL == "" {
 		if keysURL != "" {
 			return nil, fmt.Errorf("-keys-db (or SCRIBE_KEYS_DATABASE_URL) is set without -db: the in-memory journal keeps its keys in memory; give -db too, or drop -keys-db")
@@ -90,7 +92,7 @@ func openBackendKeys(ctx context.Context, databaseURL, keysURL, schema string, l
 	// Open connects, migrates the schema and the key store's and opens the
 	// journal, the snapshot and projection stores and the key store; its
 	// errors name the database (never the password) and what to check.
-	store, err := postgres.Open(cctx, databaseURL, postgres.Config{Schema: schema, Logger: log, TracerProvider: tp,
+	store, err := postgres.Open(cctx, databaseURL, postgres.Config{Schema: schema, Logger: log, TracerProvider: tp, MeterProvider: mp,
 		KeyStore: &postgres.KeyStoreConfig{Schema: keySchema(schema)}, KeyStoreURL: keysURL})
 	if err != nil {
 		if keysURL != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribe-es/scribe/examples/bank/bank"
+	"github.com/scribe-es/scribe/internal/pgtest"
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime"
 )
@@ -100,4 +101,22 @@ func TestPanicInHandlerIs500(t *testing.T) {
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "not ready without a Ready flag")
+}
+
+// TestTelemetryToStdoutOnPostgres: on Postgres the journal's engine
+// counters are exported too (scribe.postgres.*, through the bank's
+// MeterProvider).
+func TestTelemetryToStdoutOnPostgres(t *testing.T) {
+	t.Parallel()
+	_, schema := pgSchema(t)
+	var out lockedBuffer
+	ts := startTestServerWith(t, serverConfig{Addr: "127.0.0.1:0", NodeID: "otel-pg-node", Logger: testLogger(t), OtelStdout: true, TelemetryOut: &out,
+		DatabaseURL: pgtest.URL(t), Schema: schema})
+	r := ts.request("POST", "/accounts", `{"id":"alice"}`)
+	requireAccount(t, r, 201, "alice", 0, 1)
+	ts.stop() // flushes the exporters
+	exported := out.String()
+	for _, want := range []string{`"Name":"scribe.postgres.batches"`, `"Name":"scribe.postgres.batch.events"`, `"Name":"scribe.stream.execute"`} {
+		require.Contains(t, exported, want)
+	}
 }

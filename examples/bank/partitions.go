@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/scribe-es/scribe/journal"
@@ -73,7 +74,7 @@ func (p accountPartitions) sameTransfer(from, to string) error {
 // (partitioned.Router, and routed.Store for the snapshots). The key store stays on the first database. The
 // returned backend's members list both databases, each with its pool, for
 // the read models (one per database).
-func withSecondDatabase(ctx context.Context, first *backend, url, schema, partition string, log *slog.Logger, tp trace.TracerProvider) (*backend, error) {
+func withSecondDatabase(ctx context.Context, first *backend, url, schema, partition string, log *slog.Logger, tp trace.TracerProvider, mp metric.MeterProvider) (*backend, error) {
 	if first.pool == nil {
 		return nil, fmt.Errorf("-db2 needs -db: the second partition's database is used beside a Postgres first database, not the in-memory journal")
 	}
@@ -82,7 +83,7 @@ func withSecondDatabase(ctx context.Context, first *backend, url, schema, partit
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	store, err := postgres.Open(cctx, url, postgres.Config{Schema: schema, Logger: log, TracerProvider: tp})
+	store, err := postgres.Open(cctx, url, postgres.Config{Schema: schema, Logger: log, TracerProvider: tp, MeterProvider: mp})
 	if err != nil {
 		return nil, fmt.Errorf("open the second partition's Postgres (-db2): %w", err)
 	}

@@ -93,7 +93,7 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 	if s.tel, err = newTelemetry(ctx, cfg.NodeID, cfg.OtelStdout, cfg.TelemetryOut); err != nil {
 		return nil, err
 	}
-	if s.backend, err = openBackendKeys(ctx, cfg.DatabaseURL, cfg.KeysDatabaseURL, cfg.Schema, log, s.tel.Tracer); err != nil {
+	if s.backend, err = openBackendKeys(ctx, cfg.DatabaseURL, cfg.KeysDatabaseURL, cfg.Schema, log, s.tel.Tracer, s.tel.Meter); err != nil {
 		return nil, err
 	}
 	if cfg.SecondDatabaseURL != "" {
@@ -101,7 +101,7 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 			cfg.SecondPartition = defaultSecondPartition
 		}
 		first := s.backend
-		if s.backend, err = withSecondDatabase(ctx, first, cfg.SecondDatabaseURL, cfg.Schema, cfg.SecondPartition, log, s.tel.Tracer); err != nil {
+		if s.backend, err = withSecondDatabase(ctx, first, cfg.SecondDatabaseURL, cfg.Schema, cfg.SecondPartition, log, s.tel.Tracer, s.tel.Meter); err != nil {
 			first.Close()
 			s.backend = nil
 			return nil, err
@@ -191,6 +191,11 @@ func (s *server) close(ctx context.Context) error {
 	if s.svc != nil {
 		if err := s.svc.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("runtime shutdown: %w", err))
+		}
+	}
+	if s.tel != nil {
+		if err := s.tel.Flush(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("telemetry flush: %w", err))
 		}
 	}
 	if s.backend != nil {

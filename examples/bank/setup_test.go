@@ -23,7 +23,7 @@ func TestSetupWrongPortFailsFast(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
 	url := fmt.Sprintf("postgres://bank:hunter2-pw@127.0.0.1:%d/bank?sslmode=disable&connect_timeout=5", port)
-	_, err = openBackend(context.Background(), url, "scribe", slog.New(slog.DiscardHandler), tracenoop.NewTracerProvider())
+	_, err = openBackend(context.Background(), url, "scribe", slog.New(slog.DiscardHandler), tracenoop.NewTracerProvider(), nil)
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 	require.NotErrorIs(t, err, journal.ErrUnavailable)
 	require.ErrorContains(t, err, fmt.Sprintf("bank@127.0.0.1:%d/bank", port))

@@ -28,8 +28,20 @@ type telemetry struct {
 	Tracer   trace.TracerProvider
 	Meter    metric.MeterProvider
 	shutdown []func(context.Context) error
+	flush    []func(context.Context) error
 	// Description says where traces and metrics go, for the start log line.
 	Description string
+}
+
+// Flush exports the metrics now: observable counters (the journal's
+// scribe.postgres.*) are read at collection, so the service flushes before
+// it closes what reports them.
+func (t *telemetry) Flush(ctx context.Context) error {
+	var errs []error
+	for _, f := range t.flush {
+		errs = append(errs, f(ctx))
+	}
+	return errors.Join(errs...)
 }
 
 // Shutdown flushes and stops the exporters.
@@ -90,6 +102,7 @@ func newTelemetry(ctx context.Context, nodeID string, toStdout bool, w io.Writer
 		Tracer:      tp,
 		Meter:       mp,
 		shutdown:    []func(context.Context) error{tp.Shutdown, mp.Shutdown},
+		flush:       []func(context.Context) error{mp.ForceFlush},
 		Description: fmt.Sprint(dest),
 	}, nil
 }

@@ -83,7 +83,7 @@ func TestTransferSpanTree(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	_, schema := pgSchema(t)
-	be, err := openBackend(ctx, pgtest.URL(t), schema, testLogger(t), tp)
+	be, err := openBackend(ctx, pgtest.URL(t), schema, testLogger(t), tp, nil)
 	require.NoError(t, err)
 	t.Cleanup(be.Close)
 	svc, err := newBankService(ctx, bankServiceConfig{Backend: be, NodeID: "trace-node", Logger: testLogger(t), TracerProvider: tp})
