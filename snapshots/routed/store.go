@@ -1,6 +1,7 @@
 package routed
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -15,15 +16,18 @@ import (
 // Store is a snapshots.Store over the snapshot stores of a Router's
 // members: each call goes to the store of the member serving the stream's
 // partition when the call is made. A partition the router cannot route
-// fails as the router does (partitioned.ErrUnknownPartition). It does not
-// implement snapshots.Lister: apply Retention.PruneAll to each member's
-// store. Safe for concurrent use.
+// fails as the router does (partitioned.ErrUnknownPartition). It is a
+// snapshots.Lister when every member's store is one (Streams). Safe for
+// concurrent use.
 type Store struct {
 	router *partitioned.Router
 	stores map[string]snapshots.Store // member name → its snapshot store
 }
 
-var _ snapshots.Store = (*Store)(nil)
+var (
+	_ snapshots.Store  = (*Store)(nil)
+	_ snapshots.Lister = (*Store)(nil)
+)
 
 // New returns the Store routing by r over stores, one per member of r by
 // member name. It fails with journal.ErrConfiguration when r is nil, a
@@ -101,4 +105,42 @@ func (s *Store) Prune(ctx context.Context, stream journal.StreamID, keep int) (i
 		return 0, err
 	}
 	return st.Prune(ctx, stream, keep)
+}
+
+// Streams implements snapshots.Lister: the streams of partition (or of
+// every partition, for "") that have snapshots in the store of the member
+// serving their partition now, ordered by partition, then tag. What another
+// member's store still holds of a partition it no longer serves is not
+// listed, as Load and Prune do not reach it either. It fails with
+// snapshots.ErrInvalidArgument when a member's store it must read is no
+// snapshots.Lister, and as the router does for a partition it cannot route.
+func (s *Store) Streams(ctx context.Context, partition string) ([]snapshots.StreamSummary, error) {
+	names := slices.Sorted(maps.Keys(s.stores))
+	if partition != "" {
+		name, err := s.router.MemberOf(partition)
+		if err != nil {
+			return nil, err
+		}
+		names = []string{name}
+	}
+	var out []snapshots.StreamSummary
+	for _, name := range names {
+		l, ok := s.stores[name].(snapshots.Lister)
+		if !ok {
+			return nil, fmt.Errorf("%w: routed: member %q's snapshot store %T cannot list its streams (no snapshots.Lister)", snapshots.ErrInvalidArgument, name, s.stores[name])
+		}
+		sums, err := l.Streams(ctx, partition)
+		if err != nil {
+			return nil, fmt.Errorf("routed: member %q: %w", name, err)
+		}
+		for _, sum := range sums {
+			if serving, err := s.router.MemberOf(sum.Stream.Partition); err == nil && serving == name {
+				out = append(out, sum)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b snapshots.StreamSummary) int {
+		return cmp.Or(strings.Compare(a.Stream.Partition, b.Stream.Partition), strings.Compare(string(a.Stream.Tag), string(b.Stream.Tag)))
+	})
+	return out, nil
 }

@@ -162,3 +162,49 @@ func TestNewRefusesAMismatch(t *testing.T) {
 	_, err := routed.New(nil, map[string]snapshots.Store{"a": mem})
 	require.ErrorIs(t, err, journal.ErrConfiguration)
 }
+
+// TestStreamsListsWhatEachMemberServes: Streams merges the members'
+// listings in (partition, tag) order, one partition's from the member
+// serving it, and leaves out what a member still holds of a partition it
+// no longer serves; Retention.PruneAll then prunes through it.
+func TestStreamsListsWhatEachMemberServes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newSetup(t, map[string]string{"p": "a", "q": "b"}, "a")
+	p1 := journal.StreamID{Partition: "p", Tag: "account:1"}
+	q1 := journal.StreamID{Partition: "q", Tag: "account:1"}
+	q2 := journal.StreamID{Partition: "q", Tag: "account:2"}
+	for v := uint64(1); v <= 3; v++ {
+		require.NoError(t, s.routed.Save(ctx, snap(p1, v)))
+		require.NoError(t, s.routed.Save(ctx, snap(q2, v)))
+	}
+	require.NoError(t, s.routed.Save(ctx, snap(q1, 7)))
+
+	streams := func(partition string) []journal.StreamID {
+		t.Helper()
+		sums, err := s.routed.Streams(ctx, partition)
+		require.NoError(t, err)
+		var ids []journal.StreamID
+		for _, sum := range sums {
+			ids = append(ids, sum.Stream)
+		}
+		return ids
+	}
+	require.Equal(t, []journal.StreamID{p1, q1, q2}, streams(""))
+	require.Equal(t, []journal.StreamID{q1, q2}, streams("q"))
+
+	// p now maps to b, which has none of p's snapshots: a's are not listed.
+	require.NoError(t, s.router.SetPartition("p", "b"))
+	require.Equal(t, []journal.StreamID{q1, q2}, streams(""))
+	require.Empty(t, streams("p"))
+	require.NoError(t, s.router.SetPartition("p", "a"))
+
+	res, err := snapshots.Retention{Keep: 1}.PruneAll(ctx, s.routed, "")
+	require.NoError(t, err)
+	require.Equal(t, snapshots.PruneResult{Streams: 2, Deleted: 4}, res)
+	infos, err := s.stores["a"].List(ctx, p1)
+	require.NoError(t, err)
+	require.Len(t, infos, 1, "p's newest snapshot stays, in member a")
+
+	require.Empty(t, streams("nosuch"), "an unmapped partition is the default member's, which has none of it")
+}
