@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	otelx "github.com/scribe-es/scribe/internal/telemetry"
 	"github.com/scribe-es/scribe/internal/usercode"
 	"github.com/scribe-es/scribe/journal"
@@ -27,10 +28,12 @@ func (a *streamActor) decide(cmds []*commandReq) {
 // is in flight, on top of the state that append leads to (pipelining: its
 // commands are decided now and appended after it; see decideAhead).
 func (a *streamActor) newBatch() *batch {
+	b := &batch{startVersion: a.version, state: a.state}
 	if f := a.inflight; f != nil {
-		return &batch{startVersion: f.startVersion + uint64(len(f.events)), state: f.state}
+		b.startVersion, b.state = f.startVersion+uint64(len(f.events)), f.state
 	}
-	return &batch{startVersion: a.version, state: a.state}
+	b.entries = b.first[:0]
+	return b
 }
 
 // sendBatch appends b, or settles it at once when it decided no events.
@@ -53,7 +56,7 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 	b.entries = slices.Grow(b.entries, len(cmds))
 	for i, r := range cmds {
 		if r.abandoned() {
-			h.tel.commands.Add(context.Background(), 1, h.tel.outcomeOpts[otelx.OutcomeCanceled])
+			h.tel.commands.Add(context.Background(), 1, h.tel.outcomeOpts[otelx.OutcomeCanceled]...)
 			continue
 		}
 		if err := r.ctx.Err(); err != nil {
@@ -82,8 +85,7 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 			continue
 		}
 		evs, err := a.decideOne(r, working)
-		var pe *usercode.PanicError
-		if errors.As(err, &pe) {
+		if pe := panicOf(err); pe != nil {
 			a.onPanic(r, pe, b, cmds[i+1:])
 			return false
 		}
@@ -101,7 +103,7 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 		for j, ev := range evs {
 			var je journal.Event
 			if err := safe(a.stream, "encode", func() (err error) { je, err = a.model.EncodeEvent(r.ctx, a.stream, ev); return err }); err != nil {
-				if errors.As(err, &pe) {
+				if pe := panicOf(err); pe != nil {
 					a.onPanic(r, pe, b, cmds[i+1:])
 					return false
 				}
@@ -109,8 +111,7 @@ func (a *streamActor) decideInto(b *batch, cmds []*commandReq) bool {
 				break
 			}
 			if err := safe(a.stream, "evolve", func() error { st = a.model.Evolve(st, ev); return nil }); err != nil {
-				errors.As(err, &pe)
-				a.onPanic(r, pe, b, cmds[i+1:])
+				a.onPanic(r, panicOf(err), b, cmds[i+1:])
 				return false
 			}
 			if foreign := foreignTags(je.Tags, a.stream.Tag); len(foreign) > 0 {
@@ -178,6 +179,19 @@ func (a *streamActor) decideOne(r *commandReq, state any) (evs []any, err error)
 	}()
 	err = safe(a.stream, "decide", func() (err error) { evs, err = a.model.Decide(state, r.cmd.Payload); return err })
 	return evs, err
+}
+
+// panicOf returns the *usercode.PanicError in err's chain, or nil. Only a
+// non-nil err is searched, so the common path allocates no target.
+func panicOf(err error) *usercode.PanicError {
+	if err == nil {
+		return nil
+	}
+	var pe *usercode.PanicError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
 }
 
 // foreignTags returns the tags other than own.
@@ -265,41 +279,61 @@ func (a *streamActor) startAppend(b *batch) {
 		}
 	}
 	h.tel.batchSize.Record(context.Background(), int64(commands))
-	events := b.events
-	run := func(ctx context.Context) {
-		span := noSpan()
-		if h.tel.tracing {
-			ctx, span = h.tel.tracer.Start(trace.ContextWithSpanContext(ctx, parent), otelx.SpanStreamAppend,
-				trace.WithLinks(links...),
-				trace.WithAttributes(otelx.AttrStream.String(stream.String()), otelx.AttrBatchSize.Int(commands), otelx.AttrEvents.Int(len(events))))
-		}
-		start := time.Now()
-		res, err := h.append(ctx, b, journal.AppendOptions{Expect: expect, Leases: []journal.Lease{lease}})
-		h.tel.journal.Append(ctx, time.Since(start), len(res.Records), err)
-		if err != nil {
-			failed(span, err)
-		}
-		span.End()
-		h.send(self, &appendDoneMsg{b: b, res: res, err: err, took: time.Since(start)})
-	}
+	job := appendJob{h: h, b: b, stream: stream, self: self, lease: lease, expect: expect, parent: parent, links: links, commands: commands}
 	if h.inlineAppend {
 		// The in-memory journal's Append is bounded in-process work: call
 		// it here, without a timeout timer (nothing in it waits on time),
 		// and take the result through the mailbox like any other.
-		run(h.ctx)
+		job.run(h.ctx)
 		return
 	}
+	io := job // only this copy escapes to the I/O goroutine
 	h.goIO(func() {
 		ctx, cancel := h.ioContext()
 		defer cancel()
-		run(ctx)
+		io.run(ctx)
 	})
+}
+
+// appendJob is one batch's journal append, run on the actor's goroutine
+// (inline appends) or on an I/O goroutine; its result goes back to the actor
+// as an appendDoneMsg.
+type appendJob struct {
+	h        *Host
+	b        *batch
+	stream   journal.StreamID
+	self     *actor.PID
+	lease    journal.Lease
+	expect   map[journal.Tag]uint64
+	parent   trace.SpanContext
+	links    []trace.Link
+	commands int
+}
+
+func (j *appendJob) run(ctx context.Context) {
+	h := j.h
+	span := noSpan()
+	if h.tel.tracing {
+		ctx, span = h.tel.tracer.Start(trace.ContextWithSpanContext(ctx, j.parent), otelx.SpanStreamAppend,
+			trace.WithLinks(j.links...),
+			trace.WithAttributes(otelx.AttrStream.String(j.stream.String()), otelx.AttrBatchSize.Int(j.commands), otelx.AttrEvents.Int(len(j.b.events))))
+	}
+	start := time.Now()
+	res, err := h.append(ctx, j.b, journal.AppendOptions{Expect: j.expect, Leases: []journal.Lease{j.lease}})
+	took := time.Since(start)
+	h.tel.journal.Append(ctx, took, len(res.Records), err)
+	if err != nil {
+		failed(span, err)
+	}
+	span.End()
+	h.send(j.self, &appendDoneMsg{b: j.b, res: res, err: err, took: took})
 }
 
 // append appends b's events, with the commands' prepared events joined
 // (journal.AppendOptions.Prepared) so the journal does not validate them again.
 func (h *Host) append(ctx context.Context, b *batch, opts journal.AppendOptions) (journal.AppendResult, error) {
-	parts := make([]journal.Prepared, 0, len(b.entries))
+	var one [1]journal.Prepared // a batch of one command joins nothing
+	parts := one[:0]
 	for _, e := range b.entries {
 		if e.prep.Len() > 0 {
 			parts = append(parts, e.prep)

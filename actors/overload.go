@@ -336,7 +336,12 @@ func (a *streamActor) nextBatch(limit int) []*commandReq {
 		return cmds
 	}
 	now := time.Now()
-	left := make([]time.Duration, n)
+	var leftBuf, sortedBuf [8]time.Duration // small queues: no allocation
+	left := leftBuf[:0]
+	if n > len(leftBuf) {
+		left = make([]time.Duration, 0, n)
+	}
+	left = left[:n]
 	for i := range n {
 		left[i] = time.Duration(math.MaxInt64)
 		r := a.queue[i].(*commandReq)
@@ -344,7 +349,7 @@ func (a *streamActor) nextBatch(limit int) []*commandReq {
 			left[i] = deadline.Sub(now)
 		}
 	}
-	sorted := slices.Clone(left)
+	sorted := append(sortedBuf[:0], left...)
 	slices.SortFunc(sorted, func(x, y time.Duration) int { return cmp.Compare(y, x) })
 	k := 0
 	for k < n && k < limit {
@@ -372,6 +377,10 @@ func (a *streamActor) nextBatch(limit int) []*commandReq {
 		default:
 			waiting = append(waiting, r)
 		}
+	}
+	if len(cmds) == n {
+		// Every command taken, in queue order: the queue stays as it is.
+		return cmds
 	}
 	rest := a.queue[n:]
 	q := make([]any, 0, len(cmds)+len(waiting)+len(rest))

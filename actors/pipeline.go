@@ -81,7 +81,7 @@ func (a *streamActor) decideAhead() {
 		return
 	}
 	cmds = cmds[:n]
-	a.queue = a.queue[n:]
+	a.popQueue(n)
 	if a.open == nil {
 		a.open = a.newBatch()
 	}

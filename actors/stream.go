@@ -106,6 +106,7 @@ type heldReservation struct {
 type batch struct {
 	startVersion uint64
 	entries      []batchEntry
+	first        [1]batchEntry // entries' storage while the batch has one command
 	events       []journal.Event
 	state        any
 	keys         map[string]int // idempotency key -> index of the entry that appends its events
@@ -174,6 +175,20 @@ func (a *streamActor) Receive(c actor.Context) {
 		return
 	}
 	a.pump(c)
+}
+
+// popQueue drops the queue's first n entries. When that empties the queue,
+// its backing array (cleared, so it holds no requests) takes the next
+// arrivals, so a stream served one command at a time does not grow a new one
+// per command. Nothing else holds a slice of the queue: the commands taken
+// from it are copied out first (nextBatch).
+func (a *streamActor) popQueue(n int) {
+	if n == len(a.queue) {
+		clear(a.queue)
+		a.queue = a.queue[:0]
+		return
+	}
+	a.queue = a.queue[n:]
 }
 
 func (a *streamActor) enqueue(r any) {
@@ -250,7 +265,7 @@ func (a *streamActor) pump(c actor.Context) {
 		}
 		switch r := a.queue[0].(type) {
 		case *reserveReq:
-			a.queue = a.queue[1:]
+			a.popQueue(1)
 			a.grant(r)
 		case *commandReq:
 			if a.lingering() {
@@ -264,7 +279,7 @@ func (a *streamActor) pump(c actor.Context) {
 			if a.startLookup(cmds) {
 				return
 			}
-			a.queue = a.queue[len(cmds):]
+			a.popQueue(len(cmds))
 			a.decide(cmds)
 		}
 	}
@@ -282,7 +297,7 @@ func (a *streamActor) trimAbandoned() {
 				a.queue = a.queue[i:]
 				return
 			}
-			a.host.tel.commands.Add(context.Background(), 1, a.host.tel.outcomeOpts[otelx.OutcomeCanceled])
+			a.host.tel.commands.Add(context.Background(), 1, a.host.tel.outcomeOpts[otelx.OutcomeCanceled]...)
 		case *reserveReq:
 			if !r.abandoned() {
 				a.queue = a.queue[i:]
@@ -335,7 +350,7 @@ func (a *streamActor) fail(err error) {
 }
 
 func (a *streamActor) reply(r *commandReq, res Result, err error, outcome string) {
-	a.host.tel.commands.Add(context.Background(), 1, a.host.tel.outcomeOpts[outcome])
+	a.host.tel.commands.Add(context.Background(), 1, a.host.tel.outcomeOpts[outcome]...)
 	r.reply <- commandReply{res: res, err: err, outcome: outcome}
 }
 

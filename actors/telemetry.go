@@ -28,8 +28,11 @@ type telemetry struct {
 	// snapshotsIgnored counts snapshots of another state shape (see
 	// StateFingerprinter).
 	snapshotsIgnored metric.Int64Counter
-	outcomeOpts      map[string]metric.AddOption
-	meter            metric.Meter
+	// outcomeOpts holds each outcome's attribute option as a one-element
+	// slice, built once and passed as is (read only), so counting a reply
+	// allocates no variadic slice.
+	outcomeOpts map[string][]metric.AddOption
+	meter       metric.Meter
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
@@ -41,7 +44,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		mp = metricnoop.NewMeterProvider()
 	}
 	m := mp.Meter(otelx.InstrumentationName)
-	t := &telemetry{tracing: tracing, tracer: tp.Tracer(otelx.InstrumentationName), outcomeOpts: map[string]metric.AddOption{}, meter: m}
+	t := &telemetry{tracing: tracing, tracer: tp.Tracer(otelx.InstrumentationName), outcomeOpts: map[string][]metric.AddOption{}, meter: m}
 	var err error
 	if t.commands, err = m.Int64Counter(otelx.MetricCommands, metric.WithDescription("Commands answered by stream actors, by outcome."), metric.WithUnit("{command}")); err != nil {
 		return nil, err
@@ -72,7 +75,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		return nil, err
 	}
 	for _, o := range []string{otelx.OutcomeOK, otelx.OutcomeDuplicate, otelx.OutcomeDomainError, otelx.OutcomeError, otelx.OutcomeCanceled, otelx.OutcomeOverloaded} {
-		t.outcomeOpts[o] = metric.WithAttributeSet(attribute.NewSet(otelx.AttrOutcome.String(o)))
+		t.outcomeOpts[o] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(otelx.AttrOutcome.String(o)))}
 	}
 	return t, nil
 }
