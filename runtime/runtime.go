@@ -389,8 +389,14 @@ func execute[S any](ctx context.Context, rt *Runtime, target Target, command any
 	}
 	stream := target.Stream()
 	var md journal.Metadata
-	for _, o := range opts {
-		o(&md)
+	if len(opts) > 0 {
+		// Only the options see a pointer, so without options md stays on
+		// the stack.
+		p := new(journal.Metadata)
+		for _, o := range opts {
+			o(p)
+		}
+		md = *p
 	}
 	if md.IdempotencyKey != "" && md.CommandHash == "" {
 		md.CommandHash = commandHash(rt.cfg.Codec, command)
