@@ -37,7 +37,12 @@ func (m *Journal) Append(ctx context.Context, events []journal.Event, opts journ
 		return journal.AppendResult{}, err
 	}
 	a := &memAppend{ctx: ctx, prepared: prepared, partition: partition, opts: opts,
-		recs: make([]journal.Record, len(prepared)), content: make([][]byte, len(prepared))}
+		recs: make([]journal.Record, len(prepared))}
+	if len(prepared) == 1 {
+		a.content = a.oneContent[:]
+	} else {
+		a.content = make([][]byte, len(prepared))
+	}
 	for i := range prepared {
 		a.recs[i].Event = prepared[i]
 		a.content[i] = backend.CanonicalContent(&a.recs[i])
@@ -64,6 +69,9 @@ type memAppend struct {
 	opts      journal.AppendOptions
 	recs      []journal.Record // the records to store, completed when applied
 	content   [][]byte         // backend.CanonicalContent of each record
+	// oneContent is content's storage for an append of one event: a is
+	// this Append's own and unreachable once it returns.
+	oneContent [1][]byte
 
 	res  journal.AppendResult // set with Duplicate, or left for Append to fill from recs
 	err  error
