@@ -259,7 +259,6 @@ func (a *streamActor) startAppend(b *batch) {
 	a.to(stAppending)
 	a.inflight = b
 	h, stream, self, lease := a.host, a.stream, a.self, a.lease
-	expect := map[journal.Tag]uint64{stream.Tag: b.startVersion}
 	var parent trace.SpanContext
 	var links []trace.Link
 	commands := 0
@@ -279,14 +278,26 @@ func (a *streamActor) startAppend(b *batch) {
 		}
 	}
 	h.tel.batchSize.Record(context.Background(), int64(commands))
-	job := appendJob{h: h, b: b, stream: stream, self: self, lease: lease, expect: expect, parent: parent, links: links, commands: commands}
+	job := appendJob{h: h, b: b, stream: stream, self: self, parent: parent, links: links, commands: commands}
 	if h.inlineAppend {
 		// The in-memory journal's Append is bounded in-process work: call
 		// it here, without a timeout timer (nothing in it waits on time),
-		// and take the result through the mailbox like any other.
+		// and take the result through the mailbox like any other. Its
+		// options are the actor's scratch: the journal has returned when
+		// run does and keeps nothing of them (it reads the expectation and
+		// copies the lease under its mutex), and the actor's next append
+		// starts after this one returned.
+		if a.inlineExpect == nil {
+			a.inlineExpect = make(map[journal.Tag]uint64, 1)
+		}
+		clear(a.inlineExpect)
+		a.inlineExpect[stream.Tag] = b.startVersion
+		a.inlineLeases[0] = lease
+		job.expect, job.leases = a.inlineExpect, a.inlineLeases[:]
 		job.run(h.ctx)
 		return
 	}
+	job.expect, job.leases = map[journal.Tag]uint64{stream.Tag: b.startVersion}, []journal.Lease{lease}
 	io := job // only this copy escapes to the I/O goroutine
 	h.goIO(func() {
 		ctx, cancel := h.ioContext()
@@ -303,7 +314,7 @@ type appendJob struct {
 	b        *batch
 	stream   journal.StreamID
 	self     *actor.PID
-	lease    journal.Lease
+	leases   []journal.Lease
 	expect   map[journal.Tag]uint64
 	parent   trace.SpanContext
 	links    []trace.Link
@@ -319,7 +330,7 @@ func (j *appendJob) run(ctx context.Context) {
 			trace.WithAttributes(otelx.AttrStream.String(j.stream.String()), otelx.AttrBatchSize.Int(j.commands), otelx.AttrEvents.Int(len(j.b.events))))
 	}
 	start := time.Now()
-	res, err := h.append(ctx, j.b, journal.AppendOptions{Expect: j.expect, Leases: []journal.Lease{j.lease}})
+	res, err := h.append(ctx, j.b, journal.AppendOptions{Expect: j.expect, Leases: j.leases})
 	took := time.Since(start)
 	h.tel.journal.Append(ctx, took, len(res.Records), err)
 	if err != nil {

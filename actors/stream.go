@@ -53,6 +53,10 @@ type streamActor struct {
 	snapInFlight bool
 	keys         *keyCache
 	queue        []any // *commandReq and *reserveReq in arrival order
+	// inlineExpect and inlineLeases are the options of the actor's inline
+	// appends (startAppend), reused: each append returns before the next.
+	inlineExpect map[journal.Tag]uint64
+	inlineLeases [1]journal.Lease
 	reserved     *heldReservation
 	// inflight is the batch whose append is in flight (stAppending); open
 	// holds the commands decided on top of it (or during a completion
