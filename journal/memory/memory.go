@@ -75,6 +75,10 @@ type Journal struct {
 	qmu       sync.Mutex
 	queue     []*memAppend // appends waiting for the combiner, in arrival order
 	combining bool         // a caller is applying the queue
+	// spare is an emptied queue array for the next arrivals: the combiner
+	// hands it back once it applied that batch and woke its callers, so it
+	// never aliases a batch being applied.
+	spare []*memAppend
 
 	// hooks is nil in production; only the package's tests set it.
 	hooks *memHooks

@@ -100,15 +100,20 @@ func (m *Journal) combine(a *memAppend) {
 		m.combining = true
 		m.qmu.Unlock()
 	}
+	var prev []*memAppend // the batch applied last round, done with
 	for applied := 0; ; {
 		m.qmu.Lock()
+		if prev != nil {
+			clear(prev)
+			m.spare, prev = prev[:0], nil
+		}
 		batch := m.queue
-		m.queue = nil
 		if len(batch) == 0 {
 			m.combining = false
 			m.qmu.Unlock()
 			return
 		}
+		m.queue, m.spare = m.spare, nil
 		m.qmu.Unlock()
 		p := m.applyBatch(batch)
 		for _, b := range batch {
@@ -131,6 +136,7 @@ func (m *Journal) combine(a *memAppend) {
 			m.passRole()
 			return
 		}
+		prev = batch
 	}
 }
 

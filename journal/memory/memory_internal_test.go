@@ -228,3 +228,65 @@ func storedTags(t *testing.T, m *Journal) []journal.Tag {
 	}
 	return tags
 }
+
+// TestMemoryCombinerRecyclesItsQueue: appends queued while the combiner
+// applies a later round land in the array of a round it finished (the
+// spare), and every caller still gets its own append applied exactly once,
+// gap-free. The clock holds the combiner at its first and second append.
+func TestMemoryCombinerRecyclesItsQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	holds := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	var calls atomic.Int32
+	m := NewWithConfig(Config{Clock: func() time.Time {
+		if i := int(calls.Add(1)) - 1; i < len(holds) {
+			<-holds[i]
+		}
+		return time.Now()
+	}})
+	defer m.Close()
+
+	type outcome struct {
+		tag journal.Tag
+		res journal.AppendResult
+		err error
+	}
+	out := make(chan outcome, 16)
+	start := func(name string) {
+		tag := journal.NewTag("counter", name)
+		go func() {
+			res, err := appendCounted(ctx, m, tag)
+			out <- outcome{tag, res, err}
+		}()
+	}
+	start("first") // the combiner, held in round 1
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 30*time.Second, time.Millisecond)
+	for i := range 3 {
+		start(fmt.Sprint("round2-", i))
+		require.Eventually(t, func() bool { return queuedAppends(m) == i+1 }, 30*time.Second, time.Millisecond)
+	}
+	close(holds[0]) // round 2 takes the three, and its first append holds
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 30*time.Second, time.Millisecond)
+	m.qmu.Lock()
+	require.Zero(t, len(m.queue))
+	require.Equal(t, 1, cap(m.queue), "round 2 queues into round 1's array")
+	m.qmu.Unlock()
+	for i := range 4 {
+		start(fmt.Sprint("round3-", i))
+		require.Eventually(t, func() bool { return queuedAppends(m) == i+1 }, 30*time.Second, time.Millisecond)
+	}
+	close(holds[1])
+
+	seqs := map[uint64]journal.Tag{}
+	for range 8 {
+		o := <-out
+		require.NoError(t, o.err)
+		require.Len(t, o.res.Records, 1)
+		require.Equal(t, []journal.Tag{o.tag}, o.res.Records[0].Tags, "each caller gets its own record")
+		seqs[o.res.Records[0].Position.Seq] = o.tag
+	}
+	for seq := uint64(1); seq <= 8; seq++ {
+		require.Contains(t, seqs, seq, "positions stay gap-free")
+	}
+	require.Len(t, storedTags(t, m), 8, "each append is stored once")
+}
