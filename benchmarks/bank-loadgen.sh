@@ -3,7 +3,8 @@
 # side by side: for each run, each given bank binary serves a fresh schema,
 # `bank loadgen` drives 32 workers of random transfers between 100 accounts
 # for 10 seconds, and its summary (transfers/s, latency percentiles, the
-# invariant check) is printed on one line; the schema is dropped afterwards.
+# invariant check) is printed on one line; the schema and its key store's
+# schema are dropped afterwards.
 # Binaries alternate within a run, so a slow spell of the machine hits both.
 #
 #   go build -o /tmp/bank-new ./examples/bank        # and another build to compare
@@ -20,7 +21,7 @@ pid=
 schema=
 cleanup() {
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
-	[ -n "$schema" ] && psql "$url" -qc "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
+	[ -n "$schema" ] && psql "$url" -qc "DROP SCHEMA IF EXISTS $schema CASCADE; DROP SCHEMA IF EXISTS ${schema}_keys CASCADE" >/dev/null 2>&1 || true
 	pid= schema=
 }
 trap cleanup EXIT
