@@ -16,23 +16,13 @@ import (
 func TestSnapshotsDrop(t *testing.T) {
 	t.Parallel()
 	f := setup(t, true)
-	ctx := t.Context()
-	st, err := postgres.NewSnapshotStore(f.pool, postgres.Config{Schema: f.schema})
-	require.NoError(t, err)
-	save := func(partition string, tag journal.Tag, v uint64, schema int) {
-		require.NoError(t, st.Save(ctx, snapshots.Snapshot{Stream: journal.StreamID{Partition: partition, Tag: tag}.Normalize(), Version: v, SchemaVersion: schema, State: []byte(`{}`)}))
-	}
+	save, count := snapshotRows(t, f)
 	save("", "account:a", 10, 1)
 	save("", "account:a", 20, 2)
 	save("", "account:b", 10, 1)
 	save("tenant-b", "account:c", 10, 1)
 	save("", "accounts:x", 10, 1) // another group sharing the prefix
 	save("", "transfer:t", 10, 1)
-	count := func() int {
-		var n int
-		require.NoError(t, f.pool.QueryRow(ctx, "SELECT count(*) FROM "+f.schema+".snapshots").Scan(&n))
-		return n
-	}
 
 	res := f.scribe(t, "snapshots", "drop")
 	require.Equal(t, exitUsage, res.code)
@@ -63,16 +53,9 @@ func TestSnapshotsDrop(t *testing.T) {
 func TestSnapshotsPruneSelectorsMustMatch(t *testing.T) {
 	t.Parallel()
 	f := setup(t, true)
-	ctx := t.Context()
-	st, err := postgres.NewSnapshotStore(f.pool, postgres.Config{Schema: f.schema})
-	require.NoError(t, err)
+	save, count := snapshotRows(t, f)
 	for v := uint64(1); v <= 3; v++ {
-		require.NoError(t, st.Save(ctx, snapshots.Snapshot{Stream: journal.StreamID{Partition: "east", Tag: "account:a"}.Normalize(), Version: v * 10, SchemaVersion: 1, State: []byte(`{}`)}))
-	}
-	count := func() int {
-		var n int
-		require.NoError(t, f.pool.QueryRow(ctx, "SELECT count(*) FROM "+f.schema+".snapshots").Scan(&n))
-		return n
+		save("east", "account:a", v*10, 1)
 	}
 
 	res := f.scribe(t, "snapshots", "prune", "-keep", "1", "-partition", "esat")
@@ -90,4 +73,23 @@ func TestSnapshotsPruneSelectorsMustMatch(t *testing.T) {
 	require.Equal(t, 1, count())
 	res = f.scribe(t, "snapshots", "prune", "-keep", "1")
 	require.Equal(t, exitOK, res.code, "no selector: nothing to prune is not an error: %s", res.stderr)
+}
+
+// snapshotRows gives f's schema a snapshot store: save stores an empty
+// state for a stream at a version and state schema version, count counts
+// the snapshots table's rows.
+func snapshotRows(t *testing.T, f *fixture) (save func(partition string, tag journal.Tag, v uint64, schema int), count func() int) {
+	t.Helper()
+	ctx := t.Context()
+	st, err := postgres.NewSnapshotStore(f.pool, postgres.Config{Schema: f.schema})
+	require.NoError(t, err)
+	save = func(partition string, tag journal.Tag, v uint64, schema int) {
+		require.NoError(t, st.Save(ctx, snapshots.Snapshot{Stream: journal.StreamID{Partition: partition, Tag: tag}.Normalize(), Version: v, SchemaVersion: schema, State: []byte(`{}`)}))
+	}
+	count = func() int {
+		var n int
+		require.NoError(t, f.pool.QueryRow(ctx, "SELECT count(*) FROM "+f.schema+".snapshots").Scan(&n))
+		return n
+	}
+	return save, count
 }
