@@ -45,7 +45,10 @@ type Limited interface {
 // on its own goroutine instead of handing it to an I/O worker. InlineAppend
 // returns the journal that has the capability; a caller trusts it only when
 // that is the journal it appends to, so a type that embeds such a journal
-// (and may wrap Append in slower work) does not pass for one.
+// (and may wrap Append in slower work) does not pass for one. Such an Append
+// keeps nothing of its AppendOptions once it returns (it reads them, copying
+// what it stores), so an inline caller may reuse their maps and slices for
+// its next append (the stream actor does).
 type InlineAppender interface {
 	InlineAppend() Appender
 }

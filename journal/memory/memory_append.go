@@ -9,7 +9,7 @@ import (
 )
 
 // InlineAppend implements journal.InlineAppender: Append is in-process
-// work under the journal's mutex.
+// work under the journal's mutex, and it keeps nothing of its options.
 func (m *Journal) InlineAppend() journal.Appender { return m }
 
 // Append implements Appender. It does no I/O and waits on nothing but the
