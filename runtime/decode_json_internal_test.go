@@ -38,24 +38,48 @@ func TestJSONDecodersMatchUnmarshal(t *testing.T) {
 		"{\"note\":\"\xff\"}", // invalid UTF-8 is replaced
 		`{"by":1e400}`,
 		`{"by":14}`,
+		`{"by":15,"unknown":{"deep":[1,{"x":null}]},"note":"\u00e9\ud83d\ude00\n"}`,
+		`{"by":null,"note":null,"items":null,"attrs":null}`,
+		`{"by":1.0}`, // a float into an int: Unmarshal refuses
+		`{"by":-0,"items":[],"attrs":{}}`,
+		`{"by":9223372036854775807}`,
+		`{"by":9223372036854775808}`,
+		`{"note":"\ud800"}`, // a lone surrogate
+		`{"by":16,}`,
+		`{"items":["a",null,"b"]}`,
 	}
+	for _, in := range inputs {
+		requireDecodesAsUnmarshal(t, []byte(in))
+	}
+}
+
+// requireDecodesAsUnmarshal fails unless jsonDecoders gives json.Unmarshal's
+// value and error for in, into a struct and into an interface.
+func requireDecodesAsUnmarshal(t *testing.T, in []byte) {
+	t.Helper()
 	var p jsonDecoders
-	typ := reflect.TypeFor[jsonDecodeEvent]()
-	for round := range 2 {
-		for _, in := range inputs {
-			want := reflect.New(typ).Interface()
-			wantErr := json.Unmarshal([]byte(in), want)
-			got, err := p.unmarshal([]byte(in), reflect.New(typ).Interface(), func() any { return reflect.New(typ).Interface() })
-			if wantErr != nil {
-				require.Error(t, err, "round %d, input %q", round, in)
-				require.Equal(t, wantErr.Error(), err.Error(), "round %d, input %q", round, in)
-				require.Nil(t, got)
-				continue
-			}
-			require.NoError(t, err, "round %d, input %q", round, in)
-			require.Equal(t, want, got, "round %d, input %q", round, in)
+	for _, typ := range []reflect.Type{reflect.TypeFor[jsonDecodeEvent](), reflect.TypeFor[any]()} {
+		want := reflect.New(typ).Interface()
+		wantErr := json.Unmarshal(in, want)
+		got, err := p.unmarshal(in, reflect.New(typ).Interface(), func() any { return reflect.New(typ).Interface() })
+		if wantErr != nil {
+			require.Error(t, err, "input %q into %s", in, typ)
+			require.Equal(t, wantErr.Error(), err.Error(), "input %q into %s", in, typ)
+			require.Nil(t, got)
+			continue
 		}
+		require.NoError(t, err, "input %q into %s", in, typ)
+		require.Equal(t, want, got, "input %q into %s", in, typ)
 	}
+}
+
+// FuzzJSONDecoders: whatever the input, jsonDecoders answers as
+// json.Unmarshal does (go test -fuzz FuzzJSONDecoders ./runtime).
+func FuzzJSONDecoders(f *testing.F) {
+	for _, s := range []string{`{"by":1,"note":"n","items":["a"],"attrs":{"k":"v"}}`, `{"By":2,"by":3}`, `[{"a":1e3}]`, "\"\xff\"", `{"note":"\ud800x"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) { requireDecodesAsUnmarshal(t, in) })
 }
 
 // Concurrent decodes share the pool without mixing their inputs.
@@ -77,12 +101,9 @@ func TestJSONDecodersConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// A reused decoder decodes an event with the one allocation of the value
-// it fills (json.Unmarshal takes four or five more).
+// An event decodes with the one allocation of its note's string
+// (json.Unmarshal takes five more).
 func TestJSONDecodersAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's sync.Pool drops decoders at random")
-	}
 	var p jsonDecoders
 	in := []byte(`{"by":1,"note":"n"}`)
 	var v jsonDecodeEvent
