@@ -33,7 +33,9 @@ type Model interface {
 	EncodeEvent(ctx context.Context, stream journal.StreamID, event any) (journal.Event, error)
 	// DecodeEvent turns a stored record back into the event value Evolve
 	// takes, upcasting older schema versions and opening sealed personal
-	// fields. It may do I/O bounded by ctx (a key store lookup).
+	// fields. It may do I/O bounded by ctx (a key store lookup). It must
+	// not keep rec once it returns (the value it returns may share rec's
+	// Data): recovery passes every record of a replay in one variable.
 	DecodeEvent(ctx context.Context, rec *journal.Record) (any, error)
 	// StateSchemaVersion stamps snapshots; a snapshot with another schema
 	// version is ignored and the stream is replayed instead.

@@ -211,6 +211,10 @@ func (h *Host) doRecover(ctx context.Context, src journal.Journal, stream journa
 	col := keyCollector{h: h, stream: stream, k: rec.keys}
 	start := time.Now()
 	read, viaArchive := src.ReadStream, false
+	// Every record is decoded through this one variable: DecodeEvent
+	// keeps no record (Model), and a pointer to the loop's own would move
+	// each record to the heap, one allocation an event.
+	cur := new(journal.Record)
 replay:
 	for r, err := range read(ctx, stream, rec.version+1, 0) {
 		if err != nil {
@@ -237,7 +241,8 @@ replay:
 			return recovered{behind: &StoreRewind{Stream: stream, Known: base.version, Found: sum.Version, KnownHead: base.head, FoundHead: sum.HeadHash, Diverged: true, DetectedAt: time.Now()}}, nil
 		}
 		var ev any
-		if err := safe(stream, "decode", func() (err error) { ev, err = model.DecodeEvent(ctx, &r); return err }); err != nil {
+		*cur = r
+		if err := safe(stream, "decode", func() (err error) { ev, err = model.DecodeEvent(ctx, cur); return err }); err != nil {
 			return rec, fmt.Errorf("actors: replaying stream %s: decoding event %s (version %d): %w", stream, r.Type, v, err)
 		}
 		st := rec.state

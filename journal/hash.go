@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"time"
 )
 
@@ -136,6 +137,10 @@ func ChainHash(prev Hash, canonical []byte) Hash {
 // are verified as chain links; a cut that moves while the walk starts is
 // followed (the walk starts again from the new checkpoint).
 //
+// When rd implements IndexedStreamReader, the walk reads through the tag
+// index (ReadStreamThroughIndex): a stream whose index and events disagree
+// (an index row re-pointed at another event) breaks the chain too.
+//
 // It returns the number of hot events verified; at the first broken link it
 // stops with a *ChainError naming the version and position. A read failure is
 // returned as is. An empty or unknown stream verifies with 0 events.
@@ -164,7 +169,11 @@ func verifyStream(ctx context.Context, rd Reader, stream StreamID) (uint64, erro
 		prev     = recorded.Cut.Hash
 		last     = recorded.Cut.Position
 	)
-	for r, err := range rd.ReadStream(ctx, stream, cut+1, 0) {
+	read := rd.ReadStream
+	if ir, ok := rd.(IndexedStreamReader); ok {
+		read = ir.ReadStreamThroughIndex
+	}
+	for r, err := range read(ctx, stream, cut+1, 0) {
 		if err != nil {
 			return verified, err
 		}
@@ -204,3 +213,17 @@ func verifyStream(ctx context.Context, rd Reader, stream StreamID) (uint64, erro
 	}
 	return verified, nil
 }
+
+// IndexedStreamReader is an optional capability of a Reader whose ReadStream
+// finds a stream's events by the versions they store themselves, where the
+// backend also keeps a tag index that fences appends and answers DCB reads:
+// the Postgres journal reads an aggregate's events straight from its events
+// table, without its event_tags index. ReadStreamThroughIndex is ReadStream
+// read in the index's order, each record with its own stored links, so an
+// index that no longer matches the events shows as a broken chain in
+// VerifyStream, which reads through it. Safe for concurrent use; returned
+// records are owned by the caller.
+type IndexedStreamReader interface {
+	ReadStreamThroughIndex(ctx context.Context, stream StreamID, fromVersion uint64, limit int) iter.Seq2[Record, error]
+}
+

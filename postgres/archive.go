@@ -78,11 +78,11 @@ func (j *Journal) ReadStreamWithArchive(ctx context.Context, stream journal.Stre
 	}
 	fromVersion = max(fromVersion, 1)
 	stmt := j.sql(readStreamWithArchiveSQL)
-	return j.pages(ctx, limit, streamPageFactor*j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, limit, streamPageFactor*j.cfg.PageSize, func(last *journal.Record, n int, buf []journal.Record) ([]journal.Record, error) {
 		from := fromVersion
 		if last != nil {
 			from = last.Version(stream.Tag) + 1
 		}
-		return j.queryRecords(ctx, j.pool, "read stream with archive", stmt, stream.Partition, string(stream.Tag), i64(from), n)
+		return queryRecordsInto(ctx, j.pool, j.cfg.Schema, buf, "read stream with archive", stmt, stream.Partition, string(stream.Tag), i64(from), n)
 	})
 }

@@ -44,7 +44,7 @@ const writeSQL = `WITH x AS MATERIALIZED (
 		$17::timestamptz[], $18::bytea[], $19::bytea[])
 		WITH ORDINALITY AS u(id, partition, type, sv, data, metadata, corr, recorded_at, prev_hashes, hashes, ord)
 ), tg_in AS MATERIALIZED (
-	SELECT * FROM unnest($20::int[], $21::text[], $22::bigint[]) WITH ORDINALITY AS t(ev, tag, version, k)
+	SELECT * FROM unnest($20::int[], $21::text[], $22::bigint[], $25::bool[]) WITH ORDINALITY AS t(ev, tag, version, lead, k)
 ), span AS (
 	SELECT u.partition, t.tag, min(u.seq) AS first_seq, max(u.seq) AS last_seq
 	FROM tg_in t JOIN ev_in u ON u.ord = t.ev GROUP BY u.partition, t.tag
@@ -96,8 +96,8 @@ const writeSQL = `WITH x AS MATERIALIZED (
 	FROM ev_in u JOIN tg_agg g ON g.ev = u.ord WHERE (SELECT ok FROM fence)
 	RETURNING 1
 ), et AS (
-	INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type)
-	SELECT u.partition, t.tag, t.version, (SELECT xid FROM x), u.seq, u.type
+	INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type, lead)
+	SELECT u.partition, t.tag, t.version, (SELECT xid FROM x), u.seq, u.type, t.lead
 	FROM tg_in t JOIN ev_in u ON u.ord = t.ev WHERE (SELECT ok FROM fence)
 	RETURNING 1
 )
@@ -273,6 +273,7 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		tEv          = make(pgtype.FlatArray[int32], 0, n)
 		tTag         = make(pgtype.FlatArray[string], 0, n)
 		tVersion     = make(pgtype.FlatArray[int64], 0, n)
+		tLead        = make(pgtype.FlatArray[bool], 0, n)
 	)
 	for k, s := range st.keys {
 		// Every stream an accepted append claims is checked, also one it
@@ -317,12 +318,15 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		// One buffer holds both hash runs of the event.
 		hb := make([]byte, 2*len(rec.Links)*hashLen)
 		prev, hashes := hb[:0:len(rec.Links)*hashLen], hb[len(rec.Links)*hashLen:len(rec.Links)*hashLen]
-		for _, l := range rec.Links {
+		for k, l := range rec.Links {
 			prev = append(prev, l.PrevHash[:]...)
 			hashes = append(hashes, l.Hash[:]...)
 			tEv = append(tEv, int32(i+1))
 			tTag = append(tTag, string(l.Tag))
 			tVersion = append(tVersion, int64(l.Version))
+			// The first link is the event's lead tag (events.tags[1],
+			// migration 16): its stream reads it without the join.
+			tLead = append(tLead, k == 0)
 		}
 		if c := rec.Metadata.CorrelationID; c != "" {
 			eCorr[i] = pgtype.Text{String: c, Valid: true}
@@ -333,5 +337,5 @@ func writeArgs(st *batchState, accepted []journal.Record) ([]any, error) {
 		ePrev[i], eHash[i] = prev, hashes
 	}
 	return []any{cPart, cTag, cN, cBefore, cNode, cInc, cEpoch, cHead, len(cPart),
-		eID, ePart, eType, eSV, eData, eMeta, eCorr, eAt, ePrev, eHash, tEv, tTag, tVersion, cLast, cSeq}, nil
+		eID, ePart, eType, eSV, eData, eMeta, eCorr, eAt, ePrev, eHash, tEv, tTag, tVersion, cLast, cSeq, tLead}, nil
 }

@@ -53,6 +53,38 @@ func TestReadPathsUseIndexes(t *testing.T) {
 			}
 		})
 	}
+	// An aggregate's stream (its tag leads every event) is read from events
+	// alone: the statement probes events_pkey for none of its 50 events.
+	t.Run("stream without the join", func(t *testing.T) {
+		st := f.journal.ReadPathStatements("acct:42", "region:2", "type42", "acct", id, after)[0]
+		require.Equal(t, "stream from version", st.Name)
+		args := append([]any(nil), st.Args...)
+		args[2] = int64(1)
+		var plan []byte
+		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+st.SQL, args...).Scan(&plan))
+		var doc []map[string]any
+		require.NoError(t, json.Unmarshal(plan, &doc))
+		rows := map[string]float64{}
+		var walk func(node map[string]any)
+		walk = func(node map[string]any) {
+			if idx, ok := node["Index Name"].(string); ok {
+				loops, _ := node["Actual Loops"].(float64)
+				n, _ := node["Actual Rows"].(float64)
+				rows[idx] += n * loops
+				if idx == "events_pkey" {
+					require.Zero(t, loops, "the read probes events_pkey:\n%s", plan)
+				}
+			}
+			if kids, ok := node["Plans"].([]any); ok {
+				for _, k := range kids {
+					walk(k.(map[string]any))
+				}
+			}
+		}
+		walk(doc[0]["Plan"].(map[string]any))
+		require.EqualValues(t, n/2000, rows["events_lead_stream"], "every event through the lead index:\n%s", plan)
+	})
+
 	// The operator's inspection statements run with enable_seqscan off.
 	_, err = conn.Exec(ctx, "SET enable_seqscan = off")
 	require.NoError(t, err)

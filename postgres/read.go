@@ -7,6 +7,7 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,10 +18,35 @@ import (
 	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
-// readStreamSQL reads a stream from a version (event_tags primary key).
-const readStreamSQL = `SELECT ` + recordCols + ` FROM __S__.event_tags et
+// readStreamSQL reads a stream from a version, in version order, in two
+// branches merged by version (migration 16): the events whose lead tag
+// (tags[1]) is the stream's, straight from events by events_lead_stream,
+// and the stream's other events (a DCB event of several tags whose first is
+// another's) through event_tags_rest joined to events. The join's filter on
+// e.tags[1] keeps an event out of the second branch whatever its row's lead
+// says (NULL where an older build wrote it). An aggregate's stream is all
+// lead rows: the second branch finds nothing and no event costs a probe of
+// events_pkey.
+const readStreamSQL = `SELECT ` + streamCols + ` FROM (
+	SELECT ` + recordCols + `, e.versions[1] AS v FROM __S__.events e
+		WHERE e.partition = $1 AND e.tags[1] = $2 AND e.versions[1] >= $3
+	UNION ALL
+	SELECT ` + recordCols + `, et.version AS v FROM __S__.event_tags et
+		JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
+		WHERE et.partition = $1 AND et.tag = $2 AND et.version >= $3 AND et.lead IS NOT TRUE
+		AND e.tags[1] IS DISTINCT FROM $2
+) s ORDER BY s.v LIMIT $4`
+
+// readStreamIndexSQL reads a stream from a version through its tag index
+// (event_tags primary key) joined to events: ReadStreamThroughIndex, what
+// journal.VerifyStream reads.
+const readStreamIndexSQL = `SELECT ` + recordCols + ` FROM __S__.event_tags et
 		JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
 		WHERE et.partition = $1 AND et.tag = $2 AND et.version >= $3 ORDER BY et.version LIMIT $4`
+
+// streamCols are recordCols from readStreamSQL's union, aliased s.
+const streamCols = `s.commit_xid, s.seq, s.id, s.partition, s.type, s.schema_version, s.tags, s.versions,
+	s.prev_hashes, s.hashes, s.data, s.metadata, s.recorded_at`
 
 // readEventSQL reads one event by ID, hot or archived (events_id_key, then
 // events_archive_id_key).
@@ -95,7 +121,7 @@ func scanRecord(rows pgx.Rows) (journal.Record, error) {
 
 // queryRecords runs q and collects its records.
 func (j *Journal) queryRecords(ctx context.Context, db querier, op, q string, args ...any) ([]journal.Record, error) {
-	return queryRecords(ctx, db, j.cfg.Schema, op, q, args...)
+	return queryRecordsInto(ctx, db, j.cfg.Schema, nil, op, q, args...)
 }
 
 // querier runs a query: a pool, a connection or a transaction.
@@ -106,15 +132,17 @@ type querier interface {
 // queryRecords runs q (selecting recordCols) on db and collects its records;
 // errors are translated for schema.
 func queryRecords(ctx context.Context, db querier, schema, op, q string, args ...any) ([]journal.Record, error) {
+	return queryRecordsInto(ctx, db, schema, nil, op, q, args...)
+}
+
+// queryRecordsInto is queryRecords appending to out.
+func queryRecordsInto(ctx context.Context, db querier, schema string, out []journal.Record, op, q string, args ...any) ([]journal.Record, error) {
 	rows, err := db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, translateErr(schema, op, err)
 	}
 	defer rows.Close()
-	var (
-		out []journal.Record
-		sc  recordScanner
-	)
+	var sc recordScanner
 	for rows.Next() {
 		r, err := sc.scan(rows)
 		if err != nil {
@@ -166,16 +194,50 @@ func (j *Journal) recordsByID(ctx context.Context, db querier, events []journal.
 // snapshot reads, at a bounded page of memory.
 const streamPageFactor = 8
 
-// pages yields records page by page: next returns the page after the last
-// record yielded (nil for the first page), at most size records. At most
-// limit records in all (0: all).
-func (j *Journal) pages(ctx context.Context, limit, size int, next func(last *journal.Record, n int) ([]journal.Record, error)) iter.Seq2[journal.Record, error] {
+// pageArrays recycles the arrays of pages reads: pages yields a page's
+// records by value, so once it has yielded them the array is its own, and
+// the next read appends into it instead of growing a new one by doubling
+// (an aggregate's load of a thousand records reads into one array already
+// grown, BenchmarkStateReplay). Arrays of more than maxPooledPage records
+// are left to the collector.
+var pageArrays sync.Pool
+
+const maxPooledPage = 8 * streamPageFactor * 1024
+
+// recycle clears page (the records' data is the callers') and returns its
+// array to pageArrays.
+func recycle(page []journal.Record) {
+	if cap(page) == 0 || cap(page) > maxPooledPage {
+		return
+	}
+	clear(page)
+	page = page[:0]
+	pageArrays.Put(&page)
+}
+
+// pageArray returns an empty page with a recycled array, if there is one.
+func pageArray() []journal.Record {
+	if p, ok := pageArrays.Get().(*[]journal.Record); ok {
+		return *p
+	}
+	return nil
+}
+
+// pages yields records page by page: next appends to buf (empty) the page
+// after the last record yielded (nil for the first page), at most n
+// records, and returns it. At most limit records in all (0: all).
+func (j *Journal) pages(ctx context.Context, limit, size int, next func(last *journal.Record, n int, buf []journal.Record) ([]journal.Record, error)) iter.Seq2[journal.Record, error] {
 	return func(yield func(journal.Record, error) bool) {
 		if err := j.checkOpen(); err != nil {
 			yield(journal.Record{}, err)
 			return
 		}
-		var last *journal.Record
+		var (
+			last    *journal.Record
+			lastRec journal.Record
+			page    []journal.Record
+		)
+		defer func() { recycle(page) }()
 		seen := 0
 		for {
 			n := size
@@ -186,8 +248,12 @@ func (j *Journal) pages(ctx context.Context, limit, size int, next func(last *jo
 				yield(journal.Record{}, fmt.Errorf("postgres: read: %w", err))
 				return
 			}
-			page, err := next(last, n)
-			if err != nil {
+			buf := page[:0]
+			if buf == nil {
+				buf = pageArray()
+			}
+			var err error
+			if page, err = next(last, n, buf); err != nil {
 				yield(journal.Record{}, err)
 				return
 			}
@@ -200,7 +266,9 @@ func (j *Journal) pages(ctx context.Context, limit, size int, next func(last *jo
 			if len(page) < n || (limit > 0 && seen >= limit) {
 				return
 			}
-			last = &page[len(page)-1]
+			lastRec = page[len(page)-1]
+			last = &lastRec
+			clear(page)
 		}
 	}
 }
@@ -210,23 +278,37 @@ func (j *Journal) pages(ctx context.Context, limit, size int, next func(last *jo
 // times Config.PageSize records: a stream that fits is one statement. A read
 // starting at or below the stream's cut fails with a *journal.ArchivedError.
 func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
+	return j.readStream(ctx, "ReadStream", readStreamSQL, stream, fromVersion, limit)
+}
+
+// ReadStreamThroughIndex implements journal.IndexedStreamReader: ReadStream
+// in the order of the stream's tag index rows (event_tags), each joined to
+// its event, as every read of a stream was before migration 16. It costs a
+// probe of events per event; journal.VerifyStream reads through it, so that
+// an index row re-pointed at another event breaks the chain.
+func (j *Journal) ReadStreamThroughIndex(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
+	return j.readStream(ctx, "ReadStreamThroughIndex", readStreamIndexSQL, stream, fromVersion, limit)
+}
+
+// readStream is ReadStream with statement stmt (readStreamSQL's parameters).
+func (j *Journal) readStream(ctx context.Context, op, stmt string, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
-		return yieldErr(fmt.Errorf("%w: ReadStream: the stream's tag is empty; name the stream to read", journal.ErrInvalidQuery))
+		return yieldErr(fmt.Errorf("%w: %s: the stream's tag is empty; name the stream to read", journal.ErrInvalidQuery, op))
 	}
 	if limit < 0 {
-		return yieldErr(fmt.Errorf("%w: ReadStream: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, limit))
+		return yieldErr(fmt.Errorf("%w: %s: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, op, limit))
 	}
 	if fromVersion == 0 {
 		fromVersion = 1
 	}
-	stmt := j.sql(readStreamSQL)
-	return j.pages(ctx, limit, streamPageFactor*j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
+	stmt = j.sql(stmt)
+	return j.pages(ctx, limit, streamPageFactor*j.cfg.PageSize, func(last *journal.Record, n int, buf []journal.Record) ([]journal.Record, error) {
 		from := fromVersion
 		if last != nil {
 			from = last.Version(stream.Tag) + 1
 		}
-		page, err := j.queryRecords(ctx, j.pool, "read stream", stmt, stream.Partition, string(stream.Tag), i64(from), n)
+		page, err := queryRecordsInto(ctx, j.pool, j.cfg.Schema, buf, "read stream", stmt, stream.Partition, string(stream.Tag), i64(from), n)
 		if err != nil || (len(page) > 0 && page[0].Version(stream.Tag) == from) {
 			return page, err
 		}
@@ -257,7 +339,7 @@ func (j *Journal) Read(ctx context.Context, q journal.Query, opts journal.ReadOp
 			yield(journal.Record{}, fmt.Errorf("%w: ReadOptions.Limit is %d; use 0 for no limit or a positive limit", journal.ErrInvalidQuery, opts.Limit))
 		}
 	}
-	return j.pages(ctx, opts.Limit, j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, opts.Limit, j.cfg.PageSize, func(last *journal.Record, n int, buf []journal.Record) ([]journal.Record, error) {
 		var b bound
 		switch {
 		case last != nil && opts.Backwards:
@@ -269,7 +351,7 @@ func (j *Journal) Read(ctx context.Context, q journal.Query, opts journal.ReadOp
 		case !opts.Backwards && !opts.From.IsZero():
 			b = bound{op: ">=", pos: opts.From}
 		}
-		page, err := j.readPage(ctx, "read", q, b, opts.Backwards, n)
+		page, err := j.readPage(ctx, "read", q, b, opts.Backwards, n, buf)
 		if err == nil && last == nil && len(page) == 0 && !q.AllPartitions {
 			// Nothing matches: or the partition moved away.
 			if merr := j.movedAway(ctx, q.PartitionOrDefault()); merr != nil {
@@ -287,12 +369,12 @@ func (j *Journal) ReadAll(ctx context.Context, after journal.Position, limit int
 		return yieldErr(fmt.Errorf("%w: ReadAll: limit %d is negative; use 0 for no limit", journal.ErrInvalidQuery, limit))
 	}
 	q := journal.Query{All: true, AllPartitions: true}
-	return j.pages(ctx, limit, j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, limit, j.cfg.PageSize, func(last *journal.Record, n int, buf []journal.Record) ([]journal.Record, error) {
 		p := after
 		if last != nil {
 			p = last.Position
 		}
-		return j.readPage(ctx, "read all", q, bound{op: ">", pos: p}, false, n)
+		return j.readPage(ctx, "read all", q, bound{op: ">", pos: p}, false, n, buf)
 	})
 }
 
@@ -340,12 +422,12 @@ func (j *Journal) ReadByCorrelation(ctx context.Context, correlationID string) i
 		return func(yield func(journal.Record, error) bool) { yield(journal.Record{}, err) }
 	}
 	stmt := j.sql(readByCorrelationSQL)
-	return j.pages(ctx, 0, j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, 0, j.cfg.PageSize, func(last *journal.Record, n int, buf []journal.Record) ([]journal.Record, error) {
 		var p journal.Position
 		if last != nil {
 			p = last.Position
 		}
-		return j.queryRecords(ctx, j.pool, "read by correlation", stmt, correlationID, i64(p.Commit), i64(p.Seq), n)
+		return queryRecordsInto(ctx, j.pool, j.cfg.Schema, buf, "read by correlation", stmt, correlationID, i64(p.Commit), i64(p.Seq), n)
 	})
 }
 
@@ -360,7 +442,7 @@ func (j *Journal) ReadTypes(ctx context.Context, q journal.TypeQuery) iter.Seq2[
 	if q.Descending {
 		op, dir = "<", " DESC"
 	}
-	return j.pages(ctx, q.Limit, j.cfg.PageSize, func(last *journal.Record, n int) ([]journal.Record, error) {
+	return j.pages(ctx, q.Limit, j.cfg.PageSize, func(last *journal.Record, n int, buf []journal.Record) ([]journal.Record, error) {
 		cursor := q.Cursor
 		if last != nil {
 			cursor = last.Position
@@ -378,7 +460,7 @@ func (j *Journal) ReadTypes(ctx context.Context, q journal.TypeQuery) iter.Seq2[
 		}
 		stmt += " AND e.commit_xid < " + pgschema.GateSQL +
 			" ORDER BY e.commit_xid" + dir + ", e.seq" + dir + " LIMIT " + strconv.Itoa(n)
-		return j.gatedRecords(ctx, "read types", stmt, a)
+		return j.gatedRecords(ctx, "read types", stmt, a, buf)
 	})
 }
 

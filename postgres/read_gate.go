@@ -74,11 +74,10 @@ func (j *Journal) gated(ctx context.Context, op, stmt string, args []any, scan f
 }
 
 // gatedRecords runs a gated statement selecting recordCols.
-func (j *Journal) gatedRecords(ctx context.Context, op, stmt string, args []any) ([]journal.Record, error) {
-	var (
-		out []journal.Record
-		sc  recordScanner
-	)
+// gatedRecords runs a gated statement selecting recordCols, appending its
+// records to out.
+func (j *Journal) gatedRecords(ctx context.Context, op, stmt string, args []any, out []journal.Record) ([]journal.Record, error) {
+	var sc recordScanner
 	err := j.gated(ctx, op, stmt, args, func(rows pgx.Rows) error {
 		r, err := sc.scan(rows)
 		if err != nil {

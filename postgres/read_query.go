@@ -151,9 +151,9 @@ func (j *Journal) conditionQuery(c *journal.AppendCondition) (string, []any) {
 
 // readPage returns up to limit records matching q within b, gated, in
 // ascending (or descending) position order.
-func (j *Journal) readPage(ctx context.Context, op string, q journal.Query, b bound, desc bool, limit int) ([]journal.Record, error) {
+func (j *Journal) readPage(ctx context.Context, op string, q journal.Query, b bound, desc bool, limit int, out []journal.Record) ([]journal.Record, error) {
 	stmt, a := j.readPageSQL(q, b, desc, limit)
-	return j.gatedRecords(ctx, op, stmt, a)
+	return j.gatedRecords(ctx, op, stmt, a, out)
 }
 
 // readPageSQL returns the gated statement of readPage.

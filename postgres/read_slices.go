@@ -78,7 +78,7 @@ func (j *Journal) SubscribeSlices(ctx context.Context, q journal.SliceQuery, aft
 		g := &partitionGuard{partition: q.PartitionOrDefault()}
 		j.follow(ctx, after, g, func(after journal.Position) ([]journal.Record, bool, error) {
 			stmt, a := j.readSlicesSQL(q, after, j.cfg.PageSize)
-			page, err := j.gatedRecords(ctx, "subscribe slices", stmt, a)
+			page, err := j.gatedRecords(ctx, "subscribe slices", stmt, a, nil)
 			return page, len(page) > 0, err
 		}, yield)
 	}
@@ -102,7 +102,7 @@ func (j *Journal) ReadSlices(ctx context.Context, q journal.SliceQuery, after jo
 		n := 0
 		for {
 			stmt, a := j.readSlicesSQL(q, after, j.cfg.PageSize)
-			page, err := j.gatedRecords(ctx, "read slices", stmt, a)
+			page, err := j.gatedRecords(ctx, "read slices", stmt, a, nil)
 			if err != nil {
 				yield(journal.Record{}, err)
 				return

@@ -215,7 +215,7 @@ func (j *Journal) SubscribeAnchored(ctx context.Context, q journal.Query, after 
 			g = &partitionGuard{partition: q.PartitionOrDefault(), anchor: afterID}
 		}
 		j.follow(ctx, after, g, func(after journal.Position) ([]journal.Record, bool, error) {
-			page, err := j.readPage(ctx, "subscribe", q, bound{op: ">", pos: after}, false, j.cfg.PageSize)
+			page, err := j.readPage(ctx, "subscribe", q, bound{op: ">", pos: after}, false, j.cfg.PageSize, nil)
 			return page, len(page) == j.cfg.PageSize, err
 		}, yield)
 	}

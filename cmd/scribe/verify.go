@@ -218,6 +218,10 @@ func (r erasedReader) ReadStream(ctx context.Context, stream journal.StreamID, f
 	return r.v.noteErased(r.Journal.ReadStream(ctx, stream, fromVersion, limit))
 }
 
+func (r erasedReader) ReadStreamThroughIndex(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
+	return r.v.noteErased(r.Journal.ReadStreamThroughIndex(ctx, stream, fromVersion, limit))
+}
+
 func (r erasedReader) ReadStreamWithArchive(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	return r.v.noteErased(r.Journal.ReadStreamWithArchive(ctx, stream, fromVersion, limit))
 }

@@ -13,7 +13,8 @@ import (
 // LoadPlanData fills the migrated schema with n events, written straight
 // into the tables (no hashes, no appends), and analyzes them, for plan
 // checks: 2,000 account streams ("acct:0" …) of n/2,000 events and 10
-// region streams ("region:0" …) of n/10; 50 types ("type0" …); four events
+// region streams ("region:0" …) of n/10, each event's account tag its lead
+// tag; 50 types ("type0" …); four events
 // per commit; one millisecond between events, the newest now.
 func LoadPlanData(ctx context.Context, t testing.TB, pool *pgxpool.Pool, schema string, n int) {
 	t.Helper()
@@ -27,9 +28,9 @@ func LoadPlanData(ctx context.Context, t testing.TB, pool *pgxpool.Pool, schema 
 		FROM generate_series(0, %[2]d - 1) AS i`, s, n))
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, fmt.Sprintf(`
-		INSERT INTO %[1]s.event_tags (partition, tag, version, commit_xid, seq, type)
-		SELECT e.partition, t.tag, t.version, e.commit_xid, e.seq, e.type
-		FROM %[1]s.events e, unnest(e.tags, e.versions) AS t(tag, version)`, s))
+		INSERT INTO %[1]s.event_tags (partition, tag, version, commit_xid, seq, type, lead)
+		SELECT e.partition, t.tag, t.version, e.commit_xid, e.seq, e.type, t.k = 1
+		FROM %[1]s.events e, unnest(e.tags, e.versions) WITH ORDINALITY AS t(tag, version, k)`, s))
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, fmt.Sprintf(`
 		INSERT INTO %[1]s.streams (partition, tag, version, first_commit, first_seq, last_commit, last_seq)

@@ -46,7 +46,7 @@ const moveInsertSQL = `WITH x AS MATERIALIZED (
 		$9::bytea[], $10::bytea[], $11::bool[], $12::timestamptz[])
 		WITH ORDINALITY AS u(id, type, sv, data, metadata, corr, recorded_at, prev_hashes, hashes, archived, archived_at, ord)
 ), tg_in AS MATERIALIZED (
-	SELECT * FROM unnest($13::int[], $14::text[], $15::bigint[]) WITH ORDINALITY AS t(ev, tag, version, k)
+	SELECT * FROM unnest($13::int[], $14::text[], $15::bigint[], $19::bool[]) WITH ORDINALITY AS t(ev, tag, version, lead, k)
 ), tg_agg AS (
 	SELECT ev, array_agg(tag ORDER BY k) AS tags, array_agg(version ORDER BY k) AS versions FROM tg_in GROUP BY ev
 ), hot AS (
@@ -64,8 +64,8 @@ const moveInsertSQL = `WITH x AS MATERIALIZED (
 	FROM ev_in u LEFT JOIN tg_agg g ON g.ev = u.ord WHERE u.archived
 	RETURNING 1
 ), hot_tags AS (
-	INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type)
-	SELECT $1, t.tag, t.version, (SELECT xid FROM x), u.seq, u.type FROM tg_in t JOIN ev_in u ON u.ord = t.ev WHERE NOT u.archived
+	INSERT INTO __S__.event_tags (partition, tag, version, commit_xid, seq, type, lead)
+	SELECT $1, t.tag, t.version, (SELECT xid FROM x), u.seq, u.type, t.lead FROM tg_in t JOIN ev_in u ON u.ord = t.ev WHERE NOT u.archived
 	RETURNING 1
 ), arch_tags AS (
 	INSERT INTO __S__.event_tags_archive (partition, tag, version, commit_xid, seq, type)
@@ -214,6 +214,7 @@ func (mv *mover) insertMoved(ctx context.Context, batch []movedEvent) error {
 		tEv          []int32
 		tTag         []string
 		tVersion     []int64
+		tLead        []bool
 		nArchived    int
 	)
 	for i, r := range batch {
@@ -225,6 +226,8 @@ func (mv *mover) insertMoved(ctx context.Context, batch []movedEvent) error {
 		}
 		for k, tag := range r.tags {
 			tEv, tTag, tVersion = append(tEv, int32(i+1)), append(tTag, tag), append(tVersion, r.versions[k])
+			// The event's first tag is its lead tag (migration 16).
+			tLead = append(tLead, k == 0)
 		}
 		if r.archived {
 			nArchived++
@@ -244,7 +247,7 @@ func (mv *mover) insertMoved(ctx context.Context, batch []movedEvent) error {
 	}
 	var events, tags, progress int64
 	if err := tx.QueryRow(ctx, mv.dstSQL(moveInsertSQL), p, ids, types, svs, data, meta, corr, recorded, prev, hashes, archived, archivedAt,
-		tEv, tTag, tVersion, last.commit, last.seq, int64(n)).Scan(&events, &tags, &progress); err != nil {
+		tEv, tTag, tVersion, last.commit, last.seq, int64(n), tLead).Scan(&events, &tags, &progress); err != nil {
 		return err
 	}
 	if events != int64(n) || tags != int64(len(tTag)) || progress != 1 {
