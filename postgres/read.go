@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,24 +19,36 @@ import (
 	"github.com/scribe-es/scribe/postgres/internal/pgschema"
 )
 
-// readStreamSQL reads a stream from a version, in version order, in two
-// branches merged by version (migration 16): the events whose lead tag
+// readStreamSQL reads a stream from a version in two branches, each in
+// version order and limited (migration 16): the events whose lead tag
 // (tags[1]) is the stream's, straight from events by events_lead_stream,
-// and the stream's other events (a DCB event of several tags whose first is
+// then the stream's other events (a DCB event of several tags whose first is
 // another's) through event_tags_rest joined to events. The join's filter on
 // e.tags[1] keeps an event out of the second branch whatever its row's lead
 // says (NULL where an older build wrote it). An aggregate's stream is all
-// lead rows: the second branch finds nothing and no event costs a probe of
-// events_pkey.
-const readStreamSQL = `SELECT ` + streamCols + ` FROM (
-	SELECT ` + recordCols + `, e.versions[1] AS v FROM __S__.events e
-		WHERE e.partition = $1 AND e.tags[1] = $2 AND e.versions[1] >= $3
+// lead rows: the second branch finds nothing, no event costs a probe of
+// events_pkey, and the rows come in index order with no sort in the
+// database. readStream merges the two runs (streamPage).
+const readStreamSQL = `(SELECT ` + recordCols + ` FROM __S__.events e
+		WHERE e.partition = $1 AND e.tags[1] = $2 AND e.versions[1] >= $3 ORDER BY e.versions[1] LIMIT $4)
 	UNION ALL
-	SELECT ` + recordCols + `, et.version AS v FROM __S__.event_tags et
+	(SELECT ` + recordCols + ` FROM __S__.event_tags et
 		JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
 		WHERE et.partition = $1 AND et.tag = $2 AND et.version >= $3 AND et.lead IS NOT TRUE
-		AND e.tags[1] IS DISTINCT FROM $2
-) s ORDER BY s.v LIMIT $4`
+		AND e.tags[1] IS DISTINCT FROM $2 ORDER BY et.version LIMIT $4)`
+
+// streamPage puts a page of tag's records read by readStreamSQL (up to n
+// from each branch) in version order and keeps the first n.
+func streamPage(page []journal.Record, tag journal.Tag, n int) []journal.Record {
+	if !slices.IsSortedFunc(page, func(a, b journal.Record) int { return cmp.Compare(a.Version(tag), b.Version(tag)) }) {
+		slices.SortFunc(page, func(a, b journal.Record) int { return cmp.Compare(a.Version(tag), b.Version(tag)) })
+	}
+	if len(page) > n {
+		clear(page[n:])
+		page = page[:n]
+	}
+	return page
+}
 
 // readStreamIndexSQL reads a stream from a version through its tag index
 // (event_tags primary key) joined to events: ReadStreamThroughIndex, what
@@ -43,10 +56,6 @@ const readStreamSQL = `SELECT ` + streamCols + ` FROM (
 const readStreamIndexSQL = `SELECT ` + recordCols + ` FROM __S__.event_tags et
 		JOIN __S__.events e ON e.commit_xid = et.commit_xid AND e.seq = et.seq
 		WHERE et.partition = $1 AND et.tag = $2 AND et.version >= $3 ORDER BY et.version LIMIT $4`
-
-// streamCols are recordCols from readStreamSQL's union, aliased s.
-const streamCols = `s.commit_xid, s.seq, s.id, s.partition, s.type, s.schema_version, s.tags, s.versions,
-	s.prev_hashes, s.hashes, s.data, s.metadata, s.recorded_at`
 
 // readEventSQL reads one event by ID, hot or archived (events_id_key, then
 // events_archive_id_key).
@@ -290,8 +299,9 @@ func (j *Journal) ReadStreamThroughIndex(ctx context.Context, stream journal.Str
 	return j.readStream(ctx, "ReadStreamThroughIndex", readStreamIndexSQL, stream, fromVersion, limit)
 }
 
-// readStream is ReadStream with statement stmt (readStreamSQL's parameters).
-func (j *Journal) readStream(ctx context.Context, op, stmt string, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
+// readStream is ReadStream with statement stmtName (readStreamSQL or
+// readStreamIndexSQL, before j.sql).
+func (j *Journal) readStream(ctx context.Context, op, stmtName string, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
 		return yieldErr(fmt.Errorf("%w: %s: the stream's tag is empty; name the stream to read", journal.ErrInvalidQuery, op))
@@ -302,13 +312,18 @@ func (j *Journal) readStream(ctx context.Context, op, stmt string, stream journa
 	if fromVersion == 0 {
 		fromVersion = 1
 	}
-	stmt = j.sql(stmt)
+	stmt := j.sql(stmtName)
 	return j.pages(ctx, limit, streamPageFactor*j.cfg.PageSize, func(last *journal.Record, n int, buf []journal.Record) ([]journal.Record, error) {
 		from := fromVersion
 		if last != nil {
 			from = last.Version(stream.Tag) + 1
 		}
 		page, err := queryRecordsInto(ctx, j.pool, j.cfg.Schema, buf, "read stream", stmt, stream.Partition, string(stream.Tag), i64(from), n)
+		if stmtName == readStreamSQL {
+			// Two branches, each in order: merge them. A read through
+			// the index keeps the index's order, which is what it checks.
+			page = streamPage(page, stream.Tag, n)
+		}
 		if err != nil || (len(page) > 0 && page[0].Version(stream.Tag) == from) {
 			return page, err
 		}
