@@ -107,12 +107,29 @@ func (l *Limiter) Stats() Stats {
 // caller left while waiting. After a nil error the caller must call release
 // once, with how long the request took, when it is done.
 func (l *Limiter) Acquire(ctx context.Context) (release func(latency time.Duration), err error) {
+	return l.AcquireSince(ctx, time.Time{})
+}
+
+// AcquireSince is Acquire for a request that arrived at arrived (the zero
+// time: now), as Arrivals stamps it: a free slot admits it whatever its
+// age, but it waits for one only until MaxWait after its arrival, so a
+// request already that old when it asks is answered ErrOverloaded at once.
+func (l *Limiter) AcquireSince(ctx context.Context, arrived time.Time) (release func(latency time.Duration), err error) {
 	l.mu.Lock()
 	if len(l.waiters) == 0 && l.inflight < l.slots() {
 		l.inflight++
 		l.stats.Admitted++
 		l.mu.Unlock()
 		return l.releaser(), nil
+	}
+	wait := l.cfg.MaxWait
+	if !arrived.IsZero() {
+		wait -= time.Since(arrived)
+	}
+	if wait <= 0 {
+		l.stats.TimedOut++
+		l.mu.Unlock()
+		return nil, ErrOverloaded
 	}
 	if len(l.waiters) >= l.cfg.MaxQueue {
 		l.stats.Shed++
@@ -123,7 +140,7 @@ func (l *Limiter) Acquire(ctx context.Context) (release func(latency time.Durati
 	l.waiters = append(l.waiters, w)
 	l.mu.Unlock()
 
-	timer := time.NewTimer(l.cfg.MaxWait)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-w.ready:
@@ -189,7 +206,9 @@ func (l *Limiter) release(latency time.Duration) {
 // {"error": …, "code": "overloaded"} at once, and next never sees it. A
 // request whose caller left while it waited gets no answer (there is no one
 // to read it). skip, when set, exempts requests from the limit (health
-// checks, long-lived streams).
+// checks, long-lived streams). With Arrivals on the server, a request is
+// judged from its arrival (AcquireSince), and its latency, which adapts the
+// limit, is counted from there too.
 func (l *Limiter) Middleware(next http.Handler, skip func(*http.Request) bool) http.Handler {
 	retryAfter := strconv.Itoa(max(1, int(math.Ceil(l.cfg.RetryAfter.Seconds()))))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -197,8 +216,11 @@ func (l *Limiter) Middleware(next http.Handler, skip func(*http.Request) bool) h
 			next.ServeHTTP(w, r)
 			return
 		}
-		start := time.Now()
-		release, err := l.Acquire(r.Context())
+		start := Arrived(r)
+		release, err := l.AcquireSince(r.Context(), start)
+		if start.IsZero() {
+			start = time.Now()
+		}
 		if err != nil {
 			if r.Context().Err() != nil {
 				return

@@ -12,8 +12,11 @@
 // are shed after MaxWait. Whatever is not admitted is answered at once (an
 // HTTP 503 with Retry-After from Middleware), before any work: the caller
 // can retry elsewhere or later, and nothing was done that it does not know
-// of. The age a request is judged by starts when it reached the handler,
-// which is as close to its acceptance as net/http lets a handler see.
+// of. The age a request is judged by starts when it arrived in the
+// process, where the server's Arrivals hooks stamp it (its connection's
+// acceptance, or the read of a kept-alive connection's next request), else
+// when it reached the handler: under a storm of reconnecting clients much
+// of a request's wait is spent before any handler runs.
 //
 // Facebook's and Netflix's servers use the same ideas (adaptive LIFO,
 // concurrency-limits); Scribe's stream actors shed by queueing delay behind

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scribe-es/scribe/admission"
 	"github.com/scribe-es/scribe/runtime"
 )
 
@@ -140,8 +141,13 @@ func startServer(ctx context.Context, cfg serverConfig) (_ *server, err error) {
 	if s.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w; pick another address with -addr", cfg.Addr, err)
 	}
+	// The admission limit judges each request from its arrival in the
+	// process, not from when its handler starts (admission.Arrivals).
+	var arrivals admission.Arrivals
 	s.http = &http.Server{
 		Handler:           handler,
+		ConnContext:       arrivals.ConnContext,
+		ConnState:         arrivals.ConnState,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
