@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -38,10 +37,28 @@ const readStreamSQL = `(SELECT ` + recordCols + ` FROM __S__.events e
 		AND e.tags[1] IS DISTINCT FROM $2 ORDER BY et.version LIMIT $4)`
 
 // streamPage puts a page of tag's records read by readStreamSQL (up to n
-// from each branch) in version order and keeps the first n.
+// from each branch, each run in version order) in version order and keeps
+// the first n: the runs are merged, not sorted (a record is some 300
+// bytes), into another page array, and page's goes back to the pool.
 func streamPage(page []journal.Record, tag journal.Tag, n int) []journal.Record {
-	if !slices.IsSortedFunc(page, func(a, b journal.Record) int { return cmp.Compare(a.Version(tag), b.Version(tag)) }) {
-		slices.SortFunc(page, func(a, b journal.Record) int { return cmp.Compare(a.Version(tag), b.Version(tag)) })
+	k := 1
+	for k < len(page) && page[k-1].Version(tag) < page[k].Version(tag) {
+		k++
+	}
+	if k < len(page) {
+		out := pageArray()
+		i, j := 0, k
+		for len(out) < n && (i < k || j < len(page)) {
+			if j == len(page) || (i < k && page[i].Version(tag) < page[j].Version(tag)) {
+				out = append(out, page[i])
+				i++
+			} else {
+				out = append(out, page[j])
+				j++
+			}
+		}
+		recycle(page)
+		return out
 	}
 	if len(page) > n {
 		clear(page[n:])
