@@ -84,7 +84,9 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []*Reser
 		span.SetAttributes(attribute.String("scribe.dcb.source", "cache"))
 	}
 
-	var fresh []journal.Record
+	// The records to fold, by pointer into the read (or cached) pages: a
+	// record is some 300 bytes, and sorting them moved each several times.
+	var fresh []*journal.Record
 	seen := make(map[uuid.UUID]bool)
 	tailHits := 0
 	for _, r := range streamsToRead(cmd.Query, held) {
@@ -115,14 +117,14 @@ func fold[S any](ctx context.Context, x *Executor, cmd Command[S], held []*Reser
 			rec := &recs[i]
 			if rec.Position.After(after) && !seen[rec.ID] && cmd.Query.Matches(rec) {
 				seen[rec.ID] = true
-				fresh = append(fresh, *rec)
+				fresh = append(fresh, rec)
 			}
 		}
 	}
 	span.SetAttributes(attribute.Int("scribe.dcb.tail_hits", tailHits))
-	slices.SortFunc(fresh, func(a, b journal.Record) int { return a.Position.Compare(b.Position) })
+	slices.SortFunc(fresh, func(a, b *journal.Record) int { return a.Position.Compare(b.Position) })
 	for _, rec := range fresh {
-		if err := guard(cmd.Name, "evolve", func() { state = cmd.Evolve(state, rec) }); err != nil {
+		if err := guard(cmd.Name, "evolve", func() { state = cmd.Evolve(state, *rec) }); err != nil {
 			return fail(err)
 		}
 		after = rec.Position
