@@ -226,4 +226,3 @@ func verifyStream(ctx context.Context, rd Reader, stream StreamID) (uint64, erro
 type IndexedStreamReader interface {
 	ReadStreamThroughIndex(ctx context.Context, stream StreamID, fromVersion uint64, limit int) iter.Seq2[Record, error]
 }
-
