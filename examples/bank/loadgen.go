@@ -494,6 +494,46 @@ func (c *loadClient) postSettled(ctx context.Context, path, key string, body any
 	}
 }
 
+// getSettled is get repeated, as postSettled repeats a POST, while the
+// answer is a 503 (a stream still shedding after a storm) or the request
+// fails in transport, until settleBudget has passed.
+func (c *loadClient) getSettled(ctx context.Context, path string, v any) error {
+	deadline := time.Now().Add(settleBudget)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+		if err != nil {
+			return err
+		}
+		res, err := c.do(req)
+		if err == nil && res.status != http.StatusServiceUnavailable {
+			if res.status != http.StatusOK {
+				return fmt.Errorf("GET %s: status %d: %s", path, res.status, strings.TrimSpace(string(res.body)))
+			}
+			if err := json.Unmarshal(res.body, v); err != nil {
+				return fmt.Errorf("GET %s: decoding the body: %w", path, err)
+			}
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("GET %s: status %d: %s", path, res.status, strings.TrimSpace(string(res.body)))
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		pause := 50 * time.Millisecond
+		if res.status == http.StatusServiceUnavailable {
+			if secs, perr := strconv.Atoi(res.header.Get("Retry-After")); perr == nil && secs >= 0 {
+				pause = max(min(time.Duration(secs)*time.Second, 2*time.Second), pause)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
 // post sends a POST (repeated with one Idempotency-Key by postSettled) and
 // requires the given status.
 func (c *loadClient) post(ctx context.Context, path string, body any, want int) (httpResult, error) {

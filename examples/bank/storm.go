@@ -116,11 +116,12 @@ func runStorm(ctx context.Context, cfg stormConfig) (*stormReport, error) {
 	wg.Wait()
 	rep.Elapsed = time.Since(start)
 	// Deposits decided for callers who left may still be appending: read
-	// the balance once it stops moving.
+	// the balance once it stops moving (through the account's shedding,
+	// which can outlast the storm by a little).
 	var last int64 = -1
 	for range 50 {
 		var v AccountView
-		if err := c.get(ctx, "/accounts/"+id, &v); err != nil {
+		if err := c.getSettled(ctx, "/accounts/"+id, &v); err != nil {
 			return nil, fmt.Errorf("reading account %s: %w", id, err)
 		}
 		if v.Balance == last {
