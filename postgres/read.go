@@ -304,7 +304,7 @@ func (j *Journal) pages(ctx context.Context, limit, size int, next func(last *jo
 // times Config.PageSize records: a stream that fits is one statement. A read
 // starting at or below the stream's cut fails with a *journal.ArchivedError.
 func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
-	return j.readStream(ctx, "ReadStream", readStreamSQL, stream, fromVersion, limit)
+	return j.readStream(ctx, "ReadStream", readStreamSQL, true, stream, fromVersion, limit)
 }
 
 // ReadStreamThroughIndex implements journal.IndexedStreamReader: ReadStream
@@ -313,12 +313,14 @@ func (j *Journal) ReadStream(ctx context.Context, stream journal.StreamID, fromV
 // probe of events per event; journal.VerifyStream reads through it, so that
 // an index row re-pointed at another event breaks the chain.
 func (j *Journal) ReadStreamThroughIndex(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
-	return j.readStream(ctx, "ReadStreamThroughIndex", readStreamIndexSQL, stream, fromVersion, limit)
+	return j.readStream(ctx, "ReadStreamThroughIndex", readStreamIndexSQL, false, stream, fromVersion, limit)
 }
 
-// readStream is ReadStream with statement stmtName (readStreamSQL or
-// readStreamIndexSQL, before j.sql).
-func (j *Journal) readStream(ctx context.Context, op, stmtName string, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
+// readStream is ReadStream with statement stmt (readStreamSQL's parameters,
+// before j.sql); twoRuns says it returns two runs to merge (streamPage).
+// A read through the index keeps the index's order, which is what it
+// checks.
+func (j *Journal) readStream(ctx context.Context, op, stmt string, twoRuns bool, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
 		return yieldErr(fmt.Errorf("%w: %s: the stream's tag is empty; name the stream to read", journal.ErrInvalidQuery, op))
@@ -329,16 +331,14 @@ func (j *Journal) readStream(ctx context.Context, op, stmtName string, stream jo
 	if fromVersion == 0 {
 		fromVersion = 1
 	}
-	stmt := j.sql(stmtName)
+	stmt = j.sql(stmt)
 	return j.pages(ctx, limit, streamPageFactor*j.cfg.PageSize, func(last *journal.Record, n int, buf []journal.Record) ([]journal.Record, error) {
 		from := fromVersion
 		if last != nil {
 			from = last.Version(stream.Tag) + 1
 		}
 		page, err := queryRecordsInto(ctx, j.pool, j.cfg.Schema, buf, "read stream", stmt, stream.Partition, string(stream.Tag), i64(from), n)
-		if stmtName == readStreamSQL {
-			// Two branches, each in order: merge them. A read through
-			// the index keeps the index's order, which is what it checks.
+		if twoRuns {
 			page = streamPage(page, stream.Tag, n)
 		}
 		if err != nil || (len(page) > 0 && page[0].Version(stream.Tag) == from) {

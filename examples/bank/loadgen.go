@@ -466,15 +466,40 @@ const settleBudget = 30 * time.Second
 
 // postSettled sends a JSON POST with the Idempotency-Key key and repeats it,
 // with the same key, on transport errors and 5xx answers until an answer
-// below 500 or settleBudget has passed: after a 503 it waits what the
-// answer's Retry-After says (a polite client's pause; at least 50 ms, at
-// most 2 s), after another failure 50 ms. It returns the last answer and the number of
-// repeats.
+// below 500 or settleBudget has passed (settle). It returns the last answer
+// and the number of repeats.
 func (c *loadClient) postSettled(ctx context.Context, path, key string, body any) (httpResult, int, error) {
+	return settle(ctx, func(res httpResult) bool { return res.status >= 500 }, func() (httpResult, error) {
+		return c.postKey(ctx, path, key, body)
+	})
+}
+
+// getSettled is get repeated while the answer is a 503 (a stream still
+// shedding after a storm) or the request fails in transport (settle).
+func (c *loadClient) getSettled(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	res, _, err := settle(ctx, func(res httpResult) bool { return res.status == http.StatusServiceUnavailable }, func() (httpResult, error) {
+		return c.do(req)
+	})
+	if err != nil {
+		return err
+	}
+	return decodeOK(req, res, v)
+}
+
+// settle repeats attempt while it fails in transport or its answer is one
+// again says to repeat, until settleBudget has passed: after a 503 it waits
+// what the answer's Retry-After says (a polite client's pause; at least 50
+// ms, at most 2 s), after another failure 50 ms. It returns the last answer,
+// its transport error (nil for any answer) and the number of repeats.
+func settle(ctx context.Context, again func(httpResult) bool, attempt func() (httpResult, error)) (httpResult, int, error) {
 	deadline := time.Now().Add(settleBudget)
 	for repeats := 0; ; repeats++ {
-		res, err := c.postKey(ctx, path, key, body)
-		if err == nil && res.status < 500 {
+		res, err := attempt()
+		if err == nil && !again(res) {
 			return res, repeats, nil
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
@@ -489,46 +514,6 @@ func (c *loadClient) postSettled(ctx context.Context, path, key string, body any
 		select {
 		case <-ctx.Done():
 			return res, repeats, err
-		case <-time.After(pause):
-		}
-	}
-}
-
-// getSettled is get repeated, as postSettled repeats a POST, while the
-// answer is a 503 (a stream still shedding after a storm) or the request
-// fails in transport, until settleBudget has passed.
-func (c *loadClient) getSettled(ctx context.Context, path string, v any) error {
-	deadline := time.Now().Add(settleBudget)
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-		if err != nil {
-			return err
-		}
-		res, err := c.do(req)
-		if err == nil && res.status != http.StatusServiceUnavailable {
-			if res.status != http.StatusOK {
-				return fmt.Errorf("GET %s: status %d: %s", path, res.status, strings.TrimSpace(string(res.body)))
-			}
-			if err := json.Unmarshal(res.body, v); err != nil {
-				return fmt.Errorf("GET %s: decoding the body: %w", path, err)
-			}
-			return nil
-		}
-		if err == nil {
-			err = fmt.Errorf("GET %s: status %d: %s", path, res.status, strings.TrimSpace(string(res.body)))
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			return err
-		}
-		pause := 50 * time.Millisecond
-		if res.status == http.StatusServiceUnavailable {
-			if secs, perr := strconv.Atoi(res.header.Get("Retry-After")); perr == nil && secs >= 0 {
-				pause = max(min(time.Duration(secs)*time.Second, 2*time.Second), pause)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return err
 		case <-time.After(pause):
 		}
 	}
@@ -564,13 +549,22 @@ func (c *loadClient) fetch(ctx context.Context, target string, v any) (http.Head
 	if err != nil {
 		return nil, err
 	}
-	if res.status != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: status %d: %s", req.URL.RequestURI(), res.status, strings.TrimSpace(string(res.body)))
-	}
-	if err := json.Unmarshal(res.body, v); err != nil {
-		return nil, fmt.Errorf("GET %s: decoding the body: %w", req.URL.RequestURI(), err)
+	if err := decodeOK(req, res, v); err != nil {
+		return nil, err
 	}
 	return res.header, nil
+}
+
+// decodeOK decodes the 200 answer res to req into v; any other status is
+// an error naming it.
+func decodeOK(req *http.Request, res httpResult, v any) error {
+	if res.status != http.StatusOK {
+		return fmt.Errorf("GET %s: status %d: %s", req.URL.RequestURI(), res.status, strings.TrimSpace(string(res.body)))
+	}
+	if err := json.Unmarshal(res.body, v); err != nil {
+		return fmt.Errorf("GET %s: decoding the body: %w", req.URL.RequestURI(), err)
+	}
+	return nil
 }
 
 // maxFollowedEvents bounds allEvents: a server whose Link headers never end
