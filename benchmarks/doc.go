@@ -68,6 +68,14 @@
 //     append. "-mode actor,actor-personal" measures the write path's cost of
 //     erasure support; the "actor ÷ mode" column is then the speed-up of
 //     going without it (1.10 is 10% overhead).
+//   - actor-states (named in -mode; transfer only): the transfer as a DCB
+//     command with runtime.DCB.Uses, as the bank example writes it: the
+//     accounts are aggregates, each opened by one AccountOpened event before
+//     the measurement, and a transfer decides from the two states their
+//     stream actors hold, reading nothing. actor's transfer is the raw form:
+//     it folds both accounts' events, from the executor's fold cache (kept
+//     per ordered pair of accounts, 4,096 of them) or, on a miss, from the
+//     journal, so its cost grows with the accounts' history.
 //   - hallgren (named in -mode, needs -db): the peer library a Go team
 //     would pick instead, github.com/hallgren/eventsourcing v0.7.0 on its
 //     Postgres store (eventstore/sql v0.7.0) through the pgx stdlib driver,

@@ -92,6 +92,8 @@ func scenarioModes(o options) (modes []string, notes []string) {
 			notes = append(notes, "raw skipped: it measures Postgres inserts and needs -db")
 		case o.DB == "" && m == modeHallgren:
 			notes = append(notes, "hallgren skipped: it measures the peer's Postgres store and needs -db")
+		case m == modeActorStates && o.Scenario != scenarioTransfer:
+			notes = append(notes, fmt.Sprintf("%s skipped: it measures the %s scenario only (the DCB with Uses)", m, scenarioTransfer))
 		case o.Scenario == scenarioLoad && !slices.Contains(loadModes, m):
 			notes = append(notes, fmt.Sprintf("%s skipped: the load scenario measures %s", m, strings.Join(loadModes, ", ")))
 		default:

@@ -35,6 +35,11 @@ const (
 	// in-memory key store) on every append.
 	modeActorPersonal = "actor-personal"
 
+	// modeActorStates is modeActor's transfer with runtime.DCB.Uses: the
+	// accounts are aggregates (opened before the measurement) and a
+	// transfer decides from the states their actors hold, with no read.
+	modeActorStates = "actor-states"
+
 	// modeHallgren is the peer library hallgren/eventsourcing on its
 	// Postgres store (see mode_hallgren.go).
 	modeHallgren = "hallgren"
@@ -47,9 +52,11 @@ var (
 	clusterModes = []string{modeClusterLocal, modeClusterRemote}
 	// erasureModes are measured only when named in -mode.
 	erasureModes = []string{modeActorPersonal}
+	// statesModes are measured only when named in -mode (transfer only).
+	statesModes = []string{modeActorStates}
 	// peerModes are other libraries, measured only when named in -mode.
 	peerModes  = []string{modeHallgren}
-	knownModes = slices.Concat(allModes, clusterModes, erasureModes, peerModes)
+	knownModes = slices.Concat(allModes, clusterModes, erasureModes, statesModes, peerModes)
 	// loadModes are the modes the load scenario measures; it skips the others.
 	loadModes = []string{modeActor, modeOCC, modeHallgren}
 )
