@@ -277,6 +277,8 @@ func newMode(ctx context.Context, c cell, o options, b *backend) (mode, error) {
 		return newActorMode(ctx, c, b)
 	case modeActorPersonal:
 		return newActorPersonalMode(ctx, c, b)
+	case modeActorStates:
+		return newActorStatesMode(ctx, c, b)
 	case modeClusterLocal, modeClusterRemote:
 		return newClusterMode(ctx, c, b)
 	}

@@ -95,3 +95,19 @@ func TestActorStatesMeasuresOnlyTransfers(t *testing.T) {
 	require.Len(t, notes, 1)
 	require.Contains(t, notes[0], "actor-states skipped")
 }
+
+// TestHarnessRunsActorStates measures the mode through the command line,
+// beside actor, on the memory journal: both complete transfers.
+func TestHarnessRunsActorStates(t *testing.T) {
+	t.Parallel()
+	stdout, _ := runHarness(t, "-scenario", "transfer", "-mode", "actor,actor-states", "-writers", "4",
+		"-duration", "500ms", "-runs", "1", "-warmup", "20ms", "-progress", "0", "-json")
+	ran := map[string]bool{}
+	for _, r := range jsonResults(t, stdout) {
+		require.Zero(t, r.Errors, "%s: %s", r.Mode, r.FirstError)
+		require.Positive(t, r.Completed, "%s: completed no transfer", r.Mode)
+		requireEventsPerCommand(t, 1, r, "%s: one event per transfer", r.Mode)
+		ran[r.Mode] = true
+	}
+	require.Equal(t, map[string]bool{modeActor: true, modeActorStates: true}, ran)
+}
