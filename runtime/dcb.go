@@ -18,7 +18,10 @@ import (
 // deadlock; a busy tag queues the command), folds, decides, appends fenced by
 // the actors' leases and versions, and hands the events to the actors, which
 // stay consistent: a valid command succeeds at its first attempt, with no
-// retry loop.
+// retry loop. Before it reserves, a command waits, holding nothing, until no
+// other DCB command of the runtime holds any of its tags
+// (tagconsistency.Gate), so it never holds one tag while it queues for the
+// next behind this process's own commands.
 //
 // With Uses (S = DCBStates), for tags owned by aggregates, Decide reads the
 // streams' states as their actors hold them, with no journal read (where an
@@ -122,6 +125,7 @@ func RegisterDCB[C, S any](rt *Runtime, def DCB[C, S]) (*DCBCommand[C, S], error
 		Journal:        rt.cfg.Journal,
 		Owners:         rt.tagOwners(),
 		EndTimeout:     rt.cfg.RequestTimeout,
+		Gate:           rt.dcbGate,
 		TracerProvider: rt.cfg.TracerProvider,
 		MeterProvider:  rt.cfg.MeterProvider,
 	})

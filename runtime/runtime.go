@@ -18,6 +18,7 @@ import (
 	"github.com/scribe-es/scribe/journal"
 	"github.com/scribe-es/scribe/runtime/internal/membership"
 	"github.com/scribe-es/scribe/snapshots"
+	"github.com/scribe-es/scribe/tagconsistency"
 )
 
 // Bounds are the stream actors' timeouts and bounds, documented field by
@@ -126,6 +127,9 @@ type Runtime struct {
 	// erasures follows the key store's erasure feed and sweeps pending
 	// erasures; nil without a KeyStore.
 	erasures *erasureWatcher
+	// dcbGate admits every DCB command of this runtime to its tags' actors
+	// (tagconsistency.Gate): none holds a tag while it waits for another.
+	dcbGate *tagconsistency.Gate
 }
 
 // New validates cfg, applies its defaults, opens the node session and
@@ -185,7 +189,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.KeyCacheSize = defaultKeyCacheSize
 	}
 	keys := newKeyring(cfg.KeyStore, cfg.KeyCacheSize)
-	rt := &Runtime{reg: newRegistry(cfg.Codec, keys)}
+	gate, err := tagconsistency.NewGate(0)
+	if err != nil {
+		return nil, err
+	}
+	rt := &Runtime{reg: newRegistry(cfg.Codec, keys), dcbGate: gate}
 	snaps := cfg.Snapshots
 	if snaps != nil && keys != nil {
 		// Snapshots of streams holding personal data are sealed too.

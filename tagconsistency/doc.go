@@ -7,6 +7,10 @@
 // over the matching events and a Decide that returns events carrying their
 // tags. [Execute] runs it once:
 //
+//  0. with a [Gate] in [Config] (Scribe's runtime shares one among all its
+//     DCB commands), it waits there, holding nothing, until no other command
+//     of the process holds any of its tags, so it never holds one tag while it
+//     queues for another behind its own process's commands;
 //  1. it reserves every tag of the query (and of Command.Tags) at the tag's
 //     single writer, a [TagOwners] (in Scribe, the stream actors:
 //     *actors.Host implements it), in ascending tag order, so concurrent commands never
@@ -16,7 +20,10 @@
 //  2. it builds the state: from the owners' cached aggregate states
 //     (Command.FromStates), or by folding the matching events of the reserved
 //     streams, continuing a cached fold of the same command and query when it
-//     has one, so the cost of a command does not grow with its tags' history;
+//     has one (the cache is kept per command name and query: a command whose
+//     tags vary widely, a transfer between any two of many accounts, mostly
+//     misses it and folds the tags' whole history; decide such commands from
+//     the owners' states);
 //  3. it decides, then appends once with the expected version of every
 //     reserved stream, the owners' leases, and the DCB append condition
 //     "nothing matching the query after the last position folded" as a

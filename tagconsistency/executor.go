@@ -52,6 +52,12 @@ type Config struct {
 	// it appended or read), so such a fold often reads nothing at all.
 	// Negative disables both caches. Default 4096 (DefaultFoldCacheSize).
 	FoldCacheSize int
+	// Gate, when set, admits the executor's commands so that none holds a
+	// reservation while it waits for another (see Gate). Give every
+	// executor of a process the same one. Default: none (each command
+	// reserves its tags in order and may hold one while it queues for the
+	// next).
+	Gate *Gate
 	// MeterProvider receives the metrics scribe.dcb.commands (by outcome),
 	// scribe.dcb.reservation.wait (seconds) and scribe.dcb.conflicts.
 	// Default: no metrics.
@@ -68,6 +74,7 @@ type Executor struct {
 	endTimeout time.Duration
 	cache      *foldCache
 	tails      *tailCache
+	gate       *Gate
 	tel        telemetry
 }
 
@@ -98,6 +105,7 @@ func New(cfg Config) (*Executor, error) {
 		endTimeout: cfg.EndTimeout,
 		cache:      newFoldCache(cfg.FoldCacheSize),
 		tails:      newTailCache(cfg.FoldCacheSize > 0),
+		gate:       cfg.Gate,
 		tel:        tel,
 	}, nil
 }
@@ -157,6 +165,8 @@ func streamsOf(q journal.Query, extra []journal.Tag) []journal.StreamID {
 
 // Execute runs cmd once:
 //
+//  0. with a Gate, wait there, holding nothing, until no other command of
+//     the process that passed it holds any stream of cmd;
 //  1. reserve every stream of cmd (see Streams) at its owner, in sorted
 //     order; a busy tag queues the command, for at most the reserve timeout;
 //  2. build the state (with cmd.FromStates from the owners' cached states;
@@ -229,6 +239,17 @@ func executeOnce[S any](ctx context.Context, x *Executor, cmd Command[S], opts O
 		x.tel.finishExecute(ctx, span, cmd.Name, outcome, err)
 	}()
 
+	if x.gate != nil {
+		start := time.Now()
+		leave, err := x.gate.enter(ctx, streams)
+		span.SetAttributes(attribute.Float64("scribe.dcb.gate_wait_ms", float64(time.Since(start).Microseconds())/1000))
+		if err != nil {
+			return Result{}, fmt.Errorf("tagconsistency: command %q not executed while waiting at the gate for its tags: %w", cmd.Name, err)
+		}
+		// Deferred before the reservations' end, so it runs after it: the
+		// next command admitted finds the owners confirmed or cancelled.
+		defer leave()
+	}
 	held := make([]*Reservation, 0, len(streams))
 	for _, s := range streams {
 		r, err := x.reserve(ctx, cmd.Name, s)

@@ -1,0 +1,90 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/journal/memory"
+)
+
+// TestDCBCommandsShareTheRuntimesGate: three DCB command types on one
+// runtime. While a Hold command holds boxes b and d (blocked in Decide), a
+// Move a→b waits at the runtime's gate without reserving box a at its actor,
+// so a Move2 a→c (another command type, so another executor) completes
+// meanwhile. With a gate per command type, or none, Move a→b would hold box
+// a's actor while it queues at b's, and Move2 a→c would queue behind it
+// until Hold ends.
+func TestDCBCommandsShareTheRuntimesGate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rt, err := New(ctx, Config{Journal: memory.New(), NodeID: "gate"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	require.NoError(t, errors.Join(
+		RegisterEvent[boxAdded](rt, "BoxAdded", 1),
+		RegisterEvent[boxMoved](rt, "BoxMoved", 1),
+		RegisterAggregate(rt, Aggregate[box]{
+			Name:    "box",
+			Initial: func() box { return box{} },
+			Decide:  func(_ box, cmd any) ([]any, error) { return []any{cmd}, nil },
+			Evolve:  evolveBox,
+		}),
+	))
+	boxes, err := Uses[box](rt, "box")
+	require.NoError(t, err)
+	deciding, release := make(chan struct{}), make(chan struct{})
+	move := func(name string, block bool) *DCBCommand[boxMoved, DCBStates] {
+		cmd, err := RegisterDCB(rt, DCB[boxMoved, DCBStates]{
+			Name:  name,
+			Uses:  []AggregateUse{boxes},
+			Query: func(m boxMoved) journal.Query { return journal.Query{Items: boxes.Items(m.From, m.To)} },
+			Decide: func(m boxMoved, _ DCBStates) ([]any, error) {
+				if block {
+					deciding <- struct{}{}
+					<-release
+				}
+				return []any{m}, nil
+			},
+		})
+		require.NoError(t, err)
+		return cmd
+	}
+	hold, move1, move2 := move("Hold", true), move("Move", false), move("Move2", false)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		_, err := rt.Execute(ctx, Target{Aggregate: "box", ID: id}, boxAdded{ID: id, N: 10})
+		require.NoError(t, err)
+	}
+
+	run := func(cmd *DCBCommand[boxMoved, DCBStates], m boxMoved) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := cmd.Execute(ctx, m)
+			done <- err
+		}()
+		return done
+	}
+	held := run(hold, boxMoved{From: "b", To: "d", N: 1})
+	<-deciding
+	queued := run(move1, boxMoved{From: "a", To: "b", N: 2})
+	require.Eventually(t, func() bool { return rt.dcbGate.Waiting() == 1 }, 10*time.Second, time.Millisecond)
+	select {
+	case err := <-run(move2, boxMoved{From: "a", To: "c", N: 3}):
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Move2 a→c queued behind Move a→b, which waits for box b")
+	}
+	close(release)
+	require.NoError(t, <-held)
+	require.NoError(t, <-queued)
+
+	for id, want := range map[string]int{"a": 10 - 2 - 3, "b": 10 - 1 + 2, "c": 10 + 3, "d": 10 + 1} {
+		st, err := State[box](ctx, rt, Target{Aggregate: "box", ID: id})
+		require.NoError(t, err)
+		require.Equal(t, want, st.State.N, "box %s", id)
+	}
+}

@@ -1,0 +1,119 @@
+package tagconsistency_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribe-es/scribe/journal"
+	"github.com/scribe-es/scribe/tagconsistency"
+)
+
+// blockedIn wraps cmd so that its Decide reports it runs, holding its
+// reservations, and then waits for release.
+func blockedIn[S any](cmd tagconsistency.Command[S], deciding chan<- struct{}, release <-chan struct{}) tagconsistency.Command[S] {
+	decide := cmd.Decide
+	cmd.Decide = func(s S) ([]journal.Event, error) {
+		deciding <- struct{}{}
+		<-release
+		return decide(s)
+	}
+	return cmd
+}
+
+// TestGatedCommandWaitsHoldingNoTag: while a command holds account 2, a
+// transfer 1→2 waits at the gate without reserving account 1, so a transfer
+// 1→3 completes meanwhile. Without the gate the 1→2 transfer holds account 1
+// at its owner while it queues for account 2, and 1→3 queues behind it until
+// the first command ends.
+func TestGatedCommandWaitsHoldingNoTag(t *testing.T) {
+	t.Parallel()
+	gate, err := tagconsistency.NewGate(0)
+	require.NoError(t, err)
+	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) { c.Gate = gate })
+	ctx := context.Background()
+	a, b, c, d := accountTag(1), accountTag(2), accountTag(3), accountTag(4)
+	for _, acct := range []journal.Tag{a, b, c, d} {
+		require.NoError(t, e.deposit(ctx, acct, 10))
+	}
+
+	deciding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := tagconsistency.Execute(ctx, e.x, blockedIn(transfer(b, d, 1), deciding, release), tagconsistency.Options{})
+		first <- err
+	}()
+	<-deciding // holds accounts 2 and 4
+
+	queued := make(chan error, 1)
+	go func() {
+		_, err := tagconsistency.Execute(ctx, e.x, transfer(a, b, 2), tagconsistency.Options{})
+		queued <- err
+	}()
+	require.Eventually(t, func() bool { return gate.Waiting() == 1 }, 10*time.Second, time.Millisecond)
+	require.Empty(t, e.owners.stream(journal.Stream(a)).slot, "the waiting transfer reserved account 1")
+
+	passing := make(chan error, 1)
+	go func() {
+		_, err := tagconsistency.Execute(ctx, e.x, transfer(a, c, 3), tagconsistency.Options{})
+		passing <- err
+	}()
+	select {
+	case err := <-passing:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the 1→3 transfer queued behind the transfer waiting for account 2")
+	}
+
+	close(release)
+	require.NoError(t, <-first)
+	require.NoError(t, <-queued)
+	require.Zero(t, gate.Waiting())
+	balance := func(acct journal.Tag) int64 { return balanceOf(acct, readStream(t, e.j, acct)) }
+	require.Equal(t, []int64{10 - 2 - 3, 10 - 1 + 2, 10 + 3, 10 + 1}, []int64{balance(a), balance(b), balance(c), balance(d)})
+}
+
+// TestGatedCommandWhoseCallerLeftWritesNothing: a command whose context ends
+// while it waits at the gate returns the context's error and never reserves
+// or decides.
+func TestGatedCommandWhoseCallerLeftWritesNothing(t *testing.T) {
+	t.Parallel()
+	gate, err := tagconsistency.NewGate(0)
+	require.NoError(t, err)
+	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) { c.Gate = gate })
+	ctx := context.Background()
+	a, b := accountTag(1), accountTag(2)
+	require.NoError(t, e.deposit(ctx, a, 10))
+	require.NoError(t, e.deposit(ctx, b, 10))
+
+	deciding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := tagconsistency.Execute(ctx, e.x, blockedIn(transfer(a, b, 1), deciding, release), tagconsistency.Options{})
+		first <- err
+	}()
+	<-deciding
+
+	gone, leave := context.WithCancel(ctx)
+	waiting := make(chan error, 1)
+	decided := false
+	go func() {
+		cmd := transfer(b, a, 5)
+		decide := cmd.Decide
+		cmd.Decide = func(s transferState) ([]journal.Event, error) { decided = true; return decide(s) }
+		_, err := tagconsistency.Execute(gone, e.x, cmd, tagconsistency.Options{})
+		waiting <- err
+	}()
+	require.Eventually(t, func() bool { return gate.Waiting() == 1 }, 10*time.Second, time.Millisecond)
+	leave()
+	err = <-waiting
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "waiting at the gate")
+	require.False(t, decided)
+
+	close(release)
+	require.NoError(t, <-first)
+	require.Len(t, readAll(t, e.j, journal.Query{Items: []journal.QueryItem{{Types: []string{"Transferred"}, Tags: []journal.Tag{a}}}}), 1, "only the first transfer is stored")
+}
