@@ -37,7 +37,8 @@ import (
 //
 // SCRIBE_BENCH_PHASES=1 also reports where a transfer's time goes, from the
 // DCB spans (tracing costs a little throughput): p50 and p99 in ms of the
-// whole command (execute), of the reservation of its first and of its second
+// whole command (execute), of its wait at the runtime's gate (holding
+// nothing), of the reservation of its first and of its second
 // tag (the second is waited for while the first is held), of the fold
 // (read), the append and the release (confirm), and the hold: from the first
 // tag's grant to the end of the append, when the release is sent (the owner
@@ -173,6 +174,11 @@ func (p *phaseRecorder) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	p.ms[name] = append(p.ms[name], ms(s.EndTime().Sub(s.StartTime())))
+	for _, kv := range s.Attributes() {
+		if kv.Key == "scribe.dcb.gate_wait_ms" {
+			p.ms["gate"] = append(p.ms["gate"], kv.Value.AsFloat64())
+		}
+	}
 	kids := p.children[s.SpanContext().SpanID()]
 	delete(p.children, s.SpanContext().SpanID())
 	slices.SortFunc(kids, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
@@ -210,7 +216,7 @@ func (p *phaseRecorder) report(b *testing.B) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, phase := range []string{"execute", "reserve1", "reserve2", "read", "append", "confirm", "hold"} {
+	for _, phase := range []string{"execute", "gate", "reserve1", "reserve2", "read", "append", "confirm", "hold"} {
 		v := p.ms[phase]
 		if len(v) == 0 {
 			continue

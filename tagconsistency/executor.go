@@ -59,7 +59,8 @@ type Config struct {
 	// next).
 	Gate *Gate
 	// MeterProvider receives the metrics scribe.dcb.commands (by outcome),
-	// scribe.dcb.reservation.wait (seconds) and scribe.dcb.conflicts.
+	// scribe.dcb.reservation.wait (seconds), scribe.dcb.gate.wait (seconds,
+	// with a Gate) and scribe.dcb.conflicts.
 	// Default: no metrics.
 	MeterProvider metric.MeterProvider
 }
@@ -242,7 +243,9 @@ func executeOnce[S any](ctx context.Context, x *Executor, cmd Command[S], opts O
 	if x.gate != nil {
 		start := time.Now()
 		leave, err := x.gate.enter(ctx, streams)
-		span.SetAttributes(attribute.Float64("scribe.dcb.gate_wait_ms", float64(time.Since(start).Microseconds())/1000))
+		waited := time.Since(start)
+		span.SetAttributes(attribute.Float64("scribe.dcb.gate_wait_ms", float64(waited.Microseconds())/1000))
+		x.tel.gateWait.Record(ctx, waited.Seconds(), metric.WithAttributes(attribute.String("scribe.command", cmd.Name)))
 		if err != nil {
 			return Result{}, fmt.Errorf("tagconsistency: command %q not executed while waiting at the gate for its tags: %w", cmd.Name, err)
 		}

@@ -71,6 +71,14 @@ func TestGatedCommandWaitsHoldingNoTag(t *testing.T) {
 	require.NoError(t, <-first)
 	require.NoError(t, <-queued)
 	require.Zero(t, gate.Waiting())
+	require.EqualValues(t, 3, e.histogramCount(t, "scribe.dcb.gate.wait"), "every command's wait at the gate is measured")
+	waits := 0
+	for _, s := range e.spans.Ended() {
+		if _, ok := attr(s, "scribe.dcb.gate_wait_ms"); ok && s.Name() == "scribe.dcb.execute" {
+			waits++
+		}
+	}
+	require.Equal(t, 3, waits, "every execute span carries its wait at the gate")
 	balance := func(acct journal.Tag) int64 { return balanceOf(acct, readStream(t, e.j, acct)) }
 	require.Equal(t, []int64{10 - 2 - 3, 10 - 1 + 2, 10 + 3, 10 + 1}, []int64{balance(a), balance(b), balance(c), balance(d)})
 }

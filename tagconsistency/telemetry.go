@@ -20,6 +20,7 @@ type telemetry struct {
 	tracer          trace.Tracer
 	commands        metric.Int64Counter
 	reservationWait metric.Float64Histogram
+	gateWait        metric.Float64Histogram
 	conflicts       metric.Int64Counter
 	journal         otelx.JournalCalls
 }
@@ -42,6 +43,11 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, 
 	}
 	if t.reservationWait, err = m.Float64Histogram(otelx.MetricDCBWait,
 		metric.WithDescription("Time a DCB command waited for one tag's reservation."),
+		metric.WithUnit("s")); err != nil {
+		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
+	}
+	if t.gateWait, err = m.Float64Histogram(otelx.MetricDCBGateWait,
+		metric.WithDescription("Time a DCB command waited at its process's gate, holding no tag, until none of its tags was held by another command of the process."),
 		metric.WithUnit("s")); err != nil {
 		return t, fmt.Errorf("tagconsistency: creating metric: %w", err)
 	}

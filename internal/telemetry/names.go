@@ -50,6 +50,7 @@ const (
 	MetricLostVersions     = "scribe.store.lost_versions"
 	MetricDCBCommands      = "scribe.dcb.commands"
 	MetricDCBWait          = "scribe.dcb.reservation.wait"
+	MetricDCBGateWait      = "scribe.dcb.gate.wait"
 	MetricDCBConflicts     = "scribe.dcb.conflicts"
 )
 
