@@ -30,7 +30,10 @@ import (
 // Raw (Uses nil), for tags no aggregate owns, S comes from FromStates if set,
 // else from folding the query's events with Evolve, cached per Name and
 // Query and resumed where it stopped: a command whose tags vary a lot mostly
-// folds their whole history.
+// folds their whole history. For such commands (a transfer between any two
+// of many accounts) register an aggregate for the tags' group and use Uses:
+// its actors keep each tag's state, so a command costs about one append
+// however long the history (benchmarks: -mode actor-states against actor).
 type DCB[C, S any] struct {
 	// Name names the command type in errors, spans and metrics. Required.
 	Name string

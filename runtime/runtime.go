@@ -189,11 +189,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.KeyCacheSize = defaultKeyCacheSize
 	}
 	keys := newKeyring(cfg.KeyStore, cfg.KeyCacheSize)
-	gate, err := tagconsistency.NewGate(0)
-	if err != nil {
-		return nil, err
-	}
-	rt := &Runtime{reg: newRegistry(cfg.Codec, keys), dcbGate: gate}
+	rt := &Runtime{reg: newRegistry(cfg.Codec, keys)}
 	snaps := cfg.Snapshots
 	if snaps != nil && keys != nil {
 		// Snapshots of streams holding personal data are sealed too.
@@ -218,6 +214,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	rt.host = host
 	cfg.Bounds = host.Config().Bounds
+	// A DCB command waits at the gate at most as long as at a busy tag's
+	// actor, and fails the same way (ErrReservationTimeout naming the tag).
+	if rt.dcbGate, err = tagconsistency.NewGate(tagconsistency.GateConfig{MaxWait: cfg.Bounds.ReservationTimeout}); err != nil {
+		return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))
+	}
 	rt.cfg = cfg
 	if err := rt.watchErasures(ctx); err != nil {
 		return nil, errors.Join(err, host.Shutdown(context.WithoutCancel(ctx)))

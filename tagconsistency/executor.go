@@ -247,6 +247,11 @@ func executeOnce[S any](ctx context.Context, x *Executor, cmd Command[S], opts O
 		span.SetAttributes(attribute.Float64("scribe.dcb.gate_wait_ms", float64(waited.Microseconds())/1000))
 		x.tel.gateWait.Record(ctx, waited.Seconds(), metric.WithAttributes(attribute.String("scribe.command", cmd.Name)))
 		if err != nil {
+			var te *ReservationTimeoutError
+			if errors.As(err, &te) {
+				te.Command = cmd.Name
+				return Result{}, te
+			}
 			return Result{}, fmt.Errorf("tagconsistency: command %q not executed while waiting at the gate for its tags: %w", cmd.Name, err)
 		}
 		// Deferred before the reservations' end, so it runs after it: the

@@ -38,6 +38,7 @@ const DefaultGatePatience = 100 * time.Millisecond
 // owners. Safe for concurrent use.
 type Gate struct {
 	patience time.Duration
+	maxWait  time.Duration    // 0: none
 	now      func() time.Time // time.Now; tests replace it
 
 	mu      sync.Mutex
@@ -55,18 +56,33 @@ type gateWaiter struct {
 	admitted bool
 }
 
-// NewGate returns a gate with the given patience: how long a waiting command
-// may be passed over by younger commands whose streams were free before it
-// claims its own. 0 means DefaultGatePatience. A negative patience is a
-// mistake and fails.
-func NewGate(patience time.Duration) (*Gate, error) {
-	if patience < 0 {
-		return nil, fmt.Errorf("tagconsistency: gate patience is negative (%s); use 0 for the default (%s) or a positive duration", patience, DefaultGatePatience)
+// GateConfig configures a Gate.
+type GateConfig struct {
+	// Patience is how long a waiting command may be passed over by younger
+	// commands whose streams were free before it claims its own. 0 means
+	// DefaultGatePatience.
+	Patience time.Duration
+	// MaxWait bounds a command's wait at the gate: past it the command
+	// fails with a ReservationTimeoutError (ErrReservationTimeout) naming a
+	// stream that stayed busy, as a wait at an owner past the owner's
+	// reservation timeout does. 0: only the caller's context bounds it.
+	// Scribe's runtime sets its ReservationTimeout.
+	MaxWait time.Duration
+}
+
+// NewGate returns a gate configured by cfg. A negative duration is a mistake
+// and fails.
+func NewGate(cfg GateConfig) (*Gate, error) {
+	if cfg.Patience < 0 {
+		return nil, fmt.Errorf("tagconsistency: GateConfig.Patience is negative (%s); use 0 for the default (%s) or a positive duration", cfg.Patience, DefaultGatePatience)
 	}
-	if patience == 0 {
-		patience = DefaultGatePatience
+	if cfg.MaxWait < 0 {
+		return nil, fmt.Errorf("tagconsistency: GateConfig.MaxWait is negative (%s); use 0 for no bound but the caller's context, or a positive duration", cfg.MaxWait)
 	}
-	return &Gate{patience: patience, now: time.Now, busy: make(map[journal.StreamID]struct{})}, nil
+	if cfg.Patience == 0 {
+		cfg.Patience = DefaultGatePatience
+	}
+	return &Gate{patience: cfg.Patience, maxWait: cfg.MaxWait, now: time.Now, busy: make(map[journal.StreamID]struct{})}, nil
 }
 
 // Waiting returns how many commands wait at the gate now.
@@ -77,7 +93,8 @@ func (g *Gate) Waiting() int {
 }
 
 // enter waits until the command may take streams and takes them, or until
-// ctx ends (then it returns an error wrapping ctx's and takes nothing). The
+// ctx ends (then it returns ctx's error and takes nothing) or the gate's
+// MaxWait passed (then a *ReservationTimeoutError, and nothing taken). The
 // returned leave frees the streams; call it exactly once.
 func (g *Gate) enter(ctx context.Context, streams []journal.StreamID) (leave func(), err error) {
 	leave = func() {
@@ -100,21 +117,45 @@ func (g *Gate) enter(ctx context.Context, streams []journal.StreamID) (leave fun
 	g.admit()
 	g.mu.Unlock()
 
+	var expired <-chan time.Time
+	if g.maxWait > 0 {
+		t := time.NewTimer(g.maxWait)
+		defer t.Stop()
+		expired = t.C
+	}
+	var failure error
 	select {
 	case <-w.ready:
 		return leave, nil
 	case <-ctx.Done():
+		failure = ctx.Err()
+	case <-expired:
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if w.admitted {
-		// Admitted while ctx ended: give the streams back.
+		// Admitted as the wait ended: give the streams back.
 		g.free(streams)
 	} else {
 		g.waiters = slices.DeleteFunc(g.waiters, func(o *gateWaiter) bool { return o == w })
 		g.admit() // its claims, if it had any, no longer hold others back
 	}
-	return nil, ctx.Err()
+	if failure == nil {
+		failure = &ReservationTimeoutError{Stream: g.busyOf(streams), Waited: g.maxWait}
+	}
+	return nil, failure
+}
+
+// busyOf names the first of streams another command holds, or the first
+// one when none is held any more (an older waiter claimed it). Caller holds
+// g.mu.
+func (g *Gate) busyOf(streams []journal.StreamID) journal.StreamID {
+	for _, s := range streams {
+		if _, ok := g.busy[s]; ok {
+			return s
+		}
+	}
+	return streams[0]
 }
 
 // free returns streams and admits whoever they let in. Caller holds g.mu.

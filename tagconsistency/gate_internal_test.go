@@ -68,18 +68,20 @@ func waitQueued(t *testing.T, g *Gate, n int) {
 
 func newTestGate(t *testing.T, patience time.Duration) (*Gate, *atomic.Int64) {
 	t.Helper()
-	g, err := NewGate(patience)
+	g, err := NewGate(GateConfig{Patience: patience})
 	require.NoError(t, err)
 	var clock atomic.Int64 // nanoseconds since the epoch of the test clock
 	g.now = func() time.Time { return time.Unix(0, clock.Load()) }
 	return g, &clock
 }
 
-func TestNewGateRefusesANegativePatience(t *testing.T) {
+func TestNewGateRefusesNegativeDurations(t *testing.T) {
 	t.Parallel()
-	_, err := NewGate(-time.Second)
-	require.ErrorContains(t, err, "patience is negative")
-	g, err := NewGate(0)
+	_, err := NewGate(GateConfig{Patience: -time.Second})
+	require.ErrorContains(t, err, "Patience is negative")
+	_, err = NewGate(GateConfig{MaxWait: -time.Second})
+	require.ErrorContains(t, err, "MaxWait is negative")
+	g, err := NewGate(GateConfig{})
 	require.NoError(t, err)
 	require.Equal(t, DefaultGatePatience, g.patience)
 }
@@ -194,7 +196,7 @@ func TestGateContextEndsTheWait(t *testing.T) {
 // stream, every other command is admitted, and the gate ends empty.
 func TestGateExcludesUnderRace(t *testing.T) {
 	t.Parallel()
-	g, err := NewGate(time.Millisecond)
+	g, err := NewGate(GateConfig{Patience: time.Millisecond})
 	require.NoError(t, err)
 	const streams, workers, each = 6, 16, 200
 	var holders [streams]atomic.Int32
@@ -245,4 +247,28 @@ func TestGateExcludesUnderRace(t *testing.T) {
 	require.Positive(t, admitted.Load())
 	require.Zero(t, g.Waiting())
 	require.Empty(t, g.busy)
+}
+
+// TestGateMaxWaitEndsTheWaitLikeAReservationTimeout: past MaxWait a waiter
+// fails with the reservation timeout naming the stream that stayed busy,
+// and leaves nothing behind.
+func TestGateMaxWaitEndsTheWaitLikeAReservationTimeout(t *testing.T) {
+	t.Parallel()
+	g, err := NewGate(GateConfig{MaxWait: 50 * time.Millisecond})
+	require.NoError(t, err)
+	ctx := context.Background()
+	leaveB, err := g.enter(ctx, gateStreams("b"))
+	require.NoError(t, err)
+	_, err = g.enter(ctx, gateStreams("a", "b"))
+	require.ErrorIs(t, err, ErrReservationTimeout)
+	var te *ReservationTimeoutError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, gateStreams("b")[0], te.Stream)
+	require.Equal(t, 50*time.Millisecond, te.Waited)
+	require.Zero(t, g.Waiting())
+	leaveB()
+	require.Empty(t, g.busy)
+	leave, err := g.enter(ctx, gateStreams("a", "b"))
+	require.NoError(t, err, "free streams pass at once")
+	leave()
 }

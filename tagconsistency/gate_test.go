@@ -30,7 +30,7 @@ func blockedIn[S any](cmd tagconsistency.Command[S], deciding chan<- struct{}, r
 // the first command ends.
 func TestGatedCommandWaitsHoldingNoTag(t *testing.T) {
 	t.Parallel()
-	gate, err := tagconsistency.NewGate(0)
+	gate, err := tagconsistency.NewGate(tagconsistency.GateConfig{})
 	require.NoError(t, err)
 	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) { c.Gate = gate })
 	ctx := context.Background()
@@ -88,7 +88,7 @@ func TestGatedCommandWaitsHoldingNoTag(t *testing.T) {
 // or decides.
 func TestGatedCommandWhoseCallerLeftWritesNothing(t *testing.T) {
 	t.Parallel()
-	gate, err := tagconsistency.NewGate(0)
+	gate, err := tagconsistency.NewGate(tagconsistency.GateConfig{})
 	require.NoError(t, err)
 	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) { c.Gate = gate })
 	ctx := context.Background()
@@ -120,6 +120,38 @@ func TestGatedCommandWhoseCallerLeftWritesNothing(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorContains(t, err, "waiting at the gate")
 	require.False(t, decided)
+
+	close(release)
+	require.NoError(t, <-first)
+	require.Len(t, readAll(t, e.j, journal.Query{Items: []journal.QueryItem{{Types: []string{"Transferred"}, Tags: []journal.Tag{a}}}}), 1, "only the first transfer is stored")
+}
+
+// TestGatedCommandTimesOutNamingTheBusyTag: a command that waits at the gate
+// past its MaxWait fails as a reservation timeout would, with its name and
+// the busy tag, having written nothing.
+func TestGatedCommandTimesOutNamingTheBusyTag(t *testing.T) {
+	t.Parallel()
+	gate, err := tagconsistency.NewGate(tagconsistency.GateConfig{MaxWait: 100 * time.Millisecond})
+	require.NoError(t, err)
+	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) { c.Gate = gate })
+	ctx := context.Background()
+	a, b := accountTag(1), accountTag(2)
+	require.NoError(t, e.deposit(ctx, a, 10))
+	require.NoError(t, e.deposit(ctx, b, 10))
+
+	deciding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := tagconsistency.Execute(ctx, e.x, blockedIn(transfer(b, a, 1), deciding, release), tagconsistency.Options{})
+		first <- err
+	}()
+	<-deciding
+	_, err = tagconsistency.Execute(ctx, e.x, transfer(a, b, 5), tagconsistency.Options{})
+	require.ErrorIs(t, err, tagconsistency.ErrReservationTimeout)
+	var te *tagconsistency.ReservationTimeoutError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, "Transfer", te.Command)
+	require.Equal(t, journal.Stream(a), te.Stream, "the first of its tags the other command holds")
 
 	close(release)
 	require.NoError(t, <-first)
