@@ -47,13 +47,11 @@ func evolveBox(b box, ev any) box {
 	return b
 }
 
-// When a tag's owner holds no state (a cluster member without the aggregate
-// registered), a command with Uses folds the streams from the journal with
-// the aggregates' Evolve: that fold equals the aggregate's own (FoldFrom).
-func TestDCBAggregateFoldFallback(t *testing.T) {
-	ctx := context.Background()
-	j := memory.New()
-	rt, err := New(ctx, Config{Journal: j, NodeID: "fallback"})
+// startBoxes starts a runtime with the box events and aggregate, whose Decide
+// returns the command as its event.
+func startBoxes(t *testing.T, cfg Config) *Runtime {
+	t.Helper()
+	rt, err := New(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 	require.NoError(t, errors.Join(
@@ -62,12 +60,20 @@ func TestDCBAggregateFoldFallback(t *testing.T) {
 		RegisterAggregate(rt, Aggregate[box]{
 			Name:    "box",
 			Initial: func() box { return box{} },
-			Decide: func(b box, cmd any) ([]any, error) {
-				return []any{cmd}, nil
-			},
-			Evolve: evolveBox,
+			Decide:  func(_ box, cmd any) ([]any, error) { return []any{cmd}, nil },
+			Evolve:  evolveBox,
 		}),
 	))
+	return rt
+}
+
+// When a tag's owner holds no state (a cluster member without the aggregate
+// registered), a command with Uses folds the streams from the journal with
+// the aggregates' Evolve: that fold equals the aggregate's own (FoldFrom).
+func TestDCBAggregateFoldFallback(t *testing.T) {
+	ctx := context.Background()
+	j := memory.New()
+	rt := startBoxes(t, Config{Journal: j, NodeID: "fallback"})
 	boxes, err := Uses[box](rt, "box")
 	require.NoError(t, err)
 	move, err := RegisterDCB(rt, DCB[boxMoved, DCBStates]{

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -88,19 +87,7 @@ func TestDCBGateWaitEndsAtTheReservationTimeout(t *testing.T) {
 func gateRuntime(t *testing.T, cfg Config) (rt *Runtime, hold, move1, move2 *DCBCommand[boxMoved, DCBStates], deciding chan struct{}, release chan struct{}) {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := New(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	require.NoError(t, errors.Join(
-		RegisterEvent[boxAdded](rt, "BoxAdded", 1),
-		RegisterEvent[boxMoved](rt, "BoxMoved", 1),
-		RegisterAggregate(rt, Aggregate[box]{
-			Name:    "box",
-			Initial: func() box { return box{} },
-			Decide:  func(_ box, cmd any) ([]any, error) { return []any{cmd}, nil },
-			Evolve:  evolveBox,
-		}),
-	))
+	rt = startBoxes(t, cfg)
 	boxes, err := Uses[box](rt, "box")
 	require.NoError(t, err)
 	deciding, release = make(chan struct{}), make(chan struct{})

@@ -23,6 +23,32 @@ func blockedIn[S any](cmd tagconsistency.Command[S], deciding chan<- struct{}, r
 	return cmd
 }
 
+// gatedEnv sets up an executor with a gate of cfg and funds each account
+// with 10.
+func gatedEnv(t *testing.T, cfg tagconsistency.GateConfig, accounts ...journal.Tag) (env, *tagconsistency.Gate) {
+	t.Helper()
+	gate, err := tagconsistency.NewGate(cfg)
+	require.NoError(t, err)
+	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) { c.Gate = gate })
+	for _, acct := range accounts {
+		require.NoError(t, e.deposit(context.Background(), acct, 10))
+	}
+	return e, gate
+}
+
+// executeBlocked runs cmd until its Decide, which then waits for release:
+// when it returns, cmd holds its tags. The channel gets its result.
+func executeBlocked[S any](e env, cmd tagconsistency.Command[S]) (result <-chan error, release func()) {
+	deciding, released := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := tagconsistency.Execute(context.Background(), e.x, blockedIn(cmd, deciding, released), tagconsistency.Options{})
+		done <- err
+	}()
+	<-deciding
+	return done, func() { close(released) }
+}
+
 // TestGatedCommandWaitsHoldingNoTag: while a command holds account 2, a
 // transfer 1→2 waits at the gate without reserving account 1, so a transfer
 // 1→3 completes meanwhile. Without the gate the 1→2 transfer holds account 1
@@ -30,22 +56,10 @@ func blockedIn[S any](cmd tagconsistency.Command[S], deciding chan<- struct{}, r
 // the first command ends.
 func TestGatedCommandWaitsHoldingNoTag(t *testing.T) {
 	t.Parallel()
-	gate, err := tagconsistency.NewGate(tagconsistency.GateConfig{})
-	require.NoError(t, err)
-	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) { c.Gate = gate })
 	ctx := context.Background()
 	a, b, c, d := accountTag(1), accountTag(2), accountTag(3), accountTag(4)
-	for _, acct := range []journal.Tag{a, b, c, d} {
-		require.NoError(t, e.deposit(ctx, acct, 10))
-	}
-
-	deciding, release := make(chan struct{}), make(chan struct{})
-	first := make(chan error, 1)
-	go func() {
-		_, err := tagconsistency.Execute(ctx, e.x, blockedIn(transfer(b, d, 1), deciding, release), tagconsistency.Options{})
-		first <- err
-	}()
-	<-deciding // holds accounts 2 and 4
+	e, gate := gatedEnv(t, tagconsistency.GateConfig{}, a, b, c, d)
+	first, release := executeBlocked(e, transfer(b, d, 1)) // holds accounts 2 and 4
 
 	queued := make(chan error, 1)
 	go func() {
@@ -67,7 +81,7 @@ func TestGatedCommandWaitsHoldingNoTag(t *testing.T) {
 		t.Fatal("the 1→3 transfer queued behind the transfer waiting for account 2")
 	}
 
-	close(release)
+	release()
 	require.NoError(t, <-first)
 	require.NoError(t, <-queued)
 	require.Zero(t, gate.Waiting())
@@ -88,21 +102,10 @@ func TestGatedCommandWaitsHoldingNoTag(t *testing.T) {
 // or decides.
 func TestGatedCommandWhoseCallerLeftWritesNothing(t *testing.T) {
 	t.Parallel()
-	gate, err := tagconsistency.NewGate(tagconsistency.GateConfig{})
-	require.NoError(t, err)
-	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) { c.Gate = gate })
 	ctx := context.Background()
 	a, b := accountTag(1), accountTag(2)
-	require.NoError(t, e.deposit(ctx, a, 10))
-	require.NoError(t, e.deposit(ctx, b, 10))
-
-	deciding, release := make(chan struct{}), make(chan struct{})
-	first := make(chan error, 1)
-	go func() {
-		_, err := tagconsistency.Execute(ctx, e.x, blockedIn(transfer(a, b, 1), deciding, release), tagconsistency.Options{})
-		first <- err
-	}()
-	<-deciding
+	e, gate := gatedEnv(t, tagconsistency.GateConfig{}, a, b)
+	first, release := executeBlocked(e, transfer(a, b, 1))
 
 	gone, leave := context.WithCancel(ctx)
 	waiting := make(chan error, 1)
@@ -116,12 +119,12 @@ func TestGatedCommandWhoseCallerLeftWritesNothing(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return gate.Waiting() == 1 }, 10*time.Second, time.Millisecond)
 	leave()
-	err = <-waiting
+	err := <-waiting
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorContains(t, err, "waiting at the gate")
 	require.False(t, decided)
 
-	close(release)
+	release()
 	require.NoError(t, <-first)
 	require.Len(t, readAll(t, e.j, journal.Query{Items: []journal.QueryItem{{Types: []string{"Transferred"}, Tags: []journal.Tag{a}}}}), 1, "only the first transfer is stored")
 }
@@ -131,29 +134,17 @@ func TestGatedCommandWhoseCallerLeftWritesNothing(t *testing.T) {
 // the busy tag, having written nothing.
 func TestGatedCommandTimesOutNamingTheBusyTag(t *testing.T) {
 	t.Parallel()
-	gate, err := tagconsistency.NewGate(tagconsistency.GateConfig{MaxWait: 100 * time.Millisecond})
-	require.NoError(t, err)
-	e := setup(t, memoryBackend(), func(c *tagconsistency.Config, _ *lockOwners) { c.Gate = gate })
-	ctx := context.Background()
 	a, b := accountTag(1), accountTag(2)
-	require.NoError(t, e.deposit(ctx, a, 10))
-	require.NoError(t, e.deposit(ctx, b, 10))
-
-	deciding, release := make(chan struct{}), make(chan struct{})
-	first := make(chan error, 1)
-	go func() {
-		_, err := tagconsistency.Execute(ctx, e.x, blockedIn(transfer(b, a, 1), deciding, release), tagconsistency.Options{})
-		first <- err
-	}()
-	<-deciding
-	_, err = tagconsistency.Execute(ctx, e.x, transfer(a, b, 5), tagconsistency.Options{})
+	e, _ := gatedEnv(t, tagconsistency.GateConfig{MaxWait: 100 * time.Millisecond}, a, b)
+	first, release := executeBlocked(e, transfer(b, a, 1))
+	_, err := tagconsistency.Execute(context.Background(), e.x, transfer(a, b, 5), tagconsistency.Options{})
 	require.ErrorIs(t, err, tagconsistency.ErrReservationTimeout)
 	var te *tagconsistency.ReservationTimeoutError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, "Transfer", te.Command)
 	require.Equal(t, journal.Stream(a), te.Stream, "the first of its tags the other command holds")
 
-	close(release)
+	release()
 	require.NoError(t, <-first)
 	require.Len(t, readAll(t, e.j, journal.Query{Items: []journal.QueryItem{{Types: []string{"Transferred"}, Tags: []journal.Tag{a}}}}), 1, "only the first transfer is stored")
 }
