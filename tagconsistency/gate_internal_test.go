@@ -106,6 +106,7 @@ func TestGateAdmitsDisjointCommandsAndQueuesOverlappingOnes(t *testing.T) {
 	require.Zero(t, g.Waiting())
 	bd.leave()
 	require.Empty(t, g.busy, "every stream is free again")
+	require.Empty(t, g.queues)
 }
 
 // TestGateWaiterHoldsNothing is the gate's point: a command waiting for a
@@ -189,6 +190,7 @@ func TestGateContextEndsTheWait(t *testing.T) {
 	leaveB()
 	require.Zero(t, g.Waiting())
 	require.Empty(t, g.busy)
+	require.Empty(t, g.queues)
 }
 
 // TestGateExcludesUnderRace runs many commands over few streams, some of
@@ -247,6 +249,7 @@ func TestGateExcludesUnderRace(t *testing.T) {
 	require.Positive(t, admitted.Load())
 	require.Zero(t, g.Waiting())
 	require.Empty(t, g.busy)
+	require.Empty(t, g.queues)
 }
 
 // TestGateMaxWaitEndsTheWaitLikeAReservationTimeout: past MaxWait a waiter
@@ -268,7 +271,44 @@ func TestGateMaxWaitEndsTheWaitLikeAReservationTimeout(t *testing.T) {
 	require.Zero(t, g.Waiting())
 	leaveB()
 	require.Empty(t, g.busy)
+	require.Empty(t, g.queues)
 	leave, err := g.enter(ctx, gateStreams("a", "b"))
 	require.NoError(t, err, "free streams pass at once")
 	leave()
+}
+
+// BenchmarkGateBesideParkedWaiters measures one command entering and leaving
+// the gate on free streams while n other commands wait for streams another
+// command holds: the cost should not grow with n.
+//
+//	go test -run '^$' -bench GateBesideParkedWaiters ./tagconsistency
+func BenchmarkGateBesideParkedWaiters(b *testing.B) {
+	for _, n := range []int{0, 1_000, 10_000} {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			g, err := NewGate(GateConfig{})
+			require.NoError(b, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			held := gateStreams("held")
+			leaveHeld, err := g.enter(ctx, held)
+			require.NoError(b, err)
+			var parked sync.WaitGroup
+			for i := range n {
+				parked.Go(func() { _, _ = g.enter(ctx, append(gateStreams(fmt.Sprint("p", i)), held...)) })
+			}
+			require.Eventually(b, func() bool { return g.Waiting() == n }, time.Minute, time.Millisecond)
+			free := gateStreams("x", "y")
+			b.ResetTimer()
+			for range b.N {
+				leave, err := g.enter(ctx, free)
+				if err != nil {
+					b.Fatal(err)
+				}
+				leave()
+			}
+			b.StopTimer()
+			cancel()
+			parked.Wait()
+			leaveHeld()
+		})
+	}
 }
