@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -169,7 +170,26 @@ func (j *Journal) Append(ctx context.Context, events []journal.Event, opts journ
 	if err == nil && !res.Duplicate {
 		j.committed()
 	}
+	if journal.LeaseRevoked(err) {
+		err = j.refusedWhereMoved(ctx, partition, err)
+	}
 	return res, err
+}
+
+// refusedWhereMoved adds to an append refused for its leases where the
+// partition went when it moved away from this schema: after a move's retire
+// the source holds no lease of the partition, so every append sent there is
+// refused as "never acquired", which alone does not tell a node whose map
+// still names this database where to send it (a DCB command's executor
+// appends with leases its owners took where the partition now is). The
+// error then also matches journal.ErrPartitionMoved, naming the database,
+// and still matches what it matched: nothing was written either way.
+func (j *Journal) refusedWhereMoved(ctx context.Context, partition string, refused error) error {
+	var moved *journal.PartitionMoveError
+	if errors.As(j.movedAway(ctx, partition), &moved) && moved.Moved {
+		return errors.Join(refused, moved)
+	}
+	return refused
 }
 
 // fatalErr reports a broken append transaction: unknown outcome when COMMIT

@@ -57,6 +57,9 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
+// logTail is how many of a process's last log lines a failed test shows.
+const logTail = 150
+
 // startProcess runs the binary with args and waits for its "bank listening"
 // log line, which names the bound address.
 func startProcess(t *testing.T, bin string, args ...string) *process {
@@ -87,6 +90,12 @@ func startProcess(t *testing.T, bin string, args ...string) *process {
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
+		if t.Failed() {
+			// What the process said last is often why the test failed.
+			lines := strings.Split(strings.TrimRight(p.log(), "\n"), "\n")
+			t.Logf("the last %d log lines of %s %s:\n%s", min(len(lines), logTail), filepath.Base(bin), strings.Join(args, " "),
+				strings.Join(lines[max(0, len(lines)-logTail):], "\n"))
+		}
 	})
 	select {
 	case p.addr = <-addr:

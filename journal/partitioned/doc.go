@@ -51,11 +51,14 @@
 // (pgadmin.MovePartition, `scribe partition move`) reaches every node
 // through the source database: once moved, the source answers Acquire, and
 // TagSummary and ReadStream of the partition's streams, with
-// journal.ErrPartitionMoved naming the target (PartitionMove.To), and a
-// router that has a member of that name maps the partition to it from then
-// on (Acquire, TagSummary, ReadStream, Read, TagsOfGroup and
-// FollowPartition follow it at once; Subscribe does not: its positions are
-// one database's). While the
+// journal.ErrPartitionMoved naming the target (PartitionMove.To), and so
+// does an Append it refuses for its leases (it holds none of the partition
+// any more); a router that has a member of that name maps the partition to
+// it from then on (Acquire, Append, TagSummary, ReadStream, Read,
+// TagsOfGroup and FollowPartition follow it at once, and Append is sent
+// there once more: a DCB command's executor appends with leases its tags'
+// owners took on their nodes, where the partition now is; Subscribe does
+// not follow: its positions are one database's). While the
 // partition moves, its Acquire fails with the retryable
 // journal.ErrPartitionMoving, so commands get a retryable error for the
 // cut-over; a node whose map already names the target of a move back is

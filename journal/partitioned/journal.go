@@ -63,16 +63,29 @@ func appendPartition(events []journal.Event, opts journal.AppendOptions, single 
 
 // Append sends the append to the member serving its partition. An append
 // naming two partitions fails with ErrCrossPartition and writes nothing.
+// When the member refuses it and answers that the partition moved
+// (journal.ErrPartitionMoved) to another member of this router, the router
+// maps the partition there (as Acquire does) and sends the append there
+// once more: it wrote nothing, and its leases may have been taken there (a
+// DCB command's owners acquire on their own nodes, whose routers followed
+// the move). This is how a node that only appends to a partition follows
+// its move.
 func (r *Router) Append(ctx context.Context, events []journal.Event, opts journal.AppendOptions) (journal.AppendResult, error) {
 	p, err := appendPartition(events, opts, r.single() != nil)
 	if err != nil {
 		return journal.AppendResult{}, err
 	}
-	m, err := r.route(p)
-	if err != nil {
-		return journal.AppendResult{}, err
+	for range 2 {
+		m, err := r.route(p)
+		if err != nil {
+			return journal.AppendResult{}, err
+		}
+		res, err := m.Journal.Append(ctx, events, opts)
+		if err == nil || errors.Is(err, journal.ErrOutcomeUnknown) || !r.follow(p, m, err) {
+			return res, err
+		}
 	}
-	return m.Journal.Append(ctx, events, opts)
+	return journal.AppendResult{}, fmt.Errorf("%w: partitioned: partition %q moved twice while appending; retry", journal.ErrUnavailable, partitionName(p))
 }
 
 // ReadStream reads the stream from its partition's member; a member that
