@@ -67,7 +67,9 @@ const readStreamWithArchiveSQL = `SELECT ` + recordCols + ` FROM (
 
 // ReadStreamWithArchive implements journal.ArchiveReader: ReadStream
 // through the cut, archived and hot alike, for audits and exports, in
-// ReadStream's pages.
+// ReadStream's pages. Like ReadStream, a stream found empty whose partition
+// moved away from this schema fails with journal.ErrPartitionMoved naming
+// where it went.
 func (j *Journal) ReadStreamWithArchive(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
 	stream = stream.Normalize()
 	if stream.Tag == "" {
@@ -83,6 +85,14 @@ func (j *Journal) ReadStreamWithArchive(ctx context.Context, stream journal.Stre
 		if last != nil {
 			from = last.Version(stream.Tag) + 1
 		}
-		return queryRecordsInto(ctx, j.pool, j.cfg.Schema, buf, "read stream with archive", stmt, stream.Partition, string(stream.Tag), i64(from), n)
+		page, err := queryRecordsInto(ctx, j.pool, j.cfg.Schema, buf, "read stream with archive", stmt, stream.Partition, string(stream.Tag), i64(from), n)
+		if err == nil && len(page) == 0 && from == 1 {
+			// An empty stream: or one whose partition moved away, which
+			// the caller must learn rather than read it as empty.
+			if err := j.movedAway(ctx, stream.Partition); err != nil {
+				return nil, err
+			}
+		}
+		return page, err
 	})
 }

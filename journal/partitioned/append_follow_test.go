@@ -2,6 +2,7 @@ package partitioned_test
 
 import (
 	"context"
+	"iter"
 	"testing"
 	"time"
 
@@ -58,6 +59,28 @@ func TestAppendFollowsAMoveWithLeasesTakenWhereThePartitionIs(t *testing.T) {
 	res, err = a.Append(ctx, []journal.Event{event()}, journal.AppendOptions{Leases: []journal.Lease{lease}, Expect: map[journal.Tag]uint64{stream.Tag: 2}})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, res.Records[0].Version(stream.Tag))
+
+	// A third node's router, which has not looked at east since the move,
+	// reads the stream through the tag index (what journal.VerifyStream
+	// does) and with its archive: both follow the move.
+	c, err := partitioned.New(partitioned.Config{
+		Members:    []partitioned.Member{one.member("one"), two.member("two")},
+		Partitions: map[string]string{"east": "one"},
+		Default:    "one",
+	})
+	require.NoError(t, err)
+	for name, read := range map[string]func() iter.Seq2[journal.Record, error]{
+		"through the index": func() iter.Seq2[journal.Record, error] { return c.ReadStreamThroughIndex(ctx, stream, 1, 0) },
+		"with the archive":  func() iter.Seq2[journal.Record, error] { return c.ReadStreamWithArchive(ctx, stream, 1, 0) },
+	} {
+		n := 0
+		for _, err := range read() {
+			require.NoError(t, err, name)
+			n++
+		}
+		require.Equal(t, 3, n, name)
+		require.NoError(t, c.SetPartition("east", "one"), name) // stale again for the next read
+	}
 
 	// An append with a lease that is not current where east is still fails
 	// as a revoked lease, having written nothing.

@@ -54,8 +54,9 @@
 // journal.ErrPartitionMoved naming the target (PartitionMove.To), and so
 // does an Append it refuses for its leases (it holds none of the partition
 // any more); a router that has a member of that name maps the partition to
-// it from then on (Acquire, Append, TagSummary, ReadStream, Read,
-// TagsOfGroup and FollowPartition follow it at once, and Append is sent
+// it from then on (Acquire, Append, TagSummary, ReadStream,
+// ReadStreamThroughIndex, ReadStreamWithArchive, Read, TagsOfGroup and
+// FollowPartition follow it at once, and Append is sent
 // there once more: a DCB command's executor appends with leases its tags'
 // owners took on their nodes, where the partition now is; Subscribe does
 // not follow: its positions are one database's). While the

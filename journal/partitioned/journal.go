@@ -128,31 +128,28 @@ func (r *Router) followStream(partition string, read func(journal.Journal) iter.
 }
 
 // ReadStreamThroughIndex implements journal.IndexedStreamReader on the
-// stream's member; a member without a separate tag index reads its stream
-// (ReadStream), which is then the same read.
+// stream's member, following a move as ReadStream does; a member without a
+// separate tag index reads its stream (ReadStream), which is then the same
+// read.
 func (r *Router) ReadStreamThroughIndex(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
-	m, err := r.route(stream.Partition)
-	if err != nil {
-		return fail(err)
-	}
-	if ir, ok := m.Journal.(journal.IndexedStreamReader); ok {
-		return ir.ReadStreamThroughIndex(ctx, stream, fromVersion, limit)
-	}
-	return r.ReadStream(ctx, stream, fromVersion, limit)
+	return r.followStream(stream.Partition, func(j journal.Journal) iter.Seq2[journal.Record, error] {
+		if ir, ok := j.(journal.IndexedStreamReader); ok {
+			return ir.ReadStreamThroughIndex(ctx, stream, fromVersion, limit)
+		}
+		return j.ReadStream(ctx, stream, fromVersion, limit)
+	})
 }
 
 // ReadStreamWithArchive implements journal.ArchiveReader on the stream's
-// member; a member that does not archive reads its hot events (ReadStream),
-// which are then all of them.
+// member, following a move as ReadStream does; a member that does not
+// archive reads its hot events (ReadStream), which are then all of them.
 func (r *Router) ReadStreamWithArchive(ctx context.Context, stream journal.StreamID, fromVersion uint64, limit int) iter.Seq2[journal.Record, error] {
-	m, err := r.route(stream.Partition)
-	if err != nil {
-		return fail(err)
-	}
-	if ar, ok := m.Journal.(journal.ArchiveReader); ok {
-		return ar.ReadStreamWithArchive(ctx, stream, fromVersion, limit)
-	}
-	return r.ReadStream(ctx, stream, fromVersion, limit)
+	return r.followStream(stream.Partition, func(j journal.Journal) iter.Seq2[journal.Record, error] {
+		if ar, ok := j.(journal.ArchiveReader); ok {
+			return ar.ReadStreamWithArchive(ctx, stream, fromVersion, limit)
+		}
+		return j.ReadStream(ctx, stream, fromVersion, limit)
+	})
 }
 
 // Read runs the DCB read on the query's partition's member (following a
