@@ -19,7 +19,7 @@ const DefaultGatePatience = 100 * time.Millisecond
 // a command reserves its tags one after the other, in sorted order, and holds
 // the first while it queues for the next; every command queued behind that
 // first tag then waits for the second as well, and chains of such waits made
-// the slowest of 64 concurrent transfers wait 10 times the median.
+// the slowest of 64 concurrent transfers wait more than ten times the median.
 //
 // A command waits at the gate holding nothing until no command that passed
 // the gate holds any of its streams; it then takes them all at once, reserves
