@@ -240,24 +240,13 @@ func executeOnce[S any](ctx context.Context, x *Executor, cmd Command[S], opts O
 		x.tel.finishExecute(ctx, span, cmd.Name, outcome, err)
 	}()
 
-	if x.gate != nil {
-		start := time.Now()
-		leave, err := x.gate.enter(ctx, streams)
-		waited := time.Since(start)
-		span.SetAttributes(attribute.Float64("scribe.dcb.gate_wait_ms", float64(waited.Microseconds())/1000))
-		x.tel.gateWait.Record(ctx, waited.Seconds(), metric.WithAttributes(attribute.String("scribe.command", cmd.Name)))
-		if err != nil {
-			var te *ReservationTimeoutError
-			if errors.As(err, &te) {
-				te.Command = cmd.Name
-				return Result{}, te
-			}
-			return Result{}, fmt.Errorf("tagconsistency: command %q not executed while waiting at the gate for its tags: %w", cmd.Name, err)
-		}
-		// Deferred before the reservations' end, so it runs after it: the
-		// next command admitted finds the owners confirmed or cancelled.
-		defer leave()
+	leave, err := x.enterGate(ctx, span, cmd.Name, streams)
+	if err != nil {
+		return Result{}, err
 	}
+	// Deferred before the reservations' end, so it runs after it: the next
+	// command admitted finds the owners confirmed or cancelled.
+	defer leave()
 	held := make([]*Reservation, 0, len(streams))
 	for _, s := range streams {
 		r, err := x.reserve(ctx, cmd.Name, s)

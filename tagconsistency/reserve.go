@@ -16,6 +16,30 @@ import (
 	"github.com/scribe-es/scribe/journal"
 )
 
+// enterGate waits at the executor's gate, if it has one, until command may
+// take streams, and records the wait on span and in scribe.dcb.gate.wait.
+// leave frees the streams (a no-op without a gate); call it once the
+// reservations ended.
+func (x *Executor) enterGate(ctx context.Context, span trace.Span, command string, streams []journal.StreamID) (leave func(), err error) {
+	if x.gate == nil {
+		return func() {}, nil
+	}
+	start := time.Now()
+	leave, err = x.gate.enter(ctx, streams)
+	waited := time.Since(start)
+	span.SetAttributes(attribute.Float64("scribe.dcb.gate_wait_ms", float64(waited.Microseconds())/1000))
+	x.tel.gateWait.Record(ctx, waited.Seconds(), metric.WithAttributes(attribute.String("scribe.command", command)))
+	if err != nil {
+		var te *ReservationTimeoutError
+		if errors.As(err, &te) {
+			te.Command = command
+			return nil, te
+		}
+		return nil, fmt.Errorf("tagconsistency: command %q not executed while waiting at the gate for its tags: %w", command, err)
+	}
+	return leave, nil
+}
+
 func (x *Executor) reserve(ctx context.Context, command string, s journal.StreamID) (*Reservation, error) {
 	ctx, span := x.tel.tracer.Start(ctx, otelx.SpanDCBReserve, trace.WithAttributes(
 		attribute.String("scribe.stream", s.String()),

@@ -24,11 +24,7 @@ import (
 func TestAppendFollowsAMoveWithLeasesTakenWhereThePartitionIs(t *testing.T) {
 	ctx := context.Background()
 	one, two, a := twoDatabases(t, map[string]string{"east": "one"})
-	b, err := partitioned.New(partitioned.Config{
-		Members:    []partitioned.Member{one.member("one"), two.member("two")},
-		Partitions: map[string]string{"east": "one"},
-		Default:    "one",
-	})
+	b, err := staleRouter(one, two)
 	require.NoError(t, err)
 	stream := journal.StreamID{Partition: "east", Tag: journal.NewTag("account", "1")}
 	event := func() journal.Event {
@@ -63,11 +59,7 @@ func TestAppendFollowsAMoveWithLeasesTakenWhereThePartitionIs(t *testing.T) {
 	// A third node's router, which has not looked at east since the move,
 	// reads the stream through the tag index (what journal.VerifyStream
 	// does) and with its archive: both follow the move.
-	c, err := partitioned.New(partitioned.Config{
-		Members:    []partitioned.Member{one.member("one"), two.member("two")},
-		Partitions: map[string]string{"east": "one"},
-		Default:    "one",
-	})
+	c, err := staleRouter(one, two)
 	require.NoError(t, err)
 	for name, read := range map[string]func() iter.Seq2[journal.Record, error]{
 		"through the index": func() iter.Seq2[journal.Record, error] { return c.ReadStreamThroughIndex(ctx, stream, 1, 0) },
@@ -87,4 +79,14 @@ func TestAppendFollowsAMoveWithLeasesTakenWhereThePartitionIs(t *testing.T) {
 	_, err = a.Append(ctx, []journal.Event{event()}, journal.AppendOptions{Leases: []journal.Lease{{Stream: stream, NodeID: "node-b", Epoch: lease.Epoch + 7, Incarnation: lease.Incarnation}}})
 	require.True(t, journal.LeaseRevoked(err), "%v", err)
 	require.Equal(t, 3, two.count(t, `SELECT count(*) FROM %s.events WHERE partition = $1`, "east"))
+}
+
+// staleRouter is another node's router over one and two, its map naming
+// "one" for east.
+func staleRouter(one, two *database) (*partitioned.Router, error) {
+	return partitioned.New(partitioned.Config{
+		Members:    []partitioned.Member{one.member("one"), two.member("two")},
+		Partitions: map[string]string{"east": "one"},
+		Default:    "one",
+	})
 }
